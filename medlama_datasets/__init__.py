@@ -1,0 +1,1 @@
+"""Builders that turn probing benchmarks into Hugging Face dataset folders (Parquet + card)."""

