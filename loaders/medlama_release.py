@@ -274,6 +274,15 @@ def _literal_list(text: str, path: Path, row: int, field: str) -> tuple[str, ...
     return tuple(value)
 
 
+def _split_joined(text: str, path: Path, row: int, field: str) -> tuple[str, ...]:
+    parts = tuple(part.strip() for part in text.split("||"))
+    if not any(parts):
+        raise MedlamaInputError("empty answer list", file=path, row=row, field=field)
+    if not all(parts):
+        raise MedlamaInputError(f"blank answer in {text[:80]!r}", file=path, row=row, field=field)
+    return parts
+
+
 def _number(text: str, kind: type, path: Path, row: int, field: str):
     try:
         return kind(text)
@@ -290,19 +299,23 @@ def read_relation_file(path: Path, relation: str) -> list[ReleaseRow]:
                                     field="rel")
         if not record["head_name"].strip():
             raise MedlamaInputError("empty head name", file=path, row=number, field="head_name")
-        names = _literal_list(record["tail_names_list"], path, number, "tail_names_list")
-        cuis = _literal_list(record["tail_cuis_list"], path, number, "tail_cuis_list")
-        if len(names) != len(cuis):
-            raise MedlamaInputError(f"{len(names)} answer names but {len(cuis)} answer CUIs", file=path,
-                                    row=number, field="tail_names_list")
-        declared = _number(record["tail_names_len"], int, path, number, "tail_names_len")
-        if declared != len(names):
-            raise MedlamaInputError(f"tail_names_len is {declared} but the list holds {len(names)}", file=path,
-                                    row=number, field="tail_names_len")
-        joined = [part.strip() for part in record["tail_names"].split("||")]
-        if joined != [name.strip() for name in names]:
+        # The answers are the joined columns: the release de-duplicates them (order kept) and counts
+        # them in *_len; the *_list literals may repeat an answer (770 rows) and are only checked.
+        names = _split_joined(record["tail_names"], path, number, "tail_names")
+        cuis = _split_joined(record["tail_cuis"], path, number, "tail_cuis")
+        listed = _literal_list(record["tail_names_list"], path, number, "tail_names_list")
+        _literal_list(record["tail_cuis_list"], path, number, "tail_cuis_list")
+        if list(dict.fromkeys(name.strip() for name in listed)) != list(names):
             raise MedlamaInputError("tail_names does not list the same answers as tail_names_list", file=path,
                                     row=number, field="tail_names")
+        if len(names) != len(cuis):
+            raise MedlamaInputError(f"{len(names)} answer names but {len(cuis)} answer CUIs", file=path,
+                                    row=number, field="tail_cuis")
+        for field, expected in (("tail_names_len", len(names)), ("tail_cuis_len", len(cuis))):
+            declared = _number(record[field], int, path, number, field)
+            if declared != expected:
+                raise MedlamaInputError(f"{field} is {declared} but the row lists {expected} answer(s)", file=path,
+                                        row=number, field=field)
         rows.append(ReleaseRow(
             file=str(path), row=number, relation=relation, head_cui=record["head_cui"],
             head_name=record["head_name"], tail_cuis=cuis, tail_names=names, tail_names_raw=record["tail_names"],

@@ -1,0 +1,62 @@
+"""``medlama build <dataset> --out DIR``: build a probing dataset as a Hugging Face dataset folder."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("build", help="build a probing dataset folder (Parquet + dataset card)")
+    builders = parser.add_subparsers(dest="dataset", required=True, metavar="DATASET")
+
+    medlama = builders.add_parser(
+        "medlama", help="MedLAMA full and hard sets, per-relation configs and candidate sets",
+        description="Build MedLAMA from the pinned release (downloaded and verified), or from --source / "
+                    "$MEDLAMA_SOURCE (a folder or archive of the release).")
+    medlama.add_argument("--out", required=True, type=Path,
+                         help="output folder, e.g. out/medlama; load it with load_dataset(OUT, 'hard')")
+    medlama.add_argument("--source", help="local release: a folder holding prompts.csv and 2021AA/, "
+                                          "or a .tar.gz/.zip of it (default: $MEDLAMA_SOURCE, else download)")
+    medlama.add_argument("--match-threshold", type=float, default=0.1, help="hard if avg_match < this (0.1)")
+    medlama.add_argument("--rouge-threshold", type=float, default=0.1, help="hard if avg_rouge_l < this (0.1)")
+    medlama.add_argument("--no-verify", action="store_true",
+                         help="skip the SHA-256 check of a local source (a modified copy on purpose)")
+    medlama.add_argument("--json", action="store_true", help="print the statistics and report as JSON")
+    medlama.set_defaults(func=run_medlama)
+
+
+def run_medlama(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from medlama.datasets.hardness import HardnessRule
+    from medlama.datasets.medlama import write_medlama
+    from medlama.display import print_table
+
+    rule = HardnessRule(args.match_threshold, args.rouge_threshold)
+    build, stats = write_medlama(args.out, args.source, rule=rule, verify_checksums=not args.no_verify)
+    report = build.report
+    if args.json:
+        json.dump({"out": str(args.out), "statistics": stats, "report": asdict(report)}, sys.stdout, indent=2)
+        print()
+        return 0
+    print_table(
+        "MedLAMA", ["relation", "full", "hard", "answers/query", "distinct answers", "single-token (distinct)",
+                     "single-token (all)"],
+        [(r["relation"], r["full"], r["hard"], f"{r['answers_per_query_full']:.2f}", r["distinct_answers"],
+          f"{100 * r['single_token_answers']:.1f}%", f"{100 * r['single_token_answer_occurrences']:.1f}%")
+         for r in stats],
+        caption=f"written to {args.out} (configs 'hard' (default), 'full', per relation, candidates_*)")
+    print(f"hardness scores recomputed: {len(report.score_mismatches)} differ from the release by more than 1e-6")
+    for mismatch in report.score_mismatches[:20]:
+        print(f"  {mismatch.id} ({mismatch.file}, row {mismatch.row}): {mismatch.score} released "
+              f"{mismatch.released:.6f}, recomputed {mismatch.recomputed:.6f}")
+    if report.released_hard_checked:
+        print(f"hard set derived from the full set: {len(report.hard_only_derived)} query(ies) not in the "
+              f"released hard set, {len(report.hard_only_released)} released ones not derived"
+              + (" (different thresholds)" if rule != HardnessRule() else ""))
+    else:
+        print("released hard files not found: derived hard set not compared with the release")
+    return 0

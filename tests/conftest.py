@@ -1,0 +1,59 @@
+"""Shared test setup: offline Hugging Face libraries, the real data in ../shared, one MedLAMA build."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+# Before any Hugging Face import: nothing may reach a hub, and no user cache is read or written.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ["HF_EVALUATE_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="medlama-tests-hf-"))
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("MEDLAMA_SHARED", REPO.parent / "shared"))
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under ../shared; missing data fails in CI and skips elsewhere (a third party's clone)."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        message = f"real data not found at {path} (set MEDLAMA_SHARED to the shared/ folder)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture(scope="session")
+def medlama_source() -> Path:
+    """The local copy of the MedLAMA release (byte-identical to the pinned commit)."""
+    return shared_path("data", "medlama")
+
+
+@pytest.fixture(scope="session")
+def elicit_corpora() -> Path:
+    """The released rewiring corpora (10 x 10k PubMed sentences, 10k Wikipedia sentences)."""
+    return shared_path("data", "elicit_corpora")
+
+
+@pytest.fixture(scope="session")
+def medlama_build(tmp_path_factory, medlama_source):
+    """MedLAMA built once per session with the real builder: ``(folder, MedlamaBuild, statistics)``."""
+    from medlama.datasets.medlama import write_medlama
+
+    out = tmp_path_factory.mktemp("built") / "medlama"
+    build, stats = write_medlama(out, medlama_source, progress=False)
+    return out, build, stats
+
+
+@pytest.fixture(scope="session")
+def medlama_dir(medlama_build) -> Path:
+    """Folder of the session's MedLAMA build, loadable with ``load_dataset(folder, config)``."""
+    return medlama_build[0]

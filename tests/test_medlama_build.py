@@ -1,0 +1,145 @@
+"""The built MedLAMA folder against the release: counts, schema, the hard set row for row, candidates, card."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+
+import pytest
+import yaml
+from datasets import List, Value, load_dataset
+
+from medlama.datasets.card import statistics_block
+from medlama.datasets.medlama import features
+from medlama.dataset_cards import card_path
+from medlama.loaders.medlama_release import RELATIONS
+
+
+def released_rows(path):
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def answers(record, column):
+    return [part.strip() for part in record[column].split("||")]
+
+
+def test_configs_load_with_their_counts(medlama_dir, medlama_source):
+    assert len(RELATIONS) == 19
+    assert load_dataset(str(medlama_dir), "hard")["test"].num_rows == 15_329
+    assert load_dataset(str(medlama_dir), "full")["test"].num_rows == 19_000
+    assert load_dataset(str(medlama_dir))["test"].num_rows == 15_329  # hard is the default config
+    for rel in ("may_treat", "associated_morphology_of", "occurs_after"):
+        hard_file = next((medlama_source / "2021AA").glob(f"{rel}_*_hard.csv"))
+        expected = int(re.search(r"_(\d+)_hard\.csv$", hard_file.name).group(1))
+        assert load_dataset(str(medlama_dir), f"hard_{rel}")["test"].num_rows == expected
+        assert load_dataset(str(medlama_dir), f"full_{rel}")["test"].num_rows == 1_000
+
+
+def test_load_by_name_from_parent_folder(medlama_dir, monkeypatch):
+    monkeypatch.chdir(medlama_dir.parent)
+    assert load_dataset("medlama", "hard")["test"].num_rows == 15_329
+
+
+def test_declared_features(medlama_dir):
+    data = load_dataset(str(medlama_dir), "hard")["test"]
+    assert data.features == features()
+    assert data.features["answer_names"] == List(Value("string"))
+    assert data.features["answer_cuis"] == List(Value("string"))
+
+
+def test_hard_set_equals_release_row_for_row(medlama_build, medlama_source):
+    _, build, _ = medlama_build
+    hard = build.datasets["hard"]
+    by_relation = {}
+    for row in hard:
+        by_relation.setdefault(row["relation"], []).append(row)
+    total = 0
+    for rel in RELATIONS:
+        released = released_rows(next((medlama_source / "2021AA").glob(f"{rel}_*_hard.csv")))
+        derived = by_relation[rel]
+        assert len(derived) == len(released), rel
+        for ours, theirs in zip(derived, released):
+            assert ours["head_cui"] == theirs["head_cui"]
+            assert ours["head_name"] == theirs["head_name"]
+            assert ours["answer_names"] == answers(theirs, "tail_names")
+            assert ours["answer_cuis"] == answers(theirs, "tail_cuis")
+            assert ours["answer_count"] == int(theirs["tail_names_len"])
+            assert ours["avg_match"] == pytest.approx(float(theirs["avg_match"]), abs=1e-6)
+            assert ours["avg_rouge_l"] == pytest.approx(float(theirs["avg_rouge_l"]), abs=1e-6)
+            assert ours["is_hard"]
+        total += len(derived)
+    assert total == 15_329
+    report = build.report
+    assert report.matches_release and report.released_hard_checked
+
+
+def test_full_set_keeps_release_order_and_queries(medlama_build, medlama_source):
+    _, build, _ = medlama_build
+    full = build.datasets["full"]
+    first = full.filter(lambda r: r["relation"] == "may_prevent")[0]
+    record = released_rows(medlama_source / "2021AA" / "may_prevent_1000.csv")[0]
+    assert first["id"] == "may_prevent-0001"
+    assert first["head_name"] == record["head_name"] == "sulfisoxazole"
+    # prompts.csv: human "[X] may be able to prevent [Y] .", default "[X] may prevent [Y] ."
+    assert first["query_human"] == "sulfisoxazole may be able to prevent [Y] ."
+    assert first["query_default"] == "sulfisoxazole may prevent [Y] ."
+    assert first["answer_names"] == ["Bacterial Infections", "Mycoses", "Protozoan Infections"]
+    assert sum(full["is_hard"]) == 15_329
+
+
+def test_candidate_sets_as_the_reference_builds_them(medlama_dir, medlama_source):
+    names = {"full": set(), "hard": set()}
+    for path in (medlama_source / "2021AA").glob("*.csv"):
+        kind = "hard" if path.name.endswith("_hard.csv") else "full"
+        for record in released_rows(path):
+            names[kind].add(record["head_name"])
+            names[kind].update(answers(record, "tail_names"))
+    full = load_dataset(str(medlama_dir), "candidates_full")["test"]["name"]
+    hard = load_dataset(str(medlama_dir), "candidates_hard")["test"]["name"]
+    assert len(full) == 22_923  # the reference's "common vocab" over the 19 full files
+    assert set(full) == names["full"] and list(full) == sorted(full)
+    assert set(hard) == names["hard"]
+    may_treat = load_dataset(str(medlama_dir), "candidates_hard_may_treat")["test"]["name"]
+    assert set(may_treat) < set(hard)
+
+
+def test_card_generated_from_template_with_statistics(medlama_build):
+    out, _, stats = medlama_build
+    readme = (out / "README.md").read_text()
+    template = card_path("medlama").read_text()
+    # The committed card's numbers are the ones the data gives (rebuild it if this fails).
+    assert statistics_block(readme) == statistics_block(template)
+    assert "| **all** | 19,000 | 15,329 |" in readme
+    meta = yaml.safe_load(readme.split("---")[1])
+    configs = {config["config_name"]: config for config in meta["configs"]}
+    assert len(configs) == 2 * (2 + 2 * 19)  # full, hard, per relation; and a candidate config for each
+    assert [name for name, config in configs.items() if config.get("default")] == ["hard"]
+    assert configs["hard_may_treat"]["data_files"] == [{"split": "test", "path": "data/hard/may_treat.parquet"}]
+    assert {info["config_name"] for info in meta["dataset_info"]} == {"full", "hard", "candidates_full", "candidates_hard"}
+    all_row = stats[-1]
+    assert all_row["relation"] == "all" and all_row["full"] == 19_000 and all_row["hard"] == 15_329
+    info = json.loads((out / "build_info.json").read_text())
+    assert info["report"]["score_mismatches"] == [] and info["report"]["hard_only_derived"] == []
+
+
+def test_thresholds_configurable(medlama_source):
+    from medlama.datasets.hardness import HardnessRule
+    from medlama.datasets.medlama import build_medlama
+
+    build = build_medlama(medlama_source, rule=HardnessRule(0.1, 0.05), progress=False)
+    hard = build.datasets["hard"]
+    assert 0 < hard.num_rows < 15_329
+    assert all(r < 0.05 for r in hard["avg_rouge_l"])
+    # Stricter thresholds only remove released hard rows, and the report says which.
+    assert not build.report.hard_only_derived
+    assert len(build.report.hard_only_released) == 15_329 - hard.num_rows
+
+
+def test_python_api_returns_dataset_dict(medlama_source):
+    from medlama.datasets.medlama import load_medlama
+
+    data = load_medlama(medlama_source, progress=False)
+    assert set(data) == {"full", "hard"}
+    assert data["hard"].num_rows == 15_329
