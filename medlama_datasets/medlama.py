@@ -277,6 +277,21 @@ def _quiet_datasets():
             enable_progress_bar()
 
 
+def cached_build(source: str | Path | None = None, cache_dir: str | Path | None = None) -> Path:
+    """A MedLAMA folder with the release's thresholds, built once into the cache and reused.
+
+    For commands that need MedLAMA but were not given a built folder (``medlama probe`` without
+    ``--data``). The folder is keyed by the pinned commit, so a new pin builds anew.
+    """
+    import os
+
+    root = Path(cache_dir or os.environ.get(release.CACHE_ENV) or Path.home() / ".cache" / "medlama")
+    out = root / "datasets" / f"medlama-{release.COMMIT[:12]}"
+    if not (out / "build_info.json").is_file():
+        write_medlama(out, source)
+    return out
+
+
 def _to_parquet(dataset, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     dataset.to_parquet(str(path))

@@ -17,6 +17,8 @@ from medlama.errors import MedlamaInputError
 #: Subcommand modules, in the order ``medlama --help`` lists them.
 COMMAND_MODULES = (
     "medlama.commands.build",
+    "medlama.commands.probe",
+    "medlama.commands.rewire",
 )
 
 

@@ -1,0 +1,5 @@
+"""Probers: a query set in, ranked predictions per query out, scored by the acc@k metric module.
+
+Every approach implements ``medlama.probers.base.Prober`` and so shares loading
+(``queries``), scoring (``base.score``), output files, tables and plots (``report``).
+"""

@@ -1,0 +1,122 @@
+"""Encoding texts with any Hugging Face encoder: length-sorted batches, dynamic padding, inference mode.
+
+One pass yields the pooled representation of several hidden layers at once (figure 6 of the paper
+needs every layer), and layers above the highest one asked for are dropped before encoding.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from medlama.errors import MedlamaInputError
+
+POOLINGS = ("cls", "mean")
+
+
+def load_encoder(model_path: str | Path):
+    """Tokenizer and encoder (no task head) of ``model_path``, with clear errors for what is not one."""
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    path = str(model_path)
+    if Path(path).exists() and not (Path(path) / "config.json").is_file():
+        raise MedlamaInputError("not a model folder: no config.json (give a Hugging Face model folder, "
+                                "e.g. the output of `medlama rewire`)", file=path)
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError) as error:
+        raise MedlamaInputError(f"cannot read the model config: {error}", file=path) from None
+    if getattr(config, "is_encoder_decoder", False) or getattr(config, "is_decoder", False):
+        raise MedlamaInputError(f"{config.model_type!r} is not an encoder-only model; retrieval probing needs "
+                                "an encoder such as BERT", file=path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModel.from_pretrained(path)
+    except (OSError, ValueError, KeyError) as error:
+        raise MedlamaInputError(f"cannot load the encoder: {error}", file=path) from None
+    return tokenizer, model
+
+
+def _layer_stack(model):
+    """The model's list of transformer layers, where the architecture exposes one (BERT-like models)."""
+    import torch
+
+    for owner in (getattr(model, "encoder", None), getattr(model, "transformer", None)):
+        layers = getattr(owner, "layer", None)
+        if isinstance(layers, torch.nn.ModuleList):
+            return owner
+    return None
+
+
+class Encoder:
+    """Pooled hidden states of an encoder for lists of texts.
+
+    ``layers``: hidden-state indices as in ``output_hidden_states`` (0 = embeddings, L = output of
+    layer L, negative counts from the top; default the last layer). ``pooling``: ``cls`` (the first
+    token) or ``mean`` (over non-padding tokens).
+    """
+
+    def __init__(self, model_path: str | Path, *, layers: Sequence[int] | None = None, pooling: str = "cls",
+                 batch_size: int = 128, device: str | None = None, half_on_gpu: bool = True) -> None:
+        import torch
+
+        if pooling not in POOLINGS:
+            raise MedlamaInputError(f"unknown pooling {pooling!r}; choose from {list(POOLINGS)}")
+        self.tokenizer, model = load_encoder(model_path)
+        self.model_path = str(model_path)
+        depth = model.config.num_hidden_layers
+        requested = list(layers) if layers else [depth]
+        resolved = []
+        for layer in requested:
+            index = layer + depth + 1 if layer < 0 else layer
+            if not 0 <= index <= depth:
+                raise MedlamaInputError(f"layer {layer} out of range: {self.model_path} has {depth} layers "
+                                        f"(use 0..{depth}, or -1 for the last)")
+            resolved.append(index)
+        self.layers = resolved
+        self.depth = depth
+        keep = max(resolved)
+        stack = _layer_stack(model)
+        if stack is not None and keep < depth:  # the layers above the highest asked for are never needed
+            stack.layer = stack.layer[:keep]
+        self.pooling = pooling
+        self.batch_size = batch_size
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if self.device.type == "cuda" and half_on_gpu:
+            model = model.half()  # as the reference implementation encodes
+        elif self.device.type == "cpu":
+            torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
+        self.model = model.to(self.device).eval()
+
+    @property
+    def mask_token(self) -> str:
+        if self.tokenizer.mask_token is None:
+            raise MedlamaInputError(f"the tokenizer of {self.model_path} has no mask token")
+        return self.tokenizer.mask_token
+
+    def encode(self, texts: Sequence[str], max_length: int, *, progress: str | None = None) -> dict[int, np.ndarray]:
+        """``{layer: float32 array (len(texts), hidden)}`` for every configured layer."""
+        import torch
+        from tqdm.auto import tqdm
+
+        encoded = self.tokenizer(list(texts), truncation=True, max_length=max_length, add_special_tokens=True)
+        input_ids = encoded["input_ids"]
+        order = np.argsort([len(ids) for ids in input_ids], kind="stable")
+        hidden = self.model.config.hidden_size
+        out = {layer: np.empty((len(texts), hidden), dtype=np.float32) for layer in self.layers}
+        starts = range(0, len(texts), self.batch_size)
+        with torch.inference_mode():
+            for start in tqdm(starts, desc=progress, disable=progress is None, unit="batch", leave=False):
+                rows = order[start:start + self.batch_size]
+                batch = self.tokenizer.pad({key: [encoded[key][i] for i in rows] for key in encoded.keys()},
+                                           return_tensors="pt").to(self.device)
+                states = self.model(**batch, output_hidden_states=True, return_dict=True).hidden_states
+                mask = batch["attention_mask"].unsqueeze(-1).to(states[0].dtype)
+                for layer in self.layers:
+                    state = states[layer]
+                    pooled = state[:, 0] if self.pooling == "cls" else (state * mask).sum(1) / mask.sum(1)
+                    out[layer][rows] = pooled.float().cpu().numpy()
+        return out

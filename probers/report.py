@@ -1,0 +1,136 @@
+"""Probe results for people and machines: terminal tables, JSON, and the paper's plots.
+
+Figures: per relation (figure 5), per answer length in characters (figure 3), per layer (figure 6),
+per checkpoint step (figure 4). Every number comes from the acc@k metric module.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from medlama.atomic import atomic_write_text
+from medlama.display import print_table
+from medlama.probers.base import DEFAULT_KS, ProbeResult, score
+from medlama.probers.queries import QuerySet
+
+#: Answer-length bins in characters (figure 3): [0, 10), [10, 20), ... and 60 or more.
+LENGTH_EDGES = (10, 20, 30, 40, 50, 60)
+
+
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.2f}"
+
+
+def print_summary(results: Sequence[ProbeResult], title: str = "acc@k (%)", ks: Sequence[int] = DEFAULT_KS) -> None:
+    """One row per result: micro and macro acc@k, queries, seconds."""
+    columns = ["run"] + [f"acc@{k}" for k in ks] + [f"macro acc@{k}" for k in ks] + ["queries", "seconds"]
+    rows = [[r.label] + [percent(r.acc(k)) for k in ks] + [percent(r.acc(k, "macro")) for k in ks]
+            + [len(r.ids), f"{r.seconds:.1f}"] for r in results]
+    print_table(title, columns, rows, caption="micro: over queries; macro: mean over relations")
+
+
+def print_per_relation(results: Sequence[ProbeResult], k_values: Sequence[int] = (1, 10)) -> None:
+    """acc@k per relation, the results side by side."""
+    relations = sorted(results[0].metrics["groups"])
+    columns = ["relation", "queries"] + [f"{r.label} acc@{k}" for r in results for k in k_values]
+    rows = [[rel, results[0].metrics["groups"][rel]["num_queries"]]
+            + [percent(r.metrics["groups"][rel][f"acc@{k}"]) for r in results for k in k_values] for rel in relations]
+    print_table("acc@k per relation (%)", columns, rows)
+
+
+def write_json(path: str | Path, payload) -> None:
+    atomic_write_text(path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+
+
+def mean_std(results: Sequence[ProbeResult], k: int, average: str = "micro") -> tuple[float, float]:
+    """Mean and sample standard deviation of acc@k over repeated runs (table 5 of the paper)."""
+    values = [r.acc(k, average) for r in results]
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def length_bin(gold: Sequence[str]) -> str:
+    """The figure-3 bin of a query: mean character length of its gold answers."""
+    length = statistics.fmean(len(name) for name in gold)
+    lower = 0
+    for edge in LENGTH_EDGES:
+        if length < edge:
+            return f"{lower:02d}-{edge - 1:02d}"
+        lower = edge
+    return f"{LENGTH_EDGES[-1]}+"
+
+
+def acc_by_answer_length(result: ProbeResult, queries: QuerySet) -> dict:
+    """acc@k per answer-length bin, through the metric module with the bins as groups."""
+    binned = QuerySet(ids=queries.ids, relations=[length_bin(g) for g in queries.gold], texts=queries.texts,
+                      gold=queries.gold, candidates=queries.candidates, name=queries.name)
+    return score(binned, result.predictions)["groups"]
+
+
+def _figure(width: float = 9, height: float = 4.5):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(width, height))
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.tight_layout()
+    fig.savefig(tmp, dpi=130)
+    tmp.replace(path)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path
+
+
+def plot_relations(results: Sequence[ProbeResult], path: str | Path, k: int = 10) -> Path:
+    """Figure 5: acc@k per relation, one bar per result."""
+    import numpy as np
+
+    relations = sorted(results[0].metrics["groups"])
+    fig, ax = _figure(11, 5)
+    width = 0.8 / len(results)
+    x = np.arange(len(relations))
+    for i, result in enumerate(results):
+        ax.bar(x + i * width, [100 * result.metrics["groups"][r][f"acc@{k}"] for r in relations], width,
+               label=result.label)
+    ax.set_xticks(x + 0.4 - width / 2, relations, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel(f"acc@{k} (%)")
+    ax.set_title(f"acc@{k} per relation")
+    ax.legend()
+    return _save(fig, Path(path))
+
+
+def plot_answer_length(results: Sequence[ProbeResult], queries: QuerySet, path: str | Path, k: int = 10) -> Path:
+    """Figure 3: acc@k per answer length in characters."""
+    fig, ax = _figure()
+    for result in results:
+        groups = acc_by_answer_length(result, queries)
+        bins = sorted(groups)
+        ax.plot(bins, [100 * groups[b][f"acc@{k}"] for b in bins], marker="o", label=result.label)
+    ax.set_xlabel("mean length of the gold answers (characters)")
+    ax.set_ylabel(f"acc@{k} (%)")
+    ax.set_title("acc@k per answer length")
+    ax.legend()
+    return _save(fig, Path(path))
+
+
+def plot_series(series: Mapping[str, Mapping[int, ProbeResult]], path: str | Path, xlabel: str,
+                ks: Sequence[int] = (1, 10)) -> Path:
+    """Figures 4 and 6: acc@k against layer or training step, one line per series and k."""
+    fig, ax = _figure()
+    for name, by_x in series.items():
+        xs = sorted(by_x)
+        for k in ks:
+            ax.plot(xs, [100 * by_x[x].acc(k) for x in xs], marker="o", label=f"{name} acc@{k}")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("acc (%)")
+    ax.legend()
+    return _save(fig, Path(path))
