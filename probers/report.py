@@ -63,10 +63,13 @@ def length_bin(gold: Sequence[str]) -> str:
 
 
 def acc_by_answer_length(result: ProbeResult, queries: QuerySet) -> dict:
-    """acc@k per answer-length bin, through the metric module with the bins as groups."""
+    """acc@k per answer-length bin, through the metric module with the bins as groups.
+
+    The bins are scored with the run's own matching mode and cut-offs (``result.metrics``).
+    """
     binned = QuerySet(ids=queries.ids, relations=[length_bin(g) for g in queries.gold], texts=queries.texts,
                       gold=queries.gold, candidates=queries.candidates, name=queries.name)
-    return score(binned, result.predictions)["groups"]
+    return score(binned, result.predictions, ks=result.metrics["k"], match=result.metrics["match"])["groups"]
 
 
 def _figure(width: float = 9, height: float = 4.5):
@@ -111,6 +114,7 @@ def plot_relations(results: Sequence[ProbeResult], path: str | Path, k: int = 10
 def plot_answer_length(results: Sequence[ProbeResult], queries: QuerySet, path: str | Path, k: int = 10) -> Path:
     """Figure 3: acc@k per answer length in characters."""
     fig, ax = _figure()
+    k = k if all(k in r.metrics["k"] for r in results) else max(results[0].metrics["k"])
     for result in results:
         groups = acc_by_answer_length(result, queries)
         bins = sorted(groups)

@@ -16,9 +16,12 @@ from medlama.errors import MedlamaInputError
 
 #: Subcommand modules, in the order ``medlama --help`` lists them.
 COMMAND_MODULES = (
+    "medlama.commands.recipe",
     "medlama.commands.build",
     "medlama.commands.probe",
     "medlama.commands.rewire",
+    "medlama.commands.publish",
+    "medlama.commands.ucm",
 )
 
 

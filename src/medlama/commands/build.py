@@ -27,6 +27,29 @@ def register(subparsers) -> None:
     medlama.add_argument("--json", action="store_true", help="print the statistics and report as JSON")
     medlama.set_defaults(func=run_medlama)
 
+    biolama = builders.add_parser(
+        "biolama", help="BioLAMA (CTD, UMLS, Wikidata): train/dev/test per source and per relation",
+        description="Build BioLAMA from the authors' data.tar.gz: --source (a local archive or extracted folder) / "
+                    "$BIOLAMA_SOURCE, else a download of the pinned URL into the cache. The archive's SHA-256 "
+                    "is not pinned yet: a download needs --sha256 HASH (or $BIOLAMA_SHA256) or --no-verify.")
+    biolama.add_argument("--out", required=True, type=Path,
+                         help="output folder, e.g. out/biolama; load it with load_dataset(OUT, 'umls')")
+    biolama.add_argument("--source", help="local release: data.tar.gz, or the extracted data/ folder (or its "
+                                          "parent); default: $BIOLAMA_SOURCE, else download")
+    biolama.add_argument("--sha256", metavar="HASH",
+                         help="expected SHA-256 of the archive (download or local .tar.gz); default: "
+                              "$BIOLAMA_SHA256, else the pinned one (none yet)")
+    biolama.add_argument("--no-verify", action="store_true",
+                         help="accept the archive without checking its SHA-256 (recorded in the card)")
+    biolama.add_argument("--sources", nargs="+", choices=["ctd", "umls", "wikidata"], metavar="SOURCE",
+                         help="build only these sources (ctd, umls, wikidata; default: all three)")
+    biolama.add_argument("--json", action="store_true", help="print the statistics and report as JSON")
+    biolama.set_defaults(func=run_biolama)
+
+    from medlama.datasets.context_variance.command import register as register_context_variance
+
+    register_context_variance(builders)  # medlama build context-variance (issue 7)
+
 
 def run_medlama(args: argparse.Namespace) -> int:
     from dataclasses import asdict
@@ -59,4 +82,31 @@ def run_medlama(args: argparse.Namespace) -> int:
               + (" (different thresholds)" if rule != HardnessRule() else ""))
     else:
         print("released hard files not found: derived hard set not compared with the release")
+    return 0
+
+
+def run_biolama(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from medlama.datasets.biolama import SOURCES, write_biolama
+    from medlama.display import print_table
+
+    build, stats = write_biolama(args.out, args.source, sources=args.sources or SOURCES, sha256=args.sha256,
+                                 verify_checksums=not args.no_verify)
+    report = build.report
+    if args.json:
+        json.dump({"out": str(args.out), "statistics": stats, "report": asdict(report)}, sys.stdout, indent=2)
+        print()
+        return 0
+    print_table(
+        "BioLAMA", ["source", "relation", "train", "dev", "test", "objects/query", "answers/query", "prompt"],
+        [(r["source"], r["relation"] if r["relation"] != "all" else f"all ({r['relations']})", r["train"], r["dev"],
+          r["test"], f"{r['objects_per_query']:.2f}", f"{r['answers_per_query']:.2f}", r["template"]) for r in stats],
+        caption=f"written to {args.out} (configs 'all' (default), {', '.join(report.sources)}, <source>_<PID>)")
+    print(f"input: {report.verification}" + ("" if report.checksums_verified else " -- NOT verified"))
+    if report.split_overlaps:
+        print(f"{len(report.split_overlaps)} record(s) appear in more than one split of a relation, e.g. "
+              f"{report.split_overlaps[0]}")
+    for source, relations in report.prompts_without_data.items():
+        print(f"{source}: manual prompts without data (ignored): {', '.join(relations)}")
     return 0

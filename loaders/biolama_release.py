@@ -1,0 +1,386 @@
+"""The BioLAMA release (Sung et al., EMNLP 2021): fetch, verify, read.
+
+The authors distribute BioLAMA as one archive, ``data.tar.gz`` (about 85 MB, a Google Drive file linked
+from github.com/dmis-lab/BioLAMA). Where it comes from, in order of precedence:
+
+1. ``source`` passed by the caller (``medlama build biolama --source PATH``);
+2. the environment variable ``BIOLAMA_SOURCE``;
+3. a download of the pinned URL into a cache (``$MEDLAMA_CACHE/biolama``, else
+   ``~/.cache/medlama/biolama``), verified against a SHA-256 before it is used.
+
+**The archive's SHA-256 is not pinned yet** (``ARCHIVE_SHA256 is None``): it could not be downloaded
+where this code was written. Until it is, the download refuses to proceed unless it is given a hash to
+check against (``sha256=`` / ``--sha256 HASH`` / ``$BIOLAMA_SHA256``) or told explicitly to accept the file
+unchecked (``verify=False`` / ``--no-verify``). Verification is never skipped silently: a build records
+whether its input was verified, and the dataset card says so.
+
+A source is the archive (``.tar.gz`` / ``.tgz`` / ``.tar`` / ``.zip``) or an extracted folder: the
+``data/`` folder itself (holding ``ctd/``, ``umls/``, ``wikidata/``) or a folder holding ``data/``. A local
+archive is checked against the hash when one is known (given, ``$BIOLAMA_SHA256`` or pinned); an extracted
+folder cannot be (there are no per-file hashes) and is read as unverified.
+
+Reading validates every record and stops at the first problem with an error that names the file, the
+line (reported as ``row``, 1-based) and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from medlama.errors import MedlamaInputError
+from medlama.loaders.medlama_release import sha256_of
+
+#: Google Drive id of ``data.tar.gz``, from the README of github.com/dmis-lab/BioLAMA.
+DRIVE_ID = "1CcjpmNuAXavL3aMjwVqiiziMu3OGDyyG"
+#: Direct-download form of the Drive link (``confirm=t`` skips the "cannot scan for viruses" page).
+URL = f"https://drive.usercontent.google.com/download?id={DRIVE_ID}&export=download&confirm=t"
+ARCHIVE_NAME = "data.tar.gz"
+#: SHA-256 of ``data.tar.gz``. TO BE FILLED: ``None`` means "not pinned yet"; the download then needs
+#: ``--sha256 HASH`` (or ``$BIOLAMA_SHA256``) or an explicit ``--no-verify``. Fill it in from a trusted copy
+#: (``sha256sum data.tar.gz``) and the download verifies by default.
+ARCHIVE_SHA256: str | None = None
+
+SOURCES = ("ctd", "umls", "wikidata")
+SPLITS = ("train", "dev", "test")
+PROMPT_FILE = "prompts/manual.jsonl"
+SOURCE_ENV = "BIOLAMA_SOURCE"
+SHA256_ENV = "BIOLAMA_SHA256"
+CACHE_ENV = "MEDLAMA_CACHE"
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One validated line of ``triples_processed/<PID>/<split>.jsonl``; ``line`` is 1-based."""
+
+    file: str
+    line: int
+    source: str
+    relation: str
+    uuid: str
+    sub_uri: str
+    sub_label: str
+    sub_type: str
+    sub_aliases: tuple[str, ...]
+    obj_uris: tuple[str, ...]
+    obj_labels: tuple[str, ...]
+    obj_types: tuple[str, ...]
+    obj_aliases: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class Prompt:
+    relation: str
+    template: str
+
+
+@dataclass(frozen=True)
+class BiolamaRelease:
+    """A release on disk: ``root`` is the ``data/`` folder holding one folder per source."""
+
+    root: Path
+    verified: bool
+    archive_sha256: str | None
+    origin: str
+    #: How the input was checked, in words (for the build report and the dataset card; no local paths).
+    verification: str = ""
+
+    def source_dir(self, source: str) -> Path:
+        return self.root / source
+
+    def relations(self, source: str) -> list[str]:
+        """The relation ids (``triples_processed/`` subfolders) of ``source``, in natural order."""
+        folder = self.source_dir(source) / "triples_processed"
+        if not folder.is_dir():
+            raise MedlamaInputError(f"no triples_processed/ folder for source {source!r}", file=folder)
+        found = sorted((child.name for child in folder.iterdir() if child.is_dir() and not child.name.startswith(".")),
+                       key=natural_key)
+        if not found:
+            raise MedlamaInputError("no relation folders", file=folder)
+        return found
+
+    def split_file(self, source: str, relation: str, split: str) -> Path:
+        return self.source_dir(source) / "triples_processed" / relation / f"{split}.jsonl"
+
+    def prompt_file(self, source: str) -> Path:
+        return self.source_dir(source) / PROMPT_FILE
+
+
+def natural_key(name: str) -> tuple:
+    """``UR44`` before ``UR116``: digits compare as numbers."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
+# --------------------------------------------------------------------------- locating, fetching, verifying
+
+
+def expected_sha256(sha256: str | None = None) -> str | None:
+    """The hash to check the archive against: given, else ``$BIOLAMA_SHA256``, else the pinned one."""
+    value = sha256 or os.environ.get(SHA256_ENV) or ARCHIVE_SHA256
+    if value is None:
+        return None
+    value = value.strip().lower()
+    if not _HEX64.match(value):
+        raise MedlamaInputError(f"not a SHA-256 (64 hex digits): {value!r}")
+    return value
+
+
+def cache_root(cache_dir: str | Path | None = None) -> Path:
+    return Path(cache_dir or os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "medlama")
+
+
+def _not_pinned_error(url: str) -> MedlamaInputError:
+    return MedlamaInputError(
+        "the SHA-256 of the BioLAMA archive is not pinned in this version of medlama, so a download cannot be "
+        f"verified: pass --sha256 HASH (or set ${SHA256_ENV}) with the hash of a copy you trust, or --no-verify "
+        "to accept the download unchecked; offline, pass --source with a local data.tar.gz or extracted folder",
+        file=url)
+
+
+def download(url: str = URL, sha256: str | None = None, *, verify: bool = True,
+             cache_dir: str | Path | None = None) -> tuple[Path, str | None]:
+    """Fetch the archive into the cache (reusing a verified copy); return its path and the hash it matched.
+
+    Without a hash to check (none given, none in ``$BIOLAMA_SHA256``, none pinned) this refuses unless
+    ``verify=False``. The file only lands in the cache once complete and verified.
+    """
+    expected = expected_sha256(sha256)
+    if expected is None and verify:
+        raise _not_pinned_error(url)
+    folder = cache_root(cache_dir) / "biolama"
+    target = folder / (f"data-{expected[:16]}.tar.gz" if expected and verify else "data-unverified.tar.gz")
+    if target.is_file():
+        if not verify:
+            return target, None
+        if sha256_of(target) == expected:
+            return target, expected
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".download-", suffix=".part")
+    try:
+        try:
+            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
+                shutil.copyfileobj(response, out, 1 << 20)
+        except (OSError, urllib.error.URLError, ValueError) as error:
+            raise MedlamaInputError(f"download failed ({error}); offline, pass --source with a local data.tar.gz "
+                                    f"or extracted folder (or set ${SOURCE_ENV})", file=url) from error
+        with open(tmp, "rb") as handle:
+            head = handle.read(512)
+        if not head.startswith(_GZIP_MAGIC):
+            hint = " (a web page: Google Drive may ask for a confirmation)" if b"<html" in head.lower() else ""
+            raise MedlamaInputError(f"the download is not a gzip archive{hint}; download data.tar.gz by hand "
+                                    "from the link in github.com/dmis-lab/BioLAMA and pass it with --source",
+                                    file=url)
+        if verify:
+            actual = sha256_of(Path(tmp))
+            if actual != expected:
+                raise MedlamaInputError(f"checksum mismatch after download: SHA-256 {actual}, expected {expected}",
+                                        file=url)
+        os.replace(tmp, target)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return target, expected if verify else None
+
+
+def _extract(archive: Path, into: Path) -> None:
+    name = archive.name.lower()
+    try:
+        if name.endswith((".tar.gz", ".tgz", ".tar")):
+            with tarfile.open(archive) as tar:
+                tar.extractall(into, filter="data")
+        elif name.endswith(".zip"):
+            with zipfile.ZipFile(archive) as zipped:
+                zipped.extractall(into)
+        else:
+            raise MedlamaInputError("not a folder, .tar.gz, .tgz, .tar or .zip archive", file=archive)
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as error:
+        raise MedlamaInputError(f"cannot read archive (truncated or corrupt?): {error}", file=archive) from error
+
+
+def _is_data_root(folder: Path) -> bool:
+    return any((folder / source / "triples_processed").is_dir() for source in SOURCES)
+
+
+def find_data_root(folder: Path) -> Path | None:
+    """The ``data/`` folder at or below ``folder`` (itself, ``data/``, or inside a single top folder)."""
+    for candidate in (folder, folder / "data"):
+        if candidate.is_dir() and _is_data_root(candidate):
+            return candidate
+    children = [child for child in folder.iterdir() if child.is_dir() and not child.name.startswith(".")] \
+        if folder.is_dir() else []
+    if len(children) == 1:
+        return find_data_root(children[0])
+    return None
+
+
+@contextmanager
+def open_release(source: str | Path | None = None, *, sha256: str | None = None, verify: bool = True,
+                 cache_dir: str | Path | None = None, url: str = URL) -> Iterator[BiolamaRelease]:
+    """Yield the release found at ``source`` (or ``$BIOLAMA_SOURCE``, or downloaded), checked as described above."""
+    source = source or os.environ.get(SOURCE_ENV)
+    with tempfile.TemporaryDirectory(prefix="biolama-src-") as scratch:
+        if source is None:
+            archive, matched = download(url, sha256, verify=verify, cache_dir=cache_dir)
+            _extract(archive, Path(scratch))
+            searched, origin, verified = Path(scratch), url, matched is not None
+            digest = matched or sha256_of(archive)
+            verification = (f"downloaded, SHA-256 {digest} checked against the expected hash" if verified else
+                            f"downloaded with --no-verify, SHA-256 {digest} not checked")
+        else:
+            path = Path(source).expanduser()
+            if not path.exists():
+                raise MedlamaInputError("BioLAMA source not found", file=path)
+            origin = str(path)
+            if path.is_file():
+                expected = expected_sha256(sha256) if verify else None
+                digest = sha256_of(path)
+                if expected is not None and digest != expected:
+                    raise MedlamaInputError(f"checksum mismatch: SHA-256 {digest}, expected {expected}; pass "
+                                            "--no-verify to build from a modified copy on purpose", file=path)
+                _extract(path, Path(scratch))
+                searched, verified = Path(scratch), expected is not None
+                verification = (f"local archive, SHA-256 {digest} checked against the expected hash" if verified else
+                                f"local archive, SHA-256 {digest} not checked (--no-verify)" if not verify else
+                                f"local archive, SHA-256 {digest} not checked: no trusted hash pinned or given")
+            else:
+                if sha256:
+                    raise MedlamaInputError("--sha256 checks an archive; an extracted folder has no checksum "
+                                            "(pass data.tar.gz itself)", file=path)
+                searched, verified, digest = path, False, None
+                verification = "an extracted folder, which has no checksum to check"
+        root = find_data_root(searched)
+        if root is None:
+            raise MedlamaInputError("no BioLAMA release here: expected data/{ctd,umls,wikidata}/triples_processed/ "
+                                    "(the layout of data.tar.gz)", file=source or url)
+        yield BiolamaRelease(root=root, verified=verified, archive_sha256=digest, origin=origin,
+                             verification=verification)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _json_lines(path: Path) -> Iterator[tuple[int, dict]]:
+    if not path.is_file():
+        raise MedlamaInputError("missing file of the BioLAMA release", file=path)
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise MedlamaInputError(f"not a JSON object ({error.msg}): {line.strip()[:80]!r}", file=path,
+                                        row=number) from None
+            if not isinstance(record, dict):
+                raise MedlamaInputError(f"not a JSON object: {line.strip()[:80]!r}", file=path, row=number)
+            yield number, record
+
+
+def read_prompts(path: Path) -> dict[str, Prompt]:
+    """Read ``prompts/manual.jsonl``: ``relation`` and ``template`` per line, one ``[X]`` and one ``[Y]`` each."""
+    prompts: dict[str, Prompt] = {}
+    for number, record in _json_lines(path):
+        for field in ("relation", "template"):
+            if not isinstance(record.get(field), str) or not record[field].strip():
+                raise MedlamaInputError("missing or empty", file=path, row=number, field=field)
+        template = record["template"]
+        for slot in ("[X]", "[Y]"):
+            count = template.count(slot)
+            if count != 1:
+                raise MedlamaInputError(f"template {template!r} has {count} {slot} slot(s), needs exactly one",
+                                        file=path, row=number, field="template")
+        if record["relation"] in prompts:
+            raise MedlamaInputError(f"second prompt for relation {record['relation']!r}", file=path, row=number,
+                                    field="relation")
+        prompts[record["relation"]] = Prompt(record["relation"], template)
+    return prompts
+
+
+def _string(record: dict, field: str, path: Path, row: int, *, required: bool = True, blank_ok: bool = False) -> str:
+    if field not in record or record[field] is None:
+        if required:
+            raise MedlamaInputError("missing", file=path, row=row, field=field)
+        return ""
+    value = record[field]
+    if not isinstance(value, str):
+        raise MedlamaInputError(f"expected a string, got {value!r}"[:120], file=path, row=row, field=field)
+    if not blank_ok and not value.strip():
+        raise MedlamaInputError("empty", file=path, row=row, field=field)
+    return value
+
+
+def _strings(record: dict, field: str, path: Path, row: int, *, required: bool = True) -> tuple[str, ...]:
+    if field not in record or record[field] is None:
+        if required:
+            raise MedlamaInputError("missing", file=path, row=row, field=field)
+        return ()
+    value = record[field]
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise MedlamaInputError(f"expected a list of strings, got {value!r}"[:160], file=path, row=row, field=field)
+    return tuple(value)
+
+
+def read_split(path: Path, source: str, relation: str) -> list[Record]:
+    """Read and validate one ``<split>.jsonl`` of a relation.
+
+    Required per record: ``uuid``, ``predicate_id`` (equal to the folder's relation), ``sub_uri``,
+    ``sub_label``, ``obj_uris`` and ``obj_labels`` (same length, at least one object, no blank label).
+    ``sub_type``, ``sub_aliases``, ``obj_types`` and ``obj_aliases`` may be missing (empty); ``obj_aliases``,
+    when not empty, has one list per object.
+    """
+    records, seen = [], {}
+    for number, record in _json_lines(path):
+        uuid = _string(record, "uuid", path, number)
+        predicate = _string(record, "predicate_id", path, number)
+        if predicate != relation:
+            raise MedlamaInputError(f"predicate_id {predicate!r} in a file of relation {relation!r}", file=path,
+                                    row=number, field="predicate_id")
+        if uuid in seen:
+            raise MedlamaInputError(f"uuid {uuid!r} also on line {seen[uuid]}", file=path, row=number, field="uuid")
+        seen[uuid] = number
+        labels = _strings(record, "obj_labels", path, number)
+        uris = _strings(record, "obj_uris", path, number)
+        if not labels:
+            raise MedlamaInputError("no gold object", file=path, row=number, field="obj_labels")
+        if any(not label.strip() for label in labels):
+            raise MedlamaInputError(f"blank label in {list(labels)!r}"[:160], file=path, row=number, field="obj_labels")
+        if len(uris) != len(labels):
+            raise MedlamaInputError(f"{len(uris)} object URIs for {len(labels)} object labels", file=path, row=number,
+                                    field="obj_uris")
+        raw_aliases = record.get("obj_aliases")
+        if raw_aliases is None or raw_aliases == []:
+            aliases: tuple[tuple[str, ...], ...] = tuple(() for _ in labels)
+        else:
+            if not isinstance(raw_aliases, list) or not all(
+                    isinstance(group, list) and all(isinstance(item, str) for item in group) for group in raw_aliases):
+                raise MedlamaInputError(f"expected a list of lists of strings, got {raw_aliases!r}"[:160], file=path,
+                                        row=number, field="obj_aliases")
+            if len(raw_aliases) != len(labels):
+                raise MedlamaInputError(f"{len(raw_aliases)} alias lists for {len(labels)} object labels "
+                                        "(obj_aliases[i] belongs to obj_labels[i])", file=path, row=number,
+                                        field="obj_aliases")
+            aliases = tuple(tuple(group) for group in raw_aliases)
+        records.append(Record(
+            file=str(path), line=number, source=source, relation=relation, uuid=uuid,
+            sub_uri=_string(record, "sub_uri", path, number),
+            sub_label=_string(record, "sub_label", path, number),
+            sub_type=_string(record, "sub_type", path, number, required=False, blank_ok=True),
+            sub_aliases=_strings(record, "sub_aliases", path, number, required=False),
+            obj_uris=uris, obj_labels=labels,
+            obj_types=_strings(record, "obj_types", path, number, required=False),
+            obj_aliases=aliases,
+        ))
+    return records

@@ -1,0 +1,114 @@
+"""BioLAMA for the probers: queries, gold answers and candidates of a built folder, and per-source scores.
+
+Every prober takes a ``QuerySet``; this module makes one from a folder written by
+``medlama build biolama``, so every probing method runs on BioLAMA unchanged. BioLAMA's own scoring is
+acc@1 and acc@5 with normalised matching against the gold labels and their aliases, macro-averaged over
+the relations of each source (``by_source``), as table 7 of Meng et al. (2022) reports it.
+
+* Queries: the ``query`` column (the manual prompt, ``[X]`` filled, ``[Y]`` kept).
+* Gold: the ``answers`` column, every object label and alias of the record.
+* Relation (the acc@k group) of a query: ``<source>_<PID>``, e.g. ``umls_UR44``, so that groups of
+  different sources never mix and each group names its source.
+* Candidates (for retrieval probers): the distinct subject labels and object labels of the evaluated
+  relations in the probed split, sorted, as the MedLAMA reference probe builds its candidate set from
+  the evaluated files. Aliases are gold answers but not candidates (``candidates="labels+aliases"``
+  adds them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from medlama.errors import MedlamaInputError
+from medlama.probers.queries import QuerySet
+
+#: BioLAMA's cut-offs and matching.
+BIOLAMA_KS = (1, 5)
+BIOLAMA_MATCH = "normalized"
+SOURCES = ("ctd", "umls", "wikidata")
+CANDIDATE_SETS = ("labels", "labels+aliases")
+
+
+def group_of(source: str, relation: str) -> str:
+    return f"{source}_{relation}"
+
+
+def source_of(group: str) -> str:
+    return group.split("_", 1)[0]
+
+
+def load_biolama_queries(data_dir: str | Path, config: str = "all", *, split: str = "test",
+                         relations: Sequence[str] | None = None, candidates: str = "labels") -> QuerySet:
+    """Queries of a built BioLAMA folder for ``config`` (``all``, a source, or ``<source>_<PID>``) and ``split``.
+
+    ``relations`` keeps only these relations, named ``UR44`` or ``umls_UR44``.
+    """
+    from datasets import load_dataset
+
+    data_dir = Path(data_dir)
+    if not (data_dir / "README.md").is_file():
+        raise MedlamaInputError("not a built dataset folder (no README.md); run `medlama build biolama --out DIR`",
+                                file=data_dir)
+    if candidates not in CANDIDATE_SETS:
+        raise MedlamaInputError(f"unknown candidate set {candidates!r}; choose from {list(CANDIDATE_SETS)}")
+    try:
+        data = load_dataset(str(data_dir), config, split=split)
+    except ValueError as error:
+        raise MedlamaInputError(f"cannot load config {config!r}, split {split!r}: {error}", file=data_dir) from None
+    if "answers" not in data.column_names or "query" not in data.column_names:
+        raise MedlamaInputError(f"config {config!r} is not BioLAMA (no 'query' and 'answers' columns)", file=data_dir)
+    groups = [group_of(s, r) for s, r in zip(data["source"], data["relation"])]
+    name = f"biolama {config}/{split}"
+    if relations:
+        known = sorted(set(groups))
+        wanted = set()
+        for rel in relations:
+            matches = [g for g in known if rel in (g, g.split("_", 1)[1])]
+            if not matches:
+                raise MedlamaInputError(f"unknown relation {rel!r} in config {config!r}; known: {known}", file=data_dir)
+            wanted.update(matches)
+        keep = [i for i, g in enumerate(groups) if g in wanted]
+        data = data.select(keep)
+        groups = [groups[i] for i in keep]
+        name += f"[{','.join(relations)}]"
+    names: set[str] = set(data["sub_label"])
+    for labels in data["obj_labels"]:
+        names.update(labels)
+    if candidates == "labels+aliases":
+        for answers in data["answers"]:
+            names.update(answers)
+    return QuerySet(ids=list(data["id"]), relations=groups, texts=list(data["query"]),
+                    gold=[list(g) for g in data["answers"]], candidates=sorted(names), name=name)
+
+
+def by_source(metrics: Mapping, ks: Sequence[int] = BIOLAMA_KS) -> dict[str, dict]:
+    """Macro acc@k per source (mean over the source's relations) from an acc@k result with groups.
+
+    Also ``all``: the mean over the sources' macro values (how BioLAMA summarises several sources).
+    """
+    groups = metrics.get("groups") or {}
+    per_source: dict[str, list[str]] = {}
+    for group in sorted(groups):
+        per_source.setdefault(source_of(group), []).append(group)
+    out = {}
+    for source, members in per_source.items():
+        out[source] = {"relations": len(members), "queries": sum(groups[g]["num_queries"] for g in members)}
+        for k in ks:
+            out[source][f"acc@{k}"] = sum(groups[g][f"acc@{k}"] for g in members) / len(members)
+    return out
+
+
+def print_source_table(results, ks: Sequence[int] = BIOLAMA_KS) -> None:
+    """Table 7 of the paper: per run, macro acc@k (%) of each source."""
+    from medlama.display import print_table
+    from medlama.probers.report import percent
+
+    tables = [by_source(r.metrics, ks) for r in results]
+    sources = [s for s in SOURCES if any(s in t for t in tables)] + sorted(
+        {s for t in tables for s in t} - set(SOURCES))
+    columns = ["run"] + [f"{s} acc@{k}" for s in sources for k in ks]
+    rows = [[r.label] + [percent(t[s][f"acc@{k}"]) if s in t else "-" for s in sources for k in ks]
+            for r, t in zip(results, tables)]
+    print_table("BioLAMA: macro acc@k over each source's relations (%)", columns, rows,
+                caption="normalised match against gold labels and aliases (BioLAMA's scoring)")

@@ -1,0 +1,299 @@
+"""Mask predict (X-FACTR, Jiang et al. 2020): decode answers of 1..M tokens from the PLM vocabulary.
+
+For every number of masks m = 1..M the slot ``[Y]`` becomes m mask tokens, and a beam of ``beam_size``
+fills is decoded with the model's MLM head:
+
+* initial fill ``independent``: one forward pass; every mask takes its own predictions, and the beam
+  keeps the ``beam_size`` best combinations (exact top combinations by summed log-probability);
+* ``order``: left to right, one mask per round, the model re-run after each fill (autoregressive);
+* ``confidence``: per round, the single (mask, token) pair with the highest probability is filled;
+* refinement (``order+order``, ``independent+confidence``, ...): once every mask is filled, one position
+  per round is masked again and re-predicted given all the others. ``order`` re-masks the positions
+  left to right in passes and stops after a pass that changed nothing; ``confidence`` re-masks the
+  least confident token and stops after a round that changed nothing.
+
+Every round, each beam entry proposes its ``beam_size`` best continuations; duplicates are merged and
+the ``beam_size`` best by summed log-probability are kept. ``max_iterations`` caps the rounds per m
+counted as X-FACTR counts them: initial fill rounds included (an ``order`` fill of m masks takes m
+rounds), so it must be at least M unless the fill is ``independent``.
+
+Score of a decoded answer (it decides the beam, and the ranking across m):
+the **mean log-probability of its tokens at fill time**: each token contributes the log-softmax
+probability (over the whole vocabulary, not renormalised after excluding special tokens) it had when it
+was last placed, in the context of that round; a refinement round that re-predicts the same token keeps
+its earlier log-probability (as X-FACTR does). With ``rescore``, a final pass replaces this by the mean
+pseudo-log-likelihood: each token's log-probability with only its own position masked and every other
+token filled in (computed once on the final beams, not during the search as X-FACTR's ``--reprob``).
+
+Special tokens (``[CLS]``, ``[MASK]``, ``[PAD]``, ``[UNK]``, ...) are never predicted.
+
+Ranking: the final beams of every m (up to ``beam_size`` x M fills) are decoded to strings (word pieces
+joined, ``tokenizer.decode``), merged, deduplicated (a string keeps its best score) and sorted by score.
+X-FACTR itself keeps only the best beam entry of the best m, which is this ranking's first answer.
+With ``to_candidates`` (default), a decoded answer whose token ids equal a candidate name's token ids is
+reported as that name (all such names, in candidate order, when several share the ids, e.g. case
+variants under an uncased tokenizer): X-FACTR counts a hit when the ids equal the gold answer's, and
+this keeps that criterion under exact-match scoring. Other answers are reported as decoded.
+
+Presets: ``paper`` is the paper's first setting (beam 5, M = 5, ``independent``, X-FACTR's 10 rounds);
+``paper-order+order`` its second (``order`` fill, ``order`` refinement).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from medlama.errors import MedlamaInputError
+from medlama.probers.base import Prober
+from medlama.probers.mlm import MaskedLM, candidate_lookup, rank_unique
+from medlama.probers.queries import QuerySet
+
+INITS = ("independent", "order", "confidence")
+REFINES = ("none", "order", "confidence")
+
+
+@dataclass(frozen=True)
+class MaskPredictSettings:
+    """X-FACTR decoding settings; ``batch_size``: queries decoded together (x ``beam_size`` rows per pass)."""
+
+    max_masks: int = 5
+    beam_size: int = 5
+    init: str = "independent"
+    refine: str = "none"
+    max_iterations: int = 10
+    rescore: bool = False
+    to_candidates: bool = True
+    batch_size: int = 16
+
+    def check(self) -> "MaskPredictSettings":
+        if self.init not in INITS:
+            raise MedlamaInputError(f"unknown initial fill {self.init!r}; choose from {list(INITS)}")
+        if self.refine not in REFINES:
+            raise MedlamaInputError(f"unknown refinement {self.refine!r}; choose from {list(REFINES)}")
+        for name in ("max_masks", "beam_size", "max_iterations", "batch_size"):
+            if getattr(self, name) < 1:
+                raise MedlamaInputError(f"{name.replace('_', ' ')} must be >= 1, got {getattr(self, name)}")
+        if self.init != "independent" and self.max_iterations < self.max_masks:
+            raise MedlamaInputError(f"max iterations ({self.max_iterations}) must be >= max masks "
+                                    f"({self.max_masks}) with the {self.init!r} fill, which takes one round "
+                                    "per mask; otherwise answers would keep masks")
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.init if self.refine == "none" else f"{self.init}+{self.refine}"
+
+
+#: Named settings: the paper's two X-FACTR settings (beam 5, up to 5 masks).
+PRESETS = {
+    "paper": MaskPredictSettings(),
+    "paper-order+order": MaskPredictSettings(init="order", refine="order"),
+}
+
+
+def settings_from(preset: str = "paper", **overrides) -> MaskPredictSettings:
+    """A preset with some fields overridden (``None`` values are ignored)."""
+    if preset not in PRESETS:
+        raise MedlamaInputError(f"unknown mask-predict preset {preset!r}; choose from {sorted(PRESETS)}")
+    return replace(PRESETS[preset], **{k: v for k, v in overrides.items() if v is not None}).check()
+
+
+@dataclass(frozen=True)
+class Fill:
+    """One beam entry: a token (or -1, still masked) and its log-probability at each of the m masks."""
+
+    tokens: tuple[int, ...]
+    logprobs: tuple[float, ...]
+
+    @property
+    def total(self) -> float:
+        return sum(self.logprobs)
+
+    @property
+    def complete(self) -> bool:
+        return -1 not in self.tokens
+
+    def put(self, position: int, token: int, logprob: float) -> "Fill":
+        return Fill(self.tokens[:position] + (token,) + self.tokens[position + 1:],
+                    self.logprobs[:position] + (logprob,) + self.logprobs[position + 1:])
+
+
+class _Group:
+    """The decoding state of one query with m masks."""
+
+    def __init__(self, query: int, m: int, ids: list[int], start: int) -> None:
+        self.query, self.m, self.ids, self.start = query, m, ids, start
+        self.beams = [Fill((-1,) * m, (0.0,) * m)]
+        self.phase = "fill"
+        self.rounds = 0
+        self.offset = 0  # next position of an order refinement pass
+        self.modified = False  # whether the current order refinement pass changed the beam
+
+    def row(self, fill: Fill, masked: list[int]) -> list[int]:
+        row = list(self.ids)
+        for j, token in enumerate(fill.tokens):
+            if token >= 0 and j not in masked:
+                row[self.start + j] = token
+        return row
+
+
+def _best(proposals: list[Fill], size: int) -> list[Fill]:
+    """The ``size`` best distinct fills by total (a duplicate keeps its best total; ties keep order)."""
+    best: dict[tuple[int, ...], Fill] = {}
+    for fill in proposals:
+        if fill.tokens not in best or fill.total > best[fill.tokens].total:
+            best[fill.tokens] = fill
+    first = {}
+    for order, fill in enumerate(proposals):
+        first.setdefault(fill.tokens, order)
+    return sorted(best.values(), key=lambda fill: (-fill.total, first[fill.tokens]))[:size]
+
+
+class MaskPredictProber(Prober):
+    """Multi-token mask predict with a masked LM's MLM head; answers come from the PLM vocabulary."""
+
+    method = "mask-predict"
+
+    def __init__(self, model_path: str | Path, settings: MaskPredictSettings = PRESETS["paper"], *,
+                 device: str | None = None) -> None:
+        self.settings_ = settings.check()
+        self.lm = MaskedLM(model_path, device=device, batch_size=settings.batch_size * settings.beam_size)
+
+    def settings(self) -> dict:
+        return {"method": self.method, "model": self.lm.model_path, "decoding": self.settings_.name,
+                **asdict(self.settings_)}
+
+    # -- one round for many groups -------------------------------------------------------------------
+
+    def _masked(self, group: _Group, fill: Fill) -> list[int]:
+        """Positions (0..m-1) to predict this round for one beam entry."""
+        if group.phase == "fill":
+            return [j for j, token in enumerate(fill.tokens) if token < 0]
+        if self.settings_.refine == "order":
+            return [group.offset]
+        return [min(range(group.m), key=lambda j: fill.logprobs[j])]  # least confident, leftmost on ties
+
+    def _propose(self, group: _Group, fill: Fill, masked: list[int], top: dict[int, list[tuple[float, int]]]):
+        """Continuations of one beam entry given the top (log-probability, token) pairs at each masked position."""
+        size = self.settings_.beam_size
+        if group.phase == "refine":
+            p = masked[0]
+            return [fill if token == fill.tokens[p] else fill.put(p, token, lp) for lp, token in top[p]]
+        if self.settings_.init == "independent":
+            partial = [fill]
+            for j in masked:
+                extended = [done.put(j, token, lp) for done in partial for lp, token in top[j]]
+                partial = sorted(extended, key=lambda f: -f.total)[:size]  # stable: exact top combinations
+            return partial
+        if self.settings_.init == "order":
+            j = masked[0]
+            return [fill.put(j, token, lp) for lp, token in top[j]]
+        options = sorted(((lp, j, token) for j in masked for lp, token in top[j]), key=lambda o: -o[0])
+        return [fill.put(j, token, lp) for lp, j, token in options[:size]]
+
+    def _advance(self, group: _Group, proposals: list[Fill]) -> None:
+        settings = self.settings_
+        new = _best(proposals, settings.beam_size) or group.beams
+        changed = [f.tokens for f in new] != [f.tokens for f in group.beams]
+        group.beams = new
+        group.rounds += 1
+        if group.phase == "fill":
+            if all(f.complete for f in new):
+                group.phase = "done" if settings.refine == "none" else "refine"
+        elif settings.refine == "order":
+            group.modified = group.modified or changed
+            group.offset += 1
+            if group.offset == group.m:
+                if not group.modified:
+                    group.phase = "done"
+                group.offset, group.modified = 0, False
+        elif not changed:
+            group.phase = "done"
+        if group.rounds >= settings.max_iterations:
+            group.phase = "done"
+
+    def _decode(self, groups: list[_Group]) -> None:
+        """Run rounds until every group is done; all beams of all groups share each forward pass."""
+        size = self.settings_.beam_size
+        while True:
+            requests = [(group, fill, self._masked(group, fill)) for group in groups if group.phase != "done"
+                        for fill in group.beams]
+            if not requests:
+                return
+            values, tokens = self.lm.log_probs(
+                [group.row(fill, masked) for group, fill, masked in requests],
+                [[group.start + j for j in masked] for group, _, masked in requests],
+                lambda lp, _: tuple(t.cpu() for t in lp.topk(size, dim=-1)), exclude_special=True)
+            values, tokens = values.tolist(), tokens.tolist()
+            proposals: dict[int, list[Fill]] = {}
+            for r, (group, fill, masked) in enumerate(requests):
+                top = {j: [(lp, token) for lp, token in zip(values[r][i], tokens[r][i]) if lp != -math.inf]
+                       for i, j in enumerate(masked)}
+                proposals.setdefault(id(group), []).extend(self._propose(group, fill, masked, top))
+            for group in groups:
+                if group.phase != "done":
+                    self._advance(group, proposals.get(id(group), []))
+
+    def _rescore(self, groups: list[_Group]) -> dict[tuple[int, int], float]:
+        """(group index, beam index) -> mean pseudo-log-likelihood of the final fill."""
+        import torch
+
+        rows, positions, targets, keys = [], [], [], []
+        for g, group in enumerate(groups):
+            for b, fill in enumerate(group.beams):
+                for j in range(group.m):
+                    rows.append(group.row(fill, [j]))
+                    positions.append([group.start + j])
+                    targets.append(fill.tokens[j])
+                    keys.append((g, b))
+        wanted = torch.tensor(targets, dtype=torch.long, device=self.lm.device)
+
+        def picked(lp, index):  # each row's own token at its single position
+            return lp[torch.arange(len(index), device=lp.device), 0, wanted[index]].cpu()
+
+        values = self.lm.log_probs(rows, positions, picked).tolist()
+        sums: dict[tuple[int, int], list[float]] = {}
+        for key, value in zip(keys, values):
+            sums.setdefault(key, []).append(value)
+        return {key: sum(v) / len(v) for key, v in sums.items()}
+
+    # -- the prober ----------------------------------------------------------------------------------
+
+    def decode(self, queries: QuerySet) -> list[list[tuple[str, float]]]:
+        """Every decoded answer of every query with its score (see the module docstring), best first."""
+        settings = self.settings_
+        splits = [self.lm.split(text) for text in queries.texts]
+        lookups = {}
+        out: list[list[tuple[str, float]]] = []
+        for start in range(0, len(queries), settings.batch_size):
+            block = range(start, min(len(queries), start + settings.batch_size))
+            groups = []
+            for q in block:
+                for m in range(1, settings.max_masks + 1):
+                    ids, first = self.lm.template(splits[q], m)
+                    groups.append(_Group(q, m, ids, first))
+            self._decode(groups)
+            rescored = self._rescore(groups) if settings.rescore else {}
+            answers: dict[int, list[tuple[str, float]]] = {q: [] for q in block}
+            for g, group in enumerate(groups):
+                space = splits[group.query].space_before
+                if settings.to_candidates and space not in lookups:
+                    lookups[space] = candidate_lookup(self.lm.candidate_ids(queries.candidates, space),
+                                                      queries.candidates)
+                for b, fill in enumerate(group.beams):
+                    score = rescored[(g, b)] if settings.rescore else fill.total / group.m
+                    names = lookups[space].get(fill.tokens) if settings.to_candidates else None
+                    for text in names or [self.lm.decode(fill.tokens)]:
+                        answers[group.query].append((text, score))
+            for q in block:
+                ranked = rank_unique(answers[q], len(answers[q]))
+                scores = {}
+                for text, score in answers[q]:
+                    scores[text] = max(score, scores.get(text, -math.inf))
+                out.append([(text, scores[text]) for text in ranked])
+        return out
+
+    def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
+        return [[text for text, _ in answers[:top_k]] for answers in self.decode(queries)]

@@ -1,0 +1,319 @@
+"""Masked and sequence-to-sequence language models for the baseline probers, with clear errors.
+
+``load_masked_lm`` refuses what mask predict and mask average cannot use: a folder that is not a model,
+a seq2seq or decoder-only model, and above all an encoder whose weights have no MLM head. Transformers
+only warns ("newly initialized") when it builds a missing head at random, so the head is checked
+through the loading report's missing keys. ``load_seq2seq_lm`` does the same for generative probing.
+
+``MaskedLM`` is the shared machinery of the two MLM probers: a query is split once at its ``[Y]`` slot
+into token ids (``split``); ``template`` builds ``[CLS] prefix [MASK] x n suffix [SEP]`` from those ids
+(cutting context far from the slot, never a mask, when the model's length limit is hit); ``log_probs``
+runs rows in length-sorted batches and computes the MLM head only at the asked positions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from medlama.defaults import MASK_PLACEHOLDER
+from medlama.errors import MedlamaInputError
+
+#: Log-probabilities (rows x positions x vocabulary) materialised at once, at most (256 MB in float32).
+MAX_LOGPROB_ELEMENTS = 1 << 26
+
+CONTRASTIVE_HINT = ("encoders saved without it (the output of `medlama rewire`, the bundled sentence encoder, "
+                    "PubMedBERT) can be probed with --method contrastive")
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """Silence transformers' load report (we raise our own error when weights are missing)."""
+    from transformers.utils import logging
+
+    level = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)
+
+
+def _read_config(path: str):
+    from transformers import AutoConfig
+
+    if Path(path).exists() and not (Path(path) / "config.json").is_file():
+        raise MedlamaInputError("not a model folder: no config.json (give a Hugging Face model folder)", file=path)
+    try:
+        return AutoConfig.from_pretrained(path)
+    except (OSError, ValueError) as error:
+        raise MedlamaInputError(f"cannot read the model config: {error}", file=path) from None
+
+
+def _load_tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise MedlamaInputError(f"cannot load the tokenizer: {error}", file=path) from None
+
+
+def load_masked_lm(model_path: str | Path):
+    """Tokenizer and masked LM (with its MLM head) of ``model_path``; ``MedlamaInputError`` otherwise."""
+    from transformers import AutoModelForMaskedLM
+
+    path = str(model_path)
+    config = _read_config(path)
+    need = "mask predict and mask average need a masked language model (BERT style) with its MLM head"
+    if getattr(config, "is_encoder_decoder", False):
+        raise MedlamaInputError(f"{config.model_type!r} is a sequence-to-sequence model; {need} "
+                                "(use --method generative for BART/T5 models)", file=path)
+    try:
+        with _quiet_transformers():
+            model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+    except ValueError as error:
+        if "Unrecognized configuration class" in str(error):
+            raise MedlamaInputError(f"{config.model_type!r} has no masked-LM architecture; {need}",
+                                    file=path) from None
+        raise MedlamaInputError(f"cannot load the masked LM: {error}", file=path) from None
+    except (OSError, KeyError) as error:
+        raise MedlamaInputError(f"cannot load the masked LM: {error}", file=path) from None
+    missing = sorted(info.get("missing_keys") or [])
+    base = f"{model.base_model_prefix}."
+    head = [key for key in missing if not key.startswith(base)]
+    if head:
+        raise MedlamaInputError(f"the weights have no MLM head (missing {', '.join(head[:4])}"
+                                f"{', ...' if len(head) > 4 else ''}); {need}; {CONTRASTIVE_HINT}", file=path)
+    if missing:
+        raise MedlamaInputError(f"incomplete weights: {len(missing)} tensors missing ({', '.join(missing[:4])}"
+                                f"{', ...' if len(missing) > 4 else ''})", file=path)
+    tokenizer = _load_tokenizer(path)
+    if tokenizer.mask_token is None or tokenizer.mask_token_id is None:
+        raise MedlamaInputError(f"the tokenizer has no mask token; {need}", file=path)
+    return tokenizer, model.eval()
+
+
+def load_seq2seq_lm(model_path: str | Path):
+    """Tokenizer and sequence-to-sequence LM (BART, T5 style) of ``model_path``; ``MedlamaInputError`` otherwise."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    path = str(model_path)
+    config = _read_config(path)
+    need = "generative probing needs a sequence-to-sequence model (BART or T5 style)"
+    if not getattr(config, "is_encoder_decoder", False):
+        raise MedlamaInputError(f"{config.model_type!r} is not a sequence-to-sequence model; {need} "
+                                "(use --method mask-predict or mask-average for BERT-style masked LMs)", file=path)
+    try:
+        with _quiet_transformers():
+            model, info = AutoModelForSeq2SeqLM.from_pretrained(path, output_loading_info=True)
+    except (OSError, ValueError, KeyError) as error:
+        raise MedlamaInputError(f"cannot load the sequence-to-sequence model: {error}", file=path) from None
+    missing = sorted(info.get("missing_keys") or [])
+    if missing:
+        raise MedlamaInputError(f"incomplete weights: {len(missing)} tensors missing ({', '.join(missing[:4])}"
+                                f"{', ...' if len(missing) > 4 else ''}); {need} with its LM head", file=path)
+    return _load_tokenizer(path), model.eval()
+
+
+def pick_device(device: str | None):
+    import torch
+
+    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+@dataclass(frozen=True)
+class SplitQuery:
+    """A query cut at its slot: token ids left and right of it, and whether a space precedes the slot."""
+
+    prefix: tuple[int, ...]
+    suffix: tuple[int, ...]
+    space_before: bool
+
+
+class MaskedLM:
+    """A masked LM ready for cloze scoring: queries as token ids, batched log-probabilities at masks."""
+
+    def __init__(self, model_path: str | Path, *, device: str | None = None, batch_size: int = 64) -> None:
+        import torch
+
+        if batch_size < 1:
+            raise MedlamaInputError(f"batch size must be >= 1, got {batch_size}")
+        self.model_path = str(model_path)
+        self.tokenizer, model = load_masked_lm(model_path)
+        self.device = pick_device(device)
+        self.model = model.to(self.device)
+        self.batch_size = batch_size
+        tok = self.tokenizer
+        self.mask_id = tok.mask_token_id
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+        wrapped = tok(tok.mask_token)["input_ids"]
+        if wrapped.count(self.mask_id) != 1:
+            raise MedlamaInputError(f"the tokenizer does not keep {tok.mask_token!r} as one token", file=model_path)
+        at = wrapped.index(self.mask_id)
+        self.lead, self.trail = tuple(wrapped[:at]), tuple(wrapped[at + 1:])
+        limits = [getattr(model.config, "max_position_embeddings", None) or 512, tok.model_max_length]
+        self.max_length = int(min(limit for limit in limits if limit and limit > 0))
+        vocab = model.get_output_embeddings().weight.shape[0] if model.get_output_embeddings() is not None \
+            else model.config.vocab_size
+        self.vocab_size = int(vocab)
+        #: Never predicted by mask predict: special tokens and model rows the tokenizer cannot produce.
+        excluded = {i for i in tok.all_special_ids if i is not None and i < vocab} | set(range(len(tok), vocab))
+        self.excluded = torch.tensor(sorted(excluded), dtype=torch.long, device=self.device)
+        self.head = self._find_head(model)
+        if self.head is not None and not self._head_matches(list(wrapped)):
+            self.head = None
+        self._splits: dict[str, SplitQuery] = {}
+        self._candidate_ids: dict[tuple[tuple[str, ...], bool], list[list[int]]] = {}
+
+    @staticmethod
+    def _find_head(model):
+        """The MLM head as one module applied to hidden states (BERT ``cls``, RoBERTa ``lm_head``), if any."""
+        base = model.base_model
+        heads = [child for child in model.children() if child is not base and any(True for _ in child.parameters())]
+        return heads[0] if len(heads) == 1 else None
+
+    def _head_matches(self, ids: list[int]) -> bool:
+        """Whether the head applied to picked hidden states gives the full model's logits (else: full passes)."""
+        import torch
+
+        row = torch.tensor([ids], device=self.device)
+        mask, where = torch.ones_like(row), torch.arange(len(ids), device=self.device).unsqueeze(0)
+        with torch.inference_mode():
+            full = self.model(input_ids=row, attention_mask=mask).logits
+            try:
+                picked = self.logits_at(row, mask, where)
+            except (TypeError, ValueError, RuntimeError, IndexError):
+                return False
+        return picked.shape == full.shape and torch.allclose(picked.float(), full.float(), atol=1e-4, rtol=1e-4)
+
+    # -- text to ids ---------------------------------------------------------------------------------
+
+    def ids(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+
+    def split(self, text: str) -> SplitQuery:
+        """``text`` (with one ``[Y]``) as token ids left and right of the slot (cached)."""
+        found = self._splits.get(text)
+        if found is None:
+            left, right = text.split(MASK_PLACEHOLDER)
+            found = SplitQuery(tuple(self.ids(left.rstrip())), tuple(self.ids(right)),
+                               space_before=bool(left) and left[-1].isspace())
+            self._splits[text] = found
+        return found
+
+    def candidate_ids(self, names: Sequence[str], space_before: bool) -> list[list[int]]:
+        """Token ids of each name (no special tokens) as it reads after a space, or glued to the text.
+
+        WordPiece gives the same ids either way; byte-level BPE (RoBERTa) marks a leading space.
+        """
+        key = (tuple(names), space_before)
+        cached = self._candidate_ids.get(key)
+        if cached is None:
+            texts = [(" " + name if space_before else name) for name in names]
+            cached = [list(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]] \
+                if texts else []
+            self._candidate_ids = {k: v for k, v in self._candidate_ids.items() if k[0] == key[0]}
+            self._candidate_ids[key] = cached
+        return cached
+
+    def template(self, query: SplitQuery, n: int) -> tuple[list[int], int]:
+        """``lead + prefix + [MASK] * n + suffix + trail`` and the index of the first mask.
+
+        Over the model's length limit, the suffix is cut from its end, then the prefix from its start.
+        """
+        room = self.max_length - len(self.lead) - len(self.trail) - n
+        if room < 0:
+            raise MedlamaInputError(f"{n} masks do not fit the model's {self.max_length} positions")
+        prefix, suffix = list(query.prefix), list(query.suffix)
+        if len(prefix) + len(suffix) > room:
+            suffix = suffix[:max(0, room - len(prefix))]
+            prefix = prefix[len(prefix) - min(len(prefix), room - len(suffix)):]
+        ids = [*self.lead, *prefix, *([self.mask_id] * n), *suffix, *self.trail]
+        return ids, len(self.lead) + len(prefix)
+
+    # -- scoring -------------------------------------------------------------------------------------
+
+    def logits_at(self, input_ids, attention_mask, positions):
+        """Logits (rows x positions x vocabulary) at ``positions`` (rows x positions) of each row."""
+        if self.head is not None:
+            hidden = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask)[0]
+            picked = hidden.gather(1, positions.unsqueeze(-1).expand(-1, -1, hidden.size(-1)))
+            return self.head(picked)
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
+        return logits.gather(1, positions.unsqueeze(-1).expand(-1, -1, logits.size(-1)))
+
+    def log_probs(self, rows: Sequence[Sequence[int]], positions: Sequence[Sequence[int]],
+                  reduce: Callable, *, exclude_special: bool = False):
+        """``reduce(log_softmax logits at positions)`` over length-sorted batches, back in row order.
+
+        ``positions[i]`` are indices into ``rows[i]``; rows with fewer positions are padded by repeating
+        their last one (ignore those slots). ``reduce(lp, index)`` maps the log-probabilities of a batch
+        (float tensor, batch x P x vocabulary) and the batch's row numbers (long tensor, on the model's
+        device) to a tensor or a tuple of tensors with the batch first; the results come back
+        concatenated in row order.
+        With ``exclude_special``, special tokens get log-probability -inf (not renormalised).
+        """
+        import torch
+
+        if not rows:
+            raise ValueError("no rows to score")
+        width = max(len(p) for p in positions)
+        per_batch = max(1, min(self.batch_size, MAX_LOGPROB_ELEMENTS // max(1, width * self.vocab_size)))
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+        pieces, done = [], []
+        with torch.inference_mode():
+            for start in range(0, len(order), per_batch):
+                chunk = order[start:start + per_batch]
+                length = max(len(rows[i]) for i in chunk)
+                ids = torch.full((len(chunk), length), self.pad_id, dtype=torch.long)
+                mask = torch.zeros((len(chunk), length), dtype=torch.long)
+                where = torch.empty((len(chunk), width), dtype=torch.long)
+                for r, i in enumerate(chunk):
+                    ids[r, :len(rows[i])] = torch.tensor(rows[i], dtype=torch.long)
+                    mask[r, :len(rows[i])] = 1
+                    pos = list(positions[i])
+                    where[r] = torch.tensor(pos + [pos[-1]] * (width - len(pos)), dtype=torch.long)
+                logits = self.logits_at(ids.to(self.device), mask.to(self.device), where.to(self.device))
+                lp = logits.float().log_softmax(-1)
+                if exclude_special and len(self.excluded):
+                    lp[:, :, self.excluded] = float("-inf")
+                out = reduce(lp, torch.tensor(chunk, dtype=torch.long, device=self.device))
+                pieces.append(out if isinstance(out, tuple) else (out,))
+                done.extend(chunk)
+        inverse = torch.empty(len(done), dtype=torch.long)
+        inverse[torch.tensor(done, dtype=torch.long)] = torch.arange(len(done))
+        joined = tuple(torch.cat([p[j] for p in pieces])[inverse.to(pieces[0][j].device)]
+                       for j in range(len(pieces[0])))
+        return joined if len(joined) > 1 else joined[0]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Token ids as text: word pieces joined, special tokens dropped, outer spaces stripped."""
+        return " ".join(self.tokenizer.decode(list(ids), skip_special_tokens=True).split())
+
+
+def candidate_lookup(keys: Sequence[Sequence[int]], names: Sequence[str]) -> dict[tuple[int, ...], list[str]]:
+    """Token-id key -> every candidate name with those ids, in candidate order (empty keys dropped)."""
+    table: dict[tuple[int, ...], list[str]] = {}
+    for key, name in zip(keys, names):
+        if key:
+            table.setdefault(tuple(key), []).append(name)
+    return table
+
+
+def rank_unique(scored: Sequence[tuple[str, float]], top_k: int) -> list[str]:
+    """Distinct non-empty strings by their best score, best first, at most ``top_k``.
+
+    Equal scores keep the order in which the strings first appeared.
+    """
+    best: dict[str, float] = {}
+    first: dict[str, int] = {}
+    for order, (text, score) in enumerate(scored):
+        if not text:
+            continue
+        first.setdefault(text, order)
+        if text not in best or score > best[text]:
+            best[text] = score
+    return sorted(best, key=lambda text: (-best[text], first[text]))[:top_k]

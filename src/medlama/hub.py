@@ -1,0 +1,322 @@
+"""Publishing to the Hugging Face Hub: built dataset folders (``push-dataset``) and metric modules (``push-metric``).
+
+Both commands first write the *upload tree*, the exact files that go to the repository, and then either
+upload it (``HfApi.upload_folder``) or, with ``dry_run=DIR``, leave it for inspection:
+
+* ``DIR/<repo name>/``: the upload tree. A dataset tree loads with ``load_dataset(str(tree), config)``, a
+  metric tree with ``evaluate.load(str(tree))``, exactly as the repository will for anyone;
+* ``DIR/manifest.json``: repository, type, revision, privacy, gating, commit message, and every file with
+  its size and SHA-256.
+
+Datasets: the tree is the folder's ``README.md`` (the card with its ``configs``), ``build_info.json`` and
+every file a config's ``data_files`` names; nothing else. For UMLS-derived data (MedLAMA; BioLAMA when
+it holds the ``umls`` source: the card's ``umls`` tag) the card gets gated-access metadata
+(``extra_gated_prompt`` and ``extra_gated_fields``, a UMLS-licence checkbox) and the repository is set to
+gated before any file is uploaded; such data is only pushed gated or private.
+
+Metrics: an ``evaluate`` community module is a Space whose script is named after the repository
+(``evaluate.load("<user>/<name>")`` fetches ``<name>.py``): the tree is ``<name>.py`` (the module's script,
+unchanged, renamed if the repository name differs), its ``README.md`` card (with the load path updated),
+``requirements.txt`` and a Gradio ``app.py`` widget.
+
+The token comes from the ``token`` argument, ``HF_TOKEN`` or the standard ``hf auth login``; it is never
+printed or written.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from medlama.atomic import atomic_directory
+from medlama.errors import MedlamaInputError
+
+MANIFEST_NAME = "manifest.json"
+GATE_MODES = ("auto", "manual")
+UMLS_TAG = "umls"
+GATED_PROMPT = (
+    "This dataset holds data derived from the UMLS Metathesaurus. Access is limited to holders of a UMLS licence: "
+    "by requesting access you confirm that you hold a current UMLS Metathesaurus licence from the U.S. "
+    "National Library of Medicine (free, https://uts.nlm.nih.gov/uts/signup-login) and will use the data "
+    "under the UMLS licence agreement, including the terms of its source vocabularies.")
+GATED_FIELDS = {
+    "I hold a UMLS Metathesaurus licence and accept the UMLS licence agreement": "checkbox",
+    "UTS username (UMLS Terminology Services)": "text",
+}
+DATASET_EXTRA_FILES = ("README.md", "build_info.json")
+METRIC_FILES = ("README.md", "requirements.txt")
+APP_TEMPLATE = '''import evaluate
+from evaluate.utils import launch_gradio_widget
+
+module = evaluate.load("{repo_id}")
+launch_gradio_widget(module)
+'''
+
+
+# --------------------------------------------------------------------------- shared
+
+
+def _sha256(file: Path) -> str:
+    digest = hashlib.sha256()
+    with file.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _check_repo_id(repo_id: str) -> str:
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:
+        raise MedlamaInputError(f"invalid repository id {repo_id!r}: {error}") from None
+    if repo_id.count("/") != 1:
+        raise MedlamaInputError(f"repository id {repo_id!r} must be <user or organisation>/<name>")
+    return repo_id.split("/")[1]
+
+
+def _files_of(tree: Path) -> list[dict]:
+    return [{"path": path.relative_to(tree).as_posix(), "size": path.stat().st_size, "sha256": _sha256(path)}
+            for path in sorted(tree.rglob("*")) if path.is_file()]
+
+
+def _check_dry_run_target(target: Path, source: Path) -> None:
+    if target.exists() and (not target.is_dir() or (any(target.iterdir()) and not (target / MANIFEST_NAME).is_file())):
+        raise MedlamaInputError("the dry-run folder exists and is not an earlier dry run; choose a new or empty "
+                                "folder (nothing was changed)", file=target)
+    resolved = target.resolve()
+    if resolved == source.resolve() or source.resolve() in resolved.parents or resolved in source.resolve().parents:
+        raise MedlamaInputError("the dry-run folder must be outside the folder being published", file=target)
+
+
+def _api(token: str | None):
+    """An authenticated ``HfApi``, or a clear error before any network call."""
+    from huggingface_hub import HfApi, constants, get_token
+
+    if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
+        raise MedlamaInputError("the Hugging Face Hub is switched off here (HF_HUB_OFFLINE is set); unset it to "
+                                "upload, or use --dry-run DIR to see the upload tree")
+    token = token or os.environ.get("HF_TOKEN") or get_token()
+    if not token:
+        raise MedlamaInputError("no Hugging Face token: set HF_TOKEN or log in with `hf auth login`")
+    return HfApi(token=token)
+
+
+def _publish(tree: Path, manifest: dict[str, Any], *, api, gated: str | None, space_sdk: str | None = None) -> None:
+    """Create the repository (and branch), gate it first if asked, then upload the tree as one commit."""
+    repo_id, repo_type, revision = manifest["repo_id"], manifest["repo_type"], manifest["revision"]
+    extra = {"space_sdk": space_sdk} if space_sdk else {}
+    api.create_repo(repo_id, repo_type=repo_type, private=manifest["private"], exist_ok=True, **extra)
+    if gated:  # before the data lands in the repository, never after
+        api.update_repo_settings(repo_id, gated=gated, repo_type=repo_type)
+    if revision:
+        api.create_branch(repo_id, branch=revision, repo_type=repo_type, exist_ok=True)
+    info = api.upload_folder(repo_id=repo_id, folder_path=str(tree), repo_type=repo_type, revision=revision,
+                             commit_message=manifest["commit_message"])
+    manifest["commit_url"] = getattr(info, "commit_url", None)
+
+
+def _finish(tree_writer, name: str, source: Path, manifest: dict[str, Any], *, dry_run, api, token,
+            gated: str | None = None, space_sdk: str | None = None) -> dict[str, Any]:
+    """Write the tree into a dry-run folder, or into a scratch folder and upload it."""
+    if dry_run is not None:
+        target = Path(dry_run)
+        _check_dry_run_target(target, source)
+        with atomic_directory(target) as staging:
+            tree_writer(staging / name)
+            manifest["files"] = _files_of(staging / name)
+            (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        return manifest
+    api = api or _api(token)
+    with tempfile.TemporaryDirectory(prefix="medlama-push-") as scratch:
+        tree = Path(scratch) / name
+        tree_writer(tree)
+        manifest["files"] = _files_of(tree)
+        _publish(tree, manifest, api=api, gated=gated, space_sdk=space_sdk)
+    return manifest
+
+
+# --------------------------------------------------------------------------- datasets
+
+
+def _load_card(folder: Path):
+    from huggingface_hub import DatasetCard
+
+    readme = folder / "README.md"
+    if not folder.is_dir():
+        raise MedlamaInputError("dataset folder not found", file=folder)
+    if not readme.is_file():
+        raise MedlamaInputError("not a built dataset folder (no README.md); build one with `medlama build`",
+                                file=folder)
+    try:
+        return DatasetCard.load(readme)
+    except Exception as error:  # a card that does not parse: say where
+        raise MedlamaInputError(f"cannot read the dataset card: {error}", file=readme) from None
+
+
+def is_umls_derived(card) -> bool:
+    """Whether the card declares UMLS-derived data: the ``umls`` tag, or the UMLS licence."""
+    data = card.data
+    return UMLS_TAG in (data.get("tags") or []) or data.get("license_name") == "umls-metathesaurus"
+
+
+def plan_dataset(path: str | Path) -> tuple[list[str], list[str]]:
+    """(files to upload, other files left out) of a built dataset folder, relative POSIX paths, sorted.
+
+    Checks that the card declares configs and that every ``data_files`` pattern names at least one file,
+    so that ``load_dataset(REPO_ID, config)`` works for every config once uploaded.
+    """
+    folder = Path(path)
+    card = _load_card(folder)
+    configs = card.data.get("configs")
+    if not configs:
+        raise MedlamaInputError("the card declares no configs (YAML `configs`)", file=folder / "README.md")
+    present = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
+                     if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    wanted = {name for name in DATASET_EXTRA_FILES if name in present}
+    for config in configs:
+        entries = config.get("data_files") or []
+        if isinstance(entries, (str, dict)):
+            entries = [entries]
+        for entry in entries:
+            patterns = entry.get("path") if isinstance(entry, dict) else entry
+            for pattern in [patterns] if isinstance(patterns, str) else patterns:
+                matched = [name for name in present if fnmatch.fnmatchcase(name, pattern)]
+                if not matched:
+                    raise MedlamaInputError(f"config {config.get('config_name')!r}: no file matches {pattern!r}",
+                                            file=folder)
+                wanted.update(matched)
+    files = sorted(wanted)
+    return files, [name for name in present if name not in wanted]
+
+
+def _gated_card_text(card, gated: bool) -> str:
+    if gated:
+        card.data.extra_gated_prompt = GATED_PROMPT
+        card.data.extra_gated_fields = dict(GATED_FIELDS)
+    return str(card)
+
+
+def _public_build_info(text: str) -> str:
+    """``build_info.json`` without local paths: a path-like source keeps only its file name."""
+    try:
+        info = json.loads(text)
+    except ValueError:
+        return text
+    report = info.get("report") if isinstance(info, dict) else None
+    if isinstance(report, dict):
+        for key in ("source", "origin"):
+            value = report.get(key)
+            if isinstance(value, str) and not re.match(r"^[a-z]+://", value) and value != "download":
+                report[key] = Path(value).name
+    return json.dumps(info, indent=2) + "\n"
+
+
+def push_dataset(path: str | Path, repo_id: str, *, private: bool = False, revision: str | None = None,
+                 commit_message: str | None = None, gated: str | None = None, dry_run: str | Path | None = None,
+                 token: str | None = None, api=None) -> dict[str, Any]:
+    """Upload the built dataset folder ``path`` to the dataset repository ``repo_id`` (created if missing).
+
+    ``gated``: ``"auto"`` or ``"manual"`` access approval, ``"none"`` for no gating, or ``None``: ``"auto"``
+    for UMLS-derived data, none otherwise. UMLS-derived data is refused ungated unless ``private``.
+    With ``dry_run=DIR`` nothing is uploaded (module docstring). Returns the manifest.
+    """
+    folder = Path(path)
+    name = _check_repo_id(repo_id)
+    files, left_out = plan_dataset(folder)
+    card = _load_card(folder)
+    umls = is_umls_derived(card)
+    if gated is None:
+        gated = "auto" if umls else "none"
+    if gated not in (*GATE_MODES, "none"):
+        raise MedlamaInputError(f"unknown gating {gated!r}; choose from {[*GATE_MODES, 'none']}")
+    if umls and gated == "none" and not private:
+        raise MedlamaInputError("this dataset holds data derived from the UMLS Metathesaurus, which may only be "
+                                "redistributed to UMLS licensees: push it gated (the default) or --private",
+                                file=folder)
+    gate = None if gated == "none" else gated
+    manifest: dict[str, Any] = {
+        "repo_id": repo_id, "repo_type": "dataset", "private": private, "revision": revision, "gated": gate or False,
+        "umls_derived": umls, "commit_message": commit_message or f"Upload {card.data.get('pretty_name') or name} "
+                                                                   "built with medlama",
+        "source": str(folder.resolve()), "left_out": left_out,
+    }
+
+    def write_tree(tree: Path) -> None:
+        for relative in files:
+            destination = tree / relative
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            if relative == "README.md":
+                destination.write_text(_gated_card_text(_load_card(folder), gate is not None), encoding="utf-8")
+            elif relative == "build_info.json":
+                destination.write_text(_public_build_info((folder / relative).read_text(encoding="utf-8")),
+                                       encoding="utf-8")
+            else:
+                shutil.copy2(folder / relative, destination)
+
+    return _finish(write_tree, name, folder, manifest, dry_run=dry_run, api=api, token=token, gated=gate)
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def metric_folder(name: str | Path) -> Path:
+    """A metric module folder: a bundled metric by name (``acc_at_k``, ``ucm``) or a folder ``<x>/<x>.py``."""
+    candidate = Path(name)
+    if candidate.is_dir():
+        if not (candidate / f"{candidate.resolve().name}.py").is_file():
+            raise MedlamaInputError(f"not an evaluate module folder: no {candidate.resolve().name}.py", file=candidate)
+        return candidate
+    from medlama.metrics import metric_path
+
+    try:
+        return metric_path(str(name))
+    except ValueError as error:
+        raise MedlamaInputError(str(error)) from None
+
+
+def push_metric(name: str | Path, repo_id: str, *, private: bool = False, revision: str | None = None,
+                commit_message: str | None = None, dry_run: str | Path | None = None, token: str | None = None,
+                api=None) -> dict[str, Any]:
+    """Publish a metric module as an ``evaluate`` community module: the Space ``repo_id`` (a Gradio widget).
+
+    Afterwards ``evaluate.load(repo_id)`` works for anyone. With ``dry_run=DIR`` nothing is uploaded and
+    ``evaluate.load(str(DIR / <repo name>))`` loads the tree offline.
+    """
+    folder = metric_folder(name)
+    module = folder.resolve().name
+    repo_name = _check_repo_id(repo_id)
+    if "." in repo_name:
+        raise MedlamaInputError(f"repository name {repo_name!r}: evaluate imports the script <name>.py as a Python "
+                                "module, so the name cannot contain '.'")
+    for required in METRIC_FILES:
+        if not (folder / required).is_file():
+            raise MedlamaInputError(f"the metric module has no {required}", file=folder)
+    manifest: dict[str, Any] = {
+        "repo_id": repo_id, "repo_type": "space", "space_sdk": "gradio", "private": private, "revision": revision,
+        "module": module, "script": f"{repo_name}.py", "commit_message": commit_message or f"Upload {module} "
+                                                                                          "metric from medlama",
+        "source": str(folder.resolve()),
+    }
+
+    def write_tree(tree: Path) -> None:
+        tree.mkdir(parents=True)
+        shutil.copy2(folder / f"{module}.py", tree / f"{repo_name}.py")
+        card = (folder / "README.md").read_text(encoding="utf-8")
+        # Local load paths (and the comment explaining them) become the repository id.
+        card = re.sub(rf'evaluate\.load\("(?:metrics/)?{re.escape(module)}"\)([^\n]*?)(  # [^\n]*)?$',
+                      lambda m: f'evaluate.load("{repo_id}"){m.group(1)}', card, flags=re.MULTILINE)
+        (tree / "README.md").write_text(card, encoding="utf-8")
+        shutil.copy2(folder / "requirements.txt", tree / "requirements.txt")
+        (tree / "app.py").write_text(APP_TEMPLATE.format(repo_id=repo_id), encoding="utf-8")
+
+    return _finish(write_tree, repo_name, folder, manifest, dry_run=dry_run, api=api, token=token,
+                   space_sdk="gradio")

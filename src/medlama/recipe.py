@@ -1,0 +1,89 @@
+"""Rewire-then-Probe end to end: probe an encoder, rewire it on N corpora, probe each rewired model.
+
+This is the paper's recipe (section 4, table 5): the same encoder is probed before and after
+Contrastive-Probe rewiring, and rewiring on several sentence sets gives a mean and a standard
+deviation. Scores come from the acc@k metric module; each rewired model's card records them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from medlama.probers.base import DEFAULT_KS, ProbeResult, probe
+from medlama.probers.contrastive import ContrastiveProber, RetrievalSettings
+from medlama.probers.queries import QuerySet
+
+
+@dataclass
+class RecipeResult:
+    base: ProbeResult
+    rewired: list[ProbeResult]
+    models: list[Path]
+    #: per rewired model: {step: ProbeResult} over its checkpoints (figure 4), when asked for.
+    checkpoints: list[dict[int, ProbeResult]] = field(default_factory=list)
+    rewire_seconds: list[float] = field(default_factory=list)
+
+    def summary(self, ks: Sequence[int] = DEFAULT_KS) -> dict:
+        """acc@k of the base model and mean / std over the rewired models, micro and macro."""
+        from medlama.probers.report import mean_std
+
+        out: dict = {"base": {}, "rewired_mean": {}, "rewired_std": {}, "runs": len(self.rewired)}
+        for average in ("micro", "macro"):
+            for k in ks:
+                key = f"acc@{k}" if average == "micro" else f"acc@{k}_macro"
+                out["base"][key] = self.base.acc(k, average)
+                mean, std = mean_std(self.rewired, k, average)
+                out["rewired_mean"][key], out["rewired_std"][key] = mean, std
+        return out
+
+
+def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str | Path, *,
+                      model: str | Path | None = None, rewire_config=None,
+                      probe_settings: RetrievalSettings = RetrievalSettings(),
+                      probe_checkpoints: bool = False, progress=print) -> RecipeResult:
+    """Probe ``model`` (default: the bundled encoder), rewire it on each corpus, and probe again.
+
+    Rewired models go to ``out/rewired-<i>-<corpus name>`` (an interrupted run resumes there);
+    the returned result holds every probe.
+    """
+    from medlama.defaults import default_model_path
+    from medlama.trainers.contrastive_probe import RewireConfig, rewire
+    from medlama.trainers.model_card import update_model_card_scores
+
+    out = Path(out)
+    base_model = str(model or default_model_path())
+    config = rewire_config or RewireConfig.preset("paper")
+    if model is not None:
+        config = RewireConfig(**{**config.to_dict(), "model": str(model)})
+    progress(f"probing the un-rewired model on {queries.name} ({len(queries):,} queries, "
+             f"{len(queries.candidates):,} candidates)")
+    base = probe(ContrastiveProber(base_model, probe_settings), queries, label="un-rewired")
+    result = RecipeResult(base=base, rewired=[], models=[])
+    for index, corpus in enumerate(corpora):
+        name = Path(corpus).name
+        target = out / f"rewired-{index}-{name}"
+        progress(f"rewiring on {name} ({config.steps} steps, batch {config.batch_size}) -> {target}")
+        start = time.perf_counter()
+        rewired = rewire(corpus, target, config)
+        result.rewire_seconds.append(time.perf_counter() - start)
+        progress(f"probing the model rewired on {name}")
+        probed = probe(ContrastiveProber(rewired.path, probe_settings), queries, label=f"rewired ({name})")
+        result.rewired.append(probed)
+        result.models.append(rewired.path)
+        update_model_card_scores(rewired.path, {f"MedLAMA {queries.name}": _scores(probed)},
+                                 source="medlama recipe (Contrastive-Probe retrieval, reference settings)")
+        if probe_checkpoints:
+            from medlama.commands.probe import checkpoints_of
+
+            result.checkpoints.append({
+                step: probe(ContrastiveProber(path, probe_settings), queries, label=f"{name}@{step}")
+                for step, path in checkpoints_of(rewired.path).items()})
+    return result
+
+
+def _scores(result: ProbeResult) -> dict:
+    return {key: round(100 * result.metrics[key], 2) for key in result.metrics
+            if key.startswith("acc@")}
