@@ -39,8 +39,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from medlama.checksums import sha256_of
 from medlama.errors import MedlamaInputError
-from medlama.loaders.medlama_release import sha256_of
+from medlama.loaders.medlama_release import extract_archive
 
 #: Google Drive id of ``data.tar.gz``, from the README of github.com/dmis-lab/BioLAMA.
 DRIVE_ID = "1CcjpmNuAXavL3aMjwVqiiziMu3OGDyyG"
@@ -195,19 +196,6 @@ def download(url: str = URL, sha256: str | None = None, *, verify: bool = True,
     return target, expected if verify else None
 
 
-def _extract(archive: Path, into: Path) -> None:
-    name = archive.name.lower()
-    try:
-        if name.endswith((".tar.gz", ".tgz", ".tar")):
-            with tarfile.open(archive) as tar:
-                tar.extractall(into, filter="data")
-        elif name.endswith(".zip"):
-            with zipfile.ZipFile(archive) as zipped:
-                zipped.extractall(into)
-        else:
-            raise MedlamaInputError("not a folder, .tar.gz, .tgz, .tar or .zip archive", file=archive)
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as error:
-        raise MedlamaInputError(f"cannot read archive (truncated or corrupt?): {error}", file=archive) from error
 
 
 def _is_data_root(folder: Path) -> bool:
@@ -234,7 +222,7 @@ def open_release(source: str | Path | None = None, *, sha256: str | None = None,
     with tempfile.TemporaryDirectory(prefix="biolama-src-") as scratch:
         if source is None:
             archive, matched = download(url, sha256, verify=verify, cache_dir=cache_dir)
-            _extract(archive, Path(scratch))
+            extract_archive(archive, Path(scratch))
             searched, origin, verified = Path(scratch), url, matched is not None
             digest = matched or sha256_of(archive)
             verification = (f"downloaded, SHA-256 {digest} checked against the expected hash" if verified else
@@ -250,7 +238,7 @@ def open_release(source: str | Path | None = None, *, sha256: str | None = None,
                 if expected is not None and digest != expected:
                     raise MedlamaInputError(f"checksum mismatch: SHA-256 {digest}, expected {expected}; pass "
                                             "--no-verify to build from a modified copy on purpose", file=path)
-                _extract(path, Path(scratch))
+                extract_archive(path, Path(scratch))
                 searched, verified = Path(scratch), expected is not None
                 verification = (f"local archive, SHA-256 {digest} checked against the expected hash" if verified else
                                 f"local archive, SHA-256 {digest} not checked (--no-verify)" if not verify else

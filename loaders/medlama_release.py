@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ast
 import csv
-import hashlib
 import os
 import shutil
 import tarfile
@@ -31,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from medlama.checksums import sha256_of
 from medlama.errors import MedlamaInputError
 
 COMMIT = "8a314d11c3b8538a7ec522f668b7fbe0394caa9d"
@@ -138,14 +138,6 @@ class MedlamaRelease:
 # --------------------------------------------------------------------------- locating and fetching
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def verify(root: Path) -> None:
     """Check every pinned file under ``root``: present, and with its pinned SHA-256."""
     for relative, expected in SHA256.items():
@@ -169,7 +161,8 @@ def _release_root(folder: Path) -> Path | None:
     return None
 
 
-def _extract(archive: Path, into: Path) -> None:
+def extract_archive(archive: Path, into: Path) -> None:
+    """Unpack a .tar.gz/.tgz/.tar/.zip safely (no paths outside ``into``), with clear errors."""
     name = archive.name.lower()
     try:
         if name.endswith((".tar.gz", ".tgz", ".tar")):
@@ -181,7 +174,7 @@ def _extract(archive: Path, into: Path) -> None:
         else:
             raise MedlamaInputError("not a folder, .tar.gz, .tgz, .tar or .zip archive", file=archive)
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as error:
-        raise MedlamaInputError(f"cannot read archive: {error}", file=archive) from error
+        raise MedlamaInputError(f"cannot read archive (truncated or corrupt?): {error}", file=archive) from error
 
 
 def download(cache_dir: Path | None = None, base_url: str = BASE_URL) -> Path:
@@ -226,7 +219,7 @@ def open_release(source: str | Path | None = None, *, verify_checksums: bool = T
         raise MedlamaInputError("MedLAMA source not found", file=path)
     with tempfile.TemporaryDirectory(prefix="medlama-src-") as scratch:
         if path.is_file():
-            _extract(path, Path(scratch))
+            extract_archive(path, Path(scratch))
             searched = Path(scratch)
         else:
             searched = path

@@ -10,7 +10,6 @@ never printed or written.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from medlama.atomic import atomic_directory
+from medlama.checksums import sha256_of
+from medlama.hub import check_repo_id
 from medlama.errors import MedlamaInputError
 
 MANIFEST_NAME = "manifest.json"
@@ -54,21 +55,6 @@ def plan_upload(path: str | Path, *, include_checkpoints: bool = False) -> list[
     return sorted(files)
 
 
-def _sha256(file: Path) -> str:
-    digest = hashlib.sha256()
-    with file.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _check_repo_id(repo_id: str) -> None:
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(repo_id)
-    except HFValidationError as error:
-        raise MedlamaInputError(f"invalid repository id {repo_id!r}: {error}") from None
 
 
 def _default_message(folder: Path) -> str:
@@ -91,12 +77,12 @@ def push_model(path: str | Path, repo_id: str, *, private: bool = False, revisio
     SHA-256. Returns that manifest (plus ``commit_url`` after a real upload).
     """
     folder = Path(path)
-    _check_repo_id(repo_id)
+    check_repo_id(repo_id)
     files = plan_upload(folder, include_checkpoints=include_checkpoints)
     manifest: dict[str, Any] = {
         "repo_id": repo_id, "repo_type": "model", "private": private, "revision": revision,
         "commit_message": commit_message or _default_message(folder), "source": str(folder.resolve()),
-        "files": [{"path": name, "size": (folder / name).stat().st_size, "sha256": _sha256(folder / name)}
+        "files": [{"path": name, "size": (folder / name).stat().st_size, "sha256": sha256_of(folder / name)}
                   for name in files],
     }
     if dry_run is not None:

@@ -26,7 +26,6 @@ printed or written.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import os
 import re
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from medlama.atomic import atomic_directory
+from medlama.checksums import sha256_of
 from medlama.errors import MedlamaInputError
 
 MANIFEST_NAME = "manifest.json"
@@ -63,15 +63,7 @@ launch_gradio_widget(module)
 # --------------------------------------------------------------------------- shared
 
 
-def _sha256(file: Path) -> str:
-    digest = hashlib.sha256()
-    with file.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _check_repo_id(repo_id: str) -> str:
+def check_repo_id(repo_id: str) -> str:
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     try:
@@ -84,7 +76,7 @@ def _check_repo_id(repo_id: str) -> str:
 
 
 def _files_of(tree: Path) -> list[dict]:
-    return [{"path": path.relative_to(tree).as_posix(), "size": path.stat().st_size, "sha256": _sha256(path)}
+    return [{"path": path.relative_to(tree).as_posix(), "size": path.stat().st_size, "sha256": sha256_of(path)}
             for path in sorted(tree.rglob("*")) if path.is_file()]
 
 
@@ -230,7 +222,7 @@ def push_dataset(path: str | Path, repo_id: str, *, private: bool = False, revis
     With ``dry_run=DIR`` nothing is uploaded (module docstring). Returns the manifest.
     """
     folder = Path(path)
-    name = _check_repo_id(repo_id)
+    name = check_repo_id(repo_id)
     files, left_out = plan_dataset(folder)
     card = _load_card(folder)
     umls = is_umls_derived(card)
@@ -293,7 +285,7 @@ def push_metric(name: str | Path, repo_id: str, *, private: bool = False, revisi
     """
     folder = metric_folder(name)
     module = folder.resolve().name
-    repo_name = _check_repo_id(repo_id)
+    repo_name = check_repo_id(repo_id)
     if "." in repo_name:
         raise MedlamaInputError(f"repository name {repo_name!r}: evaluate imports the script <name>.py as a Python "
                                 "module, so the name cannot contain '.'")
