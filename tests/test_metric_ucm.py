@@ -59,7 +59,10 @@ def ucm_by_path(cache_dir):
 
 def test_loads_by_path_and_through_the_toolkit(ucm, ucm_by_path):
     assert ucm.name == ucm_by_path.name == "ucm"
-    assert medlama.metrics.metric_path("ucm") == MODULE_DIR
+    # Installed or editable, the toolkit loads the very files of this folder.
+    installed = medlama.metrics.metric_path("ucm")
+    for name in ("ucm.py", "README.md", "requirements.txt"):
+        assert (installed / name).read_bytes() == (MODULE_DIR / name).read_bytes(), name
     assert ucm.compute(**FIGURE_1) == ucm_by_path.compute(**FIGURE_1)
 
 
