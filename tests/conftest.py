@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -11,7 +13,10 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["HF_EVALUATE_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
-os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="medlama-tests-hf-"))
+if "HF_HOME" not in os.environ:
+    _hf_home = tempfile.mkdtemp(prefix="medlama-tests-hf-")
+    os.environ["HF_HOME"] = _hf_home
+    atexit.register(shutil.rmtree, _hf_home, ignore_errors=True)  # leave nothing behind in /tmp
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402

@@ -166,6 +166,10 @@ def test_probe_options_config_split_match_ks(biolama_dir, tiny_mlm, tmp_path, ca
     assert main(["probe", "--dataset", "biolama", "--data", str(biolama_dir), "--config", "mesh",
                  "--model", str(tiny_mlm), "--out", str(out)]) == 2
     assert "cannot load config 'mesh'" in capsys.readouterr().err
+    # a MedLAMA-only option is refused, not silently ignored
+    assert main(["probe", "--dataset", "biolama", "--data", str(biolama_dir), "--prompt-column", "query_default",
+                 "--model", str(tiny_mlm), "--out", str(out)]) == 2
+    assert "--prompt-column is a MedLAMA option" in capsys.readouterr().err
 
 
 def test_probe_from_source_builds_once_into_the_cache(release_dir, tiny_mlm, tmp_path, monkeypatch):

@@ -43,7 +43,8 @@ def add_retrieval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--layer", type=int, help="hidden layer to probe (0 = embeddings, -1 = last)")
     parser.add_argument("--pooling", choices=["cls", "mean"], help="override the preset's pooling")
     parser.add_argument("--distance", choices=["l2", "cosine"], help="override the preset's distance")
-    parser.add_argument("--batch-size", type=int, help="encoding batch size (default 128)")
+    parser.add_argument("--batch-size", type=int, help="texts per forward pass (default: the method's own: retrieval 128, mask-average 32, "
+                             "mask-predict 16 queries x beam, generative 16)")
 
 
 def add_baseline_arguments(parser: argparse.ArgumentParser) -> None:
@@ -115,6 +116,9 @@ def load_queries(args: argparse.Namespace):
     config = args.config or CONFIGS[dataset][0]
     if dataset == "biolama":
         from medlama.probers.biolama_queries import load_biolama_queries
+
+        if getattr(args, "prompt_column", "query_human") != "query_human":
+            raise MedlamaInputError("--prompt-column is a MedLAMA option; BioLAMA queries use its manual prompts")
 
         return load_biolama_queries(resolve_data(args), config, split=getattr(args, "split", "test"),
                                     relations=args.relations)
