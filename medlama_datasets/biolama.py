@@ -304,13 +304,14 @@ def write_biolama(out_dir: str | Path, source: str | Path | None = None, **optio
     """
     from datasets import Dataset
 
-    from medlama.atomic import atomic_directory
+    from medlama.atomic import atomic_directory, check_replaceable
 
+    check_replaceable(out_dir, marker="build_info.json")  # before the build, not after it
     build = build_biolama(source, **options)
     stats = biolama_statistics(build)
     layout = config_layout(build)
     card = render_biolama_card(build, layout, stats)
-    with atomic_directory(out_dir) as staging, _quiet_datasets():
+    with atomic_directory(out_dir, marker="build_info.json") as staging, _quiet_datasets():
         for config in build.relation_configs():
             for split in SPLITS:
                 table = Dataset.from_list(build.rows[config][split], features=features())

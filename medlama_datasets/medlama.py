@@ -15,6 +15,7 @@ one split, ``test``.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -58,6 +59,20 @@ def candidate_features():
     return Features({"name": Value("string")})
 
 
+def check_threshold(value: float, name: str) -> float:
+    """``value`` if it is a usable hard-set threshold, else a :class:`MedlamaInputError` naming ``name``.
+
+    Both scores lie in [0, 1] and a row is hard when they are *strictly* below the thresholds, so a
+    threshold of 0 or less makes the hard set empty and one above 1 makes it the full set. Neither is
+    a choice anyone needs (the full set is already there); both are typos, e.g. 10 for 0.1.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 < value <= 1:
+        raise MedlamaInputError(f"{name} must be a number in (0, 1] (the scores lie in [0, 1] and a query is hard "
+                                f"when they are below the thresholds), got {value!r}")
+    return float(value)
+
+
 def fill_prompt(prompt: str, head_name: str) -> str:
     """The query: ``[X]`` replaced by the head name, ``[Y]`` left as the mask placeholder."""
     return prompt.replace("[X]", head_name).replace("[Y]", MASK_PLACEHOLDER)
@@ -86,6 +101,8 @@ class BuildReport:
     hard_only_derived: list[str] = field(default_factory=list)
     hard_only_released: list[str] = field(default_factory=list)
     released_hard_checked: bool = False
+    #: configs with no rows (``hard_<relation>`` under strict thresholds): not declared in a written folder.
+    empty_configs: list[str] = field(default_factory=list)
 
     @property
     def matches_release(self) -> bool:
@@ -168,6 +185,9 @@ def build_medlama(source: str | Path | None = None, *, rule: HardnessRule = Hard
     from datasets import Dataset, DatasetDict, concatenate_datasets
     from tqdm.auto import tqdm
 
+    check_threshold(rule.match_threshold, "match_threshold")
+    check_threshold(rule.rouge_threshold, "rouge_threshold")
+    schema = features()
     with release.open_release(source, verify_checksums=verify_checksums) as found:
         prompts = release.read_prompts(found.root / "prompts.csv")
         report = BuildReport(source=str(source or "download"), commit=release.COMMIT,
@@ -190,8 +210,12 @@ def build_medlama(source: str | Path | None = None, *, rule: HardnessRule = Hard
                 else:
                     _compare_with_released(rel, rows, full_rows, released_path, report)
             for set_name, subset in (("full", rows), ("hard", [row for row in rows if row["is_hard"]])):
-                per_set[set_name].append(Dataset.from_list(subset, features=features()))
-                candidates[f"{set_name}_{rel}"] = candidate_names(subset)
+                if subset:
+                    per_set[set_name].append(Dataset.from_list(subset, features=schema))
+                    candidates[f"{set_name}_{rel}"] = candidate_names(subset)
+                else:  # from_list([]) cannot match the declared features ("Keys mismatch")
+                    per_set[set_name].append(Dataset.from_dict({name: [] for name in schema}, features=schema))
+                    report.empty_configs.append(f"{set_name}_{rel}")
         report.released_hard_checked = compare_with_release and hard_files_present
     datasets = DatasetDict({name: concatenate_datasets(parts) for name, parts in per_set.items()})
     for set_name in SETS:
@@ -211,12 +235,18 @@ def load_medlama(source: str | Path | None = None, **options) -> "DatasetDict": 
 
 
 def _config_layout(build: MedlamaBuild) -> dict[str, str]:
-    """Config name -> Parquet path inside the folder (relative)."""
+    """Config name -> Parquet path inside the folder (relative), for every config that has rows.
+
+    A config without rows (``build.report.empty_configs``) is left out: ``datasets`` cannot load a
+    split of 0 rows ("corresponds to no data"), so declaring one would only move the failure into
+    the user's ``load_dataset``; undeclared, it is "not found" with the available configs listed.
+    """
     layout = {}
     for set_name in SETS:
         layout[set_name] = f"data/{set_name}/*.parquet"
         for rel in release.RELATIONS:
-            layout[f"{set_name}_{rel}"] = f"data/{set_name}/{rel}.parquet"
+            if f"{set_name}_{rel}" not in build.report.empty_configs:
+                layout[f"{set_name}_{rel}"] = f"data/{set_name}/{rel}.parquet"
     for config in list(layout):
         layout[f"candidates_{config}"] = f"candidates/{config}.parquet"
     return layout
@@ -227,23 +257,30 @@ def write_medlama(out_dir: str | Path, source: str | Path | None = None, *, toke
     """Build MedLAMA and write it to ``out_dir`` atomically; return the build and its statistics.
 
     An earlier build in ``out_dir`` is replaced only once the new one is completely written: any
-    error (bad input, a full disk, an interrupt) leaves it as it was.
+    error (bad input, a full disk, an interrupt) leaves it as it was. A folder that is neither empty
+    nor an earlier build (no ``build_info.json``) is refused before the build starts.
     """
     from datasets import Dataset
 
-    from medlama.atomic import atomic_directory
+    from medlama.atomic import atomic_directory, check_replaceable
     from medlama.datasets.card import render_medlama_card
     from medlama.datasets.statistics import medlama_statistics
 
+    check_replaceable(out_dir, marker="build_info.json")  # before the build, not after it (atomic_directory)
     build = build_medlama(source, **options)
+    if not build.datasets["hard"].num_rows:  # the default config would be empty (see _config_layout)
+        rule = build.report.rule
+        raise MedlamaInputError(f"no query is hard with match threshold {rule['match_threshold']} and ROUGE-L "
+                                f"threshold {rule['rouge_threshold']}: the hard set, the folder's default "
+                                "config, would be empty; raise the thresholds (nothing was written)")
     stats = medlama_statistics(build.datasets, tokenizer=tokenizer)
     layout = _config_layout(build)
-    with atomic_directory(out_dir) as staging, _quiet_datasets():
+    with atomic_directory(out_dir, marker="build_info.json") as staging, _quiet_datasets():
         for set_name in SETS:
             data = build.datasets[set_name]
             for rel, rows in _relation_ranges(data["relation"]).items():
                 _to_parquet(data.select(rows), staging / f"data/{set_name}/{rel}.parquet")
-        for config, names in build.candidates.items():
+        for config, names in build.candidates.items():  # configs with rows only (see build_medlama)
             table = Dataset.from_dict({"name": names}, features=candidate_features())
             _to_parquet(table, staging / layout[f"candidates_{config}"])
         (staging / "README.md").write_text(render_medlama_card(build, layout, stats), encoding="utf-8")

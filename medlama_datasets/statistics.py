@@ -5,10 +5,13 @@ from __future__ import annotations
 from statistics import fmean
 
 
-def single_token_share(names: list[str], tokenizer) -> float:
-    """Share of ``names`` that the tokenizer encodes as exactly one token (no special tokens)."""
+def single_token_share(names: list[str], tokenizer) -> float | None:
+    """Share of ``names`` that the tokenizer encodes as exactly one token (no special tokens); None for none.
+
+    None rather than NaN: the statistics go to ``build_info.json``, and NaN is not JSON.
+    """
     if not names:
-        return float("nan")
+        return None
     ids = tokenizer(names, add_special_tokens=False)["input_ids"]
     return sum(len(tokens) == 1 for tokens in ids) / len(names)
 
@@ -40,7 +43,7 @@ def medlama_statistics(datasets, tokenizer=None) -> list[dict]:
             "full": len(full_answers),
             "hard": len(hard_answers),
             "answers_per_query_full": fmean(len(names) for names in full_answers),
-            "answers_per_query_hard": fmean(len(names) for names in hard_answers) if hard_answers else float("nan"),
+            "answers_per_query_hard": fmean(len(names) for names in hard_answers) if hard_answers else None,
             "distinct_answers": len(distinct),
             "single_token_answers": single_token_share(distinct, tokenizer),
             "single_token_answer_occurrences": single_token_share([n for names in full_answers for n in names],
@@ -54,12 +57,16 @@ def medlama_statistics(datasets, tokenizer=None) -> list[dict]:
 
 def statistics_markdown(rows: list[dict]) -> str:
     """The statistics as a Markdown table."""
+    def number(value: float | None, fmt: str) -> str:
+        return "–" if value is None else format(value, fmt)
+
     lines = ["| Relation | Full | Hard | Answers / query (full) | Answers / query (hard) | Distinct answers "
              "| Single-token (distinct) | Single-token (occurrences) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         label = f"**{r['relation']}**" if r["relation"] == "all" else f"`{r['relation']}`"
+        shares = [r["single_token_answers"], r["single_token_answer_occurrences"]]
         lines.append(f"| {label} | {r['full']:,} | {r['hard']:,} | {r['answers_per_query_full']:.2f} | "
-                     f"{r['answers_per_query_hard']:.2f} | {r['distinct_answers']:,} | {100 * r['single_token_answers']:.1f}% | "
-                     f"{100 * r['single_token_answer_occurrences']:.1f}% |")
+                     f"{number(r['answers_per_query_hard'], '.2f')} | {r['distinct_answers']:,} | "
+                     + " | ".join("–" if x is None else f"{100 * x:.1f}%" for x in shares) + " |")
     return "\n".join(lines)

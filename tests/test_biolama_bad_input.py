@@ -39,11 +39,13 @@ def earlier_build(tmp_path) -> Path:
     out = tmp_path / "out" / "biolama"
     out.mkdir(parents=True)
     (out / "README.md").write_text("earlier build")
+    (out / "build_info.json").write_text("{}")  # what makes it an earlier build, not someone else's folder
     return out
 
 
 def assert_intact(out: Path) -> None:
     assert (out / "README.md").read_text() == "earlier build"
+    assert (out / "build_info.json").read_text() == "{}"
     assert [p.name for p in out.parent.iterdir()] == ["biolama"]  # no staging folder left behind
 
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import csv
+import json
+import re
 import shutil
 import tarfile
 
 import pytest
 
 from medlama.cli import main
+from medlama.datasets.hardness import HardnessRule
 from medlama.datasets.medlama import build_medlama, write_medlama
 from medlama.errors import MedlamaInputError
 from medlama.loaders import medlama_release as release
@@ -31,6 +34,14 @@ def rewrite(path, edit):
         csv.writer(handle).writerows(rows)
 
 
+def keep_rows(path, keep):
+    """Rewrite a CSV keeping only the data rows for which ``keep(record)`` is true."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        header, *rows = list(csv.reader(handle))
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([header] + [row for row in rows if keep(dict(zip(header, row)))])
+
+
 def set_cell(path, row, column, value):
     def edit(header, rows):
         rows[row - 1][header.index(column)] = value
@@ -42,6 +53,7 @@ def earlier_build(tmp_path):
     out = tmp_path / "out" / "medlama"
     out.mkdir(parents=True)
     (out / "README.md").write_text("earlier build")
+    (out / "build_info.json").write_text("{}")  # what makes it an earlier build, which may be replaced
     return out
 
 
@@ -100,15 +112,88 @@ def test_checksum_mismatch(copy, earlier_build):
     assert_intact(earlier_build)
 
 
-def test_prompt_without_slot(copy, earlier_build):
+def break_prompt(release_root, column, prompt):
+    """Give may_treat (row 19 of prompts.csv) another prompt in ``column``."""
     def edit(header, rows):
         for row in rows:
             if row[0] == "may_treat":
-                row[header.index("human_prompt")] = "[X] might treat ."
-    rewrite(copy / "prompts.csv", edit)
-    with pytest.raises(MedlamaInputError,
-                       match=r"prompts\.csv, row 19, field 'human_prompt': prompt '\[X\] might treat \.' has 0 \[Y\]"):
+                row[header.index(column)] = prompt
+    rewrite(release_root / "prompts.csv", edit)
+
+
+@pytest.mark.parametrize("column, prompt, problem", [
+    ("human_prompt", "[X] might treat .", r"has 0 \[Y\] slot"),
+    ("human_prompt", "it might treat [Y] .", r"has 0 \[X\] slot"),
+    ("default_prompt", "[X] treats [X] and [Y] .", r"has 2 \[X\] slot"),
+])
+def test_prompt_without_slot(copy, earlier_build, column, prompt, problem):
+    break_prompt(copy, column, prompt)
+    with pytest.raises(MedlamaInputError) as error:
         write_medlama(earlier_build, copy, verify_checksums=False, progress=False)
+    assert re.match(rf"{re.escape(str(copy / 'prompts.csv'))}, row 19, field '{column}': "
+                    rf"prompt {re.escape(repr(prompt))} {problem}\(s\), needs exactly one$", str(error.value))
+    assert_intact(earlier_build)
+
+
+def test_source_from_the_environment(copy, tmp_path, monkeypatch, capsys):
+    # Without --source the build reads $MEDLAMA_SOURCE: the error names a file of that copy.
+    break_prompt(copy, "human_prompt", "it might treat [Y] .")
+    monkeypatch.setenv("MEDLAMA_SOURCE", str(copy))
+    out = tmp_path / "o"
+    assert main(["build", "medlama", "--out", str(out), "--no-verify"]) == 2
+    assert f"medlama: error: {copy / 'prompts.csv'}, row 19, field 'human_prompt'" in capsys.readouterr().err
+    # --source wins over the variable.
+    assert main(["build", "medlama", "--out", str(out), "--no-verify", "--source", str(tmp_path / "elsewhere")]) == 2
+    assert f"medlama: error: {tmp_path / 'elsewhere'}: MedLAMA source not found" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_changed_released_score_reported(copy, tmp_path, capsys):
+    # may_treat row 5 ("riboflavin 5'-phosphate"): avg_match 0.0 in the release and recomputed.
+    path = copy / "2021AA" / "may_treat_1000.csv"
+    set_cell(path, 5, "avg_match", "0.75")
+    out = tmp_path / "o"
+    assert main(["build", "medlama", "--out", str(out), "--source", str(copy), "--no-verify"]) == 0
+    printed = capsys.readouterr().out
+    assert "hardness scores recomputed: 1 differ from the release by more than 1e-6" in printed
+    assert f"  may_treat-0005 ({path}, row 5): avg_match released 0.750000, recomputed 0.000000\n" in printed
+    report = json.loads((out / "build_info.json").read_text())["report"]
+    assert report["score_mismatches"] == [{"id": "may_treat-0005", "file": str(path), "row": 5,
+                                           "score": "avg_match", "released": 0.75, "recomputed": 0.0}]
+    assert report["hard_only_derived"] == report["hard_only_released"] == []  # decided on recomputed scores
+
+
+@pytest.mark.parametrize("option, value", [("--match-threshold", "0"), ("--rouge-threshold", "-0.1"),
+                                           ("--match-threshold", "10"), ("--rouge-threshold", "nan"),
+                                           ("--match-threshold", "inf")])
+def test_bad_threshold_option(option, value, tmp_path, capsys):
+    out = tmp_path / "o"
+    status = main(["build", "medlama", "--out", str(out), "--source", str(tmp_path / "nowhere"), f"{option}={value}"])
+    err = capsys.readouterr().err
+    assert status == 2 and "Traceback" not in err
+    assert err == f"medlama: error: {option} must be a number in (0, 1] (the scores lie in [0, 1] and a query is " \
+                  f"hard when they are below the thresholds), got {float(value)!r}\n"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("rule, name, shown", [(HardnessRule(0.1, 0.0), "rouge_threshold", "0.0"),
+                                               (HardnessRule(1.5, 0.1), "match_threshold", "1.5"),
+                                               (HardnessRule("0.1", 0.1), "match_threshold", "'0.1'")])
+def test_bad_threshold_in_python(medlama_source, rule, name, shown):
+    # (0.1, 0.0) used to fail deep in `datasets` ("Keys mismatch") once a relation had no hard row.
+    with pytest.raises(MedlamaInputError, match=rf"^{name} must be a number in \(0, 1\] .*, got {re.escape(shown)}$"):
+        build_medlama(medlama_source, rule=rule, progress=False)
+
+
+def test_no_hard_query_at_all(copy, earlier_build):
+    # Keep only rows with a score >= 0.01 in every relation: thresholds of 0.01 leave the hard set empty.
+    for path in (copy / "2021AA").glob("*_hard.csv"):
+        path.unlink()  # a shortened full set no longer holds the released hard rows
+    for path in (copy / "2021AA").glob("*_1000.csv"):
+        keep_rows(path, lambda record: max(float(record["avg_match"]), float(record["avg_rouge_l"])) >= 0.01)
+    with pytest.raises(MedlamaInputError, match=r"no query is hard with match threshold 0\.01 and ROUGE-L threshold "
+                                                r"0\.01: .*nothing was written"):
+        write_medlama(earlier_build, copy, rule=HardnessRule(0.01, 0.01), verify_checksums=False, progress=False)
     assert_intact(earlier_build)
 
 
@@ -158,3 +243,16 @@ def test_download_rejects_wrong_bytes(copy, tmp_path):
     with pytest.raises(MedlamaInputError, match=r"prompts\.csv: checksum mismatch after download"):
         release.download(cache, base_url=copy.as_uri())
     assert not list(cache.rglob("prompts.csv"))  # the bad file never lands in the cache
+
+
+def test_probe_unknown_method_refused_before_loading_queries(monkeypatch, tmp_path, capsys):
+    import medlama.commands.probe as probe_command
+
+    def load_queries(args):
+        raise AssertionError("queries loaded (maybe MedLAMA built) before the method names were checked")
+
+    monkeypatch.setattr(probe_command, "load_queries", load_queries)
+    status = main(["probe", "--method", "contrastive", "foo", "--data", str(tmp_path), "--out", str(tmp_path / "o")])
+    assert status == 2
+    assert capsys.readouterr().err == ("medlama: error: unknown --method 'foo'; known methods: contrastive, "
+                                       "generative, mask-average, mask-predict\n")

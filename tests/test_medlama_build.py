@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import shutil
 
 import pytest
 import yaml
@@ -30,11 +31,13 @@ def test_configs_load_with_their_counts(medlama_dir, medlama_source):
     assert load_dataset(str(medlama_dir), "hard")["test"].num_rows == 15_329
     assert load_dataset(str(medlama_dir), "full")["test"].num_rows == 19_000
     assert load_dataset(str(medlama_dir))["test"].num_rows == 15_329  # hard is the default config
-    for rel in ("may_treat", "associated_morphology_of", "occurs_after"):
+    for rel in RELATIONS:  # all 38 per-relation configs: about 0.1 s each
         hard_file = next((medlama_source / "2021AA").glob(f"{rel}_*_hard.csv"))
         expected = int(re.search(r"_(\d+)_hard\.csv$", hard_file.name).group(1))
-        assert load_dataset(str(medlama_dir), f"hard_{rel}")["test"].num_rows == expected
-        assert load_dataset(str(medlama_dir), f"full_{rel}")["test"].num_rows == 1_000
+        hard = load_dataset(str(medlama_dir), f"hard_{rel}")["test"]
+        full = load_dataset(str(medlama_dir), f"full_{rel}")["test"]
+        assert (hard.num_rows, full.num_rows) == (expected, 1_000), rel
+        assert set(hard["relation"]) == set(full["relation"]) == {rel}
 
 
 def test_load_by_name_from_parent_folder(medlama_dir, monkeypatch):
@@ -143,3 +146,53 @@ def test_python_api_returns_dataset_dict(medlama_source):
     data = load_medlama(medlama_source, progress=False)
     assert set(data) == {"full", "hard"}
     assert data["hard"].num_rows == 15_329
+
+
+def test_relation_without_hard_rows(medlama_source, tmp_path, capsys):
+    """Thresholds of 0.01 leave one relation without hard rows: it builds, and every declared config loads."""
+    from medlama.cli import main
+
+    empty = "gene_associated_with_disease"
+    copy = tmp_path / "release"
+    shutil.copytree(medlama_source, copy)
+    for path in (copy / "2021AA").glob("*_hard.csv"):
+        path.unlink()  # a shortened full set no longer holds the released hard rows
+    expected = {}
+    for rel in RELATIONS:
+        path = copy / "2021AA" / f"{rel}_1000.csv"
+        with open(path, newline="", encoding="utf-8") as handle:
+            header, *rows = list(csv.reader(handle))
+        # A row is hard when both scores are < 0.01, i.e. when the larger one is.
+        top = [max(float(row[header.index("avg_match")]), float(row[header.index("avg_rouge_l")])) for row in rows]
+        # 30 rows per relation keep the build fast; `empty` keeps only its 3 rows with a score >= 0.01.
+        kept = [i for i in range(len(rows)) if top[i] >= 0.01] if rel == empty else range(30)
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            csv.writer(handle).writerows([header] + [rows[i] for i in kept])
+        expected[f"full_{rel}"] = len(kept)
+        expected[f"hard_{rel}"] = sum(top[i] < 0.01 for i in kept)
+    assert expected[f"full_{empty}"] == 3 and expected[f"hard_{empty}"] == 0
+    assert all(expected[f"hard_{rel}"] > 0 for rel in RELATIONS if rel != empty)
+
+    out = tmp_path / "medlama"
+    status = main(["build", "medlama", "--out", str(out), "--source", str(copy), "--no-verify",
+                   "--match-threshold", "0.01", "--rouge-threshold", "0.01"])
+    assert status == 0
+    assert f"left out of the folder (with their candidates_ configs): hard_{empty}\n" in capsys.readouterr().out
+
+    info = json.loads((out / "build_info.json").read_text())
+    assert info["report"]["empty_configs"] == [f"hard_{empty}"]
+    row = next(r for r in info["statistics"] if r["relation"] == empty)
+    assert (row["full"], row["hard"]) == (3, 0)
+    meta = yaml.safe_load((out / "README.md").read_text().split("---")[1])
+    with_rows = {"full", "hard"} | {f"{s}_{rel}" for s in ("full", "hard") for rel in RELATIONS} - {f"hard_{empty}"}
+    assert {config["config_name"] for config in meta["configs"]} == with_rows | {f"candidates_{c}" for c in with_rows}
+    assert sorted(p.name for p in (out / "data" / "hard").iterdir()) == sorted(
+        f"{rel}.parquet" for rel in RELATIONS if rel != empty)  # what is declared is written, and only that
+    for set_name in ("full", "hard"):
+        expected[set_name] = sum(expected[f"{set_name}_{rel}"] for rel in RELATIONS)
+    for config in sorted(with_rows):  # every declared config loads, with its rows (about 0.1 s each)
+        assert load_dataset(str(out), config)["test"].num_rows == expected[config], config
+        assert load_dataset(str(out), f"candidates_{config}")["test"].num_rows > 0, config
+    # datasets cannot load a split of 0 rows; the undeclared config is "not found", its name in the message.
+    with pytest.raises(ValueError, match=f"hard_{empty}"):
+        load_dataset(str(out), f"hard_{empty}")

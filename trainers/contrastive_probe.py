@@ -636,7 +636,7 @@ def _write_final(trainer: Any, out: Path, record: dict[str, Any]) -> None:
     model = trainer.model
     base = record["base_model"]["name"]
     model.model_card_data.model_name = f"{base} rewired with Contrastive-Probe"
-    with atomic_directory(out) as staging:
+    with atomic_directory(out, marker=f"{CHECKPOINTS_DIR}/{CONFIG_NAME}") as staging:
         model.save(str(staging))
         write_rewire_card(staging, record)
         atomic_write_text(staging / CONFIG_NAME, json.dumps(record, indent=2) + "\n")

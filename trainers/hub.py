@@ -109,7 +109,7 @@ def _write_dry_run(target: Path, folder: Path, files: Sequence[str], manifest: d
                                 "folder (nothing was changed)", file=target)
     if target.resolve() == folder.resolve() or folder.resolve() in target.resolve().parents:
         raise MedlamaInputError("the dry-run folder must be outside the model folder", file=target)
-    with atomic_directory(target) as staging:
+    with atomic_directory(target, marker=MANIFEST_NAME) as staging:
         for name in files:
             destination = staging / DRY_RUN_FILES / name
             destination.parent.mkdir(parents=True, exist_ok=True)

@@ -105,7 +105,7 @@ class CorpusIndex:
         payload = _payload(entities)
         entity_ids = [entity_id for entity_id, _ in payload]
         started = time.perf_counter()
-        with atomic_directory(directory) as staging:
+        with atomic_directory(directory, marker="manifest.json") as staging:
             (staging / "documents").mkdir()
             (staging / "postings").mkdir()
             spill_dir = staging / "spill"

@@ -9,22 +9,49 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from medlama.errors import MedlamaInputError
+
+
+def check_replaceable(target: str | Path, *, marker: str) -> None:
+    """Raise :class:`MedlamaInputError` unless ``target`` may be replaced by a new output.
+
+    It may if it does not exist, is an empty folder, or holds ``marker`` (a path relative to it), the
+    file every output of the caller contains: then it is an earlier output of the same kind. Anything
+    else is someone else's folder (``--out .``, ``--out ~/project``), which replacing would delete.
+    """
+    target = Path(target).resolve()  # named in full: "--out ." would otherwise be reported as "."
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise MedlamaInputError("the output path exists and is not a folder; choose a new or empty folder "
+                                "(nothing was changed)", file=target)
+    if any(target.iterdir()) and not (target / marker).is_file():
+        raise MedlamaInputError(f"the output folder is not empty and is not an earlier output of this command "
+                                f"(it has no {marker}); choose a new or empty folder (nothing was changed)",
+                                file=target)
+
 
 @contextlib.contextmanager
-def atomic_directory(target: str | Path) -> Iterator[Path]:
+def atomic_directory(target: str | Path, *, marker: str) -> Iterator[Path]:
     """Yield an empty staging folder that replaces ``target`` only if the block finishes.
 
-    The staging folder sits beside ``target`` (same file system, so the swap is a rename). On an
-    exception, or a kill, ``target`` is untouched; a stale staging folder from a killed run is
+    ``marker``: the file (relative path) every output of the caller contains. An existing ``target`` is
+    replaced only if it is empty or holds ``marker`` (:func:`check_replaceable`); otherwise
+    :class:`MedlamaInputError` is raised on entry, before the block does any work and before anything
+    is written. The staging folder sits beside ``target`` (same file system, so the swap is a rename).
+    On an exception, or a kill, ``target`` is untouched; a stale staging folder from a killed run is
     hidden (``.name.tmp-*``) and removed by the next successful run.
     """
     target = Path(target).resolve()
+    check_replaceable(target, marker=marker)
     target.parent.mkdir(parents=True, exist_ok=True)
     for stale in target.parent.glob(f".{target.name}.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
         yield staging
+        # Again: the block may have run for an hour, and someone may have put files there meanwhile.
+        check_replaceable(target, marker=marker)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -55,10 +55,12 @@ def run_medlama(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from medlama.datasets.hardness import HardnessRule
-    from medlama.datasets.medlama import write_medlama
+    from medlama.datasets.medlama import check_threshold, write_medlama
     from medlama.display import print_table
 
-    rule = HardnessRule(args.match_threshold, args.rouge_threshold)
+    # Checked here too, so that the message names the option the user typed.
+    rule = HardnessRule(check_threshold(args.match_threshold, "--match-threshold"),
+                        check_threshold(args.rouge_threshold, "--rouge-threshold"))
     build, stats = write_medlama(args.out, args.source, rule=rule, verify_checksums=not args.no_verify)
     report = build.report
     if args.json:
@@ -82,6 +84,9 @@ def run_medlama(args: argparse.Namespace) -> int:
               + (" (different thresholds)" if rule != HardnessRule() else ""))
     else:
         print("released hard files not found: derived hard set not compared with the release")
+    if report.empty_configs:
+        print(f"no rows under these thresholds, so left out of the folder (with their candidates_ configs): "
+              f"{', '.join(report.empty_configs)}")
     return 0
 
 

@@ -161,17 +161,22 @@ def run(args: argparse.Namespace) -> int:
     from medlama.errors import MedlamaInputError
     from medlama.probers import report
     from medlama.probers.base import probe
-    from medlama.probers.registry import make_prober
+    from medlama.probers.registry import METHODS, make_prober
 
     models = args.model or [str(default_model_path())]
     labels = args.label or (["bundled"] if not args.model else [Path(m).name or m for m in models])
     if len(labels) != len(models):
         raise MedlamaInputError(f"{len(labels)} --label values for {len(models)} --model values")
+    methods = args.method if isinstance(args.method, list) else [args.method]
+    # Before the queries: loading them may build MedLAMA first, minutes lost to a typo.
+    unknown = [method for method in methods if method not in METHODS]
+    if unknown:
+        raise MedlamaInputError(f"unknown --method {', '.join(map(repr, unknown))}; known methods: "
+                                f"{', '.join(sorted(METHODS))}")
     queries = load_queries(args)
     ks, scored, match = scoring(args)
     top_k = max(scored)
     print(f"{queries.name}: {len(queries):,} queries, {len(queries.candidates):,} candidates")
-    methods = args.method if isinstance(args.method, list) else [args.method]
     runs = [(method, label if len(methods) == 1 else f"{method}:{label}", model)
             for method in methods for label, model in zip(labels, models)]
     results, by_layer, by_step = [], {}, {}
