@@ -1,10 +1,23 @@
 """Streaming readers of the corpora contexts are retrieved from.
 
-Every reader returns a :class:`datasets.IterableDataset` (``IterableDataset.from_generator``, one shard
-per file) whose records hold at least ``doc_id``, ``text`` and ``source`` (the file they come from), so
-a corpus larger than memory is read one record at a time. Bad input stops the iteration with a
+Every reader returns a :class:`datasets.IterableDataset` (``IterableDataset.from_generator``) whose
+records hold at least ``doc_id``, ``text`` and ``source`` (the file they come from), so a corpus larger
+than memory is read one record at a time. Bad input stops the iteration with a
 :class:`~medlama.errors.MedlamaInputError` naming the file, and the row (line) and field where known.
 Missing columns of a MIMIC file are reported before anything is read.
+
+Document ids are unique within a corpus, because the context-variance sets name their rows after them.
+Ids the reader makes up (a plain-text line, a file without an id of its own) are built from the file's
+*label*: its path relative to the folder that was named (``sub/notes.txt``), or its name when the file
+itself was named; a file named twice (directly and through its folder) is read once. Ids the data gives
+(MIMIC ``ROW_ID``, a JATS PMC id, a JSON Lines id field) are kept as they are. A repeated id stops the
+reading with an error naming both places; the check keeps the ids read so far in memory (about 90 bytes
+each: ~170 MB for the 2.08 M notes of MIMIC-III), so a corpus is read as one stream (one shard), not
+one shard per file. Plain-text lines need no such set: their ids (``<label>:<line>``) are unique once
+the labels are, and two text files with the same label are refused before anything is read.
+
+Folders are searched recursively for the format's file extensions; hidden files are skipped. A file
+named directly is read whatever its extension.
 
 * :func:`read_mimic_notes`: MIMIC-III ``NOTEEVENTS.csv`` or ``.csv.gz`` (ROW_ID, SUBJECT_ID, HADM_ID,
   CHARTDATE, CHARTTIME, STORETIME, CATEGORY, DESCRIPTION, CGID, ISERROR, TEXT). ``ROW_ID`` and ``TEXT``
@@ -13,11 +26,13 @@ Missing columns of a MIMIC file are reported before anything is read.
 * :func:`read_pmc_articles`: PMC open-access articles as JATS XML (``.xml``/``.nxml``: title, abstract
   and body paragraphs) or plain text (``.txt``, one article per file).
 * :func:`read_jsonl`: JSON Lines (``.jsonl``/``.json``, optionally ``.gz``) with a configurable text field.
-* :func:`read_text`: plain text, one document per line or per file.
+* :func:`read_text`: plain text, one document per line or per file (folders: ``*.txt``, ``*.txt.gz`` and
+  files without an extension, such as ``pubmed_sents_0``, except checksum lists like ``SHA256SUMS`` and
+  ``README`` / ``LICENSE``).
 
 :func:`load_corpus` dispatches on a format name; :func:`corpus_fingerprint` identifies a corpus (its
-files' paths, sizes and modification times, and the reader options) so that an index built from it
-can be reused (:class:`medlama.datasets.context_variance.index.CorpusIndex`).
+files' paths, sizes and modification times, the reader options and :data:`READER_VERSION`) so that an
+index built from it can be reused (:class:`medlama.datasets.context_variance.index.CorpusIndex`).
 """
 
 from __future__ import annotations
@@ -29,7 +44,7 @@ import json
 import os
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from medlama.errors import MedlamaInputError
@@ -45,29 +60,135 @@ FORMATS = ("mimic", "pmc", "jsonl", "text")
 PMC_SUFFIXES = (".xml", ".nxml", ".txt")
 JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
 TEXT_SUFFIXES = (".txt", ".txt.gz")
+MIMIC_SUFFIXES = (".csv", ".csv.gz")
+#: Extensionless files a text-corpus folder may hold that are no corpus text: checksum lists and the
+#: usual documentation files (case-insensitive).
+NOT_TEXT = re.compile(r"^(?:(?:md5|sha\d*|b2|check)sums?|readme|licen[cs]e|copying|notice|authors|changelog|"
+                      r"changes)$", re.IGNORECASE)
+#: Part of every corpus fingerprint: raised whenever the records read from the same files change (ids,
+#: the files a folder gives), so that indexes built by an earlier version are rebuilt, not reused.
+READER_VERSION = 2
 _CSV_FIELD_LIMIT = 2**31 - 1
+#: A corpus file and its label (see the module docstring), as the record generators receive them.
+CorpusFile = tuple[str, str]
 
 
 # ------------------------------------------------------------------------------------------ files
-def _expand(paths: str | Path | Iterable[str | Path], suffixes: tuple[str, ...], what: str) -> list[str]:
-    """Files named directly, plus the files with ``suffixes`` under named folders (sorted, recursive)."""
+def _wanted(path: Path, suffixes: tuple[str, ...], extensionless: bool) -> bool:
+    """Whether a file found in a named folder is read: hidden files never, else by its extension."""
+    name = path.name
+    if name.startswith(".") or not path.is_file():
+        return False
+    if name.lower().endswith(suffixes):
+        return True
+    return extensionless and "." not in name and not NOT_TEXT.match(name)
+
+
+def _expand(paths: str | Path | Iterable[str | Path], suffixes: tuple[str, ...], what: str, *,
+            extensionless: bool = False, unique_labels: bool = False) -> list[CorpusFile]:
+    """(file, label) of the files named directly, plus those with ``suffixes`` (and, with ``extensionless``,
+    those without an extension) under named folders, sorted and recursive; each file once.
+
+    The label is the path relative to the named folder, or the name of a named file. With
+    ``unique_labels`` (readers whose ids are all built from labels) two files with the same label are
+    refused; the other readers catch a resulting repeated id as they read.
+    """
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    files: list[str] = []
+    files: list[CorpusFile] = []
+    read: set[Path] = set()
+    labels: dict[str, str] = {}
+
+    def add(file: Path, label: str) -> None:
+        resolved = file.resolve()
+        if resolved in read:
+            return  # named directly and through its folder (or twice): read once
+        if unique_labels and label in labels:
+            raise MedlamaInputError(f"{labels[label]} and {file} are both read as {label!r}, which would give "
+                                    "their documents the same ids; read them as separate corpora, or name "
+                                    "their common folder instead", file=file)
+        read.add(resolved)
+        labels[label] = str(file)
+        files.append((str(file), label))
+
     for path in map(Path, paths):
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and p.name.lower().endswith(suffixes)
-                           and not p.name.startswith("."))
+            found = sorted(p for p in path.rglob("*") if _wanted(p, suffixes, extensionless))
             if not found:
-                raise MedlamaInputError(f"no {what} files ({', '.join(suffixes)}) in this folder", file=path)
-            files.extend(str(p) for p in found)
+                looked = ", ".join(f"*{suffix}" for suffix in suffixes)
+                if extensionless:
+                    looked += " and files without an extension"
+                raise MedlamaInputError(
+                    f"no {what} files in this folder (looked for {looked}; hidden files skipped); name the files "
+                    "themselves instead: a file named directly is read whatever its extension (with `medlama build "
+                    "context-variance`, repeat --corpus NAME:FORMAT:FILE once per file)", file=path)
+            for file in found:
+                add(file, file.relative_to(path).as_posix())
         elif path.is_file():
-            files.append(str(path))
+            add(path, path.name)
         else:
             raise MedlamaInputError(f"no such {what} file or folder", file=path)
     if not files:
         raise MedlamaInputError(f"no {what} files given")
     return files
+
+
+def _files(paths: str | Path | Iterable[str | Path], format: str) -> list[CorpusFile]:
+    """The (file, label) pairs a reader of ``format`` reads for ``paths``."""
+    if format == "mimic":
+        return _expand(paths, MIMIC_SUFFIXES, "NOTEEVENTS CSV")
+    if format == "pmc":
+        return _expand(paths, PMC_SUFFIXES, "PMC article")
+    if format == "jsonl":
+        return _expand(paths, JSONL_SUFFIXES, "JSON Lines")
+    if format == "text":
+        return _expand(paths, TEXT_SUFFIXES, "text", extensionless=True, unique_labels=True)
+    raise MedlamaInputError(f"unknown corpus format {format!r}; choose from {list(FORMATS)}", field="format")
+
+
+def _without_suffix(label: str) -> str:
+    """A label without its file extension(s) (``.gz`` and one more): ``sub/a.txt.gz`` -> ``sub/a``."""
+    folder, _, name = label.rpartition("/")
+    name = name[:-3] if name.lower().endswith(".gz") else name
+    name = name.rsplit(".", 1)[0] if "." in name[1:] else name
+    return f"{folder}/{name}" if folder else name
+
+
+def _place(file: str, line: int | None = None, record: int | None = None) -> str:
+    """Where a record is, for messages: ``FILE``, ``FILE, line 3`` or ``FILE, line 3 (record 2)``."""
+    where = file if line is None else f"{file}, line {line}"
+    return where if record is None else f"{where} (record {record})"
+
+
+def _error_at(message: str, file: str, line: int | None = None, record: int | None = None,
+              field: str | None = None) -> MedlamaInputError:
+    """A :class:`MedlamaInputError` that says ``line N (record M)`` where ``MedlamaInputError`` would say
+    ``row N``; ``row`` still holds the line, as for the other readers."""
+    where = _place(file, line, record) + (f", field {field!r}" if field else "")
+    error = MedlamaInputError(f"{where}: {message}")
+    error.file, error.row, error.field = file, line, field
+    return error
+
+
+#: A record with where it starts: (record, line or None, record number or None).
+Located = tuple[dict, int | None, int | None]
+
+
+def _unique_ids(located: Callable[[], Iterator[Located]], hint: str) -> Iterator[dict]:
+    """The records of ``located()``, stopping at the first document id read before.
+
+    Only the ids are kept; the first place of a repeated id is found by reading again (error path only).
+    """
+    seen: set[str] = set()
+    for record, line, number in located():
+        doc_id = record["doc_id"]
+        if doc_id in seen:
+            first = next(_place(r["source"], first_line, first_number) for r, first_line, first_number in located()
+                         if r["doc_id"] == doc_id)
+            raise _error_at(f"document id {doc_id!r} was already read at {first}; document ids must be unique "
+                            f"within a corpus ({hint})", record["source"], line, number)
+        seen.add(doc_id)
+        yield record
 
 
 def _open_text(path: str):
@@ -85,22 +206,23 @@ def _features(extra: Iterable[str] = ()):
     return Features({name: Value("string") for name in ("doc_id", "text", *extra, "source")})
 
 
-def _dataset(generator, files: list[str], features, **kwargs):
+def _dataset(generator, files: list[CorpusFile], features, **kwargs):
     from datasets import IterableDataset
 
-    return IterableDataset.from_generator(generator, gen_kwargs={"files": files, **kwargs}, features=features)
+    # A tuple, not a list: datasets would shard a list, calling the generator once per file, and the
+    # duplicate-id check must see the whole corpus.
+    return IterableDataset.from_generator(generator, gen_kwargs={"files": tuple(files), **kwargs}, features=features)
 
 
 def corpus_fingerprint(paths: str | Path | Iterable[str | Path], format: str, **options) -> str:
-    """A hash of the corpus files (absolute path, size, modification time) and the reader options."""
-    suffixes = {"mimic": (".csv", ".csv.gz"), "pmc": PMC_SUFFIXES, "jsonl": JSONL_SUFFIXES,
-                "text": TEXT_SUFFIXES}.get(format)
-    if suffixes is None:
-        raise MedlamaInputError(f"unknown corpus format {format!r}; choose from {list(FORMATS)}", field="format")
-    digest = hashlib.sha256(json.dumps([format, sorted(options.items(), key=str)], default=str).encode())
-    for file in _expand(paths, suffixes, format):
+    """A hash of the corpus files (absolute path, label, size, modification time), the reader options and
+    :data:`READER_VERSION`."""
+    files = _files(paths, format)
+    digest = hashlib.sha256(json.dumps([READER_VERSION, format, sorted(options.items(), key=str)],
+                                       default=str).encode())
+    for file, label in files:
         stat = os.stat(file)
-        digest.update(json.dumps([os.path.abspath(file), stat.st_size, stat.st_mtime_ns]).encode())
+        digest.update(json.dumps([os.path.abspath(file), label, stat.st_size, stat.st_mtime_ns]).encode())
     return digest.hexdigest()
 
 
@@ -160,19 +282,35 @@ def read_mimic_notes(paths: str | Path | Iterable[str | Path], *, categories: It
     ``categories`` keeps only notes of these categories (case-insensitive, e.g. ``["Discharge summary"]``);
     notes with ``ISERROR`` set are skipped unless ``include_errors``.
     """
-    files = _expand(paths, (".csv", ".csv.gz"), "NOTEEVENTS CSV")
-    for file in files:
+    files = _files(paths, "mimic")
+    for file, _ in files:
         _mimic_header(file)  # missing columns are reported now, not at the first read
-    # A tuple, not a list: lists in gen_kwargs are what datasets shards over (the files).
+    # A tuple, not a list: datasets would shard over a list (see _dataset).
     wanted = None if categories is None else tuple(sorted({c.strip().lower() for c in categories}))
     return _dataset(_mimic_records, files, _features(name.lower() for name in MIMIC_METADATA),
                     categories=wanted, include_errors=include_errors)
 
 
-def _mimic_records(files: list[str], categories: tuple[str, ...] | None, include_errors: bool) -> Iterator[dict]:
+def _mimic_error(message: str, file: str, line: int, record: int, field: str | None = None,
+                 stopped: int | None = None) -> MedlamaInputError:
+    """An error at a CSV record. Notes hold newlines, so the physical line where a record starts and
+    the record's number (the header is not a record) differ: the message gives both."""
+    if stopped is not None and stopped != line:
+        message += f" (reading stopped at line {stopped})"
+    return _error_at(message, file, line, record, field)
+
+
+def _mimic_records(files: tuple[CorpusFile, ...], categories: tuple[str, ...] | None,
+                   include_errors: bool) -> Iterator[dict]:
+    yield from _unique_ids(lambda: _mimic_located(files, categories, include_errors),
+                           "ROW_ID repeats: is a notes file read twice?")
+
+
+def _mimic_located(files: tuple[CorpusFile, ...], categories: tuple[str, ...] | None,
+                   include_errors: bool) -> Iterator[Located]:
     csv.field_size_limit(_CSV_FIELD_LIMIT)  # notes run to tens of thousands of characters
     wanted = None if categories is None else set(categories)
-    for file in files:
+    for file, _ in files:
         positions = _mimic_header(file)
         width = max(positions.values()) + 1
         row_id, text_at = positions["ROW_ID"], positions["TEXT"]
@@ -180,16 +318,20 @@ def _mimic_records(files: list[str], categories: tuple[str, ...] | None, include
         metadata = [(name.lower(), positions.get(name)) for name in MIMIC_METADATA]
         with _open_text(file) as handle:
             reader = csv.reader(handle)
+            number = 0  # records read (the header is none)
+            start = 1  # the physical line the record being read starts on
             try:
                 next(reader)
+                start = reader.line_num + 1
                 for row in reader:
+                    line, start = start, reader.line_num + 1
                     if not row:
-                        continue
+                        continue  # a blank line is no record
+                    number += 1
                     if len(row) < width:
-                        raise MedlamaInputError(f"{len(row)} fields where the header has {width}",
-                                                file=file, row=reader.line_num)
+                        raise _mimic_error(f"{len(row)} fields where the header has {width}", file, line, number)
                     if not row[row_id].strip():
-                        raise MedlamaInputError("empty ROW_ID", file=file, row=reader.line_num, field="ROW_ID")
+                        raise _mimic_error("empty ROW_ID", file, line, number, field="ROW_ID")
                     if not include_errors and error_at is not None and row[error_at].strip() not in ("", "0"):
                         continue
                     if wanted is not None and (category_at is None
@@ -199,37 +341,44 @@ def _mimic_records(files: list[str], categories: tuple[str, ...] | None, include
                     for name, at in metadata:
                         record[name] = row[at] if at is not None else ""
                     record["source"] = file
-                    yield record
+                    yield record, line, number
             except csv.Error as error:
-                raise MedlamaInputError(f"malformed CSV: {error}", file=file, row=reader.line_num) from None
+                raise _mimic_error(f"malformed CSV: {error}", file, start, number + 1,
+                                   stopped=reader.line_num) from None
             except UnicodeDecodeError as error:
-                raise MedlamaInputError(f"not UTF-8: {error}", file=file, row=reader.line_num) from None
+                raise _mimic_error(f"not UTF-8 at or after this record: {error}", file, start, number + 1) from None
             except (OSError, EOFError) as error:  # a truncated .gz
-                raise MedlamaInputError(f"cannot read: {error}", file=file, row=reader.line_num) from None
+                raise _mimic_error(f"cannot read: {error}", file, start, number + 1) from None
 
 
 # -------------------------------------------------------------------------------------------- PMC
 def read_pmc_articles(paths: str | Path | Iterable[str | Path]):
-    """PMC articles: ``doc_id`` (the PMC id, else the file name), ``title``, ``text`` (title, abstract
-    and body paragraphs, one per line).
+    """PMC articles: ``doc_id`` (the PMC id, else the file's label without extension, e.g. ``sub/article``),
+    ``title``, ``text`` (title, abstract and body paragraphs, one per line).
 
     Folders are searched for ``.xml``, ``.nxml`` (JATS) and ``.txt`` (plain text, title = first line).
     """
-    files = _expand(paths, PMC_SUFFIXES, "PMC article")
+    files = _files(paths, "pmc")
     return _dataset(_pmc_records, files, _features(["title"]))
 
 
-def _pmc_records(files: list[str]) -> Iterator[dict]:
-    for file in files:
+def _pmc_records(files: tuple[CorpusFile, ...]) -> Iterator[dict]:
+    yield from _unique_ids(lambda: _pmc_located(files), "the same article is read twice: remove one copy")
+
+
+def _pmc_located(files: tuple[CorpusFile, ...]) -> Iterator[Located]:
+    for file, label in files:
         if file.lower().endswith(".txt"):
             try:
                 text = Path(file).read_text(encoding="utf-8")
             except UnicodeDecodeError as error:
                 raise MedlamaInputError(f"not UTF-8: {error}", file=file) from None
             title = next((line.strip() for line in text.splitlines() if line.strip()), "")
-            yield {"doc_id": Path(file).stem, "text": text, "title": title, "source": file}
+            record = {"doc_id": _without_suffix(label), "text": text, "title": title, "source": file}
         else:
-            yield {**parse_jats(Path(file).read_bytes(), file=file), "source": file}
+            record = {**parse_jats(Path(file).read_bytes(), file=file, default_id=_without_suffix(label)),
+                      "source": file}
+        yield record, None, None
 
 
 _ENTITY_DECLARATION = re.compile(rb"<!ENTITY", re.IGNORECASE)
@@ -239,8 +388,10 @@ _SKIPPED = {"table-wrap", "fig", "disp-formula", "inline-formula", "tex-math", "
 _BLOCKS = {"p", "list", "list-item", "disp-quote", "title", "boxed-text", "def-list", "def-item", "term", "def"}
 
 
-def parse_jats(data: bytes, *, file: str | Path | None = None) -> dict[str, str]:
+def parse_jats(data: bytes, *, file: str | Path | None = None, default_id: str | None = None) -> dict[str, str]:
     """``doc_id``, ``title`` and ``text`` of one JATS article (bytes of its XML).
+
+    ``doc_id`` is the article's PMC id, else ``default_id``, else the file name without extension.
 
     Parsing is safe without defusedxml: a document declaring entities (``<!ENTITY``, the way to
     billion-laughs expansion and external entities) is refused, and the standard library's expat
@@ -277,7 +428,7 @@ def parse_jats(data: bytes, *, file: str | Path | None = None) -> dict[str, str]
     paragraphs = [title] if title else []
     paragraphs += abstract + (_paragraphs(body) if body is not None else [])
     if doc_id is None:
-        doc_id = Path(str(file)).stem if file is not None else ""
+        doc_id = default_id if default_id is not None else Path(str(file)).stem if file is not None else ""
     return {"doc_id": doc_id, "title": title, "text": "\n".join(p for p in paragraphs if p)}
 
 
@@ -327,15 +478,20 @@ def _text(element: ET.Element) -> Iterator[str]:
 # ------------------------------------------------------------------------------------------ JSONL
 def read_jsonl(paths: str | Path | Iterable[str | Path], *, text_field: str = "text", id_field: str | None = None):
     """JSON Lines records: ``text`` from ``text_field``; ``doc_id`` from ``id_field`` (required when
-    given), else the record's ``doc_id`` or ``id``, else ``<file name>:<line>``. Blank lines are skipped.
+    given), else the record's ``doc_id`` or ``id``, else ``<file label>:<line>``. Blank lines are skipped.
+    An id given twice (in one file or two) is an error.
     """
-    files = _expand(paths, JSONL_SUFFIXES, "JSON Lines")
+    files = _files(paths, "jsonl")
     return _dataset(_jsonl_records, files, _features(), text_field=text_field, id_field=id_field)
 
 
-def _jsonl_records(files: list[str], text_field: str, id_field: str | None) -> Iterator[dict]:
-    for file in files:
-        stem = Path(file).name
+def _jsonl_records(files: tuple[CorpusFile, ...], text_field: str, id_field: str | None) -> Iterator[dict]:
+    yield from _unique_ids(lambda: _jsonl_located(files, text_field, id_field),
+                           "give every record its own id, or none: a record without one is <file>:<line>")
+
+
+def _jsonl_located(files: tuple[CorpusFile, ...], text_field: str, id_field: str | None) -> Iterator[Located]:
+    for file, label in files:
         with _open_text(file) as handle:
             line_number = 0
             try:
@@ -360,8 +516,8 @@ def _jsonl_records(files: list[str], text_field: str, id_field: str | None) -> I
                         doc_id = record[id_field]
                     else:
                         doc_id = record.get("doc_id", record.get("id"))
-                    yield {"doc_id": f"{stem}:{line_number}" if doc_id in (None, "") else str(doc_id),
-                           "text": text, "source": file}
+                    yield ({"doc_id": f"{label}:{line_number}" if doc_id in (None, "") else str(doc_id),
+                            "text": text, "source": file}, line_number, None)
             except UnicodeDecodeError as error:
                 raise MedlamaInputError(f"not UTF-8: {error}", file=file, row=line_number + 1) from None
             except (OSError, EOFError) as error:
@@ -370,29 +526,39 @@ def _jsonl_records(files: list[str], text_field: str, id_field: str | None) -> I
 
 # ------------------------------------------------------------------------------------------- text
 def read_text(paths: str | Path | Iterable[str | Path], *, per: str = "line"):
-    """Plain text: one document per non-blank line (``per="line"``, ``doc_id = <file name>:<line>``) or
-    per file (``per="file"``, ``doc_id`` = file name without suffix). Folders are searched for ``.txt``.
+    """Plain text: one document per non-blank line (``per="line"``, ``doc_id = <file label>:<line>``) or
+    per file (``per="file"``, ``doc_id`` = file label without extension). Folders are searched for
+    ``.txt``, ``.txt.gz`` and files without an extension (not checksum lists, README or LICENSE files:
+    :data:`NOT_TEXT`); a file named directly is read whatever its name.
+
+    Per line, the ids are unique by construction (labels are), so no set of ids is kept; per file,
+    ``a.txt`` and ``a.txt.gz`` (or ``a``) would both be ``a``, which is checked.
     """
     if per not in ("line", "file"):
         raise MedlamaInputError(f"per must be 'line' or 'file', not {per!r}", field="per")
-    files = _expand(paths, TEXT_SUFFIXES, "text")
+    files = _files(paths, "text")
     return _dataset(_text_records, files, _features(), per=per)
 
 
-def _text_records(files: list[str], per: str) -> Iterator[dict]:
-    for file in files:
-        name = Path(file).name
+def _text_records(files: tuple[CorpusFile, ...], per: str) -> Iterator[dict]:
+    if per == "file":
+        yield from _unique_ids(lambda: _text_located(files, per), "files differing only in their extension")
+    else:
+        yield from (record for record, _, _ in _text_located(files, per))
+
+
+def _text_located(files: tuple[CorpusFile, ...], per: str) -> Iterator[Located]:
+    for file, label in files:
         with _open_text(file) as handle:
             line_number = 0
             try:
                 if per == "file":
-                    stem = name[:-3] if name.lower().endswith(".gz") else name
-                    yield {"doc_id": stem.rsplit(".", 1)[0], "text": handle.read(), "source": file}
+                    yield {"doc_id": _without_suffix(label), "text": handle.read(), "source": file}, None, None
                     continue
                 for line_number, line in enumerate(handle, 1):
                     line = line.rstrip("\r\n")
                     if line.strip():
-                        yield {"doc_id": f"{name}:{line_number}", "text": line, "source": file}
+                        yield {"doc_id": f"{label}:{line_number}", "text": line, "source": file}, line_number, None
             except UnicodeDecodeError as error:
                 raise MedlamaInputError(f"not UTF-8: {error}", file=file, row=line_number + 1) from None
             except (OSError, EOFError) as error:

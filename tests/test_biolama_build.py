@@ -7,6 +7,7 @@ import hashlib
 import http.server
 import importlib.util
 import json
+import shutil
 import threading
 from pathlib import Path
 
@@ -198,8 +199,13 @@ def test_download_from_file_url_and_env_hash(archive, archive_sha, cache, monkey
     assert build.report.checksums_verified and build.report.origin == archive.as_uri()
 
 
-def test_download_refuses_without_a_hash(archive, cache, tmp_path):
-    assert release.ARCHIVE_SHA256 is None  # not pinned yet: see the module docstring
+@pytest.fixture
+def unpinned(monkeypatch) -> None:
+    """No pinned archive hash, whatever ``ARCHIVE_SHA256`` holds in this version (the tests say what follows)."""
+    monkeypatch.setattr(release, "ARCHIVE_SHA256", None)
+
+
+def test_download_refuses_without_a_hash(archive, cache, unpinned):
     with _Server(archive.read_bytes()) as server:
         with pytest.raises(MedlamaInputError, match=r"not pinned .* pass --sha256 HASH .* or --no-verify"):
             build_biolama(url=server.url, progress=False)
@@ -208,6 +214,30 @@ def test_download_refuses_without_a_hash(archive, cache, tmp_path):
         assert server.requests == 1
     assert not build.report.checksums_verified
     assert build.report.verification.startswith("downloaded with --no-verify")
+
+
+def test_pinned_hash_verifies_by_default_and_refuses_a_mismatch(archive, archive_sha, cache, monkeypatch, tmp_path):
+    # pinned to this archive: no --sha256 needed, the download and a local copy are verified
+    monkeypatch.setattr(release, "ARCHIVE_SHA256", archive_sha)
+    with _Server(archive.read_bytes()) as server:
+        build = build_biolama(url=server.url, progress=False)
+    assert build.report.checksums_verified and build.report.archive_sha256 == archive_sha
+    assert build_biolama(archive, progress=False).report.checksums_verified
+    # pinned to another hash: the download and a local archive are refused, nothing is cached
+    pinned = "0" * 64
+    monkeypatch.setattr(release, "ARCHIVE_SHA256", pinned)
+    shutil.rmtree(cache / "biolama")
+    with _Server(archive.read_bytes()) as server:
+        with pytest.raises(MedlamaInputError, match=rf"checksum mismatch after download: SHA-256 {archive_sha}, "
+                                                    rf"expected {pinned}"):
+            build_biolama(url=server.url, progress=False)
+    assert not list((cache / "biolama").iterdir())
+    with pytest.raises(MedlamaInputError, match=rf"data\.tar\.gz: checksum mismatch: SHA-256 {archive_sha}, "
+                                                rf"expected {pinned}; pass --no-verify"):
+        build_biolama(archive, progress=False)
+    # an explicit hash (or --no-verify) still overrides the pinned one
+    assert build_biolama(archive, sha256=archive_sha, progress=False).report.checksums_verified
+    assert not build_biolama(archive, verify_checksums=False, progress=False).report.checksums_verified
 
 
 def test_download_with_wrong_hash_leaves_no_file(archive, cache):
@@ -240,7 +270,7 @@ def test_source_from_environment(release_dir, cache, monkeypatch):
     assert build_biolama(progress=False).report.origin == str(release_dir)
 
 
-def test_cli_build(archive, archive_sha, tmp_path, capsys):
+def test_cli_build(archive, archive_sha, tmp_path, capsys, unpinned):
     out = tmp_path / "biolama"
     assert main(["build", "biolama", "--out", str(out), "--source", str(archive), "--sha256", archive_sha]) == 0
     printed = capsys.readouterr().out

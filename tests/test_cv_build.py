@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from medlama.cli import main
 from medlama.datasets.context_variance import EntityMatcher, build_contexts
@@ -237,7 +238,12 @@ def test_folder_configs_schema_and_card(built):
     card = (sets / "README.md").read_text()
     assert "config_name: ehr_knowledge-random_negative" in card and "default: true" in card
     assert "| `ehr` (mimic) | 4 | 11 | 8 |" in card and "<!-- build-summary -->" not in card
-    assert "MedLAMA `full`" in card
+    assert "triples from MedLAMA `full`; sources `ehr`, `pmc`" in card
+    # licences: MedLAMA is UMLS-derived, `ehr` quotes MIMIC-III notes; push-dataset reads these tags
+    tags = yaml.safe_load(card.split("---")[1])["tags"]
+    assert tags[-2:] == ["umls", "mimic"] and len(set(tags)) == len(tags)
+    assert "The rows of `ehr` quote MIMIC-III clinical notes (tag `mimic`)" in card
+    assert info["origin"] == "MedLAMA `full`" and [s["format"] for s in info["sources"]] == ["mimic", "pmc"]
 
 
 def test_rows_equal_the_segmentation_of_the_document(built, medlama_folder):
@@ -277,12 +283,41 @@ def test_index_is_reused_and_parallel_build_is_identical(built, medlama_folder, 
     kb = knowledge_base_from_medlama(medlama_folder, "full")
     build_context_variance(kb, [CorpusSpec.make(notes, "mimic"), CorpusSpec.make(pmc, "pmc")], tmp_path / "parallel",
                            num_proc=2, chunk_triples=2, index_root=indexes, progress=False,
-                           origin=f"MedLAMA `full` ({medlama_folder})")
+                           origin="MedLAMA `full`")  # UMLS-derived: inferred from the origin, as the command says
     for part in sorted((sets / "data").rglob("*.parquet")):
         relative = part.relative_to(sets)
         assert part.read_bytes() == (tmp_path / "again" / relative).read_bytes(), relative
         assert part.read_bytes() == (tmp_path / "parallel" / relative).read_bytes(), relative
     assert (tmp_path / "parallel" / "README.md").read_text() == (sets / "README.md").read_text()
+
+
+def test_umls_tag_follows_the_biolama_sources(tmp_path):
+    """BioLAMA sets are UMLS-derived only with the `umls` source; no MIMIC source, no `mimic` tag."""
+    from datasets import load_dataset
+
+    from medlama.datasets.biolama import write_biolama
+
+    spec = importlib.util.spec_from_file_location("biolama_fixture",
+                                                  Path(__file__).with_name("test_biolama_fixture.py"))
+    fx = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fx)
+    fx.write_release(tmp_path / "release")
+    write_biolama(tmp_path / "biolama", tmp_path / "release", progress=False)
+    kb = knowledge_base_from_biolama(tmp_path / "biolama", "all")
+    sentences = tmp_path / "sentences.txt"  # a sentence naming the subject and the target of every triple
+    sentences.write_text("".join(f"{t.subject.name} is linked with {t.target.name}.\n" for t in kb), encoding="utf-8")
+    base = ["build", "context-variance", "--biolama", str(tmp_path / "biolama"), "--corpus",
+            f"sents:text:{sentences}", "--index-dir", str(tmp_path / "idx")]
+    tags = {}
+    for config in ("all", "wikidata"):
+        assert main([*base, "--config", config, "--out", str(tmp_path / config)]) == 0
+        card = (tmp_path / config / "README.md").read_text()
+        tags[config] = yaml.safe_load(card.split("---")[1])["tags"]
+        assert "quote MIMIC-III clinical notes" not in card and str(tmp_path) not in card
+    assert "umls" in tags["all"] and "umls" not in tags["wikidata"]
+    assert "mimic" not in tags["all"] + tags["wikidata"]
+    relations = set(load_dataset(str(tmp_path / "all"), "sents", split="test")["relation"])
+    assert any(r.startswith("umls_") for r in relations)  # the umls rows are really there
 
 
 def test_subject_named_only_by_the_target_gives_no_context():
@@ -317,6 +352,7 @@ def test_bad_input_is_reported(medlama_folder, corpora, tmp_path, capsys):
     unrelated = tmp_path / "unrelated.txt"
     unrelated.write_text("wheeze and cough\nasthma alone\nfever\n", encoding="utf-8")
     (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "build_info.json").write_text("{}")  # an earlier build: one the builder may replace
     (tmp_path / "o" / "keep.txt").write_text("earlier output")
     assert main([*base, "--corpus", f"notes:text:{unrelated}", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
@@ -327,7 +363,7 @@ def test_bad_input_is_reported(medlama_folder, corpora, tmp_path, capsys):
     assert main([*base, "--corpus", "nonsense", "--out", str(tmp_path / "o")]) == 2
     assert "write FORMAT:PATH or NAME:FORMAT:PATH" in capsys.readouterr().err
     assert main([*base, "--mimic", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "o")]) == 2
-    assert "missing.csv: no such mimic file or folder" in capsys.readouterr().err
+    assert "missing.csv: no such NOTEEVENTS CSV file or folder" in capsys.readouterr().err
     assert main([*base, "--mimic", str(notes), "--context-types", "fake", "--out", str(tmp_path / "o")]) == 2
     assert "unknown context type(s) ['fake']" in capsys.readouterr().err
     with pytest.raises(MedlamaInputError, match="bad source name 'pools'"):

@@ -6,11 +6,13 @@ import csv
 import gzip
 import json
 import os
+from pathlib import Path
 
 import pytest
 from datasets import IterableDataset
 
 from medlama.errors import MedlamaInputError
+from medlama.loaders import corpora
 from medlama.loaders.corpora import (
     MIMIC_COLUMNS,
     corpus_fingerprint,
@@ -76,11 +78,38 @@ def test_mimic_missing_column_names_file_and_field(tmp_path):
 def test_mimic_short_row_and_missing_file(tmp_path):
     path = tmp_path / "NOTEEVENTS.csv"
     path.write_text(",".join(MIMIC_COLUMNS) + "\n1,2,3\n", encoding="utf-8")
-    with pytest.raises(MedlamaInputError, match="3 fields where the header has 11") as error:
+    with pytest.raises(MedlamaInputError, match=r"NOTEEVENTS\.csv, line 2 \(record 1\): 3 fields where the header "
+                                                r"has 11") as error:
         list(read_mimic_notes(path))
     assert error.value.file == str(path) and error.value.row == 2
     with pytest.raises(MedlamaInputError, match="no such"):
         read_mimic_notes(tmp_path / "absent.csv")
+
+
+def test_mimic_errors_give_the_line_and_the_record(tmp_path):
+    """Notes span several lines: the line a record starts on is not its number."""
+    rows = [NOTES[0], ["180", "1", "", "", "", "", "Nursing", "", "", "", "one\ntwo\nthree"]]
+    path = write_notes(tmp_path / "NOTEEVENTS.csv", rows=rows)  # header 1, note 174: lines 2-5, note 180: 6-8
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write("\n" + ",".join([" "] * len(MIMIC_COLUMNS)) + "\n")  # a blank line is no record
+    with pytest.raises(MedlamaInputError, match=r"line 10 \(record 3\), field 'ROW_ID': empty ROW_ID") as error:
+        list(read_mimic_notes(path))
+    assert (error.value.row, error.value.field) == (10, "ROW_ID")
+    short = tmp_path / "short.csv"
+    short.write_text(path.read_text(encoding="utf-8").rsplit("\n\n", 1)[0] + '\n182,"a\nb",x\n', encoding="utf-8")
+    with pytest.raises(MedlamaInputError, match=r"short\.csv, line 9 \(record 3\): 3 fields where the header has 11"):
+        list(read_mimic_notes(short))
+
+
+def test_mimic_malformed_csv_gives_where_the_record_starts_and_reading_stopped(tmp_path, monkeypatch):
+    monkeypatch.setattr(corpora, "_CSV_FIELD_LIMIT", 15)  # the one csv.Error the default dialect raises
+    rows = [["1", "", "", "", "", "", "", "", "", "", "short"],
+            ["2", "", "", "", "", "", "", "", "", "", "line one\nline two\nline three"]]
+    path = write_notes(tmp_path / "NOTEEVENTS.csv", rows=rows)
+    with pytest.raises(MedlamaInputError, match=r"NOTEEVENTS\.csv, line 3 \(record 2\): malformed CSV: field larger "
+                                                r"than field limit \(15\) \(reading stopped at line 4\)") as error:
+        list(read_mimic_notes(path))
+    assert error.value.row == 3
 
 
 JATS = """<?xml version="1.0" encoding="UTF-8"?>
@@ -117,7 +146,9 @@ def test_pmc_jats_and_plain_text(tmp_path):
     (folder / "PMC6543210.nxml").write_text(JATS, encoding="utf-8")
     (folder / "sub" / "article2.txt").write_text("A plain title\n\nBody about heartburn.\n", encoding="utf-8")
     records = list(read_pmc_articles(folder))
-    assert [r["doc_id"] for r in records] == ["PMC6543210", "article2"]
+    # an article without a PMC id is named after its path in the folder read
+    assert [r["doc_id"] for r in records] == ["PMC6543210", "sub/article2"]
+    assert [r["doc_id"] for r in read_pmc_articles(folder / "sub" / "article2.txt")] == ["article2"]
     xml = records[0]
     assert xml["title"] == "Symptoms of nasal polyps"
     assert xml["text"].split("\n") == [
@@ -189,6 +220,117 @@ def test_text_per_line_and_per_file(tmp_path):
         read_text(tmp_path / "empty")
 
 
+def test_duplicate_document_ids_name_both_places(tmp_path):
+    # PMC: the same article in two folders
+    for copy in ("a", "b"):
+        (tmp_path / "pmc" / copy).mkdir(parents=True)
+        (tmp_path / "pmc" / copy / f"PMC6543210-{copy}.nxml").write_text(JATS, encoding="utf-8")
+    first, second = (str(tmp_path / "pmc" / c / f"PMC6543210-{c}.nxml") for c in ("a", "b"))
+    with pytest.raises(MedlamaInputError, match="the same article is read twice") as error:
+        list(read_pmc_articles(tmp_path / "pmc"))
+    assert str(error.value).startswith(f"{second}: document id 'PMC6543210' was already read at {first};")
+    assert error.value.file == second
+    # JSON Lines: an id given in two files
+    (tmp_path / "j").mkdir()
+    (tmp_path / "j" / "a.jsonl").write_text('{"id": "n1", "text": "x"}\n{"id": "n2", "text": "y"}\n')
+    (tmp_path / "j" / "b.jsonl").write_text('\n{"id": "n2", "text": "z"}\n')
+    with pytest.raises(MedlamaInputError, match=r"b\.jsonl, line 2: document id 'n2' was already read at .*a\.jsonl, "
+                                                r"line 2; document ids must be unique") as error:
+        list(read_jsonl(tmp_path / "j"))
+    assert error.value.row == 2
+    # MIMIC: a ROW_ID given twice
+    notes = write_notes(tmp_path / "NOTEEVENTS.csv", rows=[NOTES[0], NOTES[2], NOTES[0]])
+    with pytest.raises(MedlamaInputError, match=r"line 7 \(record 3\): document id '174' was already read at .*"
+                                                r"NOTEEVENTS\.csv, line 2 \(record 1\)"):
+        list(read_mimic_notes(notes))
+    # text, one document per file: a.txt and a.txt.gz would both be 'a'
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "a.txt").write_text("one")
+    with gzip.open(tmp_path / "t" / "a.txt.gz", "wt", encoding="utf-8") as handle:
+        handle.write("two")
+    with pytest.raises(MedlamaInputError, match=r"a\.txt\.gz: .*document id 'a' was already read at .*a\.txt;"):
+        list(read_text(tmp_path / "t", per="file"))
+    assert [r["doc_id"] for r in read_text(tmp_path / "t")] == ["a.txt:1", "a.txt.gz:1"]  # per line: distinct
+
+
+def test_made_up_ids_follow_the_path_and_files_are_read_once(tmp_path):
+    for folder in ("x", "y"):
+        (tmp_path / folder / "sub").mkdir(parents=True)
+        (tmp_path / folder / "sub" / "notes.txt").write_text(f"in {folder}\n")
+    # ids from the path below the folder named, so two sub-folders' notes.txt differ
+    records = list(read_text(tmp_path))
+    assert [r["doc_id"] for r in records] == ["x/sub/notes.txt:1", "y/sub/notes.txt:1"]
+    assert [r["doc_id"] for r in read_text(tmp_path, per="file")] == ["x/sub/notes", "y/sub/notes"]
+    assert [r["doc_id"] for r in read_jsonl(_jsonl_without_ids(tmp_path / "x"))] == ["rows.jsonl:1"]
+    # a file named directly and through its folder is read once
+    again = list(read_text([tmp_path / "x", tmp_path / "x" / "sub" / "notes.txt"]))
+    assert [r["doc_id"] for r in again] == ["sub/notes.txt:1"]
+    # two folders that each hold sub/notes.txt would give the same ids: refused before reading
+    with pytest.raises(MedlamaInputError, match=r"sub/notes\.txt and .*y/sub/notes\.txt are both read as "
+                                                r"'sub/notes\.txt'"):
+        read_text([tmp_path / "x", tmp_path / "y"])
+    with pytest.raises(MedlamaInputError, match="are both read as 'notes.txt'"):
+        corpus_fingerprint([tmp_path / "x" / "sub" / "notes.txt", tmp_path / "y" / "sub" / "notes.txt"], "text")
+    # readers with ids of the data's own do not mind same-named files ...
+    notes = [write_notes(tmp_path / d / "NOTEEVENTS.csv", rows=[row]) for d, row in (("x", NOTES[0]), ("y", NOTES[2]))]
+    assert [r["doc_id"] for r in read_mimic_notes(notes)] == ["174", "176"]
+    # ... and catch made-up ids that meet as they read
+    _jsonl_without_ids(tmp_path / "y")
+    with pytest.raises(MedlamaInputError, match=r"y/rows\.jsonl, line 1: document id 'rows\.jsonl:1' was already read "
+                                                r"at .*x/rows\.jsonl, line 1;"):
+        list(read_jsonl([tmp_path / "x" / "rows.jsonl", tmp_path / "y" / "rows.jsonl"]))
+
+
+def _jsonl_without_ids(folder):
+    path = folder / "rows.jsonl"
+    path.write_text('{"text": "no id"}\n', encoding="utf-8")
+    return path
+
+
+def test_text_folder_reads_extensionless_files(tmp_path):
+    """A folder laid out like elicit_corpora: sentence files without an extension beside a checksum list."""
+    folder = tmp_path / "corpora"
+    folder.mkdir()
+    (folder / "pubmed_sents_0").write_text("first sentence\nsecond sentence\n")
+    (folder / "pubmed_sents_1").write_text("third sentence\n")
+    (folder / "wiki_sents.txt").write_text("a wiki sentence\n")
+    (folder / "SHA256SUMS").write_text("0" * 64 + "  pubmed_sents_0\n")
+    (folder / "README").write_text("about these files\n")
+    (folder / ".hidden").write_text("not read\n")
+    (folder / "counts.tsv").write_text("not read\n")
+    records = list(read_text(folder))
+    assert [(r["doc_id"], r["text"]) for r in records] == [
+        ("pubmed_sents_0:1", "first sentence"), ("pubmed_sents_0:2", "second sentence"),
+        ("pubmed_sents_1:1", "third sentence"), ("wiki_sents.txt:1", "a wiki sentence")]
+    # a file named directly is read whatever its extension (or lack of one)
+    assert [r["doc_id"] for r in read_text(folder / "counts.tsv")] == ["counts.tsv:1"]
+    assert [r["doc_id"] for r in read_text([folder / "pubmed_sents_1", folder / "SHA256SUMS"])] == [
+        "pubmed_sents_1:1", "SHA256SUMS:1"]
+    # a folder with nothing to read says what was looked for and how to name files
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sentences.tsv").write_text("x\n")
+    (other / "MD5SUMS").write_text("x\n")
+    with pytest.raises(MedlamaInputError, match=r"other: no text files in this folder \(looked for \*\.txt, "
+                                                r"\*\.txt\.gz and files without an extension; hidden files "
+                                                r"skipped\); name the files themselves instead: a file named directly "
+                                                r"is read whatever its extension \(with `medlama build "
+                                                r"context-variance`, repeat --corpus NAME:FORMAT:FILE once per file\)"):
+        read_text(other)
+    with pytest.raises(MedlamaInputError, match=r"no JSON Lines files in this folder \(looked for \*\.jsonl, \*\.json, "
+                                                r"\*\.jsonl\.gz, \*\.json\.gz; hidden"):
+        read_jsonl(other)
+
+
+ELICIT = Path("/work/shared/data/elicit_corpora")
+
+
+@pytest.mark.skipif(not (ELICIT / "pubmed_sents_no_punkt_10k_0").is_file(), reason="shared elicit corpora absent")
+def test_elicit_corpora_folder_is_read():
+    first = next(iter(read_text(ELICIT)))
+    assert first["doc_id"] == "pubmed_sents_no_punkt_10k_0:1" and first["text"].startswith("conclusions")
+
+
 def test_streaming_does_not_read_ahead(tmp_path):
     """A corpus is consumed record by record: the first record comes before a later bad line is read."""
     path = tmp_path / "big.jsonl"
@@ -199,7 +341,7 @@ def test_streaming_does_not_read_ahead(tmp_path):
         next(iterator)
 
 
-def test_load_corpus_detect_format_and_fingerprint(tmp_path):
+def test_load_corpus_detect_format_and_fingerprint(tmp_path, monkeypatch):
     path = write_notes(tmp_path / "NOTEEVENTS.csv")
     assert detect_format(path) == "mimic" and detect_format("x.nxml") == "pmc" and detect_format("a.jsonl.gz") == "jsonl"
     with pytest.raises(MedlamaInputError, match="cannot tell"):
@@ -214,3 +356,7 @@ def test_load_corpus_detect_format_and_fingerprint(tmp_path):
     stat = os.stat(path)
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     assert first != corpus_fingerprint(path, "mimic")
+    # an index built by a reader giving other ids is not reused
+    second = corpus_fingerprint(path, "mimic")
+    monkeypatch.setattr(corpora, "READER_VERSION", corpora.READER_VERSION + 1)
+    assert corpus_fingerprint(path, "mimic") != second

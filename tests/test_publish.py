@@ -12,6 +12,7 @@ import evaluate
 import pytest
 import yaml
 from datasets import load_dataset
+from huggingface_hub import DatasetCard
 
 from medlama.cli import main
 from medlama.datasets.biolama import write_biolama
@@ -22,6 +23,10 @@ from medlama.metrics import metric_path
 _spec = importlib.util.spec_from_file_location("biolama_fixture", Path(__file__).with_name("test_biolama_fixture.py"))
 fx = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fx)
+# The context-variance fixtures (a MedLAMA-shaped folder, MIMIC notes and a PMC article), loaded by path.
+_cv_spec = importlib.util.spec_from_file_location("cv_build_tests", Path(__file__).with_name("test_cv_build.py"))
+cvb = importlib.util.module_from_spec(_cv_spec)
+_cv_spec.loader.exec_module(cvb)
 
 SECRET = "hf_medlamaTestTokenNeverToBeShown"
 
@@ -177,6 +182,92 @@ def test_dataset_errors(biolama_dir, tmp_path):
         push_dataset(biolama_dir, "me/data", dry_run=biolama_dir / "dry")
     with pytest.raises(MedlamaInputError, match="unknown gating 'open'"):
         push_dataset(biolama_dir, "me/data", gated="open", dry_run=tmp_path / "dry")
+
+
+# --------------------------------------------------------------------------- context-variance sets
+
+
+@pytest.fixture(scope="module")
+def cv_root(tmp_path_factory) -> Path:
+    """A MedLAMA-shaped folder, NOTEEVENTS.csv and a PMC folder, and two context-variance builds made by the
+    command: ``pmc-only`` (MedLAMA triples, PMC contexts) and ``with-mimic`` (MIMIC notes as well)."""
+    root = tmp_path_factory.mktemp("cv-publish")
+    medlama = cvb.write_medlama_folder(root / "medlama")
+    notes, pmc = cvb.write_corpora(root / "corpora")
+    base = ["build", "context-variance", "--medlama", str(medlama), "--config", "full", "--index-dir",
+            str(root / "indexes")]
+    assert main([*base, "--pmc", str(pmc), "--out", str(root / "pmc-only")]) == 0
+    assert main([*base, "--mimic", str(notes), "--pmc", str(pmc), "--out", str(root / "with-mimic")]) == 0
+    return root
+
+
+def test_context_variance_from_medlama_is_gated(cv_root, tmp_path):
+    folder = cv_root / "pmc-only"
+    meta = front_matter((folder / "README.md").read_text())
+    assert "umls" in meta["tags"] and "mimic" not in meta["tags"]
+    manifest = push_dataset(folder, "someone/cv", dry_run=tmp_path / "dry")
+    assert manifest["umls_derived"] and manifest["gated"] == "auto" and not manifest["mimic_derived"]
+    tree = tmp_path / "dry" / "cv"
+    assert front_matter((tree / "README.md").read_text())["extra_gated_fields"] == GATED_FIELDS
+    assert load_dataset(str(tree), "pmc_real", split="test").num_rows == load_dataset(
+        str(folder), "pmc_real", split="test").num_rows > 0
+    with pytest.raises(MedlamaInputError, match="derived from the UMLS Metathesaurus, .* gated .* or --private"):
+        push_dataset(folder, "someone/cv", gated="none", dry_run=tmp_path / "open")
+    assert not (tmp_path / "open").exists()
+
+
+def test_context_variance_with_mimic_is_pushed_private_only(cv_root, tmp_path):
+    folder = cv_root / "with-mimic"
+    meta = front_matter((folder / "README.md").read_text())
+    assert {"umls", "mimic"} <= set(meta["tags"])
+    assert "The rows of `ehr` quote MIMIC-III clinical notes" in (folder / "README.md").read_text()
+    for gated in (None, "manual", "none"):  # no gating makes a public push acceptable
+        with pytest.raises(MedlamaInputError, match=rf"{folder.name}: this dataset quotes MIMIC-III clinical notes "
+                                                    r"\(source ehr\), which the PhysioNet data use agreement forbids "
+                                                    r"redistributing: it can only be pushed --private"):
+            push_dataset(folder, "someone/cv", gated=gated, dry_run=tmp_path / "public")
+    assert not (tmp_path / "public").exists()
+    api = FakeApi()
+    with pytest.raises(MedlamaInputError, match="can only be pushed --private"):
+        push_dataset(folder, "someone/cv", api=api)
+    assert api.calls == []  # refused before the repository is even created
+    manifest = push_dataset(folder, "someone/cv", private=True, dry_run=tmp_path / "private")
+    assert manifest["private"] and manifest["mimic_derived"] and manifest["gated"] == "auto"
+    assert load_dataset(str(tmp_path / "private" / "cv"), "ehr_real", split="test").num_rows > 0
+
+
+def test_context_variance_built_before_the_tags_is_recognised(cv_root, tmp_path):
+    """A folder from an earlier version (no umls/mimic tags, the MedLAMA path in origin) is still held back."""
+    folder = tmp_path / "old"
+    shutil.copytree(cv_root / "with-mimic", folder)
+    card = DatasetCard.load(folder / "README.md")
+    card.data.tags = [tag for tag in card.data.tags if tag not in ("umls", "mimic")]
+    card.save(folder / "README.md")
+    assert not {"umls", "mimic"} & set(front_matter((folder / "README.md").read_text())["tags"])
+    info = json.loads((folder / "build_info.json").read_text())
+    info["origin"] = f"MedLAMA `full` ({cv_root / 'medlama'})"
+    (folder / "build_info.json").write_text(json.dumps(info))
+    with pytest.raises(MedlamaInputError, match=r"quotes MIMIC-III clinical notes \(source ehr\)"):
+        push_dataset(folder, "someone/cv", dry_run=tmp_path / "dry")
+    manifest = push_dataset(folder, "someone/cv", private=True, dry_run=tmp_path / "dry")
+    assert manifest["umls_derived"] and manifest["gated"] == "auto"
+    assert json.loads((tmp_path / "dry" / "cv" / "build_info.json").read_text())["origin"] == "MedLAMA `full` (medlama)"
+
+
+def test_context_variance_tree_holds_no_local_path(cv_root, tmp_path):
+    local = str(cv_root)  # the folder every input, index and output of the builds lies in
+    info = json.loads((cv_root / "with-mimic" / "build_info.json").read_text())
+    assert local in json.dumps(info)  # the build keeps its corpus files and indexes for reuse ...
+    for name in ("pmc-only", "with-mimic"):
+        push_dataset(cv_root / name, "someone/cv", private=True, dry_run=tmp_path / name)
+        tree = tmp_path / name / "cv"
+        for relative, content in tree_files(tree).items():  # ... the upload tree names none of them
+            assert local.encode() not in content and str(tmp_path).encode() not in content, relative
+    published = json.loads((tmp_path / "with-mimic" / "cv" / "build_info.json").read_text())
+    assert published["origin"] == "MedLAMA `full`"
+    assert [s["paths"] for s in published["sources"]] == [["NOTEEVENTS.csv"], ["pmc"]]
+    assert all(s["index"].startswith(f"{s['source']}-") and "/" not in s["index"] for s in published["sources"])
+    assert "triples from MedLAMA `full`;" in (tmp_path / "with-mimic" / "cv" / "README.md").read_text()
 
 
 # --------------------------------------------------------------------------- metrics

@@ -23,6 +23,18 @@ Folder layout (written atomically; an earlier build is replaced only by a comple
 Configs (one split, ``test``): ``<source>_<context_type>`` (O_t-centred), ``<source>_<context_type>_negative``
 (negative-target-centred), ``<source>`` (all context types of a source, both kinds) and ``pools``. The
 default config is ``<first source>_real``.
+
+Licences travel in the card's tags, which ``medlama push-dataset`` reads (:mod:`medlama.hub`):
+
+* ``umls``: the triples are derived from the UMLS Metathesaurus (MedLAMA, or BioLAMA's ``umls`` source),
+  so the build is pushed gated to UMLS licensees;
+* ``mimic``: a source has the ``mimic`` format, so the rows quote MIMIC-III notes, which the PhysioNet
+  data use agreement forbids redistributing: the build is only pushed ``--private``. The card names the
+  MIMIC-derived sources, and ``build_info.json`` keeps every source's ``format``.
+
+Neither the card nor ``build_info.json`` names a local path of its own accord: ``origin`` should not hold
+one (the command gives the knowledge base's kind and config only); ``build_info.json`` does keep the
+corpus files and index folders, which ``push-dataset`` cuts down to their names.
 """
 
 from __future__ import annotations
@@ -235,6 +247,12 @@ class ContextVarianceBuild:
     configs: dict[str, str]
     default_config: str
     origin: str
+    umls_derived: bool = False
+
+    @property
+    def mimic_sources(self) -> list[str]:
+        """Sources whose rows quote MIMIC-III notes (format ``mimic``): never redistributed publicly."""
+        return [s.source for s in self.sources if s.format == "mimic"]
 
 
 # ------------------------------------------------------------------------------------------ rows
@@ -378,16 +396,20 @@ class _Writers:
 def build_context_variance(kb: KnowledgeBase, corpora: Sequence[CorpusSpec], out_dir: str | Path, *,
                            settings: BuildSettings = BuildSettings(), num_proc: int = 1,
                            index_root: str | Path | None = None, origin: str = "knowledge base",
-                           chunk_triples: int = 64, progress: bool = True) -> ContextVarianceBuild:
+                           umls_derived: bool | None = None, chunk_triples: int = 64,
+                           progress: bool = True) -> ContextVarianceBuild:
     """Build the context-variance sets of ``kb`` from ``corpora`` into ``out_dir`` (atomically).
 
     ``index_root``: where corpus indexes are kept and reused (default ``$MEDLAMA_CACHE/cv-index``);
     ``num_proc``: matching processes for an index build and context-building processes.
+    ``origin``: where the triples come from, as the card says it (no local path: the card is published);
+    ``umls_derived``: whether the triples come from the UMLS Metathesaurus (the card's ``umls`` tag);
+    ``None`` infers it: a BioLAMA ``umls_`` relation, or an ``origin`` that names MedLAMA.
     Raises :class:`MedlamaInputError` for an empty corpus, and when no triple found a context anywhere.
     """
     from tqdm.auto import tqdm
 
-    from medlama.atomic import atomic_directory
+    from medlama.atomic import atomic_directory, check_replaceable
     from medlama.datasets.context_variance.index import CorpusIndex
     from medlama.datasets.context_variance.knowledge import entities_fingerprint
     from medlama.datasets.medlama import _quiet_datasets
@@ -405,6 +427,7 @@ def build_context_variance(kb: KnowledgeBase, corpora: Sequence[CorpusSpec], out
     triples = list(kb.triples)
     names = {entity_id: entity.name for entity_id, entity in kb.entities.items()}
     out_dir = Path(out_dir)
+    check_replaceable(out_dir, marker="build_info.json")  # before indexing, not after it
     stats: list[SourceStats] = []
 
     # Indexes first (outside the staging folder: they are reused by later builds).
@@ -427,7 +450,7 @@ def build_context_variance(kb: KnowledgeBase, corpora: Sequence[CorpusSpec], out
 
     configs, default_config = config_layout([s.source for s in stats], settings)
     used_pools: dict[str, object] = {}
-    with atomic_directory(out_dir) as staging, _quiet_datasets():
+    with atomic_directory(out_dir, marker="build_info.json") as staging, _quiet_datasets():
         for stat in stats:
             started = time.perf_counter()
             writers = _Writers(staging, stat.source, settings)
@@ -451,7 +474,9 @@ def build_context_variance(kb: KnowledgeBase, corpora: Sequence[CorpusSpec], out
                 f"both its subject and its target ({searched}); check that the corpus and the knowledge base "
                 "cover the same entities (names and aliases are matched case-insensitively)")
         _write_pools(staging / "pools" / "pools.parquet", used_pools)
-        result = ContextVarianceBuild(out_dir, settings, stats, configs, default_config, origin)
+        if umls_derived is None:  # the triples carry no provenance of their own: relation names and origin
+            umls_derived = origin.startswith("MedLAMA") or any(t.relation.startswith("umls_") for t in triples)
+        result = ContextVarianceBuild(out_dir, settings, stats, configs, default_config, origin, umls_derived)
         (staging / "README.md").write_text(render_card(result), encoding="utf-8")
         info = {"dataset": "context-variance", "origin": origin, "settings": asdict(settings),
                 "sources": [asdict(s) for s in stats], "configs": configs, "default_config": default_config}
@@ -597,7 +622,37 @@ def render_card(build: ContextVarianceBuild) -> str:
     size = ("n<1K" if total < 1_000 else "1K<n<10K" if total < 10_000 else "10K<n<100K" if total < 100_000
             else "100K<n<1M" if total < 1_000_000 else "1M<n<10M")
     text = text.replace("size_categories:\n- n<1K", f"size_categories:\n- {size}", 1)
-    return text.replace("<!-- build-summary -->", summary)
+    return _with_licence_tags(text.replace("<!-- build-summary -->", summary + _licence_summary(build)), build)
+
+
+def _licence_summary(build: ContextVarianceBuild) -> str:
+    """The card's sentences on licensed data, matching the tags :func:`_with_licence_tags` adds."""
+    from medlama.hub import MIMIC_TAG, UMLS_TAG
+
+    text = ""
+    if build.umls_derived:
+        text += (f"\n\nThe triples are derived from the UMLS Metathesaurus (tag `{UMLS_TAG}`): share this build "
+                 "only with UMLS licensees; `medlama push-dataset` pushes it gated.")
+    if build.mimic_sources:
+        names = ", ".join(f"`{name}`" for name in build.mimic_sources)
+        text += (f"\n\n**MIMIC-III notes.** The rows of {names} quote MIMIC-III clinical notes (tag `{MIMIC_TAG}`), "
+                 "which the PhysioNet data use agreement forbids redistributing: share this build only with "
+                 "credentialed PhysioNet users; `medlama push-dataset` refuses to push it unless `--private`.")
+    return text
+
+
+def _with_licence_tags(text: str, build: ContextVarianceBuild) -> str:
+    """``text`` with the ``umls`` / ``mimic`` tags that ``medlama push-dataset`` gates on."""
+    from huggingface_hub import DatasetCard
+
+    from medlama.hub import MIMIC_TAG, UMLS_TAG  # the tags push-dataset gates on: one definition
+
+    wanted = ([UMLS_TAG] if build.umls_derived else []) + ([MIMIC_TAG] if build.mimic_sources else [])
+    if not wanted:
+        return text
+    card = DatasetCard(text)
+    card.data.tags = [tag for tag in (card.data.tags or []) if tag not in wanted] + wanted
+    return str(card)
 
 
 def _config_rows(build: ContextVarianceBuild, name: str) -> int:

@@ -95,19 +95,21 @@ def run(args: argparse.Namespace) -> int:
     settings = BuildSettings(context_types=tuple(args.context_types or CONTEXT_TYPES), negative=not args.no_negative,
                              max_docs=args.max_docs or None, seed=args.seed, max_segments=args.max_segments,
                              random_mode=args.random_mode).check()
+    # `origin` goes into the card and build_info.json, which are published: no local path in it.
     if args.medlama:
         config = args.config or "hard"
         kb = knowledge_base_from_medlama(args.medlama, config, relations=args.relations,
                                          prompt_column=args.prompt_column, limit=args.limit)
-        origin = f"MedLAMA `{config}` ({args.medlama})"
+        origin, folder, umls = f"MedLAMA `{config}`", args.medlama, True  # MedLAMA is all UMLS
     else:
         config = args.config or "all"
         kb = knowledge_base_from_biolama(args.biolama, config, split=args.split, relations=args.relations,
                                          limit=args.limit)
-        origin = f"BioLAMA `{config}`, split `{args.split}` ({args.biolama})"
-    print(f"{origin}: {len(kb):,} triples, {len(kb.entities):,} entities", file=sys.stderr)
+        origin, folder = f"BioLAMA `{config}`, split `{args.split}`", args.biolama
+        umls = any(triple.relation.startswith("umls_") for triple in kb)  # relations are <source>_<PID>
+    print(f"{origin} ({folder}): {len(kb):,} triples, {len(kb.entities):,} entities", file=sys.stderr)
     build = build_context_variance(kb, specs, args.out, settings=settings, num_proc=args.num_proc,
-                                   index_root=args.index_dir, origin=origin)
+                                   index_root=args.index_dir, origin=origin, umls_derived=umls)
     if args.json:
         json.dump({"out": str(args.out), "sources": [asdict(s) for s in build.sources],
                    "configs": build.configs, "default_config": build.default_config}, sys.stdout, indent=2)

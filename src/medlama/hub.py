@@ -10,9 +10,14 @@ upload it (``HfApi.upload_folder``) or, with ``dry_run=DIR``, leave it for inspe
 
 Datasets: the tree is the folder's ``README.md`` (the card with its ``configs``), ``build_info.json`` and
 every file a config's ``data_files`` names; nothing else. For UMLS-derived data (MedLAMA; BioLAMA when
-it holds the ``umls`` source: the card's ``umls`` tag) the card gets gated-access metadata
-(``extra_gated_prompt`` and ``extra_gated_fields``, a UMLS-licence checkbox) and the repository is set to
-gated before any file is uploaded; such data is only pushed gated or private.
+it holds the ``umls`` source; context-variance sets built from either: the card's ``umls`` tag) the card
+gets gated-access metadata (``extra_gated_prompt`` and ``extra_gated_fields``, a UMLS-licence checkbox)
+and the repository is set to gated before any file is uploaded; such data is only pushed gated or
+private. Data quoting MIMIC-III notes (context-variance sets with a ``mimic``-format source: the card's
+``mimic`` tag) may not be redistributed under the PhysioNet data use agreement, and is only pushed
+private. Context-variance folders built before these tags existed are recognised by their
+``build_info.json`` (a source of format ``mimic``; an origin naming MedLAMA, or a BioLAMA ``umls_``
+relation). ``build_info.json`` goes up without local paths: path-like fields keep only their last part.
 
 Metrics: an ``evaluate`` community module is a Space whose script is named after the repository
 (``evaluate.load("<user>/<name>")`` fetches ``<name>.py``): the tree is ``<name>.py`` (the module's script,
@@ -41,6 +46,7 @@ from medlama.errors import MedlamaInputError
 MANIFEST_NAME = "manifest.json"
 GATE_MODES = ("auto", "manual")
 UMLS_TAG = "umls"
+MIMIC_TAG = "mimic"
 GATED_PROMPT = (
     "This dataset holds data derived from the UMLS Metathesaurus. Access is limited to holders of a UMLS licence: "
     "by requesting access you confirm that you hold a current UMLS Metathesaurus licence from the U.S. "
@@ -122,7 +128,7 @@ def _finish(tree_writer, name: str, source: Path, manifest: dict[str, Any], *, d
     if dry_run is not None:
         target = Path(dry_run)
         _check_dry_run_target(target, source)
-        with atomic_directory(target) as staging:
+        with atomic_directory(target, marker=MANIFEST_NAME) as staging:
             tree_writer(staging / name)
             manifest["files"] = _files_of(staging / name)
             (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
@@ -154,10 +160,43 @@ def _load_card(folder: Path):
         raise MedlamaInputError(f"cannot read the dataset card: {error}", file=readme) from None
 
 
-def is_umls_derived(card) -> bool:
-    """Whether the card declares UMLS-derived data: the ``umls`` tag, or the UMLS licence."""
+def _build_info(folder: Path) -> dict[str, Any]:
+    """The folder's ``build_info.json``, or ``{}`` when it has none (or not a JSON object)."""
+    try:
+        info = json.loads((folder / "build_info.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def _cv_sources(info: dict[str, Any]) -> list[dict]:
+    """The sources of a context-variance ``build_info.json`` (none for other datasets)."""
+    if info.get("dataset") != "context-variance" or not isinstance(info.get("sources"), list):
+        return []
+    return [source for source in info["sources"] if isinstance(source, dict)]
+
+
+def is_umls_derived(card, info: dict[str, Any] | None = None) -> bool:
+    """Whether the card declares UMLS-derived data: the ``umls`` tag, or the UMLS licence; or, for a
+    context-variance build made before the tag, its ``build_info`` (``info``) shows MedLAMA or BioLAMA ``umls``."""
     data = card.data
-    return UMLS_TAG in (data.get("tags") or []) or data.get("license_name") == "umls-metathesaurus"
+    if UMLS_TAG in (data.get("tags") or []) or data.get("license_name") == "umls-metathesaurus":
+        return True
+    info = info or {}
+    sources = _cv_sources(info)
+    return bool(sources) and (str(info.get("origin", "")).startswith("MedLAMA") or any(
+        str(relation).startswith("umls_") for source in sources for relation in source.get("relations") or {}))
+
+
+def mimic_source_names(info: dict[str, Any] | None) -> list[str]:
+    """The sources of a context-variance ``build_info`` that quote MIMIC-III notes (format ``mimic``)."""
+    return [str(source.get("source")) for source in _cv_sources(info or {}) if source.get("format") == "mimic"]
+
+
+def is_mimic_derived(card, info: dict[str, Any] | None = None) -> bool:
+    """Whether the data quotes MIMIC-III notes: the card's ``mimic`` tag, or (builds made before the tag) a
+    ``mimic`` source in ``build_info`` (``info``)."""
+    return MIMIC_TAG in (card.data.get("tags") or []) or bool(mimic_source_names(info))
 
 
 def plan_dataset(path: str | Path) -> tuple[list[str], list[str]]:
@@ -197,18 +236,48 @@ def _gated_card_text(card, gated: bool) -> str:
     return str(card)
 
 
+#: An absolute local path inside free text (POSIX, ``~/``, or ``C:\\``): a whole parenthesised one (spaces
+#: and all: earlier builds wrote ``MedLAMA `full` (/path/to/medlama)``), else up to a space, bracket or
+#: quote; never the path part of a URL (preceded by ``:``, ``/`` or a word character).
+_LOCAL_PATH = re.compile(r"(?<=\()(?:~|[A-Za-z]:)?[\\/][^()]*(?=\))"
+                         r"|(?<![\w:/.~(-])(?:~|[A-Za-z]:)?[\\/][^\s()\[\]`'\",;]*")
+
+
+def _public_path(value: str) -> str:
+    """A local path's last part (``/tmp/x/medlama`` -> ``medlama``); URLs and ``download`` stay as they are."""
+    if re.match(r"^[a-z]+://", value) or value == "download":
+        return value
+    return re.split(r"[\\/]", value.rstrip("\\/"))[-1] or value
+
+
 def _public_build_info(text: str) -> str:
-    """``build_info.json`` without local paths: a path-like source keeps only its file name."""
+    """``build_info.json`` without local paths: path-like fields keep only their last part.
+
+    BioLAMA / MedLAMA: ``report.source`` and ``report.origin``. Context-variance sets: every
+    ``sources[].paths`` entry (the corpus files) and ``sources[].index`` (the index folder), and any
+    absolute path inside the free-text ``origin`` (builds made before ``origin`` was kept path-free).
+    """
     try:
         info = json.loads(text)
     except ValueError:
         return text
-    report = info.get("report") if isinstance(info, dict) else None
+    if not isinstance(info, dict):
+        return text
+    report = info.get("report")
     if isinstance(report, dict):
         for key in ("source", "origin"):
-            value = report.get(key)
-            if isinstance(value, str) and not re.match(r"^[a-z]+://", value) and value != "download":
-                report[key] = Path(value).name
+            if isinstance(report.get(key), str):
+                report[key] = _public_path(report[key])
+    if isinstance(info.get("origin"), str):
+        info["origin"] = _LOCAL_PATH.sub(lambda match: _public_path(match.group(0)), info["origin"])
+    sources = info.get("sources")
+    for source in sources if isinstance(sources, list) else []:
+        if not isinstance(source, dict):
+            continue
+        if isinstance(source.get("paths"), list):
+            source["paths"] = [_public_path(p) if isinstance(p, str) else p for p in source["paths"]]
+        if isinstance(source.get("index"), str):
+            source["index"] = _public_path(source["index"])
     return json.dumps(info, indent=2) + "\n"
 
 
@@ -218,14 +287,23 @@ def push_dataset(path: str | Path, repo_id: str, *, private: bool = False, revis
     """Upload the built dataset folder ``path`` to the dataset repository ``repo_id`` (created if missing).
 
     ``gated``: ``"auto"`` or ``"manual"`` access approval, ``"none"`` for no gating, or ``None``: ``"auto"``
-    for UMLS-derived data, none otherwise. UMLS-derived data is refused ungated unless ``private``.
+    for UMLS-derived data, none otherwise. UMLS-derived data is refused ungated unless ``private``; data
+    quoting MIMIC-III notes is refused unless ``private``.
     With ``dry_run=DIR`` nothing is uploaded (module docstring). Returns the manifest.
     """
     folder = Path(path)
     name = check_repo_id(repo_id)
     files, left_out = plan_dataset(folder)
     card = _load_card(folder)
-    umls = is_umls_derived(card)
+    info = _build_info(folder)
+    umls = is_umls_derived(card, info)
+    mimic = is_mimic_derived(card, info)
+    if mimic and not private:  # before gating: a gate does not make redistribution allowed
+        names = mimic_source_names(info)
+        named = f" (source{'s' if len(names) > 1 else ''} {', '.join(names)})" if names else ""
+        raise MedlamaInputError(f"this dataset quotes MIMIC-III clinical notes{named}, which the PhysioNet data use "
+                                "agreement forbids redistributing: it can only be pushed --private (nothing was "
+                                "uploaded)", file=folder)
     if gated is None:
         gated = "auto" if umls else "none"
     if gated not in (*GATE_MODES, "none"):
@@ -239,7 +317,7 @@ def push_dataset(path: str | Path, repo_id: str, *, private: bool = False, revis
         "repo_id": repo_id, "repo_type": "dataset", "private": private, "revision": revision, "gated": gate or False,
         "umls_derived": umls, "commit_message": commit_message or f"Upload {card.data.get('pretty_name') or name} "
                                                                    "built with medlama",
-        "source": str(folder.resolve()), "left_out": left_out,
+        "mimic_derived": mimic, "source": str(folder.resolve()), "left_out": left_out,
     }
 
     def write_tree(tree: Path) -> None:

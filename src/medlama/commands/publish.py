@@ -19,8 +19,10 @@ def register(subparsers) -> None:
         "push-dataset", help="upload a built dataset folder (Parquet, card, configs) to the Hugging Face Hub",
         description="Upload a folder written by `medlama build` to a dataset repository, so that "
                     "load_dataset(REPO_ID, config) works for anyone. UMLS-derived data (MedLAMA, BioLAMA's umls "
-                    "source) is gated: the card asks for a UMLS-licence confirmation and access requests are "
-                    "switched on before the data is uploaded. The token comes from HF_TOKEN or `hf auth login`.")
+                    "source, context-variance sets built from them) is gated: the card asks for a UMLS-licence "
+                    "confirmation and access requests are switched on before the data is uploaded. Sets quoting "
+                    "MIMIC-III notes are pushed only with --private (the PhysioNet data use agreement forbids "
+                    "redistribution). The token comes from HF_TOKEN or `hf auth login`.")
     dataset.add_argument("path", type=Path, metavar="DIR", help="built dataset folder, e.g. out/biolama")
     dataset.add_argument("repo_id", metavar="REPO_ID", help="e.g. your-name/biolama")
     _common(dataset)
