@@ -5,6 +5,8 @@ the pool's entity names, and returns an int array ``(len(inputs), len(pool))``: 
 pool entity at every input (1 = best). Ties are broken by pool order (the earlier entity ranks first),
 so ranks are a permutation of ``1..len(pool)`` in each row. ``ranker.scores(inputs, pool)`` gives the
 underlying scores (higher is better), from which :func:`ranks_from_scores` ranks any subset of the pool.
+``ranker.whole(inputs, pool)`` says which inputs the model sees whole (inputs over its length limit are
+cut, see below).
 
 * :class:`MaskedLMRanker`: a masked LM with its MLM head, by **mask average** (the multi-token strategy
   BioLAMA uses, Kassner et al. 2021): a name of n tokens is scored by the mean log-probability of its
@@ -80,6 +82,19 @@ class ContextRanker(ABC):
         """1-based rank of every pool entity at every input, ``(len(inputs), len(pool))`` int64."""
         return ranks_from_scores(self.scores(inputs, pool))
 
+    def whole(self, inputs: Sequence[str], pool: Sequence[str]) -> np.ndarray:
+        """Per input, whether the model sees all of it when ranking ``pool`` (False: the input is cut).
+
+        A rank change between two cut inputs says nothing about the segment added between them (it may
+        have been cut away), so the UCM run leaves such records out and counts them.
+        """
+        inputs, pool = _check(inputs, pool)
+        return np.array([self._fits(text, pool) for text in inputs], dtype=bool)
+
+    @abstractmethod
+    def _fits(self, text: str, pool: list[str]) -> bool:
+        """Whether ``text`` fits the model's length limit whole (for every name of ``pool``)."""
+
     @abstractmethod
     def _scores(self, inputs: list[str], pool: list[str]) -> np.ndarray:
         """Scores of distinct, checked inputs."""
@@ -112,6 +127,14 @@ class MaskedLMRanker(ContextRanker):
             splits = getattr(self.prober.lm, "_splits", None)
             if isinstance(splits, dict) and len(splits) > 10_000:
                 splits.clear()  # the per-text tokenisation cache would otherwise grow with every input
+
+    def _fits(self, text: str, pool: list[str]) -> bool:
+        # The longest name needs the most masks: if its template fits, every name's does.
+        lm, cap = self.prober.lm, self.prober.settings_.max_tokens
+        split = lm.split(text)
+        longest = max((len(ids) for ids in lm.candidate_ids(pool, split.space_before)), default=0)
+        masks = min(longest, cap) if cap else longest
+        return len(lm.lead) + len(split.prefix) + masks + len(split.suffix) + len(lm.trail) <= lm.max_length
 
     def settings(self) -> dict:
         return {**self.prober.settings(), "method": self.method, "scoring": "mask-average"}
@@ -162,6 +185,10 @@ class RetrievalRanker(ContextRanker):
             return self.encoder.encode(texts, self.query_max_length)[self.layer].astype(np.float64)
         finally:
             tokenizer.truncation_side = side
+
+    def _fits(self, text: str, pool: list[str]) -> bool:
+        masked = text.replace(MASK_PLACEHOLDER, self.encoder.mask_token)
+        return len(self.encoder.tokenizer(masked)["input_ids"]) <= self.query_max_length
 
     def _scores(self, inputs: list[str], pool: list[str]) -> np.ndarray:
         names = self.name_vectors(pool)

@@ -223,7 +223,7 @@ def test_rank_change_records_on_figure_1():
 def test_medlama_ucm_end_to_end(sets, tiny_mlm, tiny_encoder, tmp_path, capsys):
     out = tmp_path / "ucm"
     status = main(["ucm", "--sets", str(sets), "--model", str(tiny_mlm), str(tiny_encoder), "--label", "mlm", "enc",
-                   "--out", str(out), "--records"])
+                   "--out", str(out), "--records", "--include-first-segment"])
     assert status == 0
     printed = capsys.readouterr().out
     for title in ("Table 1", "Table 2", "Table 3", "UCM_k per relation", "UCM_m by source and context type"):
@@ -265,13 +265,73 @@ def test_medlama_ucm_end_to_end(sets, tiny_mlm, tiny_encoder, tmp_path, capsys):
         per_relation = [v for v in model["target"]["per_relation"].values() if v["num_records_correct"]]
         assert macro["understand"] == pytest.approx(np.mean([v["understand"] for v in per_relation]))
 
-    # filters and the first-segment option
+    # filters, and the default that leaves out S1's record (its added entity is the centre itself)
     assert main(["ucm", "--sets", str(sets), "--model", str(tiny_encoder), "--sources", "pmc", "--context-types",
-                 "real", "--no-negative", "--skip-first-segment", "--out", str(tmp_path / "small")]) == 0
+                 "real", "--no-negative", "--out", str(tmp_path / "small")]) == 0
     small = json.loads((tmp_path / "small" / "results.json").read_text())["models"][0]
     pmc_real = load_dataset(str(sets), "pmc_real", split="test")
     assert small["num_sequences"] == len(pmc_real) and small["negative"] is None
+    assert small["settings"]["skip_first_segment"] is True and small["num_records_truncated"] == 0
     assert small["num_records"] == sum(len(inputs) - 2 for inputs in pmc_real["inputs"])
+
+
+# ------------------------------------------------------------------------------------------ cut inputs
+LONG_INPUT = "The patient reports " + "wheeze and cough, " * 40 + "at night. asthma may have finding [Y] ."
+
+
+def test_rankers_say_which_inputs_they_see_whole(tiny_mlm, tiny_encoder):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_encoder))
+    lengths = [len(tokenizer(text.replace("[Y]", "[MASK]"))["input_ids"]) for text in (*INPUTS, LONG_INPUT)]
+    assert max(lengths[:3]) < 24 < 128 < lengths[3]
+    retrieval = RetrievalRanker(tiny_encoder, query_max_length=24)
+    assert retrieval.whole([*INPUTS, LONG_INPUT], POOL).tolist() == [True, True, True, False]
+    assert retrieval.whole([LONG_INPUT], POOL).tolist() == [False]
+    # the tiny MLM has 128 positions; the longest name needs as many masks as it has tokens
+    mlm = MaskedLMRanker(tiny_mlm)
+    assert mlm.whole([*INPUTS, LONG_INPUT], POOL).tolist() == [True, True, True, False]
+    masks = max(len(tokenizer(name, add_special_tokens=False)["input_ids"]) for name in POOL)
+    assert masks == 4  # "shortness of breath"
+    left, right = INPUTS[0].split("[Y]")
+    inner = len(tokenizer(left.rstrip(), add_special_tokens=False)["input_ids"]) + \
+        len(tokenizer(right, add_special_tokens=False)["input_ids"])
+    padding = " ".join(["cough"] * (128 - 2 - masks - inner))  # exactly 128 positions with the masks
+    assert mlm.whole([padding + " " + INPUTS[0]], POOL).tolist() == [True]
+    assert mlm.whole(["cough " + padding + " " + INPUTS[0]], POOL).tolist() == [False]
+    assert mlm.whole(["cough " + padding + " " + INPUTS[0]], ["cough"]).tolist() == [True]  # 1 mask fits
+
+
+def test_records_over_cut_inputs_are_left_out_and_counted(sets, tiny_encoder):
+    from transformers import AutoTokenizer
+
+    from medlama.ucm_run import evaluate_model
+
+    selected = load_sets(sets, negative=False)
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_encoder))
+    lengths = {text: len(tokenizer(text.replace("[Y]", "[MASK]"))["input_ids"])
+               for inputs in selected.rows["inputs"] for text in inputs}
+    limit = int(np.median(list(lengths.values())))  # cuts about half of the inputs
+    result = evaluate_model(RetrievalRanker(tiny_encoder, query_max_length=limit), selected, label="cut",
+                            keep_records=True, skip_first_segment=False, progress=False)
+    expected_kept = expected_cut = 0
+    for inputs in selected.rows["inputs"]:
+        for k in range(1, len(inputs)):
+            if lengths[inputs[k - 1]] <= limit and lengths[inputs[k]] <= limit:
+                expected_kept += 1
+            else:
+                expected_cut += 1
+    assert expected_kept and expected_cut
+    assert (result.num_records, result.num_records_truncated) == (expected_kept, expected_cut)
+    assert all(record["whole"] for record in result.records)
+    assert result.target["num_records"] == expected_kept
+
+
+def test_figure_1_records_flag_cut_inputs():
+    row, ranks, column = figure_1_sequence()
+    records = sequence_records(row, ranks, column, whole=[True, True, True, True, True, False])
+    assert [r["whole"] for r in records] == [True, True, True, True, False]
+    assert all(r["whole"] for r in sequence_records(row, ranks, column))
 
 
 def test_load_sets_and_bad_input(sets, tiny_encoder, tmp_path, capsys):

@@ -14,8 +14,18 @@ Rank-change records (:func:`sequence_records`): for every input ``k > 0`` of a s
   present in input ``k-1`` (neither the centre nor ``O_a``), paired before/after, in order of arrival;
 * ``triple_id`` and ``relation``.
 
-The record of ``k = 1`` (S1, whose entity is the centre itself) is kept by default, as the paper
-counts every added segment; ``skip_first_segment`` leaves it out.
+The record of ``k = 1`` (S1, whose entity is the centre itself) is left out by default: the paper's
+O_cor are the *other* entities equally correct for the subject (figure 1: "red entities represents other
+entities that are equally correct"), so adding the centre is not an "O_a in O_cor" event. Counting it
+would also tilt the control of table 3: on the O_t side S1 adds a correct entity (it would always enter
+UCM, as a copy of the target), on the negative side an incorrect one (it never would).
+``skip_first_segment=False`` (``medlama ucm --include-first-segment``) keeps it.
+
+Inputs a model cannot see whole (over its length limit: a long note or article) are cut by the ranker,
+far context first. A rank change across a cut input is not the effect of the added segment (which may
+have been cut away: the change is then 0, a spurious "Confuse"), so a record is kept only when the
+model saw both of its inputs whole; the others are counted (``num_records_truncated``). Bound the
+contexts at build time (``--max-segments``) to keep more of them.
 
 Every score then comes from the metric modules (``medlama.metrics.load``): UCM (``ucm``) gives UCM_m
 (over all records), UCM_k (per relation) and the rank changes of table 1, for O_t-centred and
@@ -134,6 +144,7 @@ class RankedSequence:
     ranks: np.ndarray  # (inputs, candidates), 1-based
     column: dict[str, int]  # entity id -> column of ranks
     candidate_ids: list[str]
+    whole: np.ndarray  # (inputs,) bool: the model saw the input whole
 
 
 def rank_sequences(ranker, sets: ContextSets, *, block_rows: int = 64, progress: str | None = None
@@ -164,6 +175,7 @@ def rank_sequences(ranker, sets: ContextSets, *, block_rows: int = 64, progress:
                     ids.append(entity_id)
                     names.append(name)
         prompt_scores: dict[str, np.ndarray] = {}
+        prompt_whole: dict[str, bool] = {}
         group = group.sort_values(["triple_id", "negative", "context_type", "position"], kind="stable")
         positions = group["position"].tolist()
         for start in range(0, len(positions), block_rows):
@@ -172,10 +184,12 @@ def rank_sequences(ranker, sets: ContextSets, *, block_rows: int = 64, progress:
             unique = list(dict.fromkeys(texts))
             scored = ranker.scores(unique, names) if unique else np.empty((0, len(names)))
             lookup = {text: scored[i] for i, text in enumerate(unique)}
+            fits = dict(zip(unique, ranker.whole(unique, names))) if unique else {}
             for row in block:
                 prompt = row["inputs"][0]
                 if prompt not in prompt_scores:
                     prompt_scores[prompt] = lookup[prompt]
+                    prompt_whole[prompt] = fits[prompt]
                 matrix = np.stack([prompt_scores[text] if text in prompt_scores else lookup[text]
                                    for text in row["inputs"]])
                 correct = set(row["correct_ids"])
@@ -183,14 +197,21 @@ def rank_sequences(ranker, sets: ContextSets, *, block_rows: int = 64, progress:
                         if entity_id != row["subject_id"] and (i < pool_size or entity_id in correct)]
                 ranks = ranks_from_scores(matrix[:, keep])
                 candidate_ids = [ids[i] for i in keep]
+                whole = np.array([prompt_whole[text] if text in prompt_whole else fits[text]
+                                  for text in row["inputs"]], dtype=bool)
                 yield RankedSequence(row, ranks, {entity_id: j for j, entity_id in enumerate(candidate_ids)},
-                                     candidate_ids)
+                                     candidate_ids, whole)
                 bar.update(1)
     bar.close()
 
 
-def sequence_records(row: dict, ranks: np.ndarray, column: dict[str, int]) -> list[dict]:
-    """The rank-change records of one sequence (see the module docstring)."""
+def sequence_records(row: dict, ranks: np.ndarray, column: dict[str, int],
+                     whole: Sequence[bool] | None = None) -> list[dict]:
+    """The rank-change records of one sequence (see the module docstring), every ``k`` from 1.
+
+    ``whole``: per input, whether the model saw it whole; each record says in ``whole`` whether both of
+    its inputs were (None: all were).
+    """
     center = row["center_id"]
     correct = set(row["correct_ids"])
     if center not in column:
@@ -217,6 +238,7 @@ def sequence_records(row: dict, ranks: np.ndarray, column: dict[str, int]) -> li
             # not metric inputs: for breakdowns and the records file
             "source": row["source"], "context_type": row["context_type"], "negative": bool(row["negative"]),
             "sequence_id": row["id"], "k": k, "added_entity": added, "center_id": center,
+            "whole": whole is None or bool(whole[k - 1] and whole[k]),
         })
         if added not in present:
             present.append(added)
@@ -231,6 +253,8 @@ class ModelResult:
     seconds: float
     num_sequences: int
     num_records: int
+    #: records left out because the model saw one of their inputs cut (over its length limit)
+    num_records_truncated: int
     target: dict | None
     negative: dict | None
     ucm_k_macro: dict
@@ -284,22 +308,27 @@ def accuracy(sequences: Sequence[tuple[dict, list[str], list[str]]], ks: Sequenc
 
 
 def evaluate_model(ranker, sets: ContextSets, *, label: str, ks: Sequence[int] = DEFAULT_KS,
-                   keep_records: bool = False, skip_first_segment: bool = False, progress: bool = True
+                   keep_records: bool = False, skip_first_segment: bool = True, progress: bool = True
                    ) -> ModelResult:
     """Rank, build the records, and score them with the UCM and acc@k modules.
 
-    ``skip_first_segment`` leaves out each sequence's first record (input1: S1, whose entity is the
-    centre itself), so that UCM only counts segments that bring another entity.
+    ``skip_first_segment`` (default) leaves out each sequence's first record (input1: S1, whose entity is
+    the centre itself), so that UCM only counts segments that bring another entity (module docstring).
+    Records over an input the model saw cut are left out and counted.
     """
     started = time.perf_counter()
     top = max(ks)
     records: list[dict] = []
     acc_rows = []
-    count = 0
+    count = truncated = 0
     for ranked in rank_sequences(ranker, sets, progress=label if progress else None):
         count += 1
-        new = sequence_records(ranked.row, ranked.ranks, ranked.column)
-        records.extend(new[1:] if skip_first_segment else new)
+        new = sequence_records(ranked.row, ranked.ranks, ranked.column, ranked.whole)
+        for record in new[1:] if skip_first_segment else new:
+            if record["whole"]:
+                records.append(record)
+            else:
+                truncated += 1
         if not ranked.row["negative"]:
             firsts = [[ranked.candidate_ids[j] for j in np.argsort(ranked.ranks[i], kind="stable")[:top]]
                       for i in (0, -1)]
@@ -320,7 +349,7 @@ def evaluate_model(ranker, sets: ContextSets, *, label: str, ks: Sequence[int] =
         by_context[f"{key[0]}/{key[1]}"] = entry
     return ModelResult(label=label, settings={**ranker.settings(), "skip_first_segment": skip_first_segment},
                        seconds=round(seconds, 3), num_sequences=count,
-                       num_records=len(records), target=target_result, negative=negative_result,
+                       num_records=len(records), num_records_truncated=truncated, target=target_result, negative=negative_result,
                        ucm_k_macro={"target": ucm_k_macro(target_result), "negative": ucm_k_macro(negative_result)},
                        accuracy=accuracy(acc_rows, ks), by_context=by_context,
                        records=records if keep_records else [])
@@ -448,7 +477,10 @@ def write_outputs(results: Sequence[ModelResult], sets: ContextSets, out: str | 
                "definitions": {
                    "rank": "1-based position among the row's candidates at that input",
                    "acc_without_context": "centre O_t in the top k at input0 (the prompt alone)",
-                   "acc_with_context": "centre O_t in the top k at the last input (the whole context)",
+                   "acc_with_context": "centre O_t in the top k at the last input (the whole context, as far as "
+                                       "it fits the model)",
+                   "records": "one per added segment S2.. (S1 too with include_first_segment), over inputs the "
+                              "model saw whole; num_records_truncated counts the others",
                    "acc_any_correct": "any correct object in the top k (BioLAMA's definition)",
                    "ucm_m": "top-level understand/confuse/misunderstand of 'target' and 'negative'",
                    "ucm_k": "per_relation; ucm_k_macro = their mean over relations"},
@@ -472,7 +504,7 @@ def _plain(value):
 def run_ucm(rankers: Sequence[tuple[str, object]], sets_dir: str | Path, out: str | Path, *,
             ks: Sequence[int] = DEFAULT_KS, sources: Sequence[str] | None = None,
             context_types: Sequence[str] | None = None, negative: bool = True,
-            relations: Sequence[str] | None = None, records: bool = False, skip_first_segment: bool = False,
+            relations: Sequence[str] | None = None, records: bool = False, skip_first_segment: bool = True,
             show: bool = True, progress: bool = True) -> tuple[list[ModelResult], list[Path]]:
     """Score the sets with each ``(label, ranker)``; print tables 1-3 and write JSON and the plot."""
     ks = tuple(sorted(set(ks)))

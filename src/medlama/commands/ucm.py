@@ -33,8 +33,9 @@ def register(subparsers) -> None:
     parser.add_argument("--pooling", choices=["cls", "mean"], help="retrieval: pooling (default: cls)")
     parser.add_argument("--distance", choices=["l2", "cosine"], help="retrieval: distance (default: l2)")
     parser.add_argument("--batch-size", type=int, help="inputs per forward pass")
-    parser.add_argument("--skip-first-segment", action="store_true",
-                        help="leave out each sequence's first record (input1 adds S1, whose entity is the centre)")
+    parser.add_argument("--include-first-segment", action="store_true",
+                        help="also count each sequence's first record (input1 adds S1, whose entity is the centre "
+                             "itself; left out by default, see medlama.ucm_run)")
     parser.add_argument("--records", action="store_true",
                         help="also write OUT/records.jsonl (every rank-change record)")
     parser.add_argument("--out", type=Path, default=Path("out/ucm"), help="folder for results.json and ucm.png")
@@ -63,9 +64,11 @@ def run(args: argparse.Namespace) -> int:
     results, written = run_ucm(rankers, args.sets, args.out, ks=args.ks, sources=args.sources,
                                context_types=args.context_types, negative=not args.no_negative,
                                relations=args.relations, records=args.records,
-                               skip_first_segment=args.skip_first_segment)
+                               skip_first_segment=not args.include_first_segment)
     for result in results:
+        cut = (f" ({result.num_records_truncated:,} more left out: an input over the model's length limit)"
+               if result.num_records_truncated else "")
         print(f"{result.label}: {result.settings.get('method')} ranker, {result.num_sequences:,} sequences, "
-              f"{result.num_records:,} records, {result.seconds:.1f} s")
+              f"{result.num_records:,} records{cut}, {result.seconds:.1f} s")
     print(f"wrote {', '.join(str(p) for p in written)}")
     return 0
