@@ -15,6 +15,7 @@ from pathlib import Path
 from medlama.probers.base import DEFAULT_KS, ProbeResult, probe
 from medlama.probers.contrastive import ContrastiveProber, RetrievalSettings
 from medlama.probers.queries import QuerySet
+from medlama.probers.report import mean_std
 
 
 @dataclass
@@ -25,11 +26,13 @@ class RecipeResult:
     #: per rewired model: {step: ProbeResult} over its checkpoints (figure 4), when asked for.
     checkpoints: list[dict[int, ProbeResult]] = field(default_factory=list)
     rewire_seconds: list[float] = field(default_factory=list)
+    #: held-out cloze self-retrieval (:mod:`medlama.trainers.heldout`) of the base and each rewired model
+    heldout_base: ProbeResult | None = None
+    heldout_rewired: list[ProbeResult] = field(default_factory=list)
 
     def summary(self, ks: Sequence[int] = DEFAULT_KS) -> dict:
-        """acc@k of the base model and mean / std over the rewired models, micro and macro."""
-        from medlama.probers.report import mean_std
-
+        """acc@k of the base model and mean / std over the rewired models, micro and macro (and the held-out
+        cloze self-retrieval, when scored)."""
         out: dict = {"base": {}, "rewired_mean": {}, "rewired_std": {}, "runs": len(self.rewired)}
         for average in ("micro", "macro"):
             for k in ks:
@@ -37,17 +40,28 @@ class RecipeResult:
                 out["base"][key] = self.base.acc(k, average)
                 mean, std = mean_std(self.rewired, k, average)
                 out["rewired_mean"][key], out["rewired_std"][key] = mean, std
+        if self.heldout_base is not None:
+            out["heldout_cloze"] = {"base": {}, "rewired_mean": {}, "rewired_std": {},
+                                    "pairs": len(self.heldout_base.ids)}
+            for k in (1, 10):
+                key = f"acc@{k}"
+                out["heldout_cloze"]["base"][key] = self.heldout_base.acc(k)
+                mean, std = mean_std(self.heldout_rewired, k)
+                out["heldout_cloze"]["rewired_mean"][key], out["heldout_cloze"]["rewired_std"][key] = mean, std
         return out
 
 
 def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str | Path, *,
                       model: str | Path | None = None, rewire_config=None,
                       probe_settings: RetrievalSettings = RetrievalSettings(),
-                      probe_checkpoints: bool = False, progress=print) -> RecipeResult:
+                      probe_checkpoints: bool = False, heldout: str | Path | None = None,
+                      progress=print) -> RecipeResult:
     """Probe ``model`` (default: the bundled encoder), rewire it on each corpus, and probe again.
 
     Rewired models go to ``out/rewired-<i>-<corpus name>`` (an interrupted run resumes there);
-    the returned result holds every probe.
+    the returned result holds every probe. ``heldout``: a sentence file none of ``corpora`` holds; every
+    model is also scored on its cloze self-retrieval (:mod:`medlama.trainers.heldout`), which tells
+    whether rewiring did its job whatever the model knows.
     """
     from medlama.defaults import default_model_path
     from medlama.trainers.contrastive_probe import RewireConfig, rewire
@@ -62,6 +76,20 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
              f"{len(queries.candidates):,} candidates)")
     base = probe(ContrastiveProber(base_model, probe_settings), queries, label="un-rewired")
     result = RecipeResult(base=base, rewired=[], models=[])
+    heldout_queries = None
+    if heldout is not None:
+        from medlama.trainers.heldout import cloze_self_retrieval, heldout_queries as make_heldout
+
+        used = {Path(corpus).resolve() for corpus in corpora}
+        if Path(heldout).resolve() in used:
+            from medlama.errors import MedlamaInputError
+
+            raise MedlamaInputError("the held-out corpus is one of the rewiring corpora; give a file none of them "
+                                    "holds", file=heldout)
+        heldout_queries = make_heldout(heldout, mask_ratio=config.mask_ratio)
+        progress(f"held-out cloze self-retrieval of the un-rewired model ({len(heldout_queries):,} pairs of "
+                 f"{Path(heldout).name})")
+        result.heldout_base = cloze_self_retrieval(base_model, heldout_queries, label="un-rewired")
     for index, corpus in enumerate(corpora):
         name = Path(corpus).name
         target = out / f"rewired-{index}-{name}"
@@ -73,6 +101,9 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
         probed = probe(ContrastiveProber(rewired.path, probe_settings), queries, label=f"rewired ({name})")
         result.rewired.append(probed)
         result.models.append(rewired.path)
+        if heldout_queries is not None:
+            result.heldout_rewired.append(cloze_self_retrieval(rewired.path, heldout_queries,
+                                                               label=f"rewired ({name})"))
         update_model_card_scores(rewired.path, {f"MedLAMA {queries.name}": _scores(probed)},
                                  source="medlama recipe (Contrastive-Probe retrieval, reference settings)")
         if probe_checkpoints:

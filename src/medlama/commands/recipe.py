@@ -29,6 +29,9 @@ def register(subparsers) -> None:
     parser.add_argument("--rewire-batch-size", type=int, help="override the preset's pairs per step")
     parser.add_argument("--probe-checkpoints", action="store_true",
                         help="also probe every saved checkpoint and plot acc per step (figure 4)")
+    parser.add_argument("--heldout", type=Path, metavar="FILE",
+                        help="a sentence file not among --corpus: also score every model's cloze self-retrieval on "
+                             "it (2,000 pairs), which shows whether rewiring did its job whatever the model knows")
     add_data_arguments(parser)
     add_retrieval_arguments(parser)
     parser.add_argument("--out", type=Path, default=Path("out/recipe"),
@@ -49,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
             raise MedlamaInputError(f"--repeat {args.repeat} needs 1 to {len(corpora)} corpora; "
                                     f"{len(corpora)} given")
         corpora = corpora[:args.repeat]
-    for corpus in corpora:
+    for corpus in [*corpora, *([args.heldout] if args.heldout else [])]:
         if not corpus.is_file():
             raise MedlamaInputError("corpus file not found", file=corpus)
     # The released corpora hold lines of 1-3 words (89 in pubmed_sents_no_punkt_10k_0) whose masked span
@@ -60,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
                              batch_size=args.batch_size)
     queries = load_queries(args)
     result = rewire_then_probe(queries, corpora, args.out, model=args.model, rewire_config=config,
-                               probe_settings=settings, probe_checkpoints=args.probe_checkpoints)
+                               probe_settings=settings, probe_checkpoints=args.probe_checkpoints,
+                               heldout=args.heldout)
 
     summary = result.summary()
     rows = [["un-rewired"] + [report.percent(summary["base"][f"acc@{k}"]) for k in (1, 5, 10)]
@@ -71,12 +75,24 @@ def run(args: argparse.Namespace) -> int:
     report.print_table(f"MedLAMA {queries.name}: before and after rewiring (%)",
                        ["model", "acc@1", "acc@5", "acc@10", "macro acc@1", "macro acc@5", "macro acc@10"], rows,
                        caption="mean ± sample std over rewiring corpora; micro over queries, macro over relations")
+    if "heldout_cloze" in summary:
+        cloze = summary["heldout_cloze"]
+        report.print_table(
+            f"Held-out cloze self-retrieval, {cloze['pairs']:,} pairs of {args.heldout.name} (%)",
+            ["model", "acc@1", "acc@10"],
+            [["un-rewired"] + [report.percent(cloze["base"][f"acc@{k}"]) for k in (1, 10)],
+             [f"rewired (n={len(result.rewired)})"]
+             + [f"{100 * cloze['rewired_mean'][f'acc@{k}']:.2f} ± {100 * cloze['rewired_std'][f'acc@{k}']:.2f}"
+                for k in (1, 10)]],
+            caption="the rewiring game on sentences no model trained on: each masked sentence retrieves its own "
+                    "span among all spans ([CLS], L2, as the probe)")
     report.print_per_relation([result.base] + result.rewired[:3])
     out = args.out
     report.write_json(out / "results.json", {
         "summary": summary, "query_set": queries.name, "probe_settings": result.base.settings,
         "rewire_config": config.to_dict(), "corpora": [str(c) for c in corpora],
         "rewired_models": [str(m) for m in result.models], "rewire_seconds": result.rewire_seconds,
+        "heldout": str(args.heldout) if args.heldout else None,
         "runs": [r.to_json() for r in [result.base, *result.rewired]],
     })
     runs = [result.base] + result.rewired[:3]
