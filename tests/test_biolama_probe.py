@@ -12,7 +12,6 @@ from datasets import load_dataset
 
 from medlama.cli import main
 from medlama.datasets.biolama import write_biolama
-from medlama.defaults import default_model_path
 from medlama.errors import MedlamaInputError
 from medlama.probers.base import Prober, probe
 from medlama.probers.biolama_queries import by_source, load_biolama_queries
@@ -38,18 +37,9 @@ def biolama_dir(release_dir, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tiny_mlm(tmp_path_factory) -> Path:
+def tiny_mlm(make_tiny_bert) -> Path:
     """A 2-layer BERT with an MLM head and the bundled model's vocabulary: usable by encoder and MLM probers."""
-    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
-
-    folder = tmp_path_factory.mktemp("tiny-bert-mlm")
-    tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)
-    BertForMaskedLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return make_tiny_bert("tiny-bert-mlm", mlm=True)
 
 
 def test_queries_gold_and_candidates(biolama_dir):

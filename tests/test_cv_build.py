@@ -165,7 +165,8 @@ def test_medlama_adapter_triples_pools_and_correct_objects(medlama_folder):
         knowledge_base_from_medlama(medlama_folder / "data")
 
 
-def test_biolama_adapter_types_aliases_and_relation_pools(tmp_path):
+def built_biolama_fixture(tmp_path: Path):
+    """The BioLAMA fixture release of ``test_biolama_fixture.py`` built into ``tmp_path / "biolama"``; its module."""
     from medlama.datasets.biolama import write_biolama
 
     spec = importlib.util.spec_from_file_location("biolama_fixture",
@@ -174,6 +175,11 @@ def test_biolama_adapter_types_aliases_and_relation_pools(tmp_path):
     spec.loader.exec_module(fx)
     fx.write_release(tmp_path / "release")
     write_biolama(tmp_path / "biolama", tmp_path / "release", progress=False)
+    return fx
+
+
+def test_biolama_adapter_types_aliases_and_relation_pools(tmp_path):
+    fx = built_biolama_fixture(tmp_path)
     kb = knowledge_base_from_biolama(tmp_path / "biolama", "all")
     assert len(kb) == sum(len(objects) for source in fx.RELEASE.values() for _, subjects in source.values()
                           for (_, _, objects), split in zip(subjects, fx.SPLIT_OF) if split == "test")
@@ -295,14 +301,7 @@ def test_umls_tag_follows_the_biolama_sources(tmp_path):
     """BioLAMA sets are UMLS-derived only with the `umls` source; no MIMIC source, no `mimic` tag."""
     from datasets import load_dataset
 
-    from medlama.datasets.biolama import write_biolama
-
-    spec = importlib.util.spec_from_file_location("biolama_fixture",
-                                                  Path(__file__).with_name("test_biolama_fixture.py"))
-    fx = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fx)
-    fx.write_release(tmp_path / "release")
-    write_biolama(tmp_path / "biolama", tmp_path / "release", progress=False)
+    built_biolama_fixture(tmp_path)
     kb = knowledge_base_from_biolama(tmp_path / "biolama", "all")
     sentences = tmp_path / "sentences.txt"  # a sentence naming the subject and the target of every triple
     sentences.write_text("".join(f"{t.subject.name} is linked with {t.target.name}.\n" for t in kb), encoding="utf-8")

@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from medlama.cli import main
-from medlama.defaults import default_model_path
 from medlama.errors import MedlamaInputError
 from medlama.probers.context_rankers import MaskedLMRanker, RetrievalRanker, make_ranker, ranks_from_scores
 from medlama.ucm_run import load_sets, sequence_records, ucm
@@ -39,37 +38,16 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def _config(tokenizer):
-    from transformers import BertConfig
-
-    return BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                      intermediate_size=64, max_position_embeddings=128)
-
-
 @pytest.fixture(scope="module")
-def tiny_mlm(tmp_path_factory) -> Path:
+def tiny_mlm(make_tiny_bert) -> Path:
     """A 2-layer BERT with an MLM head and the bundled model's vocabulary."""
-    from transformers import AutoTokenizer, BertForMaskedLM
-
-    folder = tmp_path_factory.mktemp("cv-tiny-mlm")
-    tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
-    torch.manual_seed(0)
-    BertForMaskedLM(_config(tokenizer)).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return make_tiny_bert("cv-tiny-mlm", mlm=True)
 
 
 @pytest.fixture(scope="module")
-def tiny_encoder(tmp_path_factory) -> Path:
+def tiny_encoder(make_tiny_bert) -> Path:
     """The same architecture without the MLM head (as `medlama rewire` saves encoders)."""
-    from transformers import AutoTokenizer, BertModel
-
-    folder = tmp_path_factory.mktemp("cv-tiny-encoder")
-    tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
-    torch.manual_seed(1)
-    BertModel(_config(tokenizer)).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return make_tiny_bert("cv-tiny-encoder", seed=1)
 
 
 @pytest.fixture(scope="module")

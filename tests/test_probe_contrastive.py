@@ -99,18 +99,9 @@ def test_reference_preset_equals_reference_code_query_for_query(two_relations, m
 
 
 @pytest.fixture(scope="module")
-def tiny_encoder(tmp_path_factory):
+def tiny_encoder(make_tiny_bert):
     """A 3-layer BERT with the bundled model's vocabulary, saved like a user's checkpoint."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    folder = tmp_path_factory.mktemp("tiny-bert")
-    tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return make_tiny_bert("tiny-bert", layers=3)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from medlama.cli import main
-from medlama.defaults import default_model_path
 from medlama.probers.base import probe
 from medlama.probers.contrastive import ContrastiveProber, settings_from
 from medlama.probers.queries import load_medlama_queries
@@ -22,18 +21,8 @@ RELATIONS = ["associated_morphology_of"]
 
 
 @pytest.fixture(scope="module")
-def tiny_encoder(tmp_path_factory) -> Path:
-    """A 2-layer BERT with the bundled model's vocabulary, saved like a user's checkpoint."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    folder = tmp_path_factory.mktemp("recipe-tiny-bert")
-    tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+def tiny_encoder(make_tiny_bert) -> Path:
+    return make_tiny_bert("recipe-tiny-bert")
 
 
 @pytest.fixture(scope="module")
