@@ -62,8 +62,14 @@ def main() -> None:
         "texts_per_second": texts / (names_seconds + queries_seconds),
         "probe_wall_seconds": result.seconds, "acc@1": result.acc(1), "acc@10": result.acc(10),
     }
+
+    def shown(key: str, value) -> str:
+        if key.startswith("acc@"):
+            return f"{100 * value:.2f}%"
+        return f"{value:,.1f}" if isinstance(value, float) else str(value)
+
     print_table(f"probe speed: MedLAMA {args.config}, {Path(model).name}", ["figure", "value"],
-                [[key, f"{value:,.1f}" if isinstance(value, float) else str(value)] for key, value in figures.items()])
+                [[key, shown(key, value)] for key, value in figures.items()])
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
 
