@@ -174,31 +174,27 @@ def rank_sequences(ranker, sets: ContextSets, *, block_rows: int = 64, progress:
                     where[entity_id] = len(ids)
                     ids.append(entity_id)
                     names.append(name)
-        prompt_scores: dict[str, np.ndarray] = {}
-        prompt_whole: dict[str, bool] = {}
+        # (scores, seen whole) of each triple's input0, the prompt alone: shared by all its rows, scored once
+        prompts: dict[str, tuple[np.ndarray, bool]] = {}
         group = group.sort_values(["triple_id", "negative", "context_type", "position"], kind="stable")
         positions = group["position"].tolist()
         for start in range(0, len(positions), block_rows):
             block = sets.rows.select(positions[start:start + block_rows]).to_list()
-            texts = [text for row in block for text in row["inputs"] if text not in prompt_scores]
-            unique = list(dict.fromkeys(texts))
-            scored = ranker.scores(unique, names) if unique else np.empty((0, len(names)))
-            lookup = {text: scored[i] for i, text in enumerate(unique)}
-            fits = dict(zip(unique, ranker.whole(unique, names))) if unique else {}
+            unique = list(dict.fromkeys(text for row in block for text in row["inputs"] if text not in prompts))
+            scored = {} if not unique else dict(zip(unique, zip(ranker.scores(unique, names),
+                                                                ranker.whole(unique, names))))
             for row in block:
                 prompt = row["inputs"][0]
-                if prompt not in prompt_scores:
-                    prompt_scores[prompt] = lookup[prompt]
-                    prompt_whole[prompt] = fits[prompt]
-                matrix = np.stack([prompt_scores[text] if text in prompt_scores else lookup[text]
-                                   for text in row["inputs"]])
+                if prompt not in prompts:
+                    prompts[prompt] = scored[prompt]
+                inputs = [prompts[text] if text in prompts else scored[text] for text in row["inputs"]]
+                matrix = np.stack([scores for scores, _ in inputs])
                 correct = set(row["correct_ids"])
                 keep = [i for i, entity_id in enumerate(ids)
                         if entity_id != row["subject_id"] and (i < pool_size or entity_id in correct)]
                 ranks = ranks_from_scores(matrix[:, keep])
                 candidate_ids = [ids[i] for i in keep]
-                whole = np.array([prompt_whole[text] if text in prompt_whole else fits[text]
-                                  for text in row["inputs"]], dtype=bool)
+                whole = np.array([fits for _, fits in inputs], dtype=bool)
                 yield RankedSequence(row, ranks, {entity_id: j for j, entity_id in enumerate(candidate_ids)},
                                      candidate_ids, whole)
                 bar.update(1)
