@@ -344,8 +344,8 @@ def evaluate_model(ranker, sets: ContextSets, *, label: str, ks: Sequence[int] =
                 "num_records_correct": result["num_records_correct"], "num_records": result["num_records"]}
         by_context[f"{key[0]}/{key[1]}"] = entry
     return ModelResult(label=label, settings={**ranker.settings(), "skip_first_segment": skip_first_segment},
-                       seconds=round(seconds, 3), num_sequences=count,
-                       num_records=len(records), num_records_truncated=truncated, target=target_result, negative=negative_result,
+                       seconds=round(seconds, 3), num_sequences=count, num_records=len(records),
+                       num_records_truncated=truncated, target=target_result, negative=negative_result,
                        ucm_k_macro={"target": ucm_k_macro(target_result), "negative": ucm_k_macro(negative_result)},
                        accuracy=accuracy(acc_rows, ks), by_context=by_context,
                        records=records if keep_records else [])

@@ -43,7 +43,8 @@ def add_retrieval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--layer", type=int, help="hidden layer to probe (0 = embeddings, -1 = last)")
     parser.add_argument("--pooling", choices=["cls", "mean"], help="override the preset's pooling")
     parser.add_argument("--distance", choices=["l2", "cosine"], help="override the preset's distance")
-    parser.add_argument("--batch-size", type=int, help="texts per forward pass (default: the method's own: retrieval 128, mask-average 32, "
+    parser.add_argument("--batch-size", type=int,
+                        help="texts per forward pass (default: the method's own: retrieval 128, mask-average 32, "
                              "mask-predict 16 queries x beam, generative 16)")
 
 
