@@ -15,7 +15,6 @@ learning rate, a corpus of the wrong kind).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from medlama.defaults import MASK_PLACEHOLDER
@@ -52,7 +51,7 @@ def heldout_queries(corpus: str | Path, *, pairs: int = DEFAULT_PAIRS, mask_rati
 def cloze_self_retrieval(model: str | Path, queries, *, label: str | None = None, top_k: int = 10):
     """Probe ``model`` on held-out cloze ``queries`` (:func:`heldout_queries`); a ``ProbeResult``."""
     from medlama.probers.base import probe
-    from medlama.probers.contrastive import PRESETS, ContrastiveProber
+    from medlama.probers.contrastive import ContrastiveProber, settings_from
 
-    settings = replace(PRESETS["reference"], query_max_length=MAX_LENGTH, name_max_length=MAX_LENGTH)
+    settings = settings_from("reference", query_max_length=MAX_LENGTH, name_max_length=MAX_LENGTH)
     return probe(ContrastiveProber(model, settings), queries, label=label, top_k=top_k)

@@ -100,16 +100,15 @@ def run(args: argparse.Namespace) -> int:
         config = args.config or "hard"
         kb = knowledge_base_from_medlama(args.medlama, config, relations=args.relations,
                                          prompt_column=args.prompt_column, limit=args.limit)
-        origin, folder, umls = f"MedLAMA `{config}`", args.medlama, True  # MedLAMA is all UMLS
+        origin, folder = f"MedLAMA `{config}`", args.medlama
     else:
         config = args.config or "all"
         kb = knowledge_base_from_biolama(args.biolama, config, split=args.split, relations=args.relations,
                                          limit=args.limit)
         origin, folder = f"BioLAMA `{config}`, split `{args.split}`", args.biolama
-        umls = any(triple.relation.startswith("umls_") for triple in kb)  # relations are <source>_<PID>
     print(f"{origin} ({folder}): {len(kb):,} triples, {len(kb.entities):,} entities", file=sys.stderr)
     build = build_context_variance(kb, specs, args.out, settings=settings, num_proc=args.num_proc,
-                                   index_root=args.index_dir, origin=origin, umls_derived=umls)
+                                   index_root=args.index_dir, origin=origin)  # UMLS provenance: the builder infers it from these
     if args.json:
         json.dump({"out": str(args.out), "sources": [asdict(s) for s in build.sources],
                    "configs": build.configs, "default_config": build.default_config}, sys.stdout, indent=2)
