@@ -32,17 +32,20 @@ def main() -> None:
 
     import torch
 
-    from medlama.datasets.medlama import cached_build
     from medlama.defaults import default_model_path
     from medlama.display import print_table
     from medlama.probers.base import probe
-    from medlama.probers.contrastive import ContrastiveProber, settings_from
     from medlama.probers.queries import load_medlama_queries
+    from medlama.probers.registry import make_prober
 
-    data = args.data or cached_build(args.source)
+    if args.data is None:
+        from medlama.datasets.medlama import cached_build  # builds (and scores hardness) only when needed
+
+        args.data = cached_build(args.source)
+    data = args.data
     queries = load_medlama_queries(data, args.config)
     model = args.model or str(default_model_path())
-    prober = ContrastiveProber(model, settings_from("reference", batch_size=args.batch_size))
+    prober = make_prober("retrieval", model, {"batch_size": args.batch_size})
     encoder = prober.encoder
 
     start = time.perf_counter()

@@ -4,7 +4,7 @@ Queries are real MedLAMA hard-set queries (human prompt, ``[X]`` filled with the
 from the release CSVs; the candidate set is every answer and head name of the relations used, as the
 reference builds it. Models:
 
-* ``contrastive`` on the bundled all-MiniLM-L6-v2 encoder (and on the tiny encoder);
+* ``retrieval`` on the bundled all-MiniLM-L6-v2 encoder (and on the tiny encoder);
 * ``mask-average`` and ``mask-predict`` (the paper's two X-FACTR settings) on a tiny BERT masked LM
   (hidden 32, 2 layers) with the bundled model's 30k-token vocabulary;
 * ``generative`` on a tiny T5 and a tiny BART (d_model 32, 1 + 1 layers) whose tokenizer is a unigram
@@ -13,7 +13,7 @@ reference builds it. Models:
 The tiny models are random, so their answers are meaningless: the figures measure the probers' own work
 (tokenisation, batching, decoding, ranking) plus small forward passes. Models are built in a temporary
 folder and loaded through the probers like a user's checkpoint; loading is not timed, but the work each
-``rank`` call does once for all queries is (contrastive: encoding every candidate; mask average:
+``rank`` call does once for all queries is (retrieval: encoding every candidate; mask average:
 tokenising them), so small ``--queries`` understate those two methods' rate.
 
     python benchmarks/bench_probers.py                       # 200 queries of every relation
@@ -34,7 +34,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 DEFAULT_SOURCE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "medlama"
-METHODS = ("contrastive", "mask-average", "mask-predict", "generative")
+METHODS = ("retrieval", "mask-average", "mask-predict", "generative")
 
 
 def load_queries(source: Path, limit: int):
@@ -110,25 +110,24 @@ def build_models(folder: Path) -> dict[str, Path]:
 
 def runs(paths: dict[str, Path], methods, max_tokens: int | None, top_k: int):
     """(method, setting label, model label, prober factory) to time."""
-    from medlama.probers import contrastive, generative, mask_average, mask_predict
+    from medlama.probers.registry import make_prober, settings_for
 
     table = []
-    if "contrastive" in methods:
+    if "retrieval" in methods:
         for model in ("bundled", "tiny-encoder"):
-            table.append(("contrastive", "reference", model,
-                          lambda m=model: contrastive.ContrastiveProber(paths[m], contrastive.settings_from())))
+            table.append(("retrieval", "reference", model, lambda m=model: make_prober("retrieval", paths[m])))
     if "mask-average" in methods:
         label = f"max tokens {max_tokens}" if max_tokens else "all lengths"
-        table.append(("mask-average", label, "tiny-mlm", lambda: mask_average.MaskAverageProber(
-            paths["tiny-mlm"], mask_average.settings_from(max_tokens=max_tokens))))
+        table.append(("mask-average", label, "tiny-mlm", lambda: make_prober(
+            "mask-average", paths["tiny-mlm"], {"max_tokens": max_tokens})))
     if "mask-predict" in methods:
         for preset in ("paper", "paper-order+order"):
-            table.append(("mask-predict", preset, "tiny-mlm", lambda p=preset: mask_predict.MaskPredictProber(
-                paths["tiny-mlm"], mask_predict.settings_from(p))))
+            table.append(("mask-predict", preset, "tiny-mlm", lambda p=preset: make_prober(
+                "mask-predict", paths["tiny-mlm"], settings_for("mask-predict", preset=p))))
     if "generative" in methods:
         for model in ("tiny-t5", "tiny-bart"):
-            table.append(("generative", f"beams {top_k}", model, lambda m=model: generative.GenerativeProber(
-                paths[m], generative.settings_from(max_answer_tokens=16))))
+            table.append(("generative", f"beams {top_k}", model, lambda m=model: make_prober(
+                "generative", paths[m], {"max_answer_tokens": 16})))
     return table
 
 
@@ -161,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         for method, setting, model, make in runs(paths, args.methods, args.max_tokens, args.top_k):
             prober = make()
             if args.threads:
-                torch.set_num_threads(args.threads)  # the contrastive encoder sets its own count
+                torch.set_num_threads(args.threads)  # the retrieval encoder sets its own count
             wall, cpu = time.perf_counter(), time.process_time()
             predictions = prober.rank(queries, top_k=args.top_k)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu

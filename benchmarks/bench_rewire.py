@@ -1,6 +1,6 @@
 """Rewire throughput: training pairs per second of Contrastive-Probe rewiring (issue 4).
 
-Runs the real pipeline (:func:`medlama.trainers.contrastive_probe.rewire`: cloze pairs, trainer, loss,
+Runs the real pipeline (:func:`medlama.trainers.trainer.rewire`: cloze pairs, trainer, loss,
 checkpoints, final model) on the bundled all-MiniLM-L6-v2 for a few steps per setting, into a temporary
 folder, and prints per-step times. "steady" excludes the first step (allocator and thread-pool warm-up) and
 the steps that also wrote a checkpoint; "best" is the fastest such step (the least disturbed by other work on
@@ -35,7 +35,8 @@ def measure(corpus: Path, model: str | None, batch_size: int, max_length: int, s
             precision: str, layer: int | None) -> dict:
     from transformers import TrainerCallback
 
-    from medlama.trainers.contrastive_probe import RewireConfig, rewire
+    from medlama.trainers.config import RewireConfig
+    from medlama.trainers.trainer import rewire
 
     class StepTimes(TrainerCallback):
         def __init__(self) -> None:
@@ -49,8 +50,8 @@ def measure(corpus: Path, model: str | None, batch_size: int, max_length: int, s
             self.times.append((state.global_step, time.perf_counter() - self._t, time.process_time() - self._c))
 
     config = RewireConfig.preset("paper", model=model, steps=steps, batch_size=batch_size, max_length=max_length,
-                                 save_steps=save_steps, precision=precision, layer=layer, logging_steps=steps)
-    config.skip_short_lines = True
+                                 save_steps=save_steps, precision=precision, layer=layer, logging_steps=steps,
+                                 skip_short_lines=True)
     timer = StepTimes()
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()

@@ -53,12 +53,15 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("out/cv_real_text"))
     args = parser.parse_args()
 
-    from medlama.datasets.context_variance.builder import BuildSettings, CorpusSpec, build_context_variance
+    from medlama.datasets.context_variance import BuildSettings, CorpusSpec, build_context_variance
     from medlama.datasets.context_variance.kb_adapters import knowledge_base_from_medlama
     from medlama.defaults import default_model_path
     from medlama.display import print_table
-    from medlama.probers.context_rankers import RetrievalRanker
-    from medlama.ucm_run import SHARES, load_sets, evaluate_model, print_tables, ucm, ucm_k_macro, write_outputs
+    from medlama.ucm.evaluation import evaluate_model
+    from medlama.ucm.rankers import RetrievalRanker
+    from medlama.ucm.report import print_tables, write_outputs
+    from medlama.ucm.scores import SHARES, ucm, ucm_k_macro
+    from medlama.ucm.sets import load_sets
 
     work = args.work or Path(tempfile.mkdtemp(prefix="cv-real-text-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -91,7 +94,8 @@ def main() -> int:
     rewired = args.rewired
     how = f"given ({rewired})"
     if rewired is None:
-        from medlama.trainers.contrastive_probe import RewireConfig, rewire
+        from medlama.trainers.config import RewireConfig
+        from medlama.trainers.trainer import rewire
 
         rewired = work / "rewired-demo"
         config = RewireConfig.preset("demo")

@@ -5,13 +5,13 @@ from github.com/dmis-lab/BioLAMA). Where it comes from, in order of precedence:
 
 1. ``source`` passed by the caller (``medlama build biolama --source PATH``);
 2. the environment variable ``BIOLAMA_SOURCE``;
-3. a download of the pinned URL into a cache (``$MEDLAMA_CACHE/biolama``, else
-   ``~/.cache/medlama/biolama``), verified against a SHA-256 before it is used.
+3. a download of the pinned URL by ``BiolamaBuilder`` through the ``datasets`` download manager into its
+   cache, verified against a SHA-256 before it is extracted.
 
 **The archive's SHA-256 is not pinned yet** (``ARCHIVE_SHA256 is None``): it could not be downloaded
 where this code was written. Until it is, the download refuses to proceed unless it is given a hash to
 check against (``sha256=`` / ``--sha256 HASH`` / ``$BIOLAMA_SHA256``) or told explicitly to accept the file
-unchecked (``verify=False`` / ``--no-verify``). Verification is never skipped silently: a build records
+unchecked (``verify_checksums=False`` / ``--no-verify``). Verification is never skipped silently: a build records
 whether its input was verified, and the dataset card says so.
 
 A source is the archive (``.tar.gz`` / ``.tgz`` / ``.tar`` / ``.zip``) or an extracted folder: the
@@ -28,11 +28,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import tarfile
 import tempfile
-import urllib.error
-import urllib.request
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -58,10 +55,8 @@ SPLITS = ("train", "dev", "test")
 PROMPT_FILE = "prompts/manual.jsonl"
 SOURCE_ENV = "BIOLAMA_SOURCE"
 SHA256_ENV = "BIOLAMA_SHA256"
-CACHE_ENV = "MEDLAMA_CACHE"
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclass(frozen=True)
@@ -140,64 +135,6 @@ def expected_sha256(sha256: str | None = None) -> str | None:
     return value
 
 
-def cache_root(cache_dir: str | Path | None = None) -> Path:
-    return Path(cache_dir or os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "medlama")
-
-
-def _not_pinned_error(url: str) -> MedlamaInputError:
-    return MedlamaInputError(
-        "the SHA-256 of the BioLAMA archive is not pinned in this version of medlama, so a download cannot be "
-        f"verified: pass --sha256 HASH (or set ${SHA256_ENV}) with the hash of a copy you trust, or --no-verify "
-        "to accept the download unchecked; offline, pass --source with a local data.tar.gz or extracted folder",
-        file=url)
-
-
-def download(url: str = URL, sha256: str | None = None, *, verify: bool = True,
-             cache_dir: str | Path | None = None) -> tuple[Path, str | None]:
-    """Fetch the archive into the cache (reusing a verified copy); return its path and the hash it matched.
-
-    Without a hash to check (none given, none in ``$BIOLAMA_SHA256``, none pinned) this refuses unless
-    ``verify=False``. The file only lands in the cache once complete and verified.
-    """
-    expected = expected_sha256(sha256)
-    if expected is None and verify:
-        raise _not_pinned_error(url)
-    folder = cache_root(cache_dir) / "biolama"
-    target = folder / (f"data-{expected[:16]}.tar.gz" if expected and verify else "data-unverified.tar.gz")
-    if target.is_file():
-        if not verify:
-            return target, None
-        if sha256_of(target) == expected:
-            return target, expected
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".download-", suffix=".part")
-    try:
-        try:
-            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
-                shutil.copyfileobj(response, out, 1 << 20)
-        except (OSError, urllib.error.URLError, ValueError) as error:
-            raise MedlamaInputError(f"download failed ({error}); offline, pass --source with a local data.tar.gz "
-                                    f"or extracted folder (or set ${SOURCE_ENV})", file=url) from error
-        with open(tmp, "rb") as handle:
-            head = handle.read(512)
-        if not head.startswith(_GZIP_MAGIC):
-            hint = " (a web page: Google Drive may ask for a confirmation)" if b"<html" in head.lower() else ""
-            raise MedlamaInputError(f"the download is not a gzip archive{hint}; download data.tar.gz by hand "
-                                    "from the link in github.com/dmis-lab/BioLAMA and pass it with --source",
-                                    file=url)
-        if verify:
-            actual = sha256_of(Path(tmp))
-            if actual != expected:
-                raise MedlamaInputError(f"checksum mismatch after download: SHA-256 {actual}, expected {expected}",
-                                        file=url)
-        os.replace(tmp, target)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return target, expected if verify else None
-
-
-
-
 def _is_data_root(folder: Path) -> bool:
     return any((folder / source / "triples_processed").is_dir() for source in SOURCES)
 
@@ -215,44 +152,42 @@ def find_data_root(folder: Path) -> Path | None:
 
 
 @contextmanager
-def open_release(source: str | Path | None = None, *, sha256: str | None = None, verify: bool = True,
-                 cache_dir: str | Path | None = None, url: str = URL) -> Iterator[BiolamaRelease]:
-    """Yield the release found at ``source`` (or ``$BIOLAMA_SOURCE``, or downloaded), checked as described above."""
+def open_release(source: str | Path | None = None, *, sha256: str | None = None,
+                 verify_checksums: bool = True) -> Iterator[BiolamaRelease]:
+    """Yield the local release found at ``source`` (or ``$BIOLAMA_SOURCE``), checked as described above.
+
+    The download of ``URL`` is ``medlama.datasets.biolama.BiolamaBuilder``'s, through the ``datasets``
+    download manager and its cache.
+    """
     source = source or os.environ.get(SOURCE_ENV)
+    if source is None:
+        raise MedlamaInputError(f"no local BioLAMA release: pass a source or set ${SOURCE_ENV}")
     with tempfile.TemporaryDirectory(prefix="biolama-src-") as scratch:
-        if source is None:
-            archive, matched = download(url, sha256, verify=verify, cache_dir=cache_dir)
-            extract_archive(archive, Path(scratch))
-            searched, origin, verified = Path(scratch), url, matched is not None
-            digest = matched or sha256_of(archive)
-            verification = (f"downloaded, SHA-256 {digest} checked against the expected hash" if verified else
-                            f"downloaded with --no-verify, SHA-256 {digest} not checked")
+        path = Path(source).expanduser()
+        if not path.exists():
+            raise MedlamaInputError("BioLAMA source not found", file=path)
+        origin = str(path)
+        if path.is_file():
+            expected = expected_sha256(sha256) if verify_checksums else None
+            digest = sha256_of(path)
+            if expected is not None and digest != expected:
+                raise MedlamaInputError(f"checksum mismatch: SHA-256 {digest}, expected {expected}; pass "
+                                        "--no-verify to build from a modified copy on purpose", file=path)
+            extract_archive(path, Path(scratch))
+            searched, verified = Path(scratch), expected is not None
+            verification = (f"local archive, SHA-256 {digest} checked against the expected hash" if verified else
+                            f"local archive, SHA-256 {digest} not checked (--no-verify)" if not verify_checksums else
+                            f"local archive, SHA-256 {digest} not checked: no trusted hash pinned or given")
         else:
-            path = Path(source).expanduser()
-            if not path.exists():
-                raise MedlamaInputError("BioLAMA source not found", file=path)
-            origin = str(path)
-            if path.is_file():
-                expected = expected_sha256(sha256) if verify else None
-                digest = sha256_of(path)
-                if expected is not None and digest != expected:
-                    raise MedlamaInputError(f"checksum mismatch: SHA-256 {digest}, expected {expected}; pass "
-                                            "--no-verify to build from a modified copy on purpose", file=path)
-                extract_archive(path, Path(scratch))
-                searched, verified = Path(scratch), expected is not None
-                verification = (f"local archive, SHA-256 {digest} checked against the expected hash" if verified else
-                                f"local archive, SHA-256 {digest} not checked (--no-verify)" if not verify else
-                                f"local archive, SHA-256 {digest} not checked: no trusted hash pinned or given")
-            else:
-                if sha256:
-                    raise MedlamaInputError("--sha256 checks an archive; an extracted folder has no checksum "
-                                            "(pass data.tar.gz itself)", file=path)
-                searched, verified, digest = path, False, None
-                verification = "an extracted folder, which has no checksum to check"
+            if sha256:
+                raise MedlamaInputError("--sha256 checks an archive; an extracted folder has no checksum "
+                                        "(pass data.tar.gz itself)", file=path)
+            searched, verified, digest = path, False, None
+            verification = "an extracted folder, which has no checksum to check"
         root = find_data_root(searched)
         if root is None:
             raise MedlamaInputError("no BioLAMA release here: expected data/{ctd,umls,wikidata}/triples_processed/ "
-                                    "(the layout of data.tar.gz)", file=source or url)
+                                    "(the layout of data.tar.gz)", file=source)
         yield BiolamaRelease(root=root, verified=verified, archive_sha256=digest, origin=origin,
                              verification=verification)
 

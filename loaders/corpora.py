@@ -22,7 +22,8 @@ named directly is read whatever its extension.
 * :func:`read_mimic_notes`: MIMIC-III ``NOTEEVENTS.csv`` or ``.csv.gz`` (ROW_ID, SUBJECT_ID, HADM_ID,
   CHARTDATE, CHARTTIME, STORETIME, CATEGORY, DESCRIPTION, CGID, ISERROR, TEXT). ``ROW_ID`` and ``TEXT``
   are required, the other columns are carried along when present; notes flagged ``ISERROR`` are
-  skipped unless asked for.
+  skipped unless asked for. The CSV is read strictly (:mod:`medlama.loaders.noteevents`): a broken
+  record stops the reading, or is left out and reported with ``on_bad_record="skip"``.
 * :func:`read_pmc_articles`: PMC open-access articles as JATS XML (``.xml``/``.nxml``: title, abstract
   and body paragraphs) or plain text (``.txt``, one article per file).
 * :func:`read_jsonl`: JSON Lines (``.jsonl``/``.json``, optionally ``.gz``) with a configurable text field.
@@ -43,11 +44,13 @@ import hashlib
 import json
 import os
 import re
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from medlama.errors import MedlamaInputError
+from medlama.loaders.noteevents import BadRecord, NoteRecords
 
 #: Columns of MIMIC-III NOTEEVENTS.csv, in file order.
 MIMIC_COLUMNS = ("ROW_ID", "SUBJECT_ID", "HADM_ID", "CHARTDATE", "CHARTTIME", "STORETIME", "CATEGORY",
@@ -55,6 +58,10 @@ MIMIC_COLUMNS = ("ROW_ID", "SUBJECT_ID", "HADM_ID", "CHARTDATE", "CHARTTIME", "S
 MIMIC_REQUIRED = ("ROW_ID", "TEXT")
 #: Metadata kept from a note besides ``doc_id`` (ROW_ID) and ``text`` (TEXT).
 MIMIC_METADATA = ("SUBJECT_ID", "HADM_ID", "CHARTDATE", "CATEGORY", "DESCRIPTION")
+#: What a MIMIC reader does with a record the CSV does not hold cleanly: stop with an error, or leave it out.
+ON_BAD_RECORD = ("error", "skip")
+#: How many left-out records the note on stderr lists.
+REPORTED_BAD_RECORDS = 5
 
 FORMATS = ("mimic", "pmc", "jsonl", "text")
 PMC_SUFFIXES = (".xml", ".nxml", ".txt")
@@ -67,7 +74,7 @@ NOT_TEXT = re.compile(r"^(?:(?:md5|sha\d*|b2|check)sums?|readme|licen[cs]e|copyi
                       r"changes)$", re.IGNORECASE)
 #: Part of every corpus fingerprint: raised whenever the records read from the same files change (ids,
 #: the files a folder gives), so that indexes built by an earlier version are rebuilt, not reused.
-READER_VERSION = 2
+READER_VERSION = 3
 _CSV_FIELD_LIMIT = 2**31 - 1
 #: A corpus file and its label (see the module docstring), as the record generators receive them.
 CorpusFile = tuple[str, str]
@@ -275,20 +282,30 @@ def _mimic_header(file: str) -> dict[str, int]:
 
 
 def read_mimic_notes(paths: str | Path | Iterable[str | Path], *, categories: Iterable[str] | None = None,
-                     include_errors: bool = False):
+                     include_errors: bool = False, on_bad_record: str = "error"):
     """MIMIC-III notes: ``doc_id`` (ROW_ID), ``text`` (TEXT) and the :data:`MIMIC_METADATA` columns
     (lower-cased names; empty when the file lacks them).
 
     ``categories`` keeps only notes of these categories (case-insensitive, e.g. ``["Discharge summary"]``);
     notes with ``ISERROR`` set are skipped unless ``include_errors``.
+
+    A record the CSV does not hold cleanly (an unterminated or stray quote, a field that swallowed the
+    records after it, too many or too few fields, a ROW_ID that is no whole number: see
+    :mod:`medlama.loaders.noteevents`) stops the reading with an error naming the file, the line the
+    record starts on and its number (``on_bad_record="error"``), or is left out (``"skip"``); then each
+    file with bad records gets one note on stderr when it has been read: how many were left out and
+    where the first :data:`REPORTED_BAD_RECORDS` are.
     """
+    if on_bad_record not in ON_BAD_RECORD:
+        raise MedlamaInputError(f"on_bad_record must be one of {list(ON_BAD_RECORD)}, not {on_bad_record!r}",
+                                field="on_bad_record")
     files = _files(paths, "mimic")
     for file, _ in files:
         _mimic_header(file)  # missing columns are reported now, not at the first read
     # A tuple, not a list: datasets would shard over a list (see _dataset).
     wanted = None if categories is None else tuple(sorted({c.strip().lower() for c in categories}))
     return _dataset(_mimic_records, files, _features(name.lower() for name in MIMIC_METADATA),
-                    categories=wanted, include_errors=include_errors)
+                    categories=wanted, include_errors=include_errors, skip=on_bad_record == "skip")
 
 
 def _mimic_error(message: str, file: str, line: int, record: int, field: str | None = None,
@@ -301,37 +318,31 @@ def _mimic_error(message: str, file: str, line: int, record: int, field: str | N
 
 
 def _mimic_records(files: tuple[CorpusFile, ...], categories: tuple[str, ...] | None,
-                   include_errors: bool) -> Iterator[dict]:
-    yield from _unique_ids(lambda: _mimic_located(files, categories, include_errors),
+                   include_errors: bool, skip: bool = False) -> Iterator[dict]:
+    yield from _unique_ids(lambda: _mimic_located(files, categories, include_errors, skip),
                            "ROW_ID repeats: is a notes file read twice?")
 
 
+def _report_skipped(file: str, skipped: list[BadRecord]) -> None:
+    shown = "; ".join(f"{_place(file, bad.line, bad.record)}: {bad.message}" for bad in skipped[:REPORTED_BAD_RECORDS])
+    more = f"; and {len(skipped) - REPORTED_BAD_RECORDS} more" if len(skipped) > REPORTED_BAD_RECORDS else ""
+    print(f"medlama: note: {file}: left out {len(skipped)} bad record(s) (on_bad_record=skip): {shown}{more}",
+          file=sys.stderr)
+
+
 def _mimic_located(files: tuple[CorpusFile, ...], categories: tuple[str, ...] | None,
-                   include_errors: bool) -> Iterator[Located]:
+                   include_errors: bool, skip: bool = False) -> Iterator[Located]:
     csv.field_size_limit(_CSV_FIELD_LIMIT)  # notes run to tens of thousands of characters
     wanted = None if categories is None else set(categories)
     for file, _ in files:
         positions = _mimic_header(file)
-        width = max(positions.values()) + 1
         row_id, text_at = positions["ROW_ID"], positions["TEXT"]
         error_at, category_at = positions.get("ISERROR"), positions.get("CATEGORY")
         metadata = [(name.lower(), positions.get(name)) for name in MIMIC_METADATA]
         with _open_text(file) as handle:
-            reader = csv.reader(handle)
-            number = 0  # records read (the header is none)
-            start = 1  # the physical line the record being read starts on
+            records = NoteRecords(handle, skip=skip)
             try:
-                next(reader)
-                start = reader.line_num + 1
-                for row in reader:
-                    line, start = start, reader.line_num + 1
-                    if not row:
-                        continue  # a blank line is no record
-                    number += 1
-                    if len(row) < width:
-                        raise _mimic_error(f"{len(row)} fields where the header has {width}", file, line, number)
-                    if not row[row_id].strip():
-                        raise _mimic_error("empty ROW_ID", file, line, number, field="ROW_ID")
+                for row, line, number in records:
                     if not include_errors and error_at is not None and row[error_at].strip() not in ("", "0"):
                         continue
                     if wanted is not None and (category_at is None
@@ -342,13 +353,15 @@ def _mimic_located(files: tuple[CorpusFile, ...], categories: tuple[str, ...] | 
                         record[name] = row[at] if at is not None else ""
                     record["source"] = file
                     yield record, line, number
-            except csv.Error as error:
-                raise _mimic_error(f"malformed CSV: {error}", file, start, number + 1,
-                                   stopped=reader.line_num) from None
+            except BadRecord as bad:
+                raise _mimic_error(bad.message, file, bad.line, bad.record, bad.field, bad.stopped) from None
             except UnicodeDecodeError as error:
-                raise _mimic_error(f"not UTF-8 at or after this record: {error}", file, start, number + 1) from None
+                raise _mimic_error(f"not UTF-8 at or after this record: {error}", file, records.start,
+                                   records.number + 1) from None
             except (OSError, EOFError) as error:  # a truncated .gz
-                raise _mimic_error(f"cannot read: {error}", file, start, number + 1) from None
+                raise _mimic_error(f"cannot read: {error}", file, records.start, records.number + 1) from None
+        if records.skipped:
+            _report_skipped(file, records.skipped)
 
 
 # -------------------------------------------------------------------------------------------- PMC

@@ -4,26 +4,29 @@ Where the files come from, in order of precedence:
 
 1. ``source`` passed by the caller (``medlama build medlama --source PATH``);
 2. the environment variable ``MEDLAMA_SOURCE`` (for CI and offline users);
-3. a download of the pinned commit's raw files into a cache (``$MEDLAMA_CACHE``, else
-   ``~/.cache/medlama``), each verified against its pinned SHA-256 before it is used.
+3. a download of the pinned commit's raw files (``BASE_URL``) by ``MedlamaBuilder`` through the
+   ``datasets`` download manager into its cache, each verified against its pinned SHA-256 before it is used.
 
 A source is a folder holding ``prompts.csv`` and ``2021AA/`` (upstream's ``data/medlama``), a folder
 holding ``data/medlama/`` (a checkout of the repository), or a ``.tar.gz`` / ``.tgz`` / ``.zip``
-archive of either. Local files are verified against the same checksums unless ``verify=False``.
+archive of either. Local files are verified against the same checksums unless ``verify_checksums=False``.
+A data file the release does not have (``2021AA/may_cure_1000.csv``) is never read: it is reported (a
+warning, and :attr:`MedlamaRelease.unexpected_files` for the build report).
 
 Reading validates every row and stops at the first problem with an error that names the file, the
-row and the field.
+row and the field: bytes that are not UTF-8, a row with the wrong number of fields, a query (head CUI
+and name) listed twice in one file, a bad value.
 """
 
 from __future__ import annotations
 
 import ast
 import csv
+import io
 import os
-import shutil
 import tarfile
 import tempfile
-import urllib.request
+import warnings
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,7 +40,6 @@ COMMIT = "8a314d11c3b8538a7ec522f668b7fbe0394caa9d"
 BASE_URL = f"https://raw.githubusercontent.com/cambridgeltl/medlama/{COMMIT}/data/medlama"
 RELEASE = "2021AA"
 SOURCE_ENV = "MEDLAMA_SOURCE"
-CACHE_ENV = "MEDLAMA_CACHE"
 
 #: SHA-256 of every file of the release at the pinned commit, relative to ``data/medlama``.
 SHA256 = {
@@ -119,10 +121,13 @@ class Prompt:
 
 @dataclass(frozen=True)
 class MedlamaRelease:
-    """A verified release on disk."""
+    """A release on disk; ``verified`` when every pinned file matched its SHA-256."""
 
     root: Path
     verified: bool
+    #: Data files found beside the release's that it does not have (relative POSIX paths), never read;
+    #: the build report lists them.
+    unexpected_files: tuple[str, ...] = ()
 
     def full_file(self, relation: str) -> Path:
         return self.root / RELEASE / f"{relation}_1000.csv"
@@ -151,6 +156,26 @@ def verify(root: Path) -> None:
                 "pass --no-verify (verify=False) to build from a modified copy on purpose", file=path)
 
 
+def unexpected_files(root: Path) -> tuple[str, ...]:
+    """Files under ``root/2021AA/`` and CSV files beside ``prompts.csv`` that the pinned release does not have
+    (hidden files aside; notes such as a README beside the data are not data)."""
+    found = [path for path in (root / RELEASE).rglob("*") if path.is_file()] if (root / RELEASE).is_dir() else []
+    found += [path for path in root.glob("*.csv") if path.is_file()]
+    relative = (path.relative_to(root).as_posix() for path in found)
+    return tuple(sorted(name for name in relative
+                        if name not in SHA256 and not any(part.startswith(".") for part in name.split("/"))))
+
+
+def _found(root: Path, verified: bool) -> MedlamaRelease:
+    """The release at ``root``, warning about files it does not have (they are not read)."""
+    extra = unexpected_files(root)
+    if extra:
+        shown = ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+        warnings.warn(f"{root}: {len(extra)} file(s) that the MedLAMA release (commit {COMMIT[:12]}) does not have "
+                      f"are left out: {shown}", stacklevel=3)
+    return MedlamaRelease(root, verified=verified, unexpected_files=extra)
+
+
 def _release_root(folder: Path) -> Path | None:
     for candidate in (folder, folder / "data" / "medlama"):
         if (candidate / "prompts.csv").is_file() or (candidate / RELEASE).is_dir():
@@ -177,43 +202,16 @@ def extract_archive(archive: Path, into: Path) -> None:
         raise MedlamaInputError(f"cannot read archive (truncated or corrupt?): {error}", file=archive) from error
 
 
-def download(cache_dir: Path | None = None, base_url: str = BASE_URL) -> Path:
-    """Fetch every pinned file into the cache (skipping verified ones) and return the release root."""
-    cache_dir = Path(cache_dir or os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "medlama")
-    root = cache_dir / f"medlama-{COMMIT[:12]}"
-    from tqdm.auto import tqdm
-
-    for relative, expected in tqdm(sorted(SHA256.items()), desc="MedLAMA release", unit="file"):
-        path = root / relative
-        if path.is_file() and sha256_of(path) == expected:
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        url = f"{base_url.rstrip('/')}/{relative}"
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        try:
-            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
-                shutil.copyfileobj(response, out)
-            actual = sha256_of(Path(tmp))
-            if actual != expected:
-                raise MedlamaInputError(f"checksum mismatch after download: SHA-256 {actual}, expected {expected}",
-                                        file=url)
-            os.replace(tmp, path)
-        except OSError as error:
-            raise MedlamaInputError(f"download failed ({error}); use --source or ${SOURCE_ENV} offline",
-                                    file=url) from error
-        finally:
-            Path(tmp).unlink(missing_ok=True)
-    return root
-
-
 @contextmanager
-def open_release(source: str | Path | None = None, *, verify_checksums: bool = True,
-                 cache_dir: Path | None = None, base_url: str = BASE_URL) -> Iterator[MedlamaRelease]:
-    """Yield the release found at ``source`` (or ``$MEDLAMA_SOURCE``, or downloaded), verified."""
+def open_release(source: str | Path | None = None, *, verify_checksums: bool = True) -> Iterator[MedlamaRelease]:
+    """Yield the local release found at ``source`` (or ``$MEDLAMA_SOURCE``), verified.
+
+    The pinned download is ``medlama.datasets.medlama.MedlamaBuilder``'s, through the ``datasets``
+    download manager and its cache.
+    """
     source = source or os.environ.get(SOURCE_ENV)
     if source is None:
-        yield MedlamaRelease(download(cache_dir, base_url), verified=True)
-        return
+        raise MedlamaInputError(f"no local MedLAMA release: pass a source or set ${SOURCE_ENV}")
     path = Path(source).expanduser()
     if not path.exists():
         raise MedlamaInputError("MedLAMA source not found", file=path)
@@ -229,16 +227,31 @@ def open_release(source: str | Path | None = None, *, verify_checksums: bool = T
                                     "(or data/medlama/ holding them)", file=path)
         if verify_checksums:
             verify(root)
-        yield MedlamaRelease(root, verified=verify_checksums)
+        yield _found(root, verified=verify_checksums)
 
 
 # --------------------------------------------------------------------------- reading
 
 
+def _decode(path: Path) -> str:
+    """The file's text; bytes that are not UTF-8 are an error naming the row and the byte offset."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        before = data[:error.start].decode("utf-8")  # valid up to the bad byte
+        records = sum(1 for _ in csv.reader(io.StringIO(before)))  # the header and the rows begun so far
+        record = records + 1 if not before or before.endswith("\n") else records
+        line = before.count("\n") + 1
+        where = dict(row=record - 1) if record > 1 else dict(field="header")
+        raise MedlamaInputError(f"not UTF-8: byte 0x{data[error.start]:02x} at byte offset {error.start} (line "
+                                f"{line}); the release files are UTF-8", file=path, **where) from None
+
+
 def _read_csv(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
     if not path.is_file():
         raise MedlamaInputError("missing file of the MedLAMA release", file=path)
-    with open(path, newline="", encoding="utf-8") as handle:
+    with io.StringIO(_decode(path), newline="") as handle:
         reader = csv.DictReader(handle)
         header = reader.fieldnames or []
         missing = [column for column in columns if column not in header]
@@ -285,8 +298,14 @@ def _number(text: str, kind: type, path: Path, row: int, field: str):
 
 def read_relation_file(path: Path, relation: str) -> list[ReleaseRow]:
     """Read and validate one ``<relation>_*.csv`` file of the release."""
-    rows = []
+    rows, seen = [], {}
     for number, record in _read_csv(path, COLUMNS):
+        query = (record["head_cui"], record["head_name"])
+        if query in seen:
+            raise MedlamaInputError(f"duplicate query: head {record['head_cui']} {record['head_name']!r} is also row "
+                                    f"{seen[query]} (rows {seen[query]} and {number} of this file ask the same "
+                                    "question)", file=path, row=number, field="head_cui")
+        seen[query] = number
         if record["rel"] != relation:
             raise MedlamaInputError(f"relation {record['rel']!r} in a file of {relation!r}", file=path, row=number,
                                     field="rel")

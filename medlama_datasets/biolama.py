@@ -1,36 +1,52 @@
-"""BioLAMA (Sung et al., EMNLP 2021) as a Hugging Face dataset folder.
+"""BioLAMA (Sung et al., EMNLP 2021) as a ``datasets`` builder: :class:`BiolamaBuilder`.
 
-``build_biolama`` reads the release (``medlama.loaders.biolama_release``): every relation of every
-source with its train / dev / test records and its manual prompt. ``write_biolama`` writes one Parquet
-file per relation and split plus a README dataset card whose YAML declares the configs, so that
-``load_dataset(DIR, "umls")`` works offline, and the same folder works on the Hub.
+The builder reads the release (``medlama.loaders.biolama_release``): every relation of every source with
+its train / dev / test records and its manual prompt. The input is a local ``data.tar.gz`` or extracted
+folder (``source``, else ``$BIOLAMA_SOURCE``), else the pinned URL through the download manager, the
+archive checked against a SHA-256 before it is extracted (into the download manager's cache)::
+
+    builder = BiolamaBuilder(config_name="umls", source="path/to/data.tar.gz")
+    builder.download_and_prepare()
+    umls = builder.as_dataset()   # DatasetDict: train, dev, test
 
 Configs, each with the splits ``train``, ``dev`` and ``test``:
 
-* ``all`` (default): every relation of every source built;
+* ``all`` (default): every relation of every source built (``sources=`` narrows it);
 * ``ctd``, ``umls``, ``wikidata``: one source;
-* ``<source>_<PID>``, e.g. ``umls_UR44``: one relation.
+* ``<source>_<PID>``, e.g. ``umls_UR44``: one relation (the relations are the release's folders, so
+  these configs are made from their names on demand).
 
 A row is one (subject, relation) record of the release with all its gold objects, their aliases and
 types, the relation's manual prompt and the query built from it (``[X]`` filled with the subject label,
-``[Y]`` kept as the placeholder that probers replace with their own mask token).
+``[Y]`` kept as the placeholder that probers replace with their own mask token). :func:`build_biolama`
+and :func:`load_biolama` are the one-call forms; ``write_biolama`` (the folder of ``medlama build
+biolama``, in ``medlama.datasets.biolama_folder``) is a thin layer over them.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import os
+import re
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from medlama.datasets.medlama import _quiet_datasets, _to_parquet, fill_prompt
+import datasets
+
+from medlama.checksums import sha256_of
+from medlama.datasets.downloads import builder_cache, check_sha256, discard, download, download_config
+from medlama.datasets.export import input_errors_unwrapped, prepare_fresh
+from medlama.datasets.prompts import fill_prompt
 from medlama.errors import MedlamaInputError
 from medlama.loaders import biolama_release as release
 
 SPLITS = release.SPLITS
 SOURCES = release.SOURCES
 DEFAULT_CONFIG = "all"
+_RELATION_CONFIG = re.compile(rf"^({'|'.join(SOURCES)})_(.+)$")
+_GZIP_MAGIC = b"\x1f\x8b"
+_OFFLINE_HINT = f"offline, pass --source with a local data.tar.gz or extracted folder (or set ${release.SOURCE_ENV})"
 
 
 def features():
@@ -93,6 +109,8 @@ class BiolamaBuild:
     rows: dict[str, dict[str, list[dict]]]  # relation config -> split -> rows
     templates: dict[str, str]  # relation config -> manual prompt
     report: BuildReport
+    #: The builder's prepared ``all`` config (``train``, ``dev``, ``test``), relations in build order.
+    datasets: "datasets.DatasetDict | None" = None
 
     def relation_configs(self, source: str | None = None) -> list[str]:
         sources = [source] if source else self.report.sources
@@ -137,27 +155,116 @@ def _row(record: release.Record, template: str) -> dict:
     }
 
 
-def build_biolama(source: str | Path | None = None, *, sources: Sequence[str] = SOURCES, sha256: str | None = None,
-                  verify_checksums: bool = True, cache_dir: str | Path | None = None, url: str = release.URL,
-                  progress: bool = True) -> BiolamaBuild:
-    """Read BioLAMA from its release: every relation of ``sources`` with its three splits.
+@dataclass
+class BiolamaConfig(datasets.BuilderConfig):
+    """One BioLAMA config: which relations (``sources``, ``relation``) and where the release comes from."""
 
-    ``source``: a local ``data.tar.gz`` or extracted folder, else ``$BIOLAMA_SOURCE``, else the download
-    of ``url``, which needs ``sha256`` (or ``$BIOLAMA_SHA256``, or a pinned hash) unless
-    ``verify_checksums=False``. Any bad file or record stops the build with an error naming it.
+    #: The knowledge-base sources this config covers (``all``: every one built).
+    sources: tuple[str, ...] = SOURCES
+    relation: str | None = None  # one relation of the (single) source, else all of them
+    #: A local ``data.tar.gz`` or extracted folder; None: ``$BIOLAMA_SOURCE``, else the download of ``url``.
+    source: str | None = None
+    #: The archive's expected SHA-256 (else ``$BIOLAMA_SHA256``, else the pinned one).
+    sha256: str | None = None
+    verify_checksums: bool = True
+    url: str = release.URL
+
+
+def _not_pinned_error(url: str) -> MedlamaInputError:
+    return MedlamaInputError(
+        "the SHA-256 of the BioLAMA archive is not pinned in this version of medlama, so a download cannot be "
+        f"verified: pass --sha256 HASH (or set ${release.SHA256_ENV}) with the hash of a copy you trust, or "
+        "--no-verify to accept the download unchecked; offline, pass --source with a local data.tar.gz or "
+        "extracted folder", file=url)
+
+
+class BiolamaBuilder(datasets.ArrowBasedBuilder):
+    """BioLAMA as a ``datasets`` builder; after preparing, ``rows``, ``templates`` and ``report`` hold the build.
+
+    ``cache_dir`` defaults to ``$MEDLAMA_CACHE/builder`` (prepared configs, the download, its extraction).
     """
-    from tqdm.auto import tqdm
 
-    unknown = sorted(set(sources) - set(SOURCES))
-    if unknown or not sources:
-        raise MedlamaInputError(f"unknown source(s) {unknown}; choose from {list(SOURCES)}")
-    sources = [s for s in SOURCES if s in sources]
-    with release.open_release(source, sha256=sha256, verify=verify_checksums, cache_dir=cache_dir, url=url) as found:
-        report = BuildReport(origin=found.origin, url=url, archive_sha256=found.archive_sha256,
-                             checksums_verified=found.verified, verification=found.verification,
-                             sources=list(sources), relations={})
-        rows: dict[str, dict[str, list[dict]]] = {}
-        templates: dict[str, str] = {}
+    BUILDER_CONFIG_CLASS = BiolamaConfig
+    BUILDER_CONFIGS = [BiolamaConfig(name=DEFAULT_CONFIG, description="BioLAMA, every source"),
+                       *(BiolamaConfig(name=s, sources=(s,), description=f"BioLAMA, source {s}") for s in SOURCES)]
+    DEFAULT_CONFIG_NAME = DEFAULT_CONFIG
+
+    def __init__(self, *args, cache_dir: str | Path | None = None, **kwargs) -> None:
+        super().__init__(*args, cache_dir=str(builder_cache(cache_dir)), **kwargs)
+        self.report: BuildReport | None = None
+        self.rows: dict[str, dict[str, list[dict]]] = {}
+        self.templates: dict[str, str] = {}
+
+    def _create_builder_config(self, config_name=None, custom_features=None, config_id=None, **config_kwargs):
+        match = _RELATION_CONFIG.match(config_name or "")
+        if match and config_name not in self.builder_configs:
+            # <source>_<PID>: one relation, named by the release's folders, so made here from the default config.
+            config_kwargs.update(name=config_name, sources=(match.group(1),), relation=match.group(2))
+            config_name = None
+        return super()._create_builder_config(config_name, custom_features, config_id, **config_kwargs)
+
+    def _info(self) -> datasets.DatasetInfo:
+        unknown = sorted(set(self.config.sources) - set(SOURCES))
+        if unknown or not self.config.sources:
+            raise MedlamaInputError(f"unknown source(s) {unknown}; choose from {list(SOURCES)}")
+        return datasets.DatasetInfo(description=self.config.description, features=features(),
+                                    homepage="https://github.com/dmis-lab/BioLAMA")
+
+    def _download_and_prepare(self, dl_manager, verification_mode, **kwargs):
+        # A local archive stays extracted while the rows are generated.
+        with ExitStack() as self._open, input_errors_unwrapped():
+            super()._download_and_prepare(dl_manager, verification_mode, **kwargs)
+
+    def _download(self, dl_manager) -> release.BiolamaRelease:
+        """The pinned archive through the download manager: checked, then extracted into its cache."""
+        config = self.config
+        expected = release.expected_sha256(config.sha256) if config.verify_checksums else None
+        if expected is None and config.verify_checksums:
+            raise _not_pinned_error(config.url)
+        archive = download(dl_manager, config.url, offline_hint=_OFFLINE_HINT)
+        with open(archive, "rb") as handle:
+            head = handle.read(512)
+        if not head.startswith(_GZIP_MAGIC):
+            discard(dl_manager, archive)
+            hint = " (a web page: Google Drive may ask for a confirmation)" if b"<html" in head.lower() else ""
+            raise MedlamaInputError(f"the download is not a gzip archive{hint}; download data.tar.gz by hand "
+                                    "from the link in github.com/dmis-lab/BioLAMA and pass it with --source",
+                                    file=config.url)
+        digest = check_sha256(dl_manager, archive, expected, url=config.url) if expected else sha256_of(Path(archive))
+        root = release.find_data_root(Path(dl_manager.extract(archive)))
+        if root is None:
+            raise MedlamaInputError("no BioLAMA release here: expected data/{ctd,umls,wikidata}/triples_processed/ "
+                                    "(the layout of data.tar.gz)", file=config.url)
+        verification = (f"downloaded, SHA-256 {digest} checked against the expected hash" if expected else
+                        f"downloaded with --no-verify, SHA-256 {digest} not checked")
+        return release.BiolamaRelease(root=root, verified=expected is not None, archive_sha256=digest,
+                                      origin=config.url, verification=verification)
+
+    def _split_generators(self, dl_manager):
+        config = self.config
+        source = config.source or os.environ.get(release.SOURCE_ENV)
+        if source:
+            found = self._open.enter_context(release.open_release(
+                source, sha256=config.sha256, verify_checksums=config.verify_checksums))
+        else:
+            found = self._download(dl_manager)
+        self._read(found)
+        if config.relation is not None:
+            wanted = relation_config(config.sources[0], config.relation)
+            if wanted not in self.rows:
+                known = [relation_config(config.sources[0], rel) for rel in self.report.relations[config.sources[0]]]
+                raise MedlamaInputError(f"unknown config {wanted!r}; the release's relations: {known}")
+            parts = [wanted]
+        else:
+            parts = list(self.rows)
+        return [datasets.SplitGenerator(name=split, gen_kwargs={"split": split, "parts": parts}) for split in SPLITS]
+
+    def _read(self, found: release.BiolamaRelease) -> None:
+        """Read and check every relation of the config's sources (all of them: the report covers every split)."""
+        sources = [s for s in SOURCES if s in self.config.sources]
+        report = self.report = BuildReport(
+            origin=found.origin, url=self.config.url, archive_sha256=found.archive_sha256,
+            checksums_verified=found.verified, verification=found.verification, sources=sources, relations={})
         for src in sources:
             if not found.source_dir(src).is_dir():
                 raise MedlamaInputError(f"source folder {src}/ missing from the release", file=found.source_dir(src))
@@ -168,12 +275,12 @@ def build_biolama(source: str | Path | None = None, *, sources: Sequence[str] = 
             extra = sorted(set(prompts) - set(relations), key=release.natural_key)
             if extra:
                 report.prompts_without_data[src] = extra
-            for rel in tqdm(relations, desc=f"BioLAMA {src}", unit="relation", disable=not progress):
+            for rel in relations:
                 if rel not in prompts:
                     raise MedlamaInputError(f"no manual prompt for relation {rel!r}", file=prompt_file)
                 config = relation_config(src, rel)
-                templates[config] = prompts[rel].template
-                rows[config] = {}
+                self.templates[config] = prompts[rel].template
+                self.rows[config] = {}
                 first_split: dict[str, str] = {}
                 for split in SPLITS:
                     path = found.split_file(src, rel, split)
@@ -186,169 +293,52 @@ def build_biolama(source: str | Path | None = None, *, sources: Sequence[str] = 
                                                           "splits": [first_split[record.uuid], split]})
                         else:
                             first_split[record.uuid] = split
-                    rows[config][split] = [_row(record, templates[config]) for record in records]
-    return BiolamaBuild(rows=rows, templates=templates, report=report)
+                    self.rows[config][split] = [_row(record, self.templates[config]) for record in records]
+
+    def _generate_tables(self, split: str, parts: list[str]):
+        import pyarrow as pa
+        from datasets.builder import Key
+
+        for index, part in enumerate(parts):
+            if self.rows[part][split]:
+                yield Key(0, index), pa.Table.from_pylist(self.rows[part][split], schema=features().arrow_schema)
+
+
+def build_biolama(source: str | Path | None = None, *, sources: Sequence[str] = SOURCES, sha256: str | None = None,
+                  verify_checksums: bool = True, cache_dir: str | Path | None = None, url: str = release.URL,
+                  progress: bool = True) -> BiolamaBuild:
+    """Read BioLAMA from its release: every relation of ``sources`` with its three splits.
+
+    One fresh run of :class:`BiolamaBuilder`'s ``all`` config. ``source``: a local ``data.tar.gz`` or
+    extracted folder, else ``$BIOLAMA_SOURCE``, else the download of ``url`` (cached below
+    ``cache_dir``), which needs ``sha256`` (or ``$BIOLAMA_SHA256``, or a pinned hash) unless
+    ``verify_checksums=False``. Any bad file or record stops the build with an error naming it.
+    """
+    unknown = sorted(set(sources) - set(SOURCES))
+    if unknown or not sources:
+        raise MedlamaInputError(f"unknown source(s) {unknown}; choose from {list(SOURCES)}")
+    builder, data = prepare_fresh(
+        BiolamaBuilder, DEFAULT_CONFIG, download_config=download_config(cache_dir), progress=progress,
+        sources=tuple(s for s in SOURCES if s in sources), source=None if source is None else str(source),
+        sha256=sha256, verify_checksums=verify_checksums, url=url)
+    return BiolamaBuild(rows=builder.rows, templates=builder.templates, report=builder.report, datasets=data)
 
 
 def load_biolama(source: str | Path | None = None, config: str = DEFAULT_CONFIG,
-                 **options) -> "DatasetDict":  # noqa: F821
+                 **options) -> "datasets.DatasetDict":
     """BioLAMA straight from the release as a ``DatasetDict`` (``train``, ``dev``, ``test``) of one config."""
-    from datasets import DatasetDict
-
     build = build_biolama(source, **options)
-    return DatasetDict({split: build.dataset(config, split) for split in SPLITS})
+    return datasets.DatasetDict({split: build.dataset(config, split) for split in SPLITS})
 
 
-# --------------------------------------------------------------------------- statistics
+def __getattr__(name: str):
+    # The folder export lives in its own module; these names stay importable from here.
+    if name in ("write_biolama", "cached_build", "config_layout", "render_biolama_card"):
+        from medlama.datasets import biolama_folder
 
+        return getattr(biolama_folder, name)
+    if name == "biolama_statistics":
+        from medlama.datasets.statistics import biolama_statistics
 
-def biolama_statistics(build: BiolamaBuild) -> list[dict]:
-    """One row per relation, then one per source and a final ``all`` row.
-
-    ``objects_per_query`` and ``answers_per_query`` (gold labels plus aliases, distinct) are over all
-    splits; ``distinct_objects`` counts distinct object labels over all splits.
-    """
-
-    def row(source: str, relation: str, configs: Sequence[str], template: str) -> dict:
-        counts = {split: sum(len(build.rows[c][split]) for c in configs) for split in SPLITS}
-        everything = [r for c in configs for split in SPLITS for r in build.rows[c][split]]
-        total = len(everything)
-        return {
-            "source": source, "relation": relation, "relations": len(configs), **counts, "total": total,
-            "objects_per_query": sum(len(r["obj_labels"]) for r in everything) / total if total else float("nan"),
-            "answers_per_query": sum(len(r["answers"]) for r in everything) / total if total else float("nan"),
-            "distinct_objects": len({label for r in everything for label in r["obj_labels"]}),
-            "template": template,
-        }
-
-    rows = []
-    for src in build.report.sources:
-        for config in build.relation_configs(src):
-            rows.append(row(src, config.split("_", 1)[1], [config], build.templates[config]))
-    for src in build.report.sources:
-        rows.append(row(src, "all", build.relation_configs(src), ""))
-    rows.append(row("all", "all", build.relation_configs(), ""))
-    return rows
-
-
-def statistics_markdown(rows: list[dict]) -> str:
-    lines = ["| Source | Relation | Train | Dev | Test | Objects / query | Answers / query (with aliases) "
-             "| Distinct objects | Manual prompt |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
-    for r in rows:
-        total = r["relation"] == "all"
-        source = f"**{r['source']}**" if total else r["source"]
-        relation = f"**all ({r['relations']})**" if total else f"`{r['relation']}`"
-        template = r["template"].replace("|", "\\|")
-        lines.append(f"| {source} | {relation} | {r['train']:,} | {r['dev']:,} | {r['test']:,} | "
-                     f"{r['objects_per_query']:.2f} | {r['answers_per_query']:.2f} | {r['distinct_objects']:,} | "
-                     f"{f'`{template}`' if template else ''} |")
-    return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------- writing the folder
-
-
-def config_layout(build: BiolamaBuild) -> dict[str, str]:
-    """Config name -> Parquet path pattern inside the folder, with ``{split}`` for the split."""
-    layout = {DEFAULT_CONFIG: "data/*/*/{split}.parquet"}
-    for src in build.report.sources:
-        layout[src] = f"data/{src}/*/{{split}}.parquet"
-    for src in build.report.sources:
-        for rel in build.report.relations[src]:
-            layout[relation_config(src, rel)] = f"data/{src}/{rel}/{{split}}.parquet"
-    return layout
-
-
-def render_biolama_card(build: BiolamaBuild, layout: dict[str, str], stats: list[dict]) -> str:
-    """The README of a built folder: the template's text, configs and schemas from the data, statistics filled."""
-    from datasets import DatasetInfo, SplitDict, SplitInfo
-    from datasets.info import DatasetInfosDict
-    from datasets.utils.metadata import MetadataConfigs
-    from huggingface_hub import DatasetCard
-
-    from medlama.dataset_cards import card_path
-    from medlama.datasets.card import fill_statistics
-
-    card = DatasetCard.load(card_path("biolama"))
-    MetadataConfigs({
-        name: {"data_files": [{"split": split, "path": pattern.format(split=split)} for split in SPLITS],
-               **({"default": True} if name == DEFAULT_CONFIG else {})}
-        for name, pattern in layout.items()
-    }).to_dataset_card_data(card.data)
-    totals = {(r["source"], r["relation"]): r for r in stats}
-    infos = {}
-    for name in (DEFAULT_CONFIG, *build.report.sources):
-        counts = totals[(name if name != DEFAULT_CONFIG else "all", "all")]
-        splits = SplitDict()
-        for split in SPLITS:
-            splits.add(SplitInfo(name=split, num_examples=counts[split]))
-        infos[name] = DatasetInfo(features=features(), config_name=name, splits=splits)
-    DatasetInfosDict(infos).to_dataset_card_data(card.data)
-    # Tags name the sources actually built; `umls` marks UMLS-derived data (gated when pushed to the Hub).
-    card.data.tags = [tag for tag in (card.data.tags or []) if tag not in SOURCES] + list(build.report.sources)
-    card.text = fill_statistics(card.text, statistics_markdown(stats))
-    total = sum(totals[("all", "all")][split] for split in SPLITS)
-    card.data.size_categories = ["n<1K" if total < 1_000 else "1K<n<10K" if total < 10_000 else
-                                 "10K<n<100K" if total < 100_000 else "100K<n<1M"]
-    state = "verified" if build.report.checksums_verified else "**not verified against a trusted SHA-256**"
-    card.text = card.text.replace("<!-- provenance -->", f"This build's input: {build.report.verification} "
-                                                         f"({state}).")
-    return str(card)
-
-
-def write_biolama(out_dir: str | Path, source: str | Path | None = None, **options) -> tuple[BiolamaBuild, list[dict]]:
-    """Build BioLAMA and write it to ``out_dir`` atomically; return the build and its statistics.
-
-    An earlier build in ``out_dir`` is replaced only once the new one is completely written.
-    """
-    from datasets import Dataset
-
-    from medlama.atomic import atomic_directory, check_replaceable
-
-    check_replaceable(out_dir, marker="build_info.json")  # before the build, not after it
-    build = build_biolama(source, **options)
-    stats = biolama_statistics(build)
-    layout = config_layout(build)
-    card = render_biolama_card(build, layout, stats)
-    with atomic_directory(out_dir, marker="build_info.json") as staging, _quiet_datasets():
-        for config in build.relation_configs():
-            for split in SPLITS:
-                table = Dataset.from_list(build.rows[config][split], features=features())
-                _to_parquet(table, staging / layout[config].format(split=split))
-        (staging / "README.md").write_text(card, encoding="utf-8")
-        info = {"dataset": "biolama", "report": asdict(build.report), "statistics": stats,
-                "configs": {name: [pattern.format(split=s) for s in SPLITS] for name, pattern in layout.items()}}
-        (staging / "build_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-    return build, stats
-
-
-def _fingerprint(source: str | Path | None, sha256: str | None) -> str:
-    """A cache key for the input: the archive's SHA-256, or for a folder the names, sizes and times of its files."""
-    import os
-
-    source = source or os.environ.get(release.SOURCE_ENV)
-    if source is None:
-        expected = release.expected_sha256(sha256)
-        return expected[:16] if expected else "unverified"
-    path = Path(source).expanduser()
-    if path.is_file():
-        return release.sha256_of(path)[:16]
-    if not path.exists():
-        raise MedlamaInputError("BioLAMA source not found", file=path)
-    digest = hashlib.sha256(str(path.resolve()).encode())
-    for file in sorted(path.rglob("*.jsonl")):
-        stat = file.stat()
-        digest.update(f"{file.relative_to(path)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    return "folder-" + digest.hexdigest()[:16]
-
-
-def cached_build(source: str | Path | None = None, cache_dir: str | Path | None = None, **options) -> Path:
-    """A BioLAMA folder built once into the cache and reused (``medlama probe --dataset biolama`` without ``--data``).
-
-    Keyed by the input: the archive's SHA-256, or a fingerprint of an extracted folder.
-    """
-    out = release.cache_root(cache_dir) / "datasets" / f"biolama-{_fingerprint(source, options.get('sha256'))}"
-    if not (out / "build_info.json").is_file():
-        write_biolama(out, source, cache_dir=cache_dir, **options)
-    return out
+        return biolama_statistics
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,36 +1,57 @@
-"""MedLAMA (Meng et al., ACL 2022) as a Hugging Face dataset folder.
+"""MedLAMA (Meng et al., ACL 2022) as a ``datasets`` builder: :class:`MedlamaBuilder`.
 
-``build_medlama`` reads the release (``medlama.loaders.medlama_release``), recomputes both hardness
-scores with the project's own code, derives the hard set from the full set alone, and checks both
-against the release. ``write_medlama`` writes the result as Parquet files plus a README dataset card
-whose YAML declares the configs, so that ``load_dataset(DIR, "hard")`` (and, from DIR's parent,
-``load_dataset("medlama", "hard")``) works offline, and the same folder works on the Hub.
+The builder reads the release (``medlama.loaders.medlama_release``; a local folder or archive, else the
+pinned files through the download manager, each checked against its SHA-256), recomputes both hardness
+scores with the project's own code, derives the hard set from the full set alone under the config's
+thresholds, and checks both against the release (``builder.report``)::
 
-Configs: ``hard`` (default) and ``full``; ``hard_<relation>`` and ``full_<relation>`` for each of the
-19 relations; and ``candidates_<config>`` for every one of those: the answer-candidate vocabulary the
-reference probe ranks (all answer names plus all head names of the config's files). Every config has
-one split, ``test``.
+    builder = MedlamaBuilder(config_name="hard", source="path/to/data/medlama")
+    builder.download_and_prepare()
+    hard = builder.as_dataset(split="test")
+
+Configs (:data:`CONFIG_NAMES`): ``hard`` (default) and ``full``; ``hard_<relation>`` and
+``full_<relation>`` for each of the 19 relations; and ``candidates_<config>`` for every one of those:
+the answer-candidate vocabulary the reference probe ranks (all answer names plus all head names of the
+config's rows). Every config has one split, ``test``. Config parameters (:class:`MedlamaConfig`):
+``source``, ``match_threshold`` / ``rouge_threshold`` (the hard-set rule), ``verify_checksums``,
+``compare_with_release``, ``url``.
+
+:func:`build_medlama` / :func:`load_medlama` are the one-call forms; ``write_medlama`` (the folder that
+``medlama build medlama`` writes, in ``medlama.datasets.medlama_folder``) is a thin layer over them.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Sequence
-from contextlib import contextmanager
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import datasets
+
+from medlama.datasets.downloads import builder_cache, download_config, fetch_verified
+from medlama.datasets.export import input_errors_unwrapped, prepare_fresh
+from medlama.datasets.export import quiet_datasets as _quiet_datasets  # noqa: F401  old name, see below
+from medlama.datasets.export import to_parquet as _to_parquet  # noqa: F401  old name, see below
 from medlama.datasets.hardness import HardnessRule, avg_match, avg_rouge_l, split_answers
-from medlama.defaults import MASK_PLACEHOLDER
+from medlama.datasets.prompts import fill_prompt
 from medlama.errors import MedlamaInputError
 from medlama.loaders import medlama_release as release
+
+# `_quiet_datasets`, `_to_parquet` and `fill_prompt` stay importable from here for the context-variance
+# builder until it imports them from their homes (medlama.datasets.export, medlama.datasets.prompts).
 
 SPLIT = "test"
 SETS = ("full", "hard")
 DEFAULT_CONFIG = "hard"
 #: Scores are compared with the released columns to this tolerance.
 SCORE_TOLERANCE = 1e-6
+#: Every config name: full, hard, per relation, and a candidates_ config for each.
+QUERY_CONFIGS = (*SETS, *(f"{s}_{rel}" for s in SETS for rel in release.RELATIONS))
+CONFIG_NAMES = (*QUERY_CONFIGS, *(f"candidates_{name}" for name in QUERY_CONFIGS))
+_OFFLINE_HINT = f"offline, pass --source (source=) with a local copy or set ${release.SOURCE_ENV}"
 
 
 def features():
@@ -73,11 +94,6 @@ def check_threshold(value: float, name: str) -> float:
     return float(value)
 
 
-def fill_prompt(prompt: str, head_name: str) -> str:
-    """The query: ``[X]`` replaced by the head name, ``[Y]`` left as the mask placeholder."""
-    return prompt.replace("[X]", head_name).replace("[Y]", MASK_PLACEHOLDER)
-
-
 @dataclass
 class ScoreMismatch:
     id: str
@@ -103,6 +119,8 @@ class BuildReport:
     released_hard_checked: bool = False
     #: configs with no rows (``hard_<relation>`` under strict thresholds): not declared in a written folder.
     empty_configs: list[str] = field(default_factory=list)
+    #: files in the release folder that the release does not have (never read; a warning says so).
+    unexpected_files: list[str] = field(default_factory=list)
 
     @property
     def matches_release(self) -> bool:
@@ -173,57 +191,171 @@ def candidate_names(rows) -> list[str]:
     return sorted(names)
 
 
-def build_medlama(source: str | Path | None = None, *, rule: HardnessRule = HardnessRule(),
-                  verify_checksums: bool = True, compare_with_release: bool = True,
-                  progress: bool = True) -> MedlamaBuild:
-    """Build MedLAMA from its release: full and hard sets, candidate sets, and the check report.
+@dataclass
+class MedlamaConfig(datasets.BuilderConfig):
+    """One MedLAMA config: which rows (``subset``, ``relation``, ``candidates``) and how to build them."""
 
-    ``source``: a folder or archive of the release, else ``$MEDLAMA_SOURCE``, else the pinned download.
-    ``rule``: the hard-set thresholds (the release's by default). With the default rule the derived
-    hard set equals the released one; ``report`` lists any row where it does not.
+    subset: str = DEFAULT_CONFIG  # "full" or "hard"
+    relation: str | None = None  # one relation's rows, else all 19
+    candidates: bool = False  # the candidate names of those rows instead of the rows
+    #: A local folder or archive of the release; None: ``$MEDLAMA_SOURCE``, else the pinned download.
+    source: str | None = None
+    match_threshold: float = HardnessRule().match_threshold
+    rouge_threshold: float = HardnessRule().rouge_threshold
+    verify_checksums: bool = True
+    #: Also read the released hard files and report where the derived hard set differs.
+    compare_with_release: bool = True
+    #: Base URL of the pinned release files (``<url>/<path in SHA256>``).
+    url: str = release.BASE_URL
+
+    @property
+    def rule(self) -> HardnessRule:
+        return HardnessRule(self.match_threshold, self.rouge_threshold)
+
+
+def _config(name: str) -> MedlamaConfig:
+    query = name.removeprefix("candidates_")
+    subset, _, relation = query.partition("_")
+    return MedlamaConfig(name=name, subset=subset, relation=relation or None, candidates=query != name,
+                         description=f"MedLAMA {'candidate names of ' if query != name else ''}{query}")
+
+
+@dataclass
+class _ReleaseFiles:
+    """Where the release files are: a local release (folder read in place) or the downloaded files."""
+
+    prompt_file: Path
+    full_files: dict[str, Path]
+    hard_file: object  # relation -> Path, raising MedlamaInputError when absent
+    verified: bool
+    unexpected_files: tuple[str, ...] = ()
+
+
+class MedlamaBuilder(datasets.ArrowBasedBuilder):
+    """MedLAMA as a ``datasets`` builder; after preparing, ``report`` says what the build checked.
+
+    ``cache_dir`` defaults to ``$MEDLAMA_CACHE/builder`` (prepared configs and downloads).
     """
-    from datasets import Dataset, DatasetDict, concatenate_datasets
-    from tqdm.auto import tqdm
 
-    check_threshold(rule.match_threshold, "match_threshold")
-    check_threshold(rule.rouge_threshold, "rouge_threshold")
-    schema = features()
-    with release.open_release(source, verify_checksums=verify_checksums) as found:
-        prompts = release.read_prompts(found.root / "prompts.csv")
-        report = BuildReport(source=str(source or "download"), commit=release.COMMIT,
-                             checksums_verified=found.verified, rule=asdict(rule))
-        per_set: dict[str, list] = {name: [] for name in SETS}
-        candidates: dict[str, list[str]] = {}
-        hard_files_present = True
-        for rel in tqdm(release.RELATIONS, desc="MedLAMA relations", unit="relation", disable=not progress):
+    BUILDER_CONFIG_CLASS = MedlamaConfig
+    BUILDER_CONFIGS = [_config(name) for name in CONFIG_NAMES]
+    DEFAULT_CONFIG_NAME = DEFAULT_CONFIG
+
+    def __init__(self, *args, cache_dir: str | Path | None = None, **kwargs) -> None:
+        super().__init__(*args, cache_dir=str(builder_cache(cache_dir)), **kwargs)
+        self.report: BuildReport | None = None
+
+    def _info(self) -> datasets.DatasetInfo:
+        check_threshold(self.config.match_threshold, "match_threshold")
+        check_threshold(self.config.rouge_threshold, "rouge_threshold")
+        return datasets.DatasetInfo(description=self.config.description,
+                                    features=candidate_features() if self.config.candidates else features(),
+                                    homepage="https://github.com/cambridgeltl/medlama")
+
+    def _download_and_prepare(self, dl_manager, verification_mode, **kwargs):
+        # A local archive stays extracted while the rows are generated.
+        with ExitStack() as self._open, input_errors_unwrapped():
+            super()._download_and_prepare(dl_manager, verification_mode, **kwargs)
+
+    def _release_files(self, dl_manager) -> tuple[_ReleaseFiles, str]:
+        config = self.config
+        source = config.source or os.environ.get(release.SOURCE_ENV)
+        if source:
+            found = self._open.enter_context(release.open_release(source, verify_checksums=config.verify_checksums))
+            files = _ReleaseFiles(found.root / "prompts.csv", {rel: found.full_file(rel) for rel in release.RELATIONS},
+                                  found.hard_file, found.verified, found.unexpected_files)
+            return files, str(source)
+        urls = {relative: f"{config.url.rstrip('/')}/{relative}" for relative in release.SHA256}
+        paths = fetch_verified(dl_manager, urls, release.SHA256, offline_hint=_OFFLINE_HINT)
+        hard = {path.split("/")[1].rsplit("_", 2)[0]: paths[path] for path in paths if path.endswith("_hard.csv")}
+        return _ReleaseFiles(paths["prompts.csv"],
+                             {rel: paths[f"{release.RELEASE}/{rel}_1000.csv"] for rel in release.RELATIONS},
+                             hard.__getitem__, verified=True), "download"
+
+    def _split_generators(self, dl_manager):
+        files, origin = self._release_files(dl_manager)
+        prompts = release.read_prompts(files.prompt_file)
+        self.report = BuildReport(source=origin, commit=release.COMMIT, checksums_verified=files.verified,
+                                  rule=asdict(self.config.rule), unexpected_files=list(files.unexpected_files))
+        relations = [self.config.relation] if self.config.relation else list(release.RELATIONS)
+        return [datasets.SplitGenerator(name=SPLIT, gen_kwargs={"relations": relations, "files": files,
+                                                                 "prompts": prompts})]
+
+    def _generate_tables(self, relations, files: _ReleaseFiles, prompts) -> Iterator:
+        import pyarrow as pa
+        from datasets.builder import Key
+
+        config, report = self.config, self.report
+        chosen, hard_files_present = [], True
+        for index, rel in enumerate(relations):
             if rel not in prompts:
-                raise MedlamaInputError(f"no prompt for relation {rel!r}", file=found.root / "prompts.csv")
-            full_rows = release.read_relation_file(found.full_file(rel), rel)
-            rows = _rows_for_relation(rel, full_rows, prompts[rel], rule, report)
-            if compare_with_release:
+                raise MedlamaInputError(f"no prompt for relation {rel!r}", file=files.prompt_file)
+            full_rows = release.read_relation_file(files.full_files[rel], rel)
+            rows = _rows_for_relation(rel, full_rows, prompts[rel], config.rule, report)
+            if config.compare_with_release:
                 try:
-                    released_path = found.hard_file(rel)
-                except MedlamaInputError:
-                    if verify_checksums:
+                    released_path = files.hard_file(rel)
+                except (MedlamaInputError, KeyError):
+                    if config.verify_checksums:
                         raise
                     hard_files_present = False
                 else:
                     _compare_with_released(rel, rows, full_rows, released_path, report)
-            for set_name, subset in (("full", rows), ("hard", [row for row in rows if row["is_hard"]])):
-                if subset:
-                    per_set[set_name].append(Dataset.from_list(subset, features=schema))
-                    candidates[f"{set_name}_{rel}"] = candidate_names(subset)
-                else:  # from_list([]) cannot match the declared features ("Keys mismatch")
-                    per_set[set_name].append(Dataset.from_dict({name: [] for name in schema}, features=schema))
-                    report.empty_configs.append(f"{set_name}_{rel}")
-        report.released_hard_checked = compare_with_release and hard_files_present
-    datasets = DatasetDict({name: concatenate_datasets(parts) for name, parts in per_set.items()})
-    for set_name in SETS:
-        candidates[set_name] = candidate_names(datasets[set_name])
-    return MedlamaBuild(datasets=datasets, candidates=candidates, report=report)
+            if config.subset == "hard":
+                rows = [row for row in rows if row["is_hard"]]
+            if not rows:
+                report.empty_configs.append(f"{config.subset}_{rel}")
+            elif config.candidates:
+                chosen += rows
+            else:
+                chosen.append(rel)
+                yield Key(0, index), pa.Table.from_pylist(rows, schema=features().arrow_schema)
+        report.released_hard_checked = config.compare_with_release and hard_files_present
+        if not chosen:  # `datasets` cannot hold a split of 0 rows
+            raise MedlamaInputError(f"config {config.name!r} has no rows with match threshold "
+                                    f"{config.match_threshold} and ROUGE-L threshold {config.rouge_threshold}")
+        if config.candidates:
+            yield Key(0, 0), pa.table({"name": candidate_names(chosen)}, schema=candidate_features().arrow_schema)
 
 
-def load_medlama(source: str | Path | None = None, **options) -> "DatasetDict":  # noqa: F821
+def build_medlama(source: str | Path | None = None, *, rule: HardnessRule = HardnessRule(),
+                  verify_checksums: bool = True, compare_with_release: bool = True, progress: bool = True,
+                  cache_dir: str | Path | None = None, url: str = release.BASE_URL) -> MedlamaBuild:
+    """Build MedLAMA from its release: full and hard sets, candidate sets, and the check report.
+
+    One fresh run of :class:`MedlamaBuilder`'s ``full`` config; the hard set is its rows with
+    ``is_hard``, exactly the ``hard`` config's rows. ``source``: a folder or archive of the release, else
+    ``$MEDLAMA_SOURCE``, else the pinned download (cached below ``cache_dir``). ``rule``: the hard-set
+    thresholds (the release's by default). With the default rule the derived hard set equals the
+    released one; ``report`` lists any row where it does not.
+    """
+    check_threshold(rule.match_threshold, "match_threshold")
+    check_threshold(rule.rouge_threshold, "rouge_threshold")
+    builder, data = prepare_fresh(
+        MedlamaBuilder, "full", download_config=download_config(cache_dir), progress=progress,
+        source=None if source is None else str(source), match_threshold=rule.match_threshold,
+        rouge_threshold=rule.rouge_threshold, verify_checksums=verify_checksums,
+        compare_with_release=compare_with_release, url=url)
+    full = data[SPLIT]
+    hard = full.select([index for index, is_hard in enumerate(full["is_hard"]) if is_hard])
+    report = builder.report
+    candidates: dict[str, list[str]] = {}
+    for set_name, rows in (("full", full), ("hard", hard)):
+        by_relation: dict[str, list[dict]] = {}
+        for row in rows:
+            by_relation.setdefault(row["relation"], []).append(row)
+        for rel in release.RELATIONS:
+            if rel in by_relation:
+                candidates[f"{set_name}_{rel}"] = candidate_names(by_relation[rel])
+            elif set_name == "hard":
+                report.empty_configs.append(f"hard_{rel}")
+    for set_name, rows in (("full", full), ("hard", hard)):
+        candidates[set_name] = candidate_names(rows)
+    return MedlamaBuild(datasets=datasets.DatasetDict({"full": full, "hard": hard}), candidates=candidates,
+                        report=report)
+
+
+def load_medlama(source: str | Path | None = None, **options) -> "datasets.DatasetDict":
     """MedLAMA straight from the release as a ``DatasetDict`` with keys ``"full"`` and ``"hard"``.
 
     For users who never touch the CLI; options as ``build_medlama``.
@@ -231,104 +363,10 @@ def load_medlama(source: str | Path | None = None, **options) -> "DatasetDict": 
     return build_medlama(source, **options).datasets
 
 
-# --------------------------------------------------------------------------- writing the folder
+def __getattr__(name: str):
+    # The folder export lives in its own module; these names stay importable from here.
+    if name in ("write_medlama", "cached_build"):
+        from medlama.datasets import medlama_folder
 
-
-def _config_layout(build: MedlamaBuild) -> dict[str, str]:
-    """Config name -> Parquet path inside the folder (relative), for every config that has rows.
-
-    A config without rows (``build.report.empty_configs``) is left out: ``datasets`` cannot load a
-    split of 0 rows ("corresponds to no data"), so declaring one would only move the failure into
-    the user's ``load_dataset``; undeclared, it is "not found" with the available configs listed.
-    """
-    layout = {}
-    for set_name in SETS:
-        layout[set_name] = f"data/{set_name}/*.parquet"
-        for rel in release.RELATIONS:
-            if f"{set_name}_{rel}" not in build.report.empty_configs:
-                layout[f"{set_name}_{rel}"] = f"data/{set_name}/{rel}.parquet"
-    for config in list(layout):
-        layout[f"candidates_{config}"] = f"candidates/{config}.parquet"
-    return layout
-
-
-def write_medlama(out_dir: str | Path, source: str | Path | None = None, *, tokenizer=None,
-                  **options) -> tuple[MedlamaBuild, list[dict]]:
-    """Build MedLAMA and write it to ``out_dir`` atomically; return the build and its statistics.
-
-    An earlier build in ``out_dir`` is replaced only once the new one is completely written: any
-    error (bad input, a full disk, an interrupt) leaves it as it was. A folder that is neither empty
-    nor an earlier build (no ``build_info.json``) is refused before the build starts.
-    """
-    from datasets import Dataset
-
-    from medlama.atomic import atomic_directory, check_replaceable
-    from medlama.datasets.card import render_medlama_card
-    from medlama.datasets.statistics import medlama_statistics
-
-    check_replaceable(out_dir, marker="build_info.json")  # before the build, not after it (atomic_directory)
-    build = build_medlama(source, **options)
-    if not build.datasets["hard"].num_rows:  # the default config would be empty (see _config_layout)
-        rule = build.report.rule
-        raise MedlamaInputError(f"no query is hard with match threshold {rule['match_threshold']} and ROUGE-L "
-                                f"threshold {rule['rouge_threshold']}: the hard set, the folder's default "
-                                "config, would be empty; raise the thresholds (nothing was written)")
-    stats = medlama_statistics(build.datasets, tokenizer=tokenizer)
-    layout = _config_layout(build)
-    with atomic_directory(out_dir, marker="build_info.json") as staging, _quiet_datasets():
-        for set_name in SETS:
-            data = build.datasets[set_name]
-            for rel, rows in _relation_ranges(data["relation"]).items():
-                _to_parquet(data.select(rows), staging / f"data/{set_name}/{rel}.parquet")
-        for config, names in build.candidates.items():  # configs with rows only (see build_medlama)
-            table = Dataset.from_dict({"name": names}, features=candidate_features())
-            _to_parquet(table, staging / layout[f"candidates_{config}"])
-        (staging / "README.md").write_text(render_medlama_card(build, layout, stats), encoding="utf-8")
-        info = {"report": asdict(build.report), "statistics": stats,
-                "configs": {name: path for name, path in layout.items()}}
-        (staging / "build_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-    return build, stats
-
-
-def _relation_ranges(relations: list[str]) -> dict[str, range]:
-    """Row ranges per relation; the builder keeps each relation's rows contiguous."""
-    ranges, start = {}, 0
-    for index in range(1, len(relations) + 1):
-        if index == len(relations) or relations[index] != relations[start]:
-            ranges[relations[start]] = range(start, index)
-            start = index
-    return ranges
-
-
-@contextmanager
-def _quiet_datasets():
-    """No per-file progress bars from ``datasets`` while writing dozens of small Parquet files."""
-    from datasets.utils.logging import disable_progress_bar, enable_progress_bar, is_progress_bar_enabled
-
-    was_enabled = is_progress_bar_enabled()
-    disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            enable_progress_bar()
-
-
-def cached_build(source: str | Path | None = None, cache_dir: str | Path | None = None) -> Path:
-    """A MedLAMA folder with the release's thresholds, built once into the cache and reused.
-
-    For commands that need MedLAMA but were not given a built folder (``medlama probe`` without
-    ``--data``). The folder is keyed by the pinned commit, so a new pin builds anew.
-    """
-    import os
-
-    root = Path(cache_dir or os.environ.get(release.CACHE_ENV) or Path.home() / ".cache" / "medlama")
-    out = root / "datasets" / f"medlama-{release.COMMIT[:12]}"
-    if not (out / "build_info.json").is_file():
-        write_medlama(out, source)
-    return out
-
-
-def _to_parquet(dataset, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    dataset.to_parquet(str(path))
+        return getattr(medlama_folder, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,8 +1,11 @@
-"""Statistics of a built MedLAMA, as the dataset card and the ``medlama build`` table show them."""
+"""Statistics of a built MedLAMA or BioLAMA, as the dataset cards and the ``medlama build`` tables show them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from statistics import fmean
+
+from medlama.loaders.biolama_release import SPLITS as BIOLAMA_SPLITS
 
 
 def single_token_share(names: list[str], tokenizer) -> float | None:
@@ -69,4 +72,49 @@ def statistics_markdown(rows: list[dict]) -> str:
         lines.append(f"| {label} | {r['full']:,} | {r['hard']:,} | {r['answers_per_query_full']:.2f} | "
                      f"{number(r['answers_per_query_hard'], '.2f')} | {r['distinct_answers']:,} | "
                      + " | ".join("–" if x is None else f"{100 * x:.1f}%" for x in shares) + " |")
+    return "\n".join(lines)
+
+
+def biolama_statistics(build) -> list[dict]:
+    """One row per relation, then one per source and a final ``all`` row.
+
+    ``objects_per_query`` and ``answers_per_query`` (gold labels plus aliases, distinct) are over all
+    splits; ``distinct_objects`` counts distinct object labels over all splits.
+    """
+
+    def row(source: str, relation: str, configs: Sequence[str], template: str) -> dict:
+        counts = {split: sum(len(build.rows[c][split]) for c in configs) for split in BIOLAMA_SPLITS}
+        everything = [r for c in configs for split in BIOLAMA_SPLITS for r in build.rows[c][split]]
+        total = len(everything)
+        return {
+            "source": source, "relation": relation, "relations": len(configs), **counts, "total": total,
+            "objects_per_query": sum(len(r["obj_labels"]) for r in everything) / total if total else float("nan"),
+            "answers_per_query": sum(len(r["answers"]) for r in everything) / total if total else float("nan"),
+            "distinct_objects": len({label for r in everything for label in r["obj_labels"]}),
+            "template": template,
+        }
+
+    rows = []
+    for src in build.report.sources:
+        for config in build.relation_configs(src):
+            rows.append(row(src, config.split("_", 1)[1], [config], build.templates[config]))
+    for src in build.report.sources:
+        rows.append(row(src, "all", build.relation_configs(src), ""))
+    rows.append(row("all", "all", build.relation_configs(), ""))
+    return rows
+
+
+def biolama_statistics_markdown(rows: list[dict]) -> str:
+    """BioLAMA's statistics as a Markdown table."""
+    lines = ["| Source | Relation | Train | Dev | Test | Objects / query | Answers / query (with aliases) "
+             "| Distinct objects | Manual prompt |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        total = r["relation"] == "all"
+        source = f"**{r['source']}**" if total else r["source"]
+        relation = f"**all ({r['relations']})**" if total else f"`{r['relation']}`"
+        template = r["template"].replace("|", "\\|")
+        lines.append(f"| {source} | {relation} | {r['train']:,} | {r['dev']:,} | {r['test']:,} | "
+                     f"{r['objects_per_query']:.2f} | {r['answers_per_query']:.2f} | {r['distinct_objects']:,} | "
+                     f"{f'`{template}`' if template else ''} |")
     return "\n".join(lines)

@@ -6,8 +6,13 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from typing import TypeVar
 
+from medlama.errors import MedlamaInputError
 from medlama.probers.queries import QuerySet
+from medlama.settings import check, choices_of, fields_of, type_hints
+
+S = TypeVar("S")
 
 #: The cut-offs every report shows.
 DEFAULT_KS = (1, 5, 10)
@@ -26,6 +31,23 @@ class Prober(ABC):
     def settings(self) -> dict:
         """Everything that determines the predictions, for the JSON output and model cards."""
         return {"method": self.method}
+
+
+def check_settings(settings: S) -> S:
+    """Check a prober's settings dataclass (:func:`medlama.settings.check`), wording a value outside its
+    choices or bounds as the probers always have: "unknown initial fill 'left'; choose from [...]", "beam
+    size must be >= 1, got 0" (the noun is the field's ``noun`` metadata, else its name)."""
+    hints = type_hints(settings)
+    for field in fields_of(settings):
+        value = getattr(settings, field.name)
+        noun = field.metadata.get("noun") or field.name.replace("_", " ")
+        allowed = choices_of(field, hints.get(field.name))
+        if allowed is not None and isinstance(value, str) and value not in allowed:
+            raise MedlamaInputError(f"unknown {noun} {value!r}; choose from {list(allowed)}")
+        low = field.metadata.get("min")
+        if low is not None and isinstance(value, (int, float)) and not isinstance(value, bool) and value < low:
+            raise MedlamaInputError(f"{noun} must be >= {low}, got {value}")
+    return check(settings)
 
 
 @dataclass

@@ -13,27 +13,22 @@ from pathlib import Path
 import numpy as np
 
 from medlama.errors import MedlamaInputError
+from medlama.models import load_tokenizer, pick_device, read_config, resolve_model
 
 POOLINGS = ("cls", "mean")
 
 
 def load_encoder(model_path: str | Path):
     """Tokenizer and encoder (no task head) of ``model_path``, with clear errors for what is not one."""
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoModel
 
-    path = str(model_path)
-    if Path(path).exists() and not (Path(path) / "config.json").is_file():
-        raise MedlamaInputError("not a model folder: no config.json (give a Hugging Face model folder, "
-                                "e.g. the output of `medlama rewire`)", file=path)
-    try:
-        config = AutoConfig.from_pretrained(path)
-    except (OSError, ValueError) as error:
-        raise MedlamaInputError(f"cannot read the model config: {error}", file=path) from None
+    path = resolve_model(model_path)
+    config = read_config(path)
     if getattr(config, "is_encoder_decoder", False) or getattr(config, "is_decoder", False):
         raise MedlamaInputError(f"{config.model_type!r} is not an encoder-only model; retrieval probing needs "
                                 "an encoder such as BERT", file=path)
+    tokenizer = load_tokenizer(path)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModel.from_pretrained(path)
     except (OSError, ValueError, KeyError) as error:
         raise MedlamaInputError(f"cannot load the encoder: {error}", file=path) from None
@@ -84,7 +79,7 @@ class Encoder:
             stack.layer = stack.layer[:keep]
         self.pooling = pooling
         self.batch_size = batch_size
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.device = pick_device(device)
         if self.device.type == "cuda" and half_on_gpu:
             model = model.half()  # as the reference implementation encodes
         elif self.device.type == "cpu":

@@ -22,14 +22,16 @@ follows the model's own generation config apart from the beam settings and the l
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from medlama.defaults import MASK_PLACEHOLDER
 from medlama.errors import MedlamaInputError
-from medlama.probers.base import Prober
-from medlama.probers.mlm import candidate_lookup, load_seq2seq_lm, pick_device
+from medlama.models import pick_device
+from medlama.probers.base import Prober, check_settings
+from medlama.probers.mlm import candidate_lookup, load_seq2seq_lm
 from medlama.probers.queries import QuerySet
+from medlama.settings import setting
 
 STYLES = ("auto", "t5", "bart")
 T5_SENTINEL = "<extra_id_0>"
@@ -38,25 +40,18 @@ SENTINEL = re.compile(r"<extra_id_\d+>")
 
 @dataclass(frozen=True)
 class GenerativeSettings:
-    """``style``: how the mask is written and the answer read (``auto``: T5 if the sentinel exists)."""
+    """How the mask is written and answers are generated and reported."""
 
-    style: str = "auto"
-    max_answer_tokens: int = 32
-    to_candidates: bool = True
-    batch_size: int = 16
+    style: str = setting(
+        "auto", help="how the mask is written and the answer read (auto: T5 if the <extra_id_0> sentinel "
+                     "exists, else BART)", choices=STYLES, noun="generative style")
+    max_answer_tokens: int = setting(32, help="most tokens generated for the answer", min=1, metavar="N")
+    to_candidates: bool = setting(True, help="report an answer whose token ids equal a candidate name's as that "
+                                             "name (--raw-predictions: as decoded)", cli=False)
+    batch_size: int = setting(16, help="queries per generate call (each expanded to top-k beams)", min=1)
 
-    def check(self) -> "GenerativeSettings":
-        if self.style not in STYLES:
-            raise MedlamaInputError(f"unknown generative style {self.style!r}; choose from {list(STYLES)}")
-        for name in ("max_answer_tokens", "batch_size"):
-            if getattr(self, name) < 1:
-                raise MedlamaInputError(f"{name.replace('_', ' ')} must be >= 1, got {getattr(self, name)}")
-        return self
-
-
-def settings_from(**overrides) -> GenerativeSettings:
-    """Default settings with some fields overridden (``None`` values are ignored)."""
-    return replace(GenerativeSettings(), **{k: v for k, v in overrides.items() if v is not None}).check()
+    def __post_init__(self) -> None:
+        check_settings(self)
 
 
 def t5_answer(generated: str) -> str:
@@ -127,7 +122,7 @@ class GenerativeProber(Prober):
 
     def __init__(self, model_path: str | Path, settings: GenerativeSettings = GenerativeSettings(), *,
                  device: str | None = None) -> None:
-        self.settings_ = settings.check()
+        self.settings_ = settings
         self.model_path = str(model_path)
         self.tokenizer, model = load_seq2seq_lm(model_path)
         self.style = detect_style(self.tokenizer, settings.style, file=self.model_path)

@@ -21,34 +21,27 @@ This prober follows the method as the paper and Kassner et al. describe it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from medlama.errors import MedlamaInputError
-from medlama.probers.base import Prober
+from medlama.probers.base import Prober, check_settings
 from medlama.probers.mlm import MaskedLM
 from medlama.probers.queries import QuerySet
+from medlama.settings import setting
 
 
 @dataclass(frozen=True)
 class MaskAverageSettings:
-    """``max_tokens``: most masks per candidate (None: the longest candidate); ``batch_size``: rows per pass."""
+    """How candidates are scored: masks per candidate and rows per forward pass."""
 
-    max_tokens: int | None = None
-    batch_size: int = 32
+    max_tokens: int | None = setting(None, help="most masks per candidate (none: the longest candidate's token "
+                                                "count); longer candidates are scored on their first N tokens",
+                                     min=1, metavar="N")
+    batch_size: int = setting(32, help="queries per forward pass (one row each, per candidate length)", min=1)
 
-    def check(self) -> "MaskAverageSettings":
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise MedlamaInputError(f"max tokens must be >= 1 (or unset for the longest candidate), "
-                                    f"got {self.max_tokens}")
-        if self.batch_size < 1:
-            raise MedlamaInputError(f"batch size must be >= 1, got {self.batch_size}")
-        return self
-
-
-def settings_from(**overrides) -> MaskAverageSettings:
-    """Default settings with some fields overridden (``None`` values are ignored)."""
-    return replace(MaskAverageSettings(), **{k: v for k, v in overrides.items() if v is not None}).check()
+    def __post_init__(self) -> None:
+        check_settings(self)
 
 
 class MaskAverageProber(Prober):
@@ -58,7 +51,7 @@ class MaskAverageProber(Prober):
 
     def __init__(self, model_path: str | Path, settings: MaskAverageSettings = MaskAverageSettings(), *,
                  device: str | None = None) -> None:
-        self.settings_ = settings.check()
+        self.settings_ = settings
         self.lm = MaskedLM(model_path, device=device, batch_size=settings.batch_size)
 
     def settings(self) -> dict:

@@ -42,13 +42,14 @@ Presets: ``paper`` is the paper's first setting (beam 5, M = 5, ``independent``,
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from medlama.errors import MedlamaInputError
-from medlama.probers.base import Prober
+from medlama.probers.base import Prober, check_settings
 from medlama.probers.mlm import MaskedLM, candidate_lookup, rank_unique
 from medlama.probers.queries import QuerySet
+from medlama.settings import setting
 
 INITS = ("independent", "order", "confidence")
 REFINES = ("none", "order", "confidence")
@@ -56,30 +57,27 @@ REFINES = ("none", "order", "confidence")
 
 @dataclass(frozen=True)
 class MaskPredictSettings:
-    """X-FACTR decoding settings; ``batch_size``: queries decoded together (x ``beam_size`` rows per pass)."""
+    """X-FACTR decoding settings (see the module docstring)."""
 
-    max_masks: int = 5
-    beam_size: int = 5
-    init: str = "independent"
-    refine: str = "none"
-    max_iterations: int = 10
-    rescore: bool = False
-    to_candidates: bool = True
-    batch_size: int = 16
+    max_masks: int = setting(5, help="decode answers of 1..M tokens", min=1, metavar="M")
+    beam_size: int = setting(5, help="beam size", min=1, metavar="B")
+    init: str = setting("independent", help="initial fill of the masks", choices=INITS, noun="initial fill")
+    refine: str = setting("none", help="iterative refinement after the initial fill", choices=REFINES,
+                          noun="refinement")
+    max_iterations: int = setting(10, help="most decoding rounds per mask count, initial fill rounds included",
+                                  min=1, metavar="N")
+    rescore: bool = setting(False, help="score the final answers by pseudo-log-likelihood instead of the "
+                                        "log-probabilities at fill time")
+    to_candidates: bool = setting(True, help="report a decoded answer whose token ids equal a candidate name's "
+                                             "as that name (--raw-predictions: as decoded)", cli=False)
+    batch_size: int = setting(16, help="queries decoded together (x beam size rows per forward pass)", min=1)
 
-    def check(self) -> "MaskPredictSettings":
-        if self.init not in INITS:
-            raise MedlamaInputError(f"unknown initial fill {self.init!r}; choose from {list(INITS)}")
-        if self.refine not in REFINES:
-            raise MedlamaInputError(f"unknown refinement {self.refine!r}; choose from {list(REFINES)}")
-        for name in ("max_masks", "beam_size", "max_iterations", "batch_size"):
-            if getattr(self, name) < 1:
-                raise MedlamaInputError(f"{name.replace('_', ' ')} must be >= 1, got {getattr(self, name)}")
+    def __post_init__(self) -> None:
+        check_settings(self)
         if self.init != "independent" and self.max_iterations < self.max_masks:
             raise MedlamaInputError(f"max iterations ({self.max_iterations}) must be >= max masks "
                                     f"({self.max_masks}) with the {self.init!r} fill, which takes one round "
                                     "per mask; otherwise answers would keep masks")
-        return self
 
     @property
     def name(self) -> str:
@@ -91,13 +89,6 @@ PRESETS = {
     "paper": MaskPredictSettings(),
     "paper-order+order": MaskPredictSettings(init="order", refine="order"),
 }
-
-
-def settings_from(preset: str = "paper", **overrides) -> MaskPredictSettings:
-    """A preset with some fields overridden (``None`` values are ignored)."""
-    if preset not in PRESETS:
-        raise MedlamaInputError(f"unknown mask-predict preset {preset!r}; choose from {sorted(PRESETS)}")
-    return replace(PRESETS[preset], **{k: v for k, v in overrides.items() if v is not None}).check()
 
 
 @dataclass(frozen=True)
@@ -158,7 +149,7 @@ class MaskPredictProber(Prober):
 
     def __init__(self, model_path: str | Path, settings: MaskPredictSettings = PRESETS["paper"], *,
                  device: str | None = None) -> None:
-        self.settings_ = settings.check()
+        self.settings_ = settings
         self.lm = MaskedLM(model_path, device=device, batch_size=settings.batch_size * settings.beam_size)
 
     def settings(self) -> dict:

@@ -13,71 +13,51 @@ runs rows in length-sorted batches and computes the MLM head only at the asked p
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from medlama.defaults import MASK_PLACEHOLDER
 from medlama.errors import MedlamaInputError
+from medlama.models import load_tokenizer, pick_device, quiet_transformers, read_config, resolve_model
 
 #: Log-probabilities (rows x positions x vocabulary) materialised at once, at most (256 MB in float32).
 MAX_LOGPROB_ELEMENTS = 1 << 26
 
 CONTRASTIVE_HINT = ("encoders saved without it (the output of `medlama rewire`, the bundled sentence encoder, "
-                    "PubMedBERT) can be probed with --method contrastive")
+                    "PubMedBERT) can be probed with --method retrieval")
 
 
-@contextlib.contextmanager
-def _quiet_transformers():
-    """Silence transformers' load report (we raise our own error when weights are missing)."""
-    from transformers.utils import logging
+def causal_hint(config) -> str:
+    """``" (a decoder-only causal LM: use --method causal-...)"`` when ``config`` is one, else ``""``."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, \
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
-    level = logging.get_verbosity()
-    logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        logging.set_verbosity(level)
-
-
-def _read_config(path: str):
-    from transformers import AutoConfig
-
-    if Path(path).exists() and not (Path(path) / "config.json").is_file():
-        raise MedlamaInputError("not a model folder: no config.json (give a Hugging Face model folder)", file=path)
-    try:
-        return AutoConfig.from_pretrained(path)
-    except (OSError, ValueError) as error:
-        raise MedlamaInputError(f"cannot read the model config: {error}", file=path) from None
-
-
-def _load_tokenizer(path: str):
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise MedlamaInputError(f"cannot load the tokenizer: {error}", file=path) from None
+    kind = config.model_type
+    if getattr(config, "is_encoder_decoder", False) or kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES or \
+            (kind in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not getattr(config, "is_decoder", False)):
+        return ""
+    return (f" ({kind!r} is a decoder-only causal LM: use --method causal-likelihood, causal-constrained or "
+            "causal-generate)")
 
 
 def load_masked_lm(model_path: str | Path):
     """Tokenizer and masked LM (with its MLM head) of ``model_path``; ``MedlamaInputError`` otherwise."""
     from transformers import AutoModelForMaskedLM
 
-    path = str(model_path)
-    config = _read_config(path)
+    path = resolve_model(model_path)
+    config = read_config(path)
     need = "mask predict and mask average need a masked language model (BERT style) with its MLM head"
     if getattr(config, "is_encoder_decoder", False):
         raise MedlamaInputError(f"{config.model_type!r} is a sequence-to-sequence model; {need} "
                                 "(use --method generative for BART/T5 models)", file=path)
     try:
-        with _quiet_transformers():
+        with quiet_transformers():
             model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
     except ValueError as error:
         if "Unrecognized configuration class" in str(error):
-            raise MedlamaInputError(f"{config.model_type!r} has no masked-LM architecture; {need}",
-                                    file=path) from None
+            raise MedlamaInputError(f"{config.model_type!r} has no masked-LM architecture; {need}"
+                                    f"{causal_hint(config)}", file=path) from None
         raise MedlamaInputError(f"cannot load the masked LM: {error}", file=path) from None
     except (OSError, KeyError) as error:
         raise MedlamaInputError(f"cannot load the masked LM: {error}", file=path) from None
@@ -90,7 +70,7 @@ def load_masked_lm(model_path: str | Path):
     if missing:
         raise MedlamaInputError(f"incomplete weights: {len(missing)} tensors missing ({', '.join(missing[:4])}"
                                 f"{', ...' if len(missing) > 4 else ''})", file=path)
-    tokenizer = _load_tokenizer(path)
+    tokenizer = load_tokenizer(path)
     if tokenizer.mask_token is None or tokenizer.mask_token_id is None:
         raise MedlamaInputError(f"the tokenizer has no mask token; {need}", file=path)
     return tokenizer, model.eval()
@@ -100,14 +80,15 @@ def load_seq2seq_lm(model_path: str | Path):
     """Tokenizer and sequence-to-sequence LM (BART, T5 style) of ``model_path``; ``MedlamaInputError`` otherwise."""
     from transformers import AutoModelForSeq2SeqLM
 
-    path = str(model_path)
-    config = _read_config(path)
+    path = resolve_model(model_path)
+    config = read_config(path)
     need = "generative probing needs a sequence-to-sequence model (BART or T5 style)"
     if not getattr(config, "is_encoder_decoder", False):
-        raise MedlamaInputError(f"{config.model_type!r} is not a sequence-to-sequence model; {need} "
-                                "(use --method mask-predict or mask-average for BERT-style masked LMs)", file=path)
+        hint = causal_hint(config) or " (use --method mask-predict or mask-average for BERT-style masked LMs)"
+        raise MedlamaInputError(f"{config.model_type!r} is not a sequence-to-sequence model; {need}{hint}",
+                                file=path)
     try:
-        with _quiet_transformers():
+        with quiet_transformers():
             model, info = AutoModelForSeq2SeqLM.from_pretrained(path, output_loading_info=True)
     except (OSError, ValueError, KeyError) as error:
         raise MedlamaInputError(f"cannot load the sequence-to-sequence model: {error}", file=path) from None
@@ -115,13 +96,7 @@ def load_seq2seq_lm(model_path: str | Path):
     if missing:
         raise MedlamaInputError(f"incomplete weights: {len(missing)} tensors missing ({', '.join(missing[:4])}"
                                 f"{', ...' if len(missing) > 4 else ''}); {need} with its LM head", file=path)
-    return _load_tokenizer(path), model.eval()
-
-
-def pick_device(device: str | None):
-    import torch
-
-    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    return load_tokenizer(path), model.eval()
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The probing front end shared by every prober: queries, gold answers and candidates of a dataset."""
+"""The probing front end shared by every prober: queries, gold answers and candidates of a dataset, and
+:func:`load_queries`, which finds them from a :class:`QuerySource` (dataset, built folder, config, ...)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 from medlama.defaults import MASK_PLACEHOLDER
 from medlama.errors import MedlamaInputError
+from medlama.settings import check, setting
 
 PROMPT_COLUMNS = ("query_human", "query_default")
 
@@ -84,3 +86,63 @@ def load_medlama_queries(data_dir: str | Path, config: str = "hard", *, relation
         name = config
     return QuerySet(ids=list(data["id"]), relations=list(data["relation"]), texts=list(data[prompt_column]),
                     gold=[list(g) for g in data["answer_names"]], candidates=candidates, name=name)
+
+
+# -- which queries to probe: the dataset, its built folder, config, split and relations ------------------
+
+DATASETS = ("medlama", "biolama")
+#: Query sets each dataset offers (BioLAMA also has one config per relation, ``<source>_<PID>``).
+CONFIGS = {"medlama": ("hard", "full"), "biolama": ("all", "ctd", "umls", "wikidata")}
+
+
+@dataclass(frozen=True)
+class QuerySource:
+    """Where the queries of a probe come from (``medlama probe``'s data flags)."""
+
+    dataset: str = setting("medlama", choices=DATASETS,
+                           help="benchmark to probe; biolama is scored as BioLAMA does: normalised match against "
+                                "labels and aliases, acc@1 and acc@5")
+    data: Path | None = setting(None, help="a built folder of the dataset; none: build once into the cache from "
+                                           "--source / $MEDLAMA_SOURCE or $BIOLAMA_SOURCE / the pinned download")
+    source: str | None = setting(None, help="the dataset's release (folder or archive), used when --data is not "
+                                            "given")
+    config: str | None = setting(None, help="query set: MedLAMA hard or full; BioLAMA all, ctd, umls, wikidata "
+                                            "or <source>_<PID>; none: the first (hard, all)")
+    split: str = setting("test", help="BioLAMA split to probe: train, dev or test")
+    relations: tuple[str, ...] | None = setting(None, help="probe only these relations (none: all)", metavar="REL")
+    prompt_column: str = setting("query_human", choices=PROMPT_COLUMNS,
+                                 help="MedLAMA: which prompt builds the query (the human prompt, as the reference)")
+
+    def __post_init__(self) -> None:
+        check(self)
+
+
+def data_folder(source: QuerySource) -> Path:
+    """The built dataset folder: ``source.data``, else one built once into the cache from the release."""
+    if source.data is not None:
+        return Path(source.data)
+    if source.dataset == "biolama":
+        from medlama.datasets.biolama import cached_build as cached_biolama
+
+        return cached_biolama(source.source)
+    from medlama.datasets.medlama import cached_build
+
+    return cached_build(source.source)
+
+
+def load_queries(source: QuerySource) -> QuerySet:
+    """The :class:`QuerySet` that ``source`` describes."""
+    config = source.config or CONFIGS[source.dataset][0]
+    relations = list(source.relations) if source.relations else None
+    if source.dataset == "biolama":
+        from medlama.probers.biolama_queries import load_biolama_queries
+
+        if source.prompt_column != "query_human":
+            raise MedlamaInputError("--prompt-column is a MedLAMA option; BioLAMA queries use its manual prompts")
+        return load_biolama_queries(data_folder(source), config, split=source.split, relations=relations)
+    if config not in CONFIGS["medlama"]:
+        raise MedlamaInputError(f"unknown MedLAMA config {config!r}; choose from {list(CONFIGS['medlama'])}")
+    if source.split != "test":
+        raise MedlamaInputError("MedLAMA has one split, test")
+    return load_medlama_queries(data_folder(source), config, relations=relations,
+                                prompt_column=source.prompt_column)

@@ -1,75 +1,79 @@
-"""Probing methods by name, as ``medlama probe --method`` spells them."""
+"""Probing methods by name, as ``medlama probe --method`` spells them: each method's prober class, its
+settings dataclass and its named presets, and :func:`make_prober` building a prober from typed settings."""
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from medlama.errors import MedlamaInputError
 from medlama.probers.base import Prober
+from medlama.probers.causal import CausalConstrainedProber, CausalGenerateProber, CausalLikelihoodProber, \
+    ConstrainedSettings, GenerateSettings, LikelihoodSettings
+from medlama.probers.generative import GenerativeProber, GenerativeSettings
+from medlama.probers.mask_average import MaskAverageProber, MaskAverageSettings
+from medlama.probers.mask_predict import PRESETS as MASK_PREDICT_PRESETS
+from medlama.probers.mask_predict import MaskPredictProber, MaskPredictSettings
+from medlama.probers.retrieval import PRESETS as RETRIEVAL_PRESETS
+from medlama.probers.retrieval import RetrievalProber, RetrievalSettings
+from medlama.settings import settings_from
 
 
-def _contrastive(model: str | Path, options: argparse.Namespace) -> Prober:
-    from medlama.probers.contrastive import ContrastiveProber, settings_from
+class Method(NamedTuple):
+    """A probing method: its prober class, its settings dataclass and its presets (the first is the default)."""
 
-    settings = settings_from(getattr(options, "preset", None) or "reference",
-                             layer=getattr(options, "layer", None), pooling=getattr(options, "pooling", None),
-                             distance=getattr(options, "distance", None),
-                             batch_size=getattr(options, "batch_size", None))
-    return ContrastiveProber(model, settings, layers=getattr(options, "layers", None))
+    prober: type[Prober]
+    settings: type
+    presets: Mapping[str, Any]
 
 
-# -- the baseline probers (mask average, mask predict, generative; issue 5) ---------------------------
-
-def _no_layers(method: str, options: argparse.Namespace) -> None:
-    if getattr(options, "layers", None):
-        raise MedlamaInputError(f"--layers applies to --method contrastive only, not {method}")
-
-
-def _mask_average(model: str | Path, options: argparse.Namespace) -> Prober:
-    from medlama.probers.mask_average import MaskAverageProber, settings_from
-
-    _no_layers("mask-average", options)
-    return MaskAverageProber(model, settings_from(max_tokens=getattr(options, "max_tokens", None),
-                                                  batch_size=getattr(options, "batch_size", None)))
-
-
-def _mask_predict(model: str | Path, options: argparse.Namespace) -> Prober:
-    from medlama.probers.mask_predict import MaskPredictProber, settings_from
-
-    _no_layers("mask-predict", options)
-    settings = settings_from(getattr(options, "mask_predict_preset", None) or "paper",
-                             max_masks=getattr(options, "max_masks", None),
-                             beam_size=getattr(options, "beam_size", None), init=getattr(options, "init", None),
-                             refine=getattr(options, "refine", None),
-                             max_iterations=getattr(options, "max_iterations", None),
-                             rescore=getattr(options, "rescore", None) or None,
-                             to_candidates=False if getattr(options, "raw_predictions", False) else None,
-                             batch_size=getattr(options, "batch_size", None))
-    return MaskPredictProber(model, settings)
-
-
-def _generative(model: str | Path, options: argparse.Namespace) -> Prober:
-    from medlama.probers.generative import GenerativeProber, settings_from
-
-    _no_layers("generative", options)
-    settings = settings_from(max_answer_tokens=getattr(options, "max_answer_tokens", None),
-                             to_candidates=False if getattr(options, "raw_predictions", False) else None,
-                             batch_size=getattr(options, "batch_size", None))
-    return GenerativeProber(model, settings)
-
-
-#: method name -> factory(model path, options) building a prober.
-METHODS: dict[str, Callable[[str | Path, argparse.Namespace], Prober]] = {
-    "contrastive": _contrastive,
-    "mask-average": _mask_average,
-    "mask-predict": _mask_predict,
-    "generative": _generative,
+#: method name -> (prober class, settings class, presets).
+METHODS: dict[str, Method] = {
+    "retrieval": Method(RetrievalProber, RetrievalSettings, RETRIEVAL_PRESETS),
+    "mask-average": Method(MaskAverageProber, MaskAverageSettings, {}),
+    "mask-predict": Method(MaskPredictProber, MaskPredictSettings, MASK_PREDICT_PRESETS),
+    "generative": Method(GenerativeProber, GenerativeSettings, {}),
+    # decoder-only causal LMs (GPT-2, BioGPT, Llama family): exact ranking, fast ranking, free text
+    "causal-likelihood": Method(CausalLikelihoodProber, LikelihoodSettings, {}),
+    "causal-constrained": Method(CausalConstrainedProber, ConstrainedSettings, {}),
+    "causal-generate": Method(CausalGenerateProber, GenerateSettings, {}),
 }
 
+#: Earlier method names, still accepted: old name -> current name.
+OLD_NAMES = {"contrastive": "retrieval"}
 
-def make_prober(method: str, model: str | Path, options: argparse.Namespace | None = None) -> Prober:
-    if method not in METHODS:
+
+def method_name(method: str) -> str:
+    """The current name of ``method`` (an old name such as ``contrastive`` gives its replacement)."""
+    name = OLD_NAMES.get(method, method)
+    if name not in METHODS:
         raise MedlamaInputError(f"unknown probing method {method!r}; choose from {sorted(METHODS)}")
-    return METHODS[method](model, options or argparse.Namespace())
+    return name
+
+
+def settings_for(method: str, values: Mapping[str, Any] | None = None, *, preset: str | None = None) -> Any:
+    """``method``'s settings: its ``preset`` (default: its first, or the class defaults) with ``values``
+    replacing fields. An unknown preset, or an unknown or misspelt setting name, is an error."""
+    name = method_name(method)
+    cls, presets = METHODS[name].settings, METHODS[name].presets
+    if preset is not None and preset not in presets:
+        known = f"choose from {sorted(presets)}" if presets else "it has none"
+        raise MedlamaInputError(f"unknown {name} preset {preset!r}; {known}")
+    base = presets[preset] if preset is not None else next(iter(presets.values()), None)
+    return settings_from(cls, values, base=base, what=name)
+
+
+def make_prober(method: str, model: str | Path, settings: Any = None, *, device: str | None = None) -> Prober:
+    """A prober for ``method`` on ``model``.
+
+    ``settings``: the method's settings dataclass, or a mapping of its fields (over the method's default
+    preset; an unknown or misspelt name is an error), or ``None`` for the default preset.
+    """
+    name = method_name(method)
+    entry = METHODS[name]
+    if settings is None or isinstance(settings, Mapping):
+        settings = settings_for(name, settings)
+    elif not isinstance(settings, entry.settings):
+        raise MedlamaInputError(f"{name} takes {entry.settings.__name__}, not {type(settings).__name__}")
+    return entry.prober(model, settings, device=device)

@@ -1,1 +1,6 @@
-"""Trainers that rewire encoders for probing (Contrastive-Probe)."""
+"""Contrastive-Probe rewiring of encoders for probing.
+
+``config`` (:class:`RewireConfig` and its presets), ``cloze`` (cloze pairs from corpus sentences),
+``model`` (the encoder a rewiring trains), ``loss`` (:class:`ClozeInfoNCELoss`), ``devices`` (processes and
+precision), ``checkpoints`` (listing, atomic saving, resuming), ``trainer`` (:func:`rewire`), ``model_card``.
+"""

@@ -278,6 +278,9 @@ def build_cloze_dataset(source: Any, *, mask_token: str = "[MASK]", mask_ratio: 
     import datasets
 
     sentences, corpus = read_sentences(source, column=column)
+    if not sentences:  # said here, where the files are known
+        raise MedlamaInputError("the corpus is empty: it has no lines",
+                                file=", ".join(str(item.get("path") or item.get("dataset")) for item in corpus))
     stats_sampled_from = None
     if max_sentences is not None:
         if not isinstance(max_sentences, int) or max_sentences < 1:

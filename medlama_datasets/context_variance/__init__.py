@@ -1,13 +1,26 @@
 """Context-variance probing sets (Yao et al., "Context Variance Evaluation of Pretrained Language
-Models for Prompt-based Biomedical Knowledge Probing"): the construction core.
+Models for Prompt-based Biomedical Knowledge Probing").
+
+The construction core:
 
 * :mod:`.knowledge`     triples, their correct objects (O_cor) and typed entity pools (O_pool);
+* :mod:`.kb_adapters`   knowledge bases from built MedLAMA and BioLAMA folders;
 * :mod:`.matching`      case-insensitive longest-match entity mentions with spaCy's PhraseMatcher;
 * :mod:`.index`         an entity -> documents index built once per corpus and reused;
 * :mod:`.segmentation`  segments around the centre object and every context type with its
   incremental inputs (figures 1 and 2 of the paper).
 
-Scoring with language models, the UCM metric and dataset folders build on these.
+The dataset:
+
+* :mod:`.settings`      typed settings: :class:`BuildSettings`, :class:`CorpusSpec`, :class:`KnowledgeSpec`;
+* :mod:`.layout`        schemas, config names and the files behind them;
+* :mod:`.pipeline`      the per-triple work (retrieval, contexts, rows) in worker processes;
+* :mod:`.builder`       :class:`ContextVarianceBuilder`, the ``datasets`` builder class;
+* :mod:`.export`        every config written into a dataset folder (``medlama build context-variance``);
+* :mod:`.stats`, :mod:`.card_text`  the build's counts and its card.
+
+The builder and the export import ``datasets``; they are loaded when first asked for, so that the
+worker processes of a build (which import this package) stay small.
 """
 
 from medlama.datasets.context_variance.knowledge import Entity, EntityPool, KnowledgeBase, Triple, fill_template
@@ -23,23 +36,49 @@ from medlama.datasets.context_variance.segmentation import (
     resolve_pool_mentions,
     segment_document,
 )
+from medlama.datasets.context_variance.settings import BuildSettings, CorpusSpec, KnowledgeSpec
+
+_LAZY = {
+    "ContextVarianceBuilder": "builder",
+    "ContextVarianceConfig": "builder",
+    "build_context_variance": "export",
+    "write_folder": "export",
+    "render_context_variance_card": "card_text",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CONTEXT_TYPES",
+    "BuildSettings",
     "ContextInput",
     "ContextSequence",
+    "ContextVarianceBuilder",
+    "ContextVarianceConfig",
     "CorpusIndex",
+    "CorpusSpec",
     "Entity",
     "EntityMatcher",
     "EntityPool",
     "IndexedDocument",
     "KnowledgeBase",
+    "KnowledgeSpec",
     "Mention",
     "Segment",
     "Segmentation",
     "Triple",
+    "build_context_variance",
     "build_contexts",
     "fill_template",
+    "render_context_variance_card",
     "resolve_pool_mentions",
     "segment_document",
+    "write_folder",
 ]

@@ -20,6 +20,10 @@ Layout of an index folder (written atomically: an interrupted build leaves the p
     postings/bucket-*.npz     codes, offsets, rows (CSR: rows of codes[i] are rows[offsets[i]:offsets[i+1]])
 
 A document's *row* is its 0-based position in the corpus stream; ``doc_id`` is the corpus's own id.
+
+This module is longer than most (about 500 lines) on purpose: the writer (the build, its workers and
+the postings spill) and the reader (:class:`CorpusIndex`: open, check, retrieve) are the two halves of
+one on-disk format, and split apart each would have to restate the other's layout.
 """
 
 from __future__ import annotations

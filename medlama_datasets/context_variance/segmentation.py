@@ -20,7 +20,7 @@ between two pool mentions belongs to the segment of the mention nearer to the ce
 reading that puts the ``[Sk]`` markers exactly where figures 1 and 2 print them: a marker is printed at
 the *start* of its segment, hence right after a left entity ("warm sick feeling [S1] in the chest")
 and right before a right entity ("There is [S3] postnasal drip"). :meth:`Segmentation.render_markers`
-reproduces the printed strings exactly (tests/test_cv_segmentation.py).
+reproduces the printed strings exactly (tests/datasets/context_variance/test_cv_segmentation.py).
 
 Every mention is a delimiter, including a repeated mention of an entity that already has a segment
 (the paper is silent; :attr:`ContextInput.added_is_new` tells the scorer). Mentions that are not in
@@ -56,6 +56,10 @@ same, so all three come from one re-segmentation of the document around the nega
 (figure 2, "Negative-target Real context"); for ``knowledge-random`` the first ``O_incor`` of the
 random S order is the new centre of the same shuffled layout. A context with no ``O_incor`` has no
 negative-target counterpart.
+
+This module is longer than most (about 430 lines) on purpose: the segmentation rule and the context
+types built from it are one construction of the paper, checked together against its figures; split,
+each half would hold only part of the figures' reading.
 """
 
 from __future__ import annotations

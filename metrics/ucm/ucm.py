@@ -115,11 +115,17 @@ def _is_bool(value):
     return isinstance(value, bool) or (hasattr(value, "dtype") and getattr(value.dtype, "kind", None) == "b")
 
 
+# Ranks are stored as int64 (the features below); a larger one would fail deep inside pyarrow.
+_MAX_RANK = 2**63 - 1
+
+
 def _check_rank(value, where):
     if _is_bool(value) or not isinstance(value, numbers.Integral):
         raise ValueError(f"ucm: {where} must be an int rank (1 = top), got {value!r}.")
     if value < 1:
         raise ValueError(f"ucm: {where} is {value}; ranks start at 1 (1 = top).")
+    if value > _MAX_RANK:
+        raise ValueError(f"ucm: {where} is {value}, more than the largest rank the metric stores (2**63 - 1).")
 
 
 def _check_records(columns, num_records, offset=0):

@@ -46,7 +46,7 @@ def register(subparsers) -> None:
     biolama.add_argument("--json", action="store_true", help="print the statistics and report as JSON")
     biolama.set_defaults(func=run_biolama)
 
-    from medlama.datasets.context_variance.command import register as register_context_variance
+    from medlama.commands.build_context_variance import register as register_context_variance
 
     register_context_variance(builders)  # medlama build context-variance (issue 7)
 
@@ -55,7 +55,8 @@ def run_medlama(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from medlama.datasets.hardness import HardnessRule
-    from medlama.datasets.medlama import check_threshold, write_medlama
+    from medlama.datasets.medlama import check_threshold
+    from medlama.datasets.medlama_folder import write_medlama
     from medlama.display import print_table
 
     # Checked here too, so that the message names the option the user typed.
@@ -93,7 +94,8 @@ def run_medlama(args: argparse.Namespace) -> int:
 def run_biolama(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from medlama.datasets.biolama import SOURCES, write_biolama
+    from medlama.datasets.biolama import SOURCES
+    from medlama.datasets.biolama_folder import write_biolama
     from medlama.display import print_table
 
     build, stats = write_biolama(args.out, args.source, sources=args.sources or SOURCES, sha256=args.sha256,

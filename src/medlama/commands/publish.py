@@ -1,4 +1,5 @@
-"""``medlama push-dataset`` and ``medlama push-metric``: publish built datasets and the metrics on the Hub."""
+"""``medlama push-dataset``, ``push-model`` and ``push-metric``: publish built datasets, rewired models and the
+metrics on the Hub (:mod:`medlama.publishing.hub`)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ import argparse
 from pathlib import Path
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _common(parser: argparse.ArgumentParser, tree: str = "DIR/<repo name>/") -> None:
     parser.add_argument("--private", action="store_true", help="create the repository as private")
     parser.add_argument("--revision", help="branch to commit to (created if missing; default: main)")
     parser.add_argument("--message", help="commit message")
     parser.add_argument("--dry-run", type=Path, metavar="DIR",
-                        help="upload nothing: write the exact upload tree to DIR/<repo name>/ and DIR/manifest.json")
+                        help=f"upload nothing: write the exact upload tree to {tree} and DIR/manifest.json")
 
 
 def register(subparsers) -> None:
@@ -30,6 +31,19 @@ def register(subparsers) -> None:
                          help="access requests: auto-approved, manually approved, or none (default: auto for "
                               "UMLS-derived data, none otherwise; none needs --private for UMLS data)")
     dataset.set_defaults(func=run_push_dataset)
+
+    model = subparsers.add_parser(
+        "push-model", help="upload a rewired model folder to the Hugging Face Hub",
+        description="Upload PATH (without checkpoints/ unless --include-checkpoints) to the model repository "
+                    "REPO_ID as one commit. The uploaded README.md and rewire_config.json name the base model by "
+                    "its Hub id (else its folder name) and the corpus and output by their file names: no local "
+                    "path is uploaded; PATH itself keeps them. The token comes from HF_TOKEN or `hf auth login`.")
+    model.add_argument("path", type=Path, metavar="PATH", help="model folder written by medlama rewire")
+    model.add_argument("repo_id", metavar="REPO_ID", help="e.g. your-name/minilm-contrastive-probe")
+    _common(model, tree="DIR/files/")
+    model.add_argument("--include-checkpoints", action="store_true",
+                       help="also upload checkpoints/*/ models (not their optimizer states)")
+    model.set_defaults(func=run_push_model)
 
     metric = subparsers.add_parser(
         "push-metric", help="publish a metric module (acc_at_k, ucm) as an evaluate community module",
@@ -62,7 +76,7 @@ def _report(manifest: dict, dry_run: Path | None) -> None:
 
 
 def run_push_dataset(args: argparse.Namespace) -> int:
-    from medlama.hub import push_dataset
+    from medlama.publishing.hub import push_dataset
 
     manifest = push_dataset(args.path, args.repo_id, private=args.private, revision=args.revision,
                             commit_message=args.message, gated=args.gated, dry_run=args.dry_run)
@@ -71,9 +85,25 @@ def run_push_dataset(args: argparse.Namespace) -> int:
 
 
 def run_push_metric(args: argparse.Namespace) -> int:
-    from medlama.hub import push_metric
+    from medlama.publishing.hub import push_metric
 
     manifest = push_metric(args.name, args.repo_id, private=args.private, revision=args.revision,
                            commit_message=args.message, dry_run=args.dry_run)
     _report(manifest, args.dry_run)
+    return 0
+
+
+def run_push_model(args: argparse.Namespace) -> int:
+    from medlama.publishing.hub import MODEL_TREE, push_model
+
+    manifest = push_model(args.path, args.repo_id, private=args.private, revision=args.revision,
+                          commit_message=args.message, include_checkpoints=args.include_checkpoints,
+                          dry_run=args.dry_run)
+    size = sum(f["size"] for f in manifest["files"])
+    if args.dry_run is not None:
+        print(f"dry run: {len(manifest['files'])} files ({size / 1e6:.1f} MB) would be uploaded to "
+              f"{args.repo_id}; copies in {args.dry_run / MODEL_TREE}, details in {args.dry_run / 'manifest.json'}")
+    else:
+        print(f"uploaded {len(manifest['files'])} files ({size / 1e6:.1f} MB) to {args.repo_id}: "
+              f"{manifest.get('commit_url') or ''}")
     return 0

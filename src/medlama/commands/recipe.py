@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from medlama.commands.probe import add_data_arguments, add_retrieval_arguments, load_queries
+from medlama.commands.probe import add_data_arguments, add_retrieval_arguments, load_queries, retrieval_settings
 
 
 def register(subparsers) -> None:
@@ -42,9 +42,8 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from medlama.errors import MedlamaInputError
     from medlama.probers import report
-    from medlama.probers.contrastive import settings_from
-    from medlama.recipe import rewire_then_probe
-    from medlama.trainers.contrastive_probe import RewireConfig
+    from medlama.recipe.workflow import rewire_then_probe
+    from medlama.trainers.config import RewireConfig
 
     corpora = list(args.corpus)
     if args.repeat is not None:
@@ -59,8 +58,7 @@ def run(args: argparse.Namespace) -> int:
     # could swallow the whole sentence; the recipe leaves them out and the rewire record counts them.
     config = RewireConfig.preset(args.rewire_preset, steps=args.steps, batch_size=args.rewire_batch_size,
                                  skip_short_lines=True).validate()
-    settings = settings_from(args.preset, layer=args.layer, pooling=args.pooling, distance=args.distance,
-                             batch_size=args.batch_size)
+    settings = retrieval_settings(args)
     queries = load_queries(args)
     result = rewire_then_probe(queries, corpora, args.out, model=args.model, rewire_config=config,
                                probe_settings=settings, probe_checkpoints=args.probe_checkpoints,

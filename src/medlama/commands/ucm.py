@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+
+from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.ucm.evaluation import UcmSettings
+from medlama.probers.causal import LikelihoodSettings
+from medlama.ucm.rankers import METHODS, RENAMED, MaskAverageRankerSettings, RetrievalRankerSettings
 
 
 def register(subparsers) -> None:
@@ -11,60 +17,75 @@ def register(subparsers) -> None:
         "ucm", help="UCM of models on context-variance sets: rank changes, UCM_k / UCM_m, acc@k with and "
                     "without context",
         description="Rank every pool entity at the mask of each incremental context input of a set built by "
-                    "`medlama build context-variance`, with a masked LM (mask average over the pool) or an "
-                    "encoder (retrieval, as Contrastive-Probe), and report the paper's tables 1-3. Writes "
+                    "`medlama build context-variance`, with a masked LM (mask average over the pool), an "
+                    "encoder (retrieval, as Contrastive-Probe) or a decoder-only causal LM (exact likelihood of "
+                    "every pool name), and report the paper's tables 1-3. Writes "
                     "OUT/results.json and OUT/ucm.png. Without --model, the bundled all-MiniLM-L6-v2 encoder.")
     parser.add_argument("--sets", required=True, type=Path, help="folder written by medlama build context-variance")
     parser.add_argument("--model", nargs="+", help="model folders (default: the bundled encoder)")
-    parser.add_argument("--label", nargs="+", help="names for the models in tables and plots")
-    parser.add_argument("--ranker", nargs="+", default=["auto"], choices=["auto", "mlm", "retrieval"],
-                        help="mlm: mask average with the MLM head; retrieval: [CLS] distance to the pool names; "
-                             "auto (default): mlm when the model has an MLM head. One value, or one per model")
-    parser.add_argument("--sources", nargs="+", metavar="SOURCE", help="score only these sources (default: all)")
-    parser.add_argument("--context-types", nargs="+", metavar="TYPE",
-                        help="score only these context types (real, knowledge-only, knowledge-sorted, "
-                             "knowledge-random)")
-    parser.add_argument("--relations", nargs="+", metavar="REL", help="score only these relations")
-    parser.add_argument("--no-negative", action="store_true", help="skip the negative-target sequences")
-    parser.add_argument("--ks", type=int, nargs="+", default=[1, 5], metavar="K",
-                        help="acc@k cut-offs (default: 1 5, as table 2)")
-    parser.add_argument("--max-tokens", type=int, metavar="N", help="mlm: most masks per name (default: the longest)")
-    parser.add_argument("--layer", type=int, help="retrieval: hidden layer (default: the last)")
-    parser.add_argument("--pooling", choices=["cls", "mean"], help="retrieval: pooling (default: cls)")
-    parser.add_argument("--distance", choices=["l2", "cosine"], help="retrieval: distance (default: l2)")
-    parser.add_argument("--batch-size", type=int, help="inputs per forward pass")
-    parser.add_argument("--include-first-segment", action="store_true",
-                        help="also count each sequence's first record (input1 adds S1, whose entity is the centre "
-                             "itself; left out by default, see medlama.ucm_run)")
-    parser.add_argument("--records", action="store_true",
-                        help="also write OUT/records.jsonl (every rank-change record)")
-    parser.add_argument("--out", type=Path, default=Path("out/ucm"), help="folder for results.json and ucm.png")
+    parser.add_argument("--label", nargs="+",
+                        help="names for the models in tables and plots (default: the model folders' names)")
+    parser.add_argument("--method", nargs="+", choices=["auto", *METHODS, *RENAMED], metavar="METHOD",
+                        help="mask-average: mask average with the MLM head; retrieval: [CLS] distance to the pool "
+                             "names; causal-likelihood: a causal LM's log-probability of each pool name in the slot; "
+                             "auto: causal-likelihood for a decoder-only causal LM (GPT-2, Llama style), else "
+                             "mask-average when the model has an MLM head, else retrieval. One value, or one per "
+                             "model (default: auto)")
+    parser.add_argument("--ranker", nargs="+", choices=["auto", *METHODS, *RENAMED], help=argparse.SUPPRESS)
+    add_settings_flags(parser, UcmSettings, title="what to score")
+    add_settings_flags(parser, MaskAverageRankerSettings, exclude=("batch_size",), title="mask-average ranker")
+    add_settings_flags(parser, RetrievalRankerSettings, exclude=("batch_size",), title="retrieval ranker")
+    add_settings_flags(parser, LikelihoodSettings, exclude=("batch_size",), title="causal-likelihood ranker")
+    parser.add_argument("--batch-size", type=int, metavar="N",
+                        help=f"inputs per forward pass (default: mask-average {MaskAverageRankerSettings().batch_size}"
+                             f", retrieval {RetrievalRankerSettings().batch_size}); causal-likelihood: candidate "
+                             f"continuations per forward pass (default {LikelihoodSettings().batch_size})")
+    parser.add_argument("--out", type=Path, default=Path("out/ucm"),
+                        help="folder for results.json and ucm.png (default: out/ucm)")
     parser.set_defaults(func=run)
+
+
+def _methods(args: argparse.Namespace) -> list[str]:
+    """The methods asked for, in today's names; old spellings say on stderr what replaced them."""
+    methods = args.method or ["auto"]
+    if args.ranker:
+        print("medlama: --ranker is now --method", file=sys.stderr)
+        if args.method:
+            from medlama.errors import MedlamaInputError
+
+            raise MedlamaInputError("give --method only (--ranker is its old name)")
+        methods = args.ranker
+    for old in dict.fromkeys(m for m in methods if m in RENAMED):
+        print(f"medlama: ranker {old!r} is now {RENAMED[old]!r}", file=sys.stderr)
+    return [RENAMED.get(m, m) for m in methods]
 
 
 def run(args: argparse.Namespace) -> int:
     from medlama.defaults import default_model_path
     from medlama.errors import MedlamaInputError
-    from medlama.probers.context_rankers import make_ranker
-    from medlama.ucm_run import run_ucm
+    from medlama.settings import settings_from
+    from medlama.ucm.evaluation import run_ucm
+    from medlama.ucm.rankers import RankerSettings, make_ranker
+    from medlama.ucm.sets import read_build_info
 
     models = args.model or [str(default_model_path())]
     labels = args.label or (["bundled"] if not args.model else [Path(m).name or m for m in models])
     if len(labels) != len(models):
         raise MedlamaInputError(f"{len(labels)} --label values for {len(models)} --model values")
-    kinds = args.ranker if len(args.ranker) > 1 else args.ranker * len(models)
+    methods = _methods(args)
+    kinds = methods if len(methods) > 1 else methods * len(models)
     if len(kinds) != len(models):
-        raise MedlamaInputError(f"{len(args.ranker)} --ranker values for {len(models)} --model values")
-    if not (args.sets / "build_info.json").is_file():
-        raise MedlamaInputError("not a context-variance folder (no build_info.json); run `medlama build "
-                                "context-variance --out DIR`", file=args.sets)
-    rankers = [(label, make_ranker(kind, model, max_tokens=args.max_tokens, layer=args.layer,
-                                   pooling=args.pooling, distance=args.distance, batch_size=args.batch_size))
-               for label, kind, model in zip(labels, kinds, models)]
-    results, written = run_ucm(rankers, args.sets, args.out, ks=args.ks, sources=args.sources,
-                               context_types=args.context_types, negative=not args.no_negative,
-                               relations=args.relations, records=args.records,
-                               skip_first_segment=not args.include_first_segment)
+        raise MedlamaInputError(f"{len(methods)} --method values for {len(models)} --model values")
+    settings = settings_from(UcmSettings, given_settings(args, UcmSettings))
+    batch = {"batch_size": args.batch_size} if args.batch_size is not None else {}
+    ranker_settings = RankerSettings(
+        mask_average=settings_from(MaskAverageRankerSettings, {**given_settings(args, MaskAverageRankerSettings),
+                                                               **batch}),
+        retrieval=settings_from(RetrievalRankerSettings, {**given_settings(args, RetrievalRankerSettings), **batch}),
+        causal_likelihood=settings_from(LikelihoodSettings, {**given_settings(args, LikelihoodSettings), **batch}))
+    read_build_info(args.sets)  # a wrong folder fails before any model loads
+    rankers = [(label, make_ranker(kind, model, ranker_settings)) for label, kind, model in zip(labels, kinds, models)]
+    results, written = run_ucm(rankers, args.sets, args.out, settings)
     for result in results:
         cut = (f" ({result.num_records_truncated:,} more left out: an input over the model's length limit)"
                if result.num_records_truncated else "")

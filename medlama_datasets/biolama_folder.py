@@ -1,0 +1,107 @@
+"""The BioLAMA folder that ``medlama build biolama`` writes: Parquet per relation and split, card, build_info.json.
+
+A thin layer over :class:`medlama.datasets.biolama.BiolamaBuilder` (through ``build_biolama``): the
+folder's README declares the configs ``all``, one per source and one per relation, so that
+``load_dataset(DIR, "umls")`` works offline, and the same folder works on the Hub.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict
+from pathlib import Path
+
+from medlama.datasets.biolama import DEFAULT_CONFIG, SOURCES, SPLITS, BiolamaBuild, build_biolama, features, \
+    relation_config
+from medlama.datasets.export import relation_ranges, write_folder
+from medlama.datasets.statistics import biolama_statistics, biolama_statistics_markdown
+from medlama.errors import MedlamaInputError
+from medlama.loaders import biolama_release as release
+
+
+def config_layout(build: BiolamaBuild) -> dict[str, str]:
+    """Config name -> Parquet path pattern inside the folder, with ``{split}`` for the split."""
+    layout = {DEFAULT_CONFIG: "data/*/*/{split}.parquet"}
+    for src in build.report.sources:
+        layout[src] = f"data/{src}/*/{{split}}.parquet"
+    for src in build.report.sources:
+        for rel in build.report.relations[src]:
+            layout[relation_config(src, rel)] = f"data/{src}/{rel}/{{split}}.parquet"
+    return layout
+
+
+def render_biolama_card(build: BiolamaBuild, layout: dict[str, str], stats: list[dict]) -> str:
+    """The README of a built folder: the template's text, configs and schemas from the data, statistics filled."""
+    from medlama.datasets.card import render_card
+
+    totals = {(r["source"], r["relation"]): r for r in stats}
+    schemas = {name: (features(), {split: totals[(name if name != DEFAULT_CONFIG else "all", "all")][split]
+                                   for split in SPLITS})
+               for name in (DEFAULT_CONFIG, *build.report.sources)}
+    state = "verified" if build.report.checksums_verified else "**not verified against a trusted SHA-256**"
+    # Tags name the sources actually built; `umls` marks UMLS-derived data (gated when pushed to the Hub).
+    return render_card(
+        "biolama", default_config=DEFAULT_CONFIG, statistics=biolama_statistics_markdown(stats), schemas=schemas,
+        configs={name: {split: pattern.format(split=split) for split in SPLITS} for name, pattern in layout.items()},
+        licence_tags=build.report.sources, replace_tags=SOURCES,
+        rows=sum(totals[("all", "all")][split] for split in SPLITS),
+        replacements={"<!-- provenance -->": f"This build's input: {build.report.verification} ({state})."})
+
+
+def write_biolama(out_dir: str | Path, source: str | Path | None = None, **options) -> tuple[BiolamaBuild, list[dict]]:
+    """Build BioLAMA and write it to ``out_dir`` atomically; return the build and its statistics.
+
+    ``options`` as :func:`~medlama.datasets.biolama.build_biolama`. An earlier build in ``out_dir`` is
+    replaced only once the new one is completely written.
+    """
+    from medlama.atomic import check_replaceable
+
+    check_replaceable(out_dir, marker="build_info.json")  # before the build, not after it
+    build = build_biolama(source, **options)
+    stats = biolama_statistics(build)
+    layout = config_layout(build)
+    card = render_biolama_card(build, layout, stats)
+    tables = {}
+    for split in SPLITS:
+        data = build.datasets[split]
+        ranges = relation_ranges([relation_config(s, r) for s, r in zip(data["source"], data["relation"])])
+        for config in build.relation_configs():
+            tables[layout[config].format(split=split)] = data.select(ranges.get(config, range(0)))
+    info = {"dataset": "biolama", "report": asdict(build.report), "statistics": stats,
+            "configs": {name: [pattern.format(split=s) for s in SPLITS] for name, pattern in layout.items()}}
+    write_folder(out_dir, tables, card, info)
+    return build, stats
+
+
+def _fingerprint(source: str | Path | None, sha256: str | None) -> str:
+    """A cache key for the input: the archive's SHA-256, or for a folder the names, sizes and times of its files."""
+    import os
+
+    source = source or os.environ.get(release.SOURCE_ENV)
+    if source is None:
+        expected = release.expected_sha256(sha256)
+        return expected[:16] if expected else "unverified"
+    path = Path(source).expanduser()
+    if path.is_file():
+        return release.sha256_of(path)[:16]
+    if not path.exists():
+        raise MedlamaInputError("BioLAMA source not found", file=path)
+    digest = hashlib.sha256(str(path.resolve()).encode())
+    for file in sorted(path.rglob("*.jsonl")):
+        stat = file.stat()
+        digest.update(f"{file.relative_to(path)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return "folder-" + digest.hexdigest()[:16]
+
+
+def cached_build(source: str | Path | None = None, cache_dir: str | Path | None = None, **options) -> Path:
+    """A BioLAMA folder built once into the cache and reused (``medlama probe --dataset biolama`` without ``--data``).
+
+    Keyed by the input: the archive's SHA-256, or a fingerprint of an extracted folder.
+    """
+    from medlama.cache import cache_root
+
+    root = cache_root(cache_dir)
+    out = root / "datasets" / f"biolama-{_fingerprint(source, options.get('sha256'))}"
+    if not (out / "build_info.json").is_file():
+        write_biolama(out, source, cache_dir=root / "builder", **options)
+    return out

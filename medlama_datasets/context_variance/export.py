@@ -1,0 +1,146 @@
+"""A context-variance build as a dataset folder: every config of a :class:`~.builder.ContextVarianceBuilder`
+written at once, as Parquet, with its card and ``build_info.json`` (``medlama build context-variance``).
+
+Folder layout (written atomically; an earlier build is replaced only by a complete one)::
+
+    README.md                                  card: configs, schema, statistics
+    build_info.json                            settings, statistics, index folders
+    data/<source>/<context_type>/target.parquet
+    data/<source>/<context_type>/negative.parquet
+    pools/pools.parquet                        the entity pools the rows rank (one row per entity)
+
+Each source's rows are made once (:meth:`~.builder.ContextVarianceBuilder.source_rows`) and streamed to the
+file of their context type and kind in batches, so memory stays bounded.
+
+Licences travel in the card's tags, which ``medlama push-dataset`` reads (:mod:`medlama.datasets.licences`):
+``umls`` when the triples derive from the UMLS Metathesaurus (pushed gated), ``mimic`` when a source has
+the ``mimic`` format (the rows quote MIMIC-III notes: pushed ``--private`` only). ``build_info.json``
+keeps every source's ``format``. Neither the card nor ``build_info.json`` names a local path of its own
+accord: ``origin`` should not hold one; ``build_info.json`` does keep the corpus files and index
+folders, which ``push-dataset`` cuts down to their names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from medlama.datasets.context_variance.builder import ContextVarianceBuilder
+from medlama.datasets.context_variance.card_text import render_context_variance_card
+from medlama.datasets.context_variance.knowledge import KnowledgeBase
+from medlama.datasets.context_variance.layout import config_layout, data_file, features, pool_features
+from medlama.datasets.context_variance.settings import BuildSettings, CorpusSpec
+from medlama.datasets.context_variance.stats import ContextVarianceBuild, pool_rows
+from medlama.errors import MedlamaInputError
+
+ROWS_PER_WRITE = 512
+
+
+def build_context_variance(kb: KnowledgeBase, corpora: Sequence[CorpusSpec], out_dir: str | Path, *,
+                           settings: BuildSettings | None = None, num_proc: int = 1,
+                           index_root: str | Path | None = None, origin: str = "knowledge base",
+                           umls_derived: bool | None = None, chunk_triples: int = 64,
+                           progress: bool = True) -> ContextVarianceBuild:
+    """Build the context-variance sets of ``kb`` from ``corpora`` into ``out_dir`` (atomically).
+
+    ``index_root``: where corpus indexes are kept and reused (default ``$MEDLAMA_CACHE/cv-index``);
+    ``num_proc``: matching processes for an index build and context-building processes.
+    ``origin``: where the triples come from, as the card says it (no local path: the card is published);
+    ``umls_derived``: whether the triples come from the UMLS Metathesaurus (the card's ``umls`` tag);
+    ``None`` infers it: a BioLAMA ``umls_`` relation, or an ``origin`` that names MedLAMA.
+    Raises :class:`MedlamaInputError` for an empty corpus, and when no triple found a context anywhere.
+    """
+    builder = ContextVarianceBuilder(knowledge_base=kb, corpora=tuple(corpora), settings=settings or BuildSettings(),
+                                     index_root=index_root, num_proc=num_proc, chunk_triples=chunk_triples,
+                                     progress=progress)
+    return write_folder(builder, out_dir, origin=origin, umls_derived=umls_derived)
+
+
+def write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origin: str | None = None,
+                 umls_derived: bool | None = None) -> ContextVarianceBuild:
+    """Every config of ``builder`` into ``out_dir``: Parquet files, card and ``build_info.json`` (atomically).
+
+    ``origin`` defaults to the builder's knowledge folder as the card names it (``MedLAMA `hard```).
+    """
+    from medlama.atomic import atomic_directory, check_replaceable
+    from medlama.datasets.medlama import _quiet_datasets
+
+    config = builder.config
+    settings = config.settings
+    if origin is None:
+        origin = config.knowledge.origin if config.knowledge is not None else "knowledge base"
+    triples = builder.knowledge_base().triples
+    out_dir = Path(out_dir)
+    check_replaceable(out_dir, marker="build_info.json")  # before indexing, not after it
+    stats = builder.open_sources()  # indexes first (outside the staging folder: later builds reuse them)
+    configs, default_config = config_layout([s.source for s in stats], settings.context_types, settings.negative)
+    used_pools: dict = {}
+    with atomic_directory(out_dir, marker="build_info.json") as staging, _quiet_datasets():
+        for stat in stats:
+            writers = _Writers(staging, stat.source, settings)
+            try:
+                for rows in builder.source_rows(stat, used_pools):
+                    writers.add(rows)
+            finally:
+                writers.close()
+        if not any(stat.triples_with_context for stat in stats):
+            searched = ", ".join(f"{s.source}: {s.documents:,} documents" for s in stats)
+            raise MedlamaInputError(
+                f"no triple found any context: none of the {len(triples):,} triples has a document that mentions "
+                f"both its subject and its target ({searched}); check that the corpus and the knowledge base "
+                "cover the same entities (names and aliases are matched case-insensitively)")
+        _write_pools(staging / "pools" / "pools.parquet", used_pools)
+        if umls_derived is None:  # the triples carry no provenance of their own: relation names and origin
+            umls_derived = origin.startswith("MedLAMA") or any(t.relation.startswith("umls_") for t in triples)
+        result = ContextVarianceBuild(out_dir, settings, stats, configs, default_config, origin, umls_derived)
+        (staging / "README.md").write_text(render_context_variance_card(result), encoding="utf-8")
+        info = {"dataset": "context-variance", "origin": origin, "settings": asdict(settings),
+                "sources": [asdict(s) for s in stats], "configs": configs, "default_config": default_config}
+        (staging / "build_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    return result
+
+
+class _Writers:
+    """One Parquet writer per (context type, negative) of a source, fed in batches (bounded memory)."""
+
+    def __init__(self, root: Path, source: str, settings: BuildSettings) -> None:
+        import pyarrow.parquet as pq
+
+        self.schema = features().arrow_schema
+        self.buffers: dict[tuple[str, bool], list[dict]] = {}
+        self.writers = {}
+        for context_type in settings.context_types:
+            for negative in (False, True):
+                path = root / data_file(source, context_type, negative)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self.writers[(context_type, negative)] = pq.ParquetWriter(path, self.schema, compression="zstd")
+                self.buffers[(context_type, negative)] = []
+
+    def add(self, rows: Iterable[dict]) -> None:
+        for row in rows:
+            key = (row["context_type"], row["negative"])
+            self.buffers[key].append(row)
+            if len(self.buffers[key]) >= ROWS_PER_WRITE:
+                self._flush(key)
+
+    def _flush(self, key) -> None:
+        import pyarrow as pa
+
+        if self.buffers[key]:
+            self.writers[key].write_table(pa.Table.from_pylist(self.buffers[key], schema=self.schema))
+            self.buffers[key] = []
+
+    def close(self) -> None:
+        for key, writer in self.writers.items():
+            self._flush(key)
+            writer.close()
+
+
+def _write_pools(path: Path, pools: dict) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(pool_rows(pools), schema=pool_features().arrow_schema), path, compression="zstd")

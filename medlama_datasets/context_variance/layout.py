@@ -1,0 +1,115 @@
+"""The shape of a context-variance build: row and pool schemas, config names and the files behind them.
+
+Configs (one split, ``test``): ``<source>_<context_type>`` (O_t-centred), ``<source>_<context_type>_negative``
+(negative-target-centred), ``<source>`` (all context types of a source, both kinds) and ``pools``. The
+default config is ``<first source>_real``. In a built folder they are the files::
+
+    data/<source>/<context_type>/target.parquet
+    data/<source>/<context_type>/negative.parquet
+    pools/pools.parquet
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from medlama.datasets.context_variance.segmentation import REAL
+from medlama.errors import MedlamaInputError
+
+SPLIT = "test"
+POOLS = "pools"
+
+
+def features():
+    """The declared schema of a context-sequence row."""
+    from datasets import Features, List, Value
+
+    return Features({
+        "id": Value("string"),
+        "triple_id": Value("string"),
+        "relation": Value("string"),
+        "source": Value("string"),
+        "doc_id": Value("string"),
+        "context_type": Value("string"),
+        "negative": Value("bool"),
+        "subject_id": Value("string"),
+        "subject_name": Value("string"),
+        "target_id": Value("string"),
+        "target_name": Value("string"),
+        "center_id": Value("string"),
+        "center_name": Value("string"),
+        "correct_ids": List(Value("string")),
+        "correct_names": List(Value("string")),
+        "pool_id": Value("string"),
+        "prompt": Value("string"),
+        "inputs": List(Value("string")),
+        "added_entities": List(Value("string")),
+        "added_texts": List(Value("string")),
+        "added_is_correct": List(Value("bool")),
+        "added_is_new": List(Value("bool")),
+        "segments": List(Value("string")),
+        "layout": List(Value("int32")),
+    })
+
+
+def pool_features():
+    """The declared schema of a ``pools`` row (one per pool entity)."""
+    from datasets import Features, List, Value
+
+    return Features({"pool_id": Value("string"), "entity_id": Value("string"), "name": Value("string"),
+                     "aliases": List(Value("string"))})
+
+
+def data_file(source: str, context_type: str, negative: bool) -> str:
+    """The folder-relative Parquet file of one source, context type and kind."""
+    return f"data/{source}/{context_type}/" + ("negative.parquet" if negative else "target.parquet")
+
+
+def config_layout(sources: Sequence[str], context_types: Sequence[str], negative: bool) -> tuple[dict[str, str], str]:
+    """Config name -> data files (relative glob), and the default config."""
+    layout: dict[str, str] = {}
+    for source in sources:
+        for context_type in context_types:
+            layout[f"{source}_{context_type}"] = data_file(source, context_type, False)
+            if negative:
+                layout[f"{source}_{context_type}_negative"] = data_file(source, context_type, True)
+        layout[source] = f"data/{source}/*/*.parquet"
+    layout[POOLS] = "pools/pools.parquet"
+    first = sources[0]
+    default = f"{first}_{REAL}" if REAL in context_types else f"{first}_{context_types[0]}"
+    return layout, default
+
+
+@dataclass(frozen=True)
+class ConfigRows:
+    """Which rows a config holds: a source's, of some context types and kinds (``pools``: the pools)."""
+
+    source: str | None
+    context_types: tuple[str, ...]
+    kinds: tuple[bool, ...]  # negative flags
+
+    @property
+    def pools(self) -> bool:
+        return self.source is None
+
+    def wants(self, row: dict) -> bool:
+        return row["context_type"] in self.context_types and row["negative"] in self.kinds
+
+
+def config_rows(name: str, sources: Sequence[str], context_types: Sequence[str], negative: bool) -> ConfigRows:
+    """The rows of config ``name``; an unknown name is an error listing the configs there are."""
+    if name == POOLS:
+        return ConfigRows(None, (), ())
+    kinds = (False, True) if negative else (False,)
+    for source in sources:
+        if name == source:
+            return ConfigRows(source, tuple(context_types), kinds)
+        for context_type in context_types:
+            if name == f"{source}_{context_type}":
+                return ConfigRows(source, (context_type,), (False,))
+            if negative and name == f"{source}_{context_type}_negative":
+                return ConfigRows(source, (context_type,), (True,))
+    known = list(config_layout(sources, context_types, negative)[0])
+    raise MedlamaInputError(f"unknown context-variance config {name!r}; the configs of these corpora and "
+                            f"settings are {known}", field="config")

@@ -1,0 +1,187 @@
+"""Typed settings of a context-variance build: what decides the rows, the corpora and the knowledge base.
+
+* :class:`BuildSettings` decides the rows (context types, negative targets, documents per triple, ...); it
+  is recorded in ``build_info.json`` and the card, and the ``medlama build context-variance`` flags are
+  made from its fields;
+* :class:`CorpusSpec` is one corpus (a *source*): its name, files, format and reader options;
+* :class:`KnowledgeSpec` says where the triples come from: a built MedLAMA or BioLAMA folder.
+
+Each is checked when made (``medlama.settings.check`` plus the rules below), so no invalid one exists.
+Turning command-line strings (``--corpus NAME:FORMAT:PATH``) into these is the command's job
+(:mod:`medlama.commands.build_context_variance`); the library takes only these typed objects.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from medlama.datasets.context_variance.segmentation import CONTEXT_TYPES
+from medlama.errors import MedlamaInputError
+from medlama.settings import check, setting
+
+#: Default source name of each corpus format (``jsonl`` and ``text`` corpora are named after their file).
+SOURCE_NAMES = {"mimic": "ehr", "pmc": "pmc"}
+#: Config names a source may not take.
+RESERVED = {"pools", "all"}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    """What decides the rows (recorded in ``build_info.json`` and the card).
+
+    The field order is the order of ``settings`` in ``build_info.json``: keep it.
+    """
+
+    context_types: tuple[str, ...] = setting(
+        CONTEXT_TYPES, help="context types to build: real, knowledge-only, knowledge-sorted, knowledge-random",
+        metavar="TYPE")
+    negative: bool = setting(True, help="build each context's negative-target counterpart")
+    max_docs: int | None = setting(
+        10, min=1, metavar="N",
+        help="documents per triple and corpus, a seeded random sample when more (0 or none: all)")
+    seed: int = setting(0, help="seed of the document sample and knowledge-random")
+    max_segments: int | None = setting(None, min=1, metavar="N", help="keep S1..SN of each context (none: all)")
+    random_mode: Literal["shuffle", "insert"] = setting(
+        "shuffle", help="knowledge-random layout: shuffle (figure 2) or insert")
+    separator: str = setting(", ", help="text between the entities of a knowledge context", cli=False)
+    knowledge_end: str = setting(".", help="text ending a knowledge context", cli=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.context_types, (tuple, list)):
+            unknown = sorted(set(self.context_types) - set(CONTEXT_TYPES))
+            if unknown or not self.context_types:
+                raise MedlamaInputError(f"unknown context type(s) {unknown}; choose from {list(CONTEXT_TYPES)}",
+                                        field="context_types")
+        check(self)
+        # the paper's order, whatever order they were given in: the configs and files follow it
+        ordered = tuple(t for t in CONTEXT_TYPES if t in self.context_types)
+        object.__setattr__(self, "context_types", ordered)
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    """A corpus to retrieve contexts from: its source name, files or folders, format and reader options."""
+
+    name: str = setting(help="the source name: config names start with it (letters, digits, '_', '-')")
+    paths: tuple[str, ...] = setting(help="the corpus files or folders")
+    format: str = setting(help="the corpus format (medlama.loaders.corpora.FORMATS)")
+    options: tuple[tuple[str, object], ...] = setting((), help="reader options, (name, value) pairs")
+
+    def __post_init__(self) -> None:
+        from medlama.loaders.corpora import FORMATS
+
+        if self.format not in FORMATS:
+            raise MedlamaInputError(f"unknown corpus format {self.format!r} for source {self.name!r}; choose from "
+                                    f"{list(FORMATS)}", field="format")
+        if not isinstance(self.name, str) or not _NAME.match(self.name) or self.name in RESERVED:
+            raise MedlamaInputError(f"bad source name {self.name!r}: use letters, digits, '_' and '-' "
+                                    f"(not {sorted(RESERVED)})", field="source")
+        if not self.paths:
+            raise MedlamaInputError(f"source {self.name!r} has no files", field="source")
+        check(self)
+
+    @classmethod
+    def make(cls, paths: str | Path | Iterable[str | Path], format: str, name: str | None = None,
+             **options) -> CorpusSpec:
+        """A spec with the default source name of the format (``ehr``, ``pmc``, else the first file's stem).
+
+        ``options`` are reader options of :func:`medlama.loaders.corpora.load_corpus`; ``None`` ones are left out.
+        """
+        paths = (paths,) if isinstance(paths, (str, Path)) else tuple(paths)
+        if name is None:
+            name = SOURCE_NAMES.get(format) or stem_name(paths[0] if paths else "")
+        return cls(name, tuple(str(p) for p in paths), format,
+                   tuple(sorted((k, v) for k, v in options.items() if v is not None)))
+
+    def reader_options(self) -> dict:
+        return dict(self.options)
+
+    def load(self):
+        """The streaming corpus (:func:`medlama.loaders.corpora.load_corpus`)."""
+        from medlama.loaders.corpora import load_corpus
+
+        return load_corpus(list(self.paths), self.format, **self.reader_options())
+
+    def fingerprint(self) -> str:
+        """A hash of the files and reader options; also checks that the files exist."""
+        from medlama.loaders.corpora import corpus_fingerprint
+
+        return corpus_fingerprint(list(self.paths), self.format, **self.reader_options())
+
+
+def stem_name(path: str | Path) -> str:
+    """A source name from a file name: ``sentences.txt.gz`` -> ``sentences``."""
+    stem = Path(str(path)).name
+    for suffix in (".gz", ".jsonl", ".json", ".txt"):
+        stem = stem[: -len(suffix)] if stem.lower().endswith(suffix) else stem
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "_", stem).strip("_-") or "corpus"
+    return stem
+
+
+def merge_specs(specs: Sequence[CorpusSpec]) -> list[CorpusSpec]:
+    """Specs of the same source name united (their files added up); one format per source."""
+    merged: dict[str, CorpusSpec] = {}
+    for spec in specs:
+        known = merged.get(spec.name)
+        if known is None:
+            merged[spec.name] = spec
+        elif known.format != spec.format or known.options != spec.options:
+            raise MedlamaInputError(f"source {spec.name!r} is given as {known.format!r} and as {spec.format!r}; "
+                                    "name the corpora differently", field="corpus")
+        else:
+            merged[spec.name] = CorpusSpec(spec.name, known.paths + spec.paths, spec.format, spec.options)
+    return list(merged.values())
+
+
+@dataclass(frozen=True)
+class KnowledgeSpec:
+    """Where the triples come from: a built MedLAMA or BioLAMA folder and which of its rows."""
+
+    kind: Literal["medlama", "biolama"] = setting(help="the dataset the folder holds", cli=False)
+    folder: Path = setting(help="the built dataset folder", cli=False)
+    config: str | None = setting(
+        None, help="rows to use: MedLAMA hard or full; BioLAMA all, a source or <source>_<PID> (none: MedLAMA "
+                   "hard, BioLAMA all)")
+    split: str = setting("test", help="BioLAMA split")
+    relations: tuple[str, ...] | None = setting(None, metavar="REL", help="only these relations (none: all)")
+    limit: int | None = setting(None, min=1, metavar="N", help="only the first N rows of each relation (none: all)")
+    prompt_column: Literal["query_human", "query_default"] = setting("query_human", help="MedLAMA prompt")
+
+    def __post_init__(self) -> None:
+        check(self)
+
+    @property
+    def chosen_config(self) -> str:
+        return self.config or ("hard" if self.kind == "medlama" else "all")
+
+    @property
+    def origin(self) -> str:
+        """Where the triples come from, as the card says it: no local path (the card is published)."""
+        if self.kind == "medlama":
+            return f"MedLAMA `{self.chosen_config}`"
+        return f"BioLAMA `{self.chosen_config}`, split `{self.split}`"
+
+    def load(self):
+        """The :class:`~.knowledge.KnowledgeBase` of these rows."""
+        from medlama.datasets.context_variance.kb_adapters import (
+            knowledge_base_from_biolama,
+            knowledge_base_from_medlama,
+        )
+
+        if self.kind == "medlama":
+            return knowledge_base_from_medlama(self.folder, self.chosen_config, relations=self.relations,
+                                               prompt_column=self.prompt_column, limit=self.limit)
+        return knowledge_base_from_biolama(self.folder, self.chosen_config, split=self.split,
+                                           relations=self.relations, limit=self.limit)
+
+
+def default_index_root() -> Path:
+    """Where corpus indexes are kept and reused: ``$MEDLAMA_CACHE/cv-index``, else ``~/.cache/medlama/cv-index``."""
+    from medlama.cache import cache_path
+
+    return cache_path("cv-index")

@@ -1,0 +1,92 @@
+"""Writing a built dataset as a folder, and preparing a builder afresh; shared by every builder here.
+
+A built folder holds Parquet files, a README dataset card whose YAML declares the configs, and
+``build_info.json`` (the marker that lets a later build replace it). :func:`write_folder` writes all of
+it atomically. :func:`prepare_fresh` runs a ``datasets`` builder into a scratch folder, so that a
+``medlama build`` always regenerates (and re-checks) the data, while downloads stay in the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+MARKER = "build_info.json"
+
+
+@contextmanager
+def quiet_datasets() -> Iterator[None]:
+    """No progress bars from ``datasets`` inside the block (dozens of small files, or a quiet build)."""
+    from datasets.utils.logging import disable_progress_bar, enable_progress_bar, is_progress_bar_enabled
+
+    was_enabled = is_progress_bar_enabled()
+    disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            enable_progress_bar()
+
+
+def to_parquet(dataset, path: Path) -> None:
+    """``dataset`` as a Parquet file at ``path``, its folder created."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    dataset.to_parquet(str(path))
+
+
+def relation_ranges(labels: Sequence[str]) -> dict[str, range]:
+    """Row ranges per label, for labels that come in contiguous runs (the builders keep a relation's rows together)."""
+    ranges, start = {}, 0
+    for index in range(1, len(labels) + 1):
+        if index == len(labels) or labels[index] != labels[start]:
+            ranges[labels[start]] = range(start, index)
+            start = index
+    return ranges
+
+
+def write_folder(out_dir: str | Path, tables: Mapping[str, object], card: str, info: dict) -> None:
+    """Write ``tables`` (path inside the folder -> ``Dataset``), the card and ``build_info.json`` atomically.
+
+    An earlier build in ``out_dir`` is replaced only once the new one is complete; the caller checks
+    with ``medlama.atomic.check_replaceable`` *before* building that ``out_dir`` may be replaced.
+    """
+    from medlama.atomic import atomic_directory
+
+    with atomic_directory(out_dir, marker=MARKER) as staging, quiet_datasets():
+        for relative, table in tables.items():
+            to_parquet(table, staging / relative)
+        (staging / "README.md").write_text(card, encoding="utf-8")
+        (staging / MARKER).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+
+
+def prepare_fresh(builder_class, config_name: str, *, download_config=None, progress: bool = True,
+                  **config_kwargs):
+    """``(builder, DatasetDict)``: ``builder_class(config_name, **config_kwargs)`` prepared in a scratch folder.
+
+    The data is regenerated (so the builder's checks and report are fresh) and held in memory; the
+    download manager still reuses its cache (``download_config``, default: the builder's).
+    """
+    with tempfile.TemporaryDirectory(prefix="medlama-build-") as scratch, \
+            (nullcontext() if progress else quiet_datasets()):
+        builder = builder_class(config_name=config_name, cache_dir=scratch, **config_kwargs)
+        builder.download_and_prepare(download_config=download_config)
+        return builder, builder.as_dataset(in_memory=True)
+
+
+@contextmanager
+def input_errors_unwrapped() -> Iterator[None]:
+    """Inside a builder's preparation: a :class:`MedlamaInputError` raised while generating rows comes out
+    as itself (``datasets`` wraps it in ``DatasetGenerationError``), so it still names file, row and field."""
+    from datasets.exceptions import DatasetGenerationError
+
+    from medlama.errors import MedlamaInputError
+
+    try:
+        yield
+    except DatasetGenerationError as error:
+        if isinstance(error.__cause__, MedlamaInputError):
+            raise error.__cause__ from None
+        raise

@@ -1,0 +1,86 @@
+"""The MedLAMA folder that ``medlama build medlama`` writes: Parquet per config, card, ``build_info.json``.
+
+A thin layer over :class:`medlama.datasets.medlama.MedlamaBuilder` (through ``build_medlama``): the
+folder's README declares every config of the builder that has rows, so that ``load_dataset(DIR,
+"hard")`` (and, from DIR's parent, ``load_dataset("medlama", "hard")``) works offline, and the same
+folder works on the Hub.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+from medlama.datasets.export import relation_ranges, write_folder
+from medlama.datasets.medlama import SETS, MedlamaBuild, build_medlama, candidate_features
+from medlama.errors import MedlamaInputError
+from medlama.loaders import medlama_release as release
+
+
+def config_layout(build: MedlamaBuild) -> dict[str, str]:
+    """Config name -> Parquet path inside the folder (relative), for every config that has rows.
+
+    A config without rows (``build.report.empty_configs``) is left out: ``datasets`` cannot load a
+    split of 0 rows ("corresponds to no data"), so declaring one would only move the failure into
+    the user's ``load_dataset``; undeclared, it is "not found" with the available configs listed.
+    """
+    layout = {}
+    for set_name in SETS:
+        layout[set_name] = f"data/{set_name}/*.parquet"
+        for rel in release.RELATIONS:
+            if f"{set_name}_{rel}" not in build.report.empty_configs:
+                layout[f"{set_name}_{rel}"] = f"data/{set_name}/{rel}.parquet"
+    for config in list(layout):
+        layout[f"candidates_{config}"] = f"candidates/{config}.parquet"
+    return layout
+
+
+def write_medlama(out_dir: str | Path, source: str | Path | None = None, *, tokenizer=None,
+                  **options) -> tuple[MedlamaBuild, list[dict]]:
+    """Build MedLAMA and write it to ``out_dir`` atomically; return the build and its statistics.
+
+    ``options`` as :func:`~medlama.datasets.medlama.build_medlama`. An earlier build in ``out_dir`` is
+    replaced only once the new one is completely written: any error (bad input, a full disk, an
+    interrupt) leaves it as it was. A folder that is neither empty nor an earlier build (no
+    ``build_info.json``) is refused before the build starts.
+    """
+    from datasets import Dataset
+
+    from medlama.atomic import check_replaceable
+    from medlama.datasets.card import render_medlama_card
+    from medlama.datasets.statistics import medlama_statistics
+
+    check_replaceable(out_dir, marker="build_info.json")  # before the build, not after it (atomic_directory)
+    build = build_medlama(source, **options)
+    if not build.datasets["hard"].num_rows:  # the default config would be empty (see config_layout)
+        rule = build.report.rule
+        raise MedlamaInputError(f"no query is hard with match threshold {rule['match_threshold']} and ROUGE-L "
+                                f"threshold {rule['rouge_threshold']}: the hard set, the folder's default "
+                                "config, would be empty; raise the thresholds (nothing was written)")
+    stats = medlama_statistics(build.datasets, tokenizer=tokenizer)
+    layout = config_layout(build)
+    tables = {}
+    for set_name in SETS:
+        data = build.datasets[set_name]
+        for rel, rows in relation_ranges(data["relation"]).items():
+            tables[f"data/{set_name}/{rel}.parquet"] = data.select(rows)
+    for config, names in build.candidates.items():  # configs with rows only (see build_medlama)
+        tables[layout[f"candidates_{config}"]] = Dataset.from_dict({"name": names}, features=candidate_features())
+    info = {"report": asdict(build.report), "statistics": stats, "configs": dict(layout)}
+    write_folder(out_dir, tables, render_medlama_card(build, layout, stats), info)
+    return build, stats
+
+
+def cached_build(source: str | Path | None = None, cache_dir: str | Path | None = None) -> Path:
+    """A MedLAMA folder with the release's thresholds, built once into the cache and reused.
+
+    For commands that need MedLAMA but were not given a built folder (``medlama probe`` without
+    ``--data``). The folder is keyed by the pinned commit, so a new pin builds anew.
+    """
+    from medlama.cache import cache_root  # the one cache root ($MEDLAMA_CACHE)
+
+    root = cache_root(cache_dir)
+    out = root / "datasets" / f"medlama-{release.COMMIT[:12]}"
+    if not (out / "build_info.json").is_file():
+        write_medlama(out, source, cache_dir=root / "builder")
+    return out

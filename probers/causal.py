@@ -1,0 +1,338 @@
+"""Probing decoder-only causal LMs (GPT-2, BioGPT, Llama family): three methods behind ``Prober``.
+
+* ``causal-likelihood`` (exact): every candidate scored by the log-probability of its tokens, then the
+  query's text after ``[Y]``, as the continuation of the text before ``[Y]`` (sum, or mean per token with
+  ``reduction="mean"``); the prefix runs once and its KV cache serves every candidate (``CausalLM``).
+* ``causal-constrained`` (fast): beam search through ``transformers``' ``generate`` with
+  ``prefix_allowed_tokens_fn`` walking a prefix trie of the candidates' token sequences, each closed by
+  the first ``close_tokens`` tokens after ``[Y]`` (default 1; EOS when nothing follows), and a stopping
+  criterion that finishes a beam where a candidate closes; every output is a candidate and the top-k
+  comes from one decoding pass. A candidate that is a prefix of another ("asthma", "asthma attack") ends
+  halfway down the other's path (``END``); if a closed candidate is itself the start of another's path
+  (a closing token that also continues a name) the shorter one wins. Beams score like the likelihood
+  method (``length_penalty`` 0 for sum, 1 for mean; stopping rule set so beam search is exact), so
+  ``num_beams`` >= the number of candidates gives exactly the likelihood ranking's top-k when the closing
+  tokens are the whole suffix (MedLAMA's one-token `` .``, or ``close_tokens=None``; tested). With no
+  text after ``[Y]`` the beams also score the closing EOS.
+* ``causal-generate``: greedy or beam generation until EOS or the first token after ``[Y]``; the answer
+  (the text generated, the suffix removed from its end) is reported as the candidate names with the same
+  token ids (``answer_match="exact"``, as the seq2seq ``generative`` prober does) or the same text after
+  the acc@k metric's normalisation (``answer_match="normalized"``), else as generated. (``--answer-match``
+  is not ``medlama probe --match``, which says how acc@k compares predictions with the gold answers.)
+
+Ties keep candidate order. The methods are registered by name in ``medlama.probers.registry.METHODS``
+(``make_prober("causal-likelihood", model, settings)``, ``medlama probe --method causal-likelihood``).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from medlama.errors import MedlamaInputError
+from medlama.probers.base import Prober, _acc_at_k_module
+from medlama.probers.causal_lm import CausalLM, CausalModelSettings, CausalQuery
+from medlama.probers.generative import aligned_answer
+from medlama.probers.mlm import candidate_lookup, rank_unique
+from medlama.probers.queries import QuerySet
+from medlama.settings import as_dict, setting
+
+REDUCTION_HELP = "a candidate's score: the sum of its (and the suffix's) token log-probabilities, or their mean"
+
+
+@dataclass(frozen=True)
+class LikelihoodSettings(CausalModelSettings):
+    batch_size: int = setting(32, help="candidate continuations per forward pass", min=1)
+    reduction: Literal["sum", "mean"] = setting("sum", help=REDUCTION_HELP)
+    kv_cache: bool = setting(True, help="run each query's prefix once and reuse its KV cache for every candidate "
+                                        "(off: score every full sequence from scratch; same scores, more work)")
+
+
+@dataclass(frozen=True)
+class ConstrainedSettings(CausalModelSettings):
+    batch_size: int = setting(8, help="queries per beam search", min=1)
+    num_beams: int | None = setting(None, help="beam width (none: top_k); at least the number of candidates "
+                                               "gives the exact likelihood ranking", min=1, metavar="N")
+    reduction: Literal["sum", "mean"] = setting("sum", help=REDUCTION_HELP)
+    close_tokens: int | None = setting(1, help="tokens of the text after [Y] that close a candidate (none: all "
+                                               "of it, so beams score exactly as causal-likelihood)", min=1,
+                                       metavar="N")
+
+
+@dataclass(frozen=True)
+class GenerateSettings(CausalModelSettings):
+    batch_size: int = setting(16, help="queries per generate call", min=1)
+    num_beams: int | None = setting(None, help="beams (none: top_k, one answer per beam; 1: greedy)", min=1,
+                                       metavar="N")
+    max_answer_tokens: int = setting(16, help="most tokens generated for an answer", min=1)
+    to_candidates: bool = setting(True, help="report an answer matching candidate names as those names "
+                                             "(--raw-predictions: as generated)", cli=False)
+    answer_match: Literal["exact", "normalized"] = setting(
+        "exact", help="a generated answer is reported as the candidate names with the same token ids (exact) or "
+                      "the same normalised text (normalized)")
+
+
+class _CausalProber(Prober):
+    """Shared set-up: the model, the settings record, candidate checks and batches of queries."""
+
+    def __init__(self, model_path: str | Path, settings: CausalModelSettings, *, device: str | None = None) -> None:
+        self.settings_ = settings
+        self.lm = CausalLM(model_path, self.method, settings, device=device)
+
+    def settings(self) -> dict:
+        return {"method": self.method, "model": self.lm.model_path, **as_dict(self.settings_)}
+
+    def _need_candidates(self, queries: QuerySet) -> list[str]:
+        if not queries.candidates:
+            raise MedlamaInputError(f"the candidate set of {queries.name!r} is empty; --method {self.method} "
+                                    "ranks candidates")
+        return list(queries.candidates)
+
+    def _closing(self, split: CausalQuery) -> int:
+        """The token that ends an answer: the first of the suffix, or EOS when nothing follows the slot."""
+        return split.suffix[0] if split.suffix else self.lm.need_eos("to end answers of queries with no text "
+                                                                     "after [Y]")
+
+    def _generate_chunks(self, splits: list[CausalQuery]):
+        """Chunks of query indices with one closing token each (one stop set per call), shortest first."""
+        order = sorted(range(len(splits)), key=lambda i: (self._closing(splits[i]), len(splits[i].prefix)))
+        step = self.settings_.batch_size
+        chunk: list[int] = []
+        for i in order:
+            if chunk and (len(chunk) == step or self._closing(splits[chunk[0]]) != self._closing(splits[i])):
+                yield chunk
+                chunk = []
+            chunk.append(i)
+        if chunk:
+            yield chunk
+
+    def _left_padded(self, prefixes: list[list[int]]):
+        import torch
+
+        width = max(len(p) for p in prefixes)
+        ids = torch.full((len(prefixes), width), self.lm.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prefixes), width), dtype=torch.long)
+        for r, prefix in enumerate(prefixes):
+            ids[r, width - len(prefix):] = torch.tensor(prefix, dtype=torch.long)
+            mask[r, width - len(prefix):] = 1
+        return ids.to(self.lm.device), mask.to(self.lm.device), width
+
+
+class CausalLikelihoodProber(_CausalProber):
+    """Every candidate ranked by its exact log-probability in the slot (the reference causal method)."""
+
+    method = "causal-likelihood"
+
+    def __init__(self, model_path: str | Path, settings: LikelihoodSettings = LikelihoodSettings(), *,
+                 device: str | None = None) -> None:
+        super().__init__(model_path, settings, device=device)
+
+    def scores(self, queries: QuerySet):
+        """Scores ``(len(queries), len(candidates))`` as float64, higher is better."""
+        names = self._need_candidates(queries)
+        out = np.empty((len(queries), len(names)), dtype=np.float64)
+        for q, text in enumerate(queries.texts):
+            split = self.lm.split(text)
+            rows = [name + split.suffix if name else () for name in self.lm.candidate_ids(names, split.slot)]
+            out[q] = self.lm.continuation_log_probs(split.prefix, rows, reduction=self.settings_.reduction,
+                                                    kv_cache=self.settings_.kv_cache).numpy()
+        return out
+
+    def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
+        if top_k < 1:
+            raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
+        names = self._need_candidates(queries)
+        return [rank_unique(list(zip(names, row)), top_k) for row in self.scores(queries)]
+
+
+#: The key of a trie node where a candidate ends (its value: the candidate's token ids).
+END = -1
+
+
+def candidate_trie(sequences: list[tuple[int, ...]], close: tuple[int, ...]) -> dict:
+    """Nested ``{token: child}`` over each sequence followed by ``close``; ``node[END]`` marks where one ends.
+
+    A candidate that is a prefix of another ends halfway down the other's path, at its closing tokens.
+    """
+    root: dict = {}
+    for sequence in sequences:
+        if not sequence:
+            continue
+        node = root
+        for token in (*sequence, *close):
+            node = node.setdefault(token, {})
+        node[END] = tuple(sequence)
+    return root
+
+
+def walk(trie: dict, tokens) -> dict | None:
+    """The node reached by ``tokens`` (None: off the trie), stopping at the first candidate's end."""
+    node = trie
+    for token in tokens:
+        if END in node:
+            return node
+        node = node.get(token)
+        if node is None:
+            return None
+    return node
+
+
+class _TrieStop:
+    """Stopping criterion: a beam is finished when it has closed a candidate (or left the trie)."""
+
+    def __init__(self, tries: list[dict], width: int) -> None:
+        self.tries, self.width = tries, width
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        per_query = input_ids.shape[0] // len(self.tries)
+        done = [(node := walk(self.tries[row // per_query], sequence[self.width:])) is None or END in node
+                for row, sequence in enumerate(input_ids.tolist())]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
+class CausalConstrainedProber(_CausalProber):
+    """Beam search over the candidates' token trie: top-k candidates in one decoding pass per query."""
+
+    method = "causal-constrained"
+
+    def __init__(self, model_path: str | Path, settings: ConstrainedSettings = ConstrainedSettings(), *,
+                 device: str | None = None) -> None:
+        from transformers import GenerationConfig
+
+        super().__init__(model_path, settings, device=device)
+        # Only the trie and the beam settings may shape the ranking: no sampling, penalties, minimum lengths
+        # or EOS inherited from the checkpoint's generation config (answers end where the trie says).
+        self.lm.model.generation_config = GenerationConfig(pad_token_id=self.lm.pad_id)
+
+    def _close(self, split: CausalQuery) -> tuple[int, ...]:
+        """The tokens that close a candidate: the first ``close_tokens`` of the suffix, or EOS if it is empty."""
+        if not split.suffix:
+            return (self.lm.need_eos("to end answers of queries with no text after [Y]"),)
+        return split.suffix[:self.settings_.close_tokens or len(split.suffix)]
+
+    def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
+        import torch
+        from transformers import GenerationConfig, StoppingCriteriaList
+
+        if top_k < 1:
+            raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
+        names = self._need_candidates(queries)
+        beams = self.settings_.num_beams or top_k
+        mean = self.settings_.reduction == "mean"
+        splits = [self.lm.split(text) for text in queries.texts]
+        out: list[list[str]] = [[] for _ in splits]
+        lookups: dict[str, dict] = {}
+        tries: dict[tuple[str, tuple[int, ...]], tuple[dict, int]] = {}
+        order = sorted(range(len(splits)), key=lambda i: len(splits[i].prefix))
+        step = self.settings_.batch_size
+        for start in range(0, len(order), step):
+            chunk = order[start:start + step]
+            keys = [(splits[i].slot, self._close(splits[i])) for i in chunk]
+            for slot, close in keys:
+                if (slot, close) not in tries:
+                    ids = self.lm.candidate_ids(names, slot)
+                    lookups.setdefault(slot, candidate_lookup(ids, names))
+                    tries[slot, close] = (candidate_trie(ids, close), max(len(s) for s in ids) + len(close))
+            longest = max(tries[key][1] for key in keys)
+            ids, mask, width = self._left_padded([self.lm.fit_prefix(splits[i].prefix, longest) for i in chunk])
+            chunk_tries = [tries[key][0] for key in keys]
+
+            def allowed(batch_id: int, sequence, chunk_tries=chunk_tries, width=width) -> list[int]:
+                node = walk(chunk_tries[batch_id], sequence[width:].tolist())
+                # Off the trie or past an end: a filler beam (fewer paths than beams), whatever it emits.
+                return [token for token in node or () if token != END] or [self.lm.pad_id]
+
+            config = GenerationConfig(num_beams=beams, num_return_sequences=min(top_k, beams), do_sample=False,
+                                      max_new_tokens=longest, pad_token_id=self.lm.pad_id,
+                                      length_penalty=1.0 if mean else 0.0,
+                                      # exact stopping: with sums a finished beam cannot be beaten by a longer
+                                      # one; with means only the bound at the maximum length is safe
+                                      early_stopping="never" if mean else False)
+            with torch.inference_mode():
+                generated = self.lm.model.generate(
+                    input_ids=ids, attention_mask=mask, generation_config=config, prefix_allowed_tokens_fn=allowed,
+                    stopping_criteria=StoppingCriteriaList([_TrieStop(chunk_tries, width)]))
+            generated = generated.view(len(chunk), config.num_return_sequences, -1)[:, :, width:].cpu().tolist()
+            for i, key, trie, sequences in zip(chunk, keys, chunk_tries, generated):
+                found: list[str] = []
+                for tokens in sequences:
+                    node = walk(trie, tokens)
+                    if node is not None and END in node:
+                        found.extend(lookups[key[0]].get(node[END], []))
+                out[i] = list(dict.fromkeys(found))[:top_k]
+        return out
+
+
+def _normalize(text: str) -> str:
+    """The acc@k metric's own normalisation, so that matching agrees with ``--match normalized`` scoring."""
+    return sys.modules[type(_acc_at_k_module()).__module__].normalize_answer(text)
+
+
+class CausalGenerateProber(_CausalProber):
+    """Answers generated freely (greedy or beam search), matched to the candidate names."""
+
+    method = "causal-generate"
+
+    def __init__(self, model_path: str | Path, settings: GenerateSettings = GenerateSettings(), *,
+                 device: str | None = None) -> None:
+        super().__init__(model_path, settings, device=device)
+
+    def generate(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
+        """The answers of every query in beam order (at most ``min(top_k, num_beams)``), before matching."""
+        import torch
+
+        if top_k < 1:
+            raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
+        settings = self.settings_
+        beams = settings.num_beams or top_k
+        returned = min(top_k, beams)
+        splits = [self.lm.split(text) for text in queries.texts]
+        suffixes = [text.split("[Y]")[1] for text in queries.texts]
+        out: list[list[str]] = [[] for _ in splits]
+        extra = settings.max_answer_tokens
+        for chunk in self._generate_chunks(splits):
+            close = self._closing(splits[chunk[0]])
+            stops = sorted({close} | ({self.lm.eos_id} if self.lm.eos_id is not None else set()))
+            ids, mask, width = self._left_padded([self.lm.fit_prefix(splits[i].prefix, extra) for i in chunk])
+            with torch.inference_mode():
+                generated = self.lm.model.generate(input_ids=ids, attention_mask=mask, num_beams=beams,
+                                                   num_return_sequences=returned, do_sample=False,
+                                                   max_new_tokens=extra, eos_token_id=stops,
+                                                   pad_token_id=self.lm.pad_id)
+            generated = generated.view(len(chunk), returned, -1)[:, :, width:].cpu().tolist()
+            for i, sequences in zip(chunk, generated):
+                answers = []
+                for tokens in sequences:
+                    end = next((at for at, token in enumerate(tokens) if token in stops), len(tokens))
+                    answers.append(aligned_answer(self.lm.decode(tokens[:end]), "", suffixes[i]))
+                out[i] = answers
+        return out
+
+    def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
+        settings = self.settings_
+        names = list(queries.candidates) if settings.to_candidates else []
+        by_text: dict[str, list[str]] = {}
+        if settings.answer_match == "normalized":
+            for name in names:
+                by_text.setdefault(_normalize(name), []).append(name)
+        ranked = []
+        for text, answers in zip(queries.texts, self.generate(queries, top_k)):
+            slot = self.lm.split(text).slot
+            lookup = candidate_lookup(self.lm.candidate_ids(names, slot), names) if names else {}
+            found: list[str] = []
+            for answer in answers:
+                if not answer:
+                    continue
+                if settings.answer_match == "normalized":
+                    found.extend(by_text.get(_normalize(answer)) or [answer])
+                else:
+                    found.extend(lookup.get(self.lm.slot_ids(answer, slot)) or [answer])
+            ranked.append(list(dict.fromkeys(found))[:top_k])
+        return ranked
+

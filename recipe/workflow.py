@@ -1,0 +1,122 @@
+"""Rewire-then-Probe end to end: probe an encoder, rewire it on N corpora, probe each rewired model.
+
+This is the paper's recipe (section 4, table 5): the same encoder is probed before and after
+Contrastive-Probe rewiring, and rewiring on several sentence sets gives a mean and a standard
+deviation. Scores come from the acc@k metric module; each rewired model's card records them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from medlama.probers.base import DEFAULT_KS, ProbeResult, probe
+from medlama.probers.queries import QuerySet
+from medlama.probers.report import mean_std
+from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
+
+
+@dataclass
+class RecipeResult:
+    base: ProbeResult
+    rewired: list[ProbeResult]
+    models: list[Path]
+    #: per rewired model: {step: ProbeResult} over its checkpoints (figure 4), when asked for.
+    checkpoints: list[dict[int, ProbeResult]] = field(default_factory=list)
+    rewire_seconds: list[float] = field(default_factory=list)
+    #: held-out cloze self-retrieval (:mod:`medlama.recipe.heldout`) of the base and each rewired model
+    heldout_base: ProbeResult | None = None
+    heldout_rewired: list[ProbeResult] = field(default_factory=list)
+
+    def summary(self, ks: Sequence[int] = DEFAULT_KS) -> dict:
+        """acc@k of the base model and mean / std over the rewired models, micro and macro (and the held-out
+        cloze self-retrieval, when scored)."""
+        out: dict = {"base": {}, "rewired_mean": {}, "rewired_std": {}, "runs": len(self.rewired)}
+        for average in ("micro", "macro"):
+            for k in ks:
+                key = f"acc@{k}" if average == "micro" else f"acc@{k}_macro"
+                out["base"][key] = self.base.acc(k, average)
+                mean, std = mean_std(self.rewired, k, average)
+                out["rewired_mean"][key], out["rewired_std"][key] = mean, std
+        if self.heldout_base is not None:
+            out["heldout_cloze"] = {"base": {}, "rewired_mean": {}, "rewired_std": {},
+                                    "pairs": len(self.heldout_base.ids)}
+            for k in (1, 10):
+                key = f"acc@{k}"
+                out["heldout_cloze"]["base"][key] = self.heldout_base.acc(k)
+                mean, std = mean_std(self.heldout_rewired, k)
+                out["heldout_cloze"]["rewired_mean"][key], out["heldout_cloze"]["rewired_std"][key] = mean, std
+        return out
+
+
+def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str | Path, *,
+                      model: str | Path | None = None, rewire_config=None,
+                      probe_settings: RetrievalSettings = PRESETS["reference"],
+                      probe_checkpoints: bool = False, heldout: str | Path | None = None,
+                      progress=print) -> RecipeResult:
+    """Probe ``model`` (default: the bundled encoder), rewire it on each corpus, and probe again.
+
+    Rewired models go to ``out/rewired-<i>-<corpus name>`` (an interrupted run resumes there);
+    the returned result holds every probe. ``heldout``: a sentence file none of ``corpora`` holds; every
+    model is also scored on its cloze self-retrieval (:mod:`medlama.recipe.heldout`), which tells
+    whether rewiring did its job whatever the model knows.
+    """
+    from medlama.models import resolve_model
+    from medlama.trainers.config import RewireConfig
+    from medlama.trainers.trainer import rewire
+    from medlama.trainers.model_card import update_model_card_scores
+
+    out = Path(out)
+    base_model = resolve_model(model)
+    config = rewire_config or RewireConfig.preset("paper")
+    if model is not None:
+        config = RewireConfig(**{**config.to_dict(), "model": str(model)})
+    progress(f"probing the un-rewired model on {queries.name} ({len(queries):,} queries, "
+             f"{len(queries.candidates):,} candidates)")
+    base = probe(RetrievalProber(base_model, probe_settings), queries, label="un-rewired")
+    result = RecipeResult(base=base, rewired=[], models=[])
+    heldout_queries = None
+    if heldout is not None:
+        from medlama.recipe.heldout import cloze_self_retrieval, heldout_queries as make_heldout
+
+        used = {Path(corpus).resolve() for corpus in corpora}
+        if Path(heldout).resolve() in used:
+            from medlama.errors import MedlamaInputError
+
+            raise MedlamaInputError("the held-out corpus is one of the rewiring corpora; give a file none of them "
+                                    "holds", file=heldout)
+        heldout_queries = make_heldout(heldout, mask_ratio=config.mask_ratio)
+        progress(f"held-out cloze self-retrieval of the un-rewired model ({len(heldout_queries):,} pairs of "
+                 f"{Path(heldout).name})")
+        result.heldout_base = cloze_self_retrieval(base_model, heldout_queries, label="un-rewired")
+    for index, corpus in enumerate(corpora):
+        name = Path(corpus).name
+        target = out / f"rewired-{index}-{name}"
+        progress(f"rewiring on {name} ({config.steps} steps, batch {config.batch_size}) -> {target}")
+        start = time.perf_counter()
+        rewired = rewire(corpus, target, config)
+        result.rewire_seconds.append(time.perf_counter() - start)
+        progress(f"probing the model rewired on {name}")
+        probed = probe(RetrievalProber(rewired.path, probe_settings), queries, label=f"rewired ({name})")
+        result.rewired.append(probed)
+        result.models.append(rewired.path)
+        if heldout_queries is not None:
+            result.heldout_rewired.append(cloze_self_retrieval(rewired.path, heldout_queries,
+                                                               label=f"rewired ({name})"))
+        update_model_card_scores(rewired.path, {f"MedLAMA {queries.name}": _scores(probed)},
+                                 source="medlama recipe (Contrastive-Probe retrieval, reference settings)")
+        if probe_checkpoints:
+            from medlama.trainers.checkpoints import checkpoint_step, list_checkpoints
+
+            result.checkpoints.append({
+                checkpoint_step(path): probe(RetrievalProber(path, probe_settings), queries,
+                                             label=f"{name}@{checkpoint_step(path)}")
+                for path in list_checkpoints(rewired.path)})
+    return result
+
+
+def _scores(result: ProbeResult) -> dict:
+    return {key: round(100 * result.metrics[key], 2) for key in result.metrics
+            if key.startswith("acc@")}

@@ -1,0 +1,138 @@
+"""``medlama build context-variance``: the context-variance sets of a built MedLAMA / BioLAMA folder as a dataset
+folder (registered by :mod:`medlama.commands.build`).
+
+This module turns the command line into the library's typed settings and nothing more: the knowledge-base
+flags into a :class:`~medlama.datasets.context_variance.settings.KnowledgeSpec`, the row flags into a
+:class:`~medlama.datasets.context_variance.settings.BuildSettings` (both made by
+:func:`medlama.commands.flags.add_settings_flags` from the fields), and the corpus strings (``--mimic``,
+``--pmc``, ``--corpus [NAME:]FORMAT:PATH``) into :class:`~medlama.datasets.context_variance.settings.CorpusSpec` s.
+The build itself is :func:`medlama.datasets.context_variance.export.write_folder` over a
+:class:`~medlama.datasets.context_variance.builder.ContextVarianceBuilder`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from medlama.commands.flags import add_settings_flags, given_settings
+
+
+def register(builders) -> None:
+    """Add the ``context-variance`` parser to ``medlama build``'s sub-parsers."""
+    from medlama.datasets.context_variance.settings import BuildSettings, KnowledgeSpec
+
+    parser = builders.add_parser(
+        "context-variance", help="context-variance probing sets (EHR / PMC / other corpora) for UCM",
+        description="Build context-variance sets (Yao et al. 2023): triples of a built MedLAMA or BioLAMA folder, "
+                    "contexts retrieved from corpora (MIMIC-III NOTEEVENTS.csv, PMC JATS XML / text, JSON Lines, "
+                    "plain text), cut into segments around the target, in every context type with its "
+                    "negative-target counterpart. Each corpus is indexed once and the index reused.")
+    parser.add_argument("--out", required=True, type=Path, help="output folder; load_dataset(OUT, 'ehr_real')")
+    kb = parser.add_mutually_exclusive_group(required=True)
+    kb.add_argument("--medlama", type=Path, metavar="DIR", help="a built MedLAMA folder (pool: the relation's answers)")
+    kb.add_argument("--biolama", type=Path, metavar="DIR", help="a built BioLAMA folder (pool: the object type's "
+                                                                "entities)")
+    add_settings_flags(parser, KnowledgeSpec)
+    corpora = parser.add_argument_group("corpora (at least one)")
+    corpora.add_argument("--mimic", nargs="+", metavar="PATH", help="MIMIC-III NOTEEVENTS.csv[.gz] (source 'ehr')")
+    corpora.add_argument("--pmc", nargs="+", metavar="PATH", help="PMC articles, .xml/.nxml/.txt or folders (source "
+                                                                  "'pmc')")
+    corpora.add_argument("--corpus", action="append", metavar="[NAME:]FORMAT:PATH",
+                         help="another corpus, e.g. pubmed:text:sentences.txt (formats mimic, pmc, jsonl, text); "
+                              "repeat for more files or corpora")
+    corpora.add_argument("--categories", nargs="+", metavar="CATEGORY",
+                         help="MIMIC: only notes of these categories (e.g. 'Discharge summary')")
+    corpora.add_argument("--text-per", choices=["line", "file"], default="line",
+                         help="text corpora: one document per line (default) or per file")
+    corpora.add_argument("--text-field", default="text", help="JSON Lines: the text field (default: text)")
+    add_settings_flags(parser, BuildSettings, title="contexts")
+    parser.add_argument("--num-proc", type=int, default=1, help="processes for indexing and building contexts")
+    parser.add_argument("--index-dir", type=Path, help="where corpus indexes are kept and reused (default: "
+                                                       "$MEDLAMA_CACHE/cv-index, else ~/.cache/medlama/cv-index)")
+    parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    parser.set_defaults(func=run)
+
+
+def parse_corpus(spec: str, **options):
+    """A :class:`CorpusSpec` from ``FORMAT:PATH`` or ``NAME:FORMAT:PATH`` (e.g. ``pubmed:text:sentences.txt``)."""
+    from medlama.datasets.context_variance.settings import CorpusSpec
+    from medlama.errors import MedlamaInputError
+    from medlama.loaders.corpora import FORMATS
+
+    parts = spec.split(":", 2)
+    if len(parts) >= 2 and parts[0] in FORMATS:
+        return CorpusSpec.make(spec.split(":", 1)[1], parts[0], **options)
+    if len(parts) == 3:
+        return CorpusSpec.make(parts[2], parts[1], parts[0], **options)
+    raise MedlamaInputError(f"bad corpus {spec!r}: write FORMAT:PATH or NAME:FORMAT:PATH with FORMAT one of "
+                            f"{list(FORMATS)}", field="corpus")
+
+
+def corpus_specs(args: argparse.Namespace) -> list:
+    """The corpora named by ``--mimic``, ``--pmc`` and ``--corpus``, with the reader options that apply."""
+    from medlama.datasets.context_variance.settings import CorpusSpec
+
+    specs = []
+    if args.mimic:
+        categories = tuple(args.categories) if args.categories else None
+        specs.append(CorpusSpec.make(args.mimic, "mimic", categories=categories))
+    if args.pmc:
+        specs.append(CorpusSpec.make(args.pmc, "pmc"))
+    for spec in args.corpus or ():
+        options = {}
+        fmt = parse_corpus(spec).format
+        if fmt == "text":
+            options["per"] = args.text_per
+        elif fmt == "jsonl" and args.text_field != "text":
+            options["text_field"] = args.text_field
+        elif fmt == "mimic" and args.categories:
+            options["categories"] = tuple(args.categories)
+        specs.append(parse_corpus(spec, **options))
+    return specs
+
+
+def run(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from medlama.datasets.context_variance.builder import ContextVarianceBuilder
+    from medlama.datasets.context_variance.export import write_folder
+    from medlama.datasets.context_variance.settings import BuildSettings, KnowledgeSpec
+    from medlama.display import print_table
+    from medlama.errors import MedlamaInputError
+    from medlama.settings import settings_from
+
+    specs = corpus_specs(args)
+    if not specs:
+        raise MedlamaInputError("no corpus given: name at least one with --mimic, --pmc or --corpus")
+    kind, folder = ("medlama", args.medlama) if args.medlama else ("biolama", args.biolama)
+    knowledge = settings_from(KnowledgeSpec, given_settings(args, KnowledgeSpec), kind=kind, folder=folder)
+    values = given_settings(args, BuildSettings)
+    if values.get("max_docs") == 0:  # --max-docs 0: every document
+        values["max_docs"] = None
+    settings = settings_from(BuildSettings, values)
+    builder = ContextVarianceBuilder(knowledge=knowledge, corpora=tuple(specs), settings=settings,
+                                     index_root=args.index_dir, num_proc=args.num_proc)
+    kb = builder.knowledge_base()
+    print(f"{knowledge.origin} ({folder}): {len(kb):,} triples, {len(kb.entities):,} entities", file=sys.stderr)
+    # `origin` goes into the card and build_info.json, which are published: the spec's has no local path.
+    build = write_folder(builder, args.out)  # UMLS provenance: the builder infers it from the origin
+    if args.json:
+        json.dump({"out": str(args.out), "sources": [asdict(s) for s in build.sources],
+                   "configs": build.configs, "default_config": build.default_config}, sys.stdout, indent=2)
+        print()
+        return 0
+    types = build.settings.context_types
+    print_table(
+        "Context-variance sets",
+        ["source", "documents", "triples", "with contexts", "docs used", *types, "negative", "inputs", "records",
+         "index"],
+        [(s.source, s.documents, s.triples, s.triples_with_context, s.documents_retrieved,
+          *(s.sequences.get(t, 0) for t in types),
+          sum(v for k, v in s.sequences.items() if k.endswith("_negative")), s.inputs, s.records,
+          "reused" if s.index_reused else "built") for s in build.sources],
+        caption=f"written to {args.out} (default config '{build.default_config}'; configs <source>_<type>, "
+                "<source>_<type>_negative, <source>, pools)")
+    return 0

@@ -1,0 +1,121 @@
+"""Command-line flags made from settings dataclasses (``medlama.settings``): the only place that turns a
+configuration into argparse arguments, so a field's name, help, choices and default are written once.
+
+A flag's value is parsed by the field's annotation (``int``, ``float``, ``str``, ``Path``, ``bool`` as
+``--x/--no-x``, ``Literal`` as choices, ``tuple[...]`` as one or more values, ``X | None`` accepting
+``none``). Flags that are not given stay out of the namespace (``argparse.SUPPRESS``), so
+:func:`given_settings` returns exactly what the user typed and the rest comes from the defaults or a
+preset. Old spellings (``old_flags``) still parse and print what replaced them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+from medlama import settings as S
+
+
+def _parser_for(annotation: Any, field_name: str) -> Any:
+    """A function turning one command-line word into a value of ``annotation``."""
+    inner, optional = S.unwrap_optional(annotation)
+    origin = typing.get_origin(inner)
+    if origin is typing.Literal:
+        kinds = {type(value) for value in typing.get_args(inner)}
+        base = kinds.pop() if len(kinds) == 1 else str
+    elif inner in (int, float, str, Path):
+        base = inner
+    else:
+        base = str
+
+    def parse(word: str) -> Any:
+        if optional and word.lower() == "none":
+            return None
+        try:
+            return base(word)
+        except ValueError:
+            kind = {int: "an integer", float: "a number"}.get(base, base.__name__)
+            raise argparse.ArgumentTypeError(f"{word!r} is not {kind}") from None
+
+    parse.__name__ = getattr(base, "__name__", "value")  # argparse names the type in its errors
+    return parse
+
+
+class _OldFlag(argparse.Action):
+    """An old spelling: stores the value under the new name and says what replaced it (once, on stderr)."""
+
+    def __init__(self, option_strings, dest, note: str = "", new_flag: str = "", **kwargs):
+        self.note, self.new_flag = note, new_flag
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"medlama: {option_string} is now {self.new_flag}" + (f" ({self.note})" if self.note else ""),
+              file=sys.stderr)
+        setattr(namespace, self.dest, values if self.nargs != 0 else self.const)
+
+
+def add_settings_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, *,
+                       exclude: tuple[str, ...] = (), defaults: Any = None, title: str | None = None,
+                       prefix: str = "") -> None:
+    """Add a flag for every command-line field of the settings class ``cls`` (less ``exclude``).
+
+    ``defaults``: an instance (a preset) whose values ``--help`` shows as the defaults; by default the
+    class's own. ``title``: put the flags in an argument group. ``prefix``: prepended to each flag name
+    (``--rewire-`` for the recipe's rewiring flags); the namespace keys become ``prefix_field``.
+    """
+    target = parser.add_argument_group(title) if title else parser
+    hints = S.type_hints(cls)
+    for field in S.fields_of(cls):
+        if field.name in exclude or not field.metadata.get("cli", True):
+            continue
+        flag = S.flag_of(field)
+        if prefix:
+            flag = "--" + prefix + flag[2:]
+        dest = (prefix.replace("-", "_") + field.name) if prefix else field.name
+        annotation = hints.get(field.name, Any)
+        inner, optional = S.unwrap_optional(annotation)
+        default = getattr(defaults, field.name) if defaults is not None else S.default_of(field)
+        shown = "none" if default is None else (
+            " ".join(map(str, default)) if isinstance(default, (tuple, list)) else default)
+        help_text = S.help_of(field)
+        if default is not dataclasses.MISSING:
+            help_text += f" (default: {shown})"
+        help_text = help_text.replace("%", "%%")  # argparse formats help with %
+        kwargs: dict[str, Any] = {"dest": dest, "default": argparse.SUPPRESS, "help": help_text}
+        if inner is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            choices = S.choices_of(field, annotation)
+            element = inner
+            if typing.get_origin(inner) in (tuple, list):
+                element = next((a for a in typing.get_args(inner) if a is not Ellipsis), str)
+                kwargs["nargs"] = "+"
+            kwargs["type"] = _parser_for(element if not optional else element | None, field.name) \
+                if element is not Any else str
+            if choices is not None:
+                kwargs["choices"] = list(choices) + ([None] if optional else [])
+                kwargs["metavar"] = "{" + ",".join(map(str, choices)) + "}"
+            if field.metadata.get("metavar"):
+                kwargs["metavar"] = field.metadata["metavar"]
+        target.add_argument(flag, **kwargs)
+        for old, note in (field.metadata.get("old_flags") or {}).items():
+            old_kwargs = {k: v for k, v in kwargs.items() if k not in ("action", "help")}
+            if inner is bool:
+                old_kwargs.update(nargs=0, const=True)
+            target.add_argument(old, action=_OldFlag, note=note, new_flag=flag, help=argparse.SUPPRESS,
+                                **old_kwargs)
+
+
+def given_settings(args: argparse.Namespace, cls: type, *, prefix: str = "") -> dict[str, Any]:
+    """``{field: value}`` for the flags of ``cls`` that the user gave (see :func:`add_settings_flags`)."""
+    out = {}
+    for field in S.fields_of(cls):
+        dest = (prefix.replace("-", "_") + field.name) if prefix else field.name
+        if hasattr(args, dest):
+            value = getattr(args, dest)
+            out[field.name] = tuple(value) if isinstance(value, list) else value
+    return out

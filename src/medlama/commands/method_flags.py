@@ -1,0 +1,119 @@
+"""``medlama probe``'s method flags, made from the probers' settings dataclasses (``medlama.probers.registry``).
+
+* Each method's flags sit in their own argument group; a flag several methods share (``--batch-size``) is
+  added once, its help listing each method's default.
+* ``--preset`` names a preset of a chosen method (retrieval: reference, cosine; mask-predict: paper,
+  paper-order+order); ``--mask-predict-preset`` is its old spelling for mask-predict.
+* ``--raw-predictions`` is the one flag that is not a field: it sets ``to_candidates`` to false.
+* A flag that no chosen method takes is an error naming the flag and the methods, never silently ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.errors import MedlamaInputError
+from medlama.probers.registry import METHODS, settings_for
+from medlama.settings import default_of, fields_of, flag_of
+
+PRESET_HELP = {
+    "retrieval": "reference: the reference implementation's ([CLS] of the last layer, L2, names 25 / queries 50 "
+                 "tokens); cosine: the same with cosine",
+    "mask-predict": "paper: the paper's X-FACTR settings (beam 5, up to 5 masks, 10 rounds) with the independent "
+                    "fill; paper-order+order: order fill + order refinement",
+}
+RAW_PREDICTIONS = "--raw-predictions"  # to_candidates=False: a negated field, so not made by add_settings_flags
+
+
+LEADS = {"batch_size": "inputs per forward pass, for every method"}
+
+
+def _field(cls: type, name: str):
+    return next(f for f in fields_of(cls) if f.name == name)
+
+
+def _names(cls: type) -> list[str]:
+    return [f.name for f in fields_of(cls) if f.metadata.get("cli", True)]
+
+
+def shared_fields() -> list[str]:
+    """Command-line fields that more than one method has, in first-seen order."""
+    counts: dict[str, int] = {}
+    for method in METHODS.values():
+        for name in _names(method.settings):
+            counts[name] = counts.get(name, 0) + 1
+    return [name for name, count in counts.items() if count > 1]
+
+
+def takers(field: str) -> list[str]:
+    """The methods whose settings have ``field``."""
+    return [name for name, method in METHODS.items() if field in {f.name for f in fields_of(method.settings)}]
+
+
+def add_method_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--preset``, the shared flags, and one group of flags per method."""
+    presets = [(name, preset) for name, method in METHODS.items() for preset in method.presets]
+    parser.add_argument("--preset", choices=sorted({preset for _, preset in presets}), default=argparse.SUPPRESS,
+                        help="a preset of the chosen method (default: each method's first): "
+                             + "; ".join(f"{name}: {text}" for name, text in PRESET_HELP.items()))
+    parser.add_argument("--mask-predict-preset", choices=list(METHODS["mask-predict"].presets),
+                        default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    shared = shared_fields()
+    group = parser.add_argument_group("options of several methods")
+    for name in shared:
+        owners = takers(name)
+        cls = METHODS[owners[0]].settings
+        add_settings_flags(group, cls, exclude=tuple(n for n in _names(cls) if n != name))
+        said: dict[str, list[str]] = {}  # one entry for the methods that say the same (the causal ones)
+        for owner in owners:
+            field = _field(METHODS[owner].settings, name)
+            said.setdefault(f"{field.metadata.get('help')} (default {default_of(field)})", []).append(owner)
+        parts = [f"{', '.join(names)}: {text}" for text, names in said.items()]
+        action = parser._option_string_actions[flag_of(field)]  # noqa: SLF001 - the help made just above
+        action.help = f"{LEADS.get(name, 'by method')}; " + "; ".join(parts)
+    owners = takers("to_candidates")
+    group.add_argument(RAW_PREDICTIONS, action="store_true", default=argparse.SUPPRESS,
+                       help=f"{' and '.join(owners)}: report decoded strings as they are, not as the candidate "
+                            "names with the same token ids")
+    for name, method in METHODS.items():
+        add_settings_flags(parser, method.settings, exclude=tuple(shared), title=f"--method {name}")
+
+
+def _refuse(flag: str, owners: Sequence[str], methods: Sequence[str]) -> None:
+    if not set(owners) & set(methods):
+        raise MedlamaInputError(f"{flag} applies to {' and '.join(owners)}, not {' or '.join(methods)}")
+
+
+def method_settings(args: argparse.Namespace, methods: Sequence[str]) -> dict[str, Any]:
+    """Each chosen method's settings from the flags given; a flag no chosen method takes is an error."""
+    given: dict[str, Any] = {}
+    flags: dict[str, str] = {}
+    for method in METHODS.values():
+        for name, value in given_settings(args, method.settings).items():
+            given[name] = value
+            flags[name] = flag_of(_field(method.settings, name))
+    if vars(args).get("raw_predictions"):
+        given["to_candidates"], flags["to_candidates"] = False, RAW_PREDICTIONS
+    for name in given:
+        _refuse(flags[name], takers(name), methods)
+    chosen_presets: dict[str, str] = {}
+    preset = vars(args).get("preset")
+    if preset is not None:
+        owners = [name for name, method in METHODS.items() if preset in method.presets]
+        _refuse(f"--preset {preset}", owners, methods)
+        chosen_presets.update({name: preset for name in owners if name in methods})
+    old = vars(args).get("mask_predict_preset")
+    if old is not None:
+        print("medlama: --mask-predict-preset is now --preset", file=sys.stderr)
+        _refuse("--mask-predict-preset", ["mask-predict"], methods)
+        chosen_presets["mask-predict"] = old
+    out = {}
+    for method in methods:
+        own = {f.name for f in fields_of(METHODS[method].settings)}
+        values = {name: value for name, value in given.items() if name in own}
+        out[method] = settings_for(method, values, preset=chosen_presets.get(method))
+    return out

@@ -1,0 +1,265 @@
+"""Typed settings, each defined once: a dataclass whose fields carry their help text, choices and bounds.
+
+Every configuration of the toolkit (a prober's settings, the rewiring config, ...) is a dataclass whose
+fields are made with :func:`setting`. From those fields alone come
+
+* the checks (:func:`check`: types from the annotations, ``choices``, ``min``/``max``), called from the
+  dataclass's ``__post_init__`` so that no invalid settings object can exist;
+* construction from a mapping (:func:`settings_from`): an unknown or misspelt name is an error that
+  suggests the nearest real one, never silently ignored;
+* the recorded command line (:func:`to_flags`) and the comparison of two runs (:func:`differences`);
+* the command-line flags, built by ``medlama.commands.flags`` (the only place that knows argparse).
+
+Example::
+
+    @dataclass(frozen=True)
+    class RetrievalSettings:
+        batch_size: int = setting(128, help="texts per forward pass", min=1)
+        pooling: Literal["cls", "mean"] = setting("cls", help="how a text becomes one vector")
+
+        def __post_init__(self) -> None:
+            check(self)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeVar, Union
+
+from medlama.errors import MedlamaInputError
+
+S = TypeVar("S")
+
+def setting(default: Any = dataclasses.MISSING, *, help: str, choices: Sequence[Any] | None = None,
+            min: float | None = None, max: float | None = None, flag: str | None = None,
+            old_flags: Mapping[str, str] | None = None, metavar: str | None = None, cli: bool = True,
+            default_factory: Any = dataclasses.MISSING, **extra: Any) -> Any:
+    """A dataclass field with what a user needs to know about it.
+
+    ``help``: one line for ``--help`` and error messages. ``choices``: the allowed values (a ``Literal``
+    annotation gives them too). ``min``/``max``: inclusive bounds of a number. ``flag``: the command-line
+    spelling (default ``--field-name``). ``old_flags``: earlier spellings still accepted, each mapped to
+    the note printed when it is used. ``cli=False``: not a command-line flag (set from Python only).
+    ``extra``: further facts a configuration keeps about its own fields (for example which settings a
+    resumed run may change), read back with ``field.metadata[name]``.
+    """
+    metadata = {"help": help, "choices": tuple(choices) if choices is not None else None, "min": min, "max": max,
+                "flag": flag, "old_flags": dict(old_flags or {}), "metavar": metavar, "cli": cli, **extra}
+    if default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def fields_of(cls_or_obj: Any) -> tuple[dataclasses.Field, ...]:
+    """The fields of a settings dataclass (class or instance)."""
+    return dataclasses.fields(cls_or_obj)
+
+
+def flag_of(field: dataclasses.Field) -> str:
+    """The command-line spelling of a field: ``--batch-size`` for ``batch_size`` unless set otherwise."""
+    return field.metadata.get("flag") or "--" + field.name.replace("_", "-")
+
+
+def help_of(field: dataclasses.Field) -> str:
+    return field.metadata.get("help") or ""
+
+
+def default_of(field: dataclasses.Field) -> Any:
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return dataclasses.MISSING
+
+
+def type_hints(cls_or_obj: Any) -> dict[str, Any]:
+    cls = cls_or_obj if isinstance(cls_or_obj, type) else type(cls_or_obj)
+    return typing.get_type_hints(cls)
+
+
+def unwrap_optional(annotation: Any) -> tuple[Any, bool]:
+    """``(X, True)`` for ``X | None`` / ``Optional[X]``, else ``(annotation, False)``."""
+    origin = typing.get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) < len(typing.get_args(annotation)):
+            inner = args[0] if len(args) == 1 else Union[tuple(args)]  # noqa: UP007 - runtime construction
+            return inner, True
+    return annotation, False
+
+
+def choices_of(field: dataclasses.Field, annotation: Any) -> tuple[Any, ...] | None:
+    """Allowed values: the field's ``choices``, else those of a ``Literal`` annotation (or its elements')."""
+    if field.metadata.get("choices"):
+        return tuple(field.metadata["choices"])
+    inner, _ = unwrap_optional(annotation)
+    if typing.get_origin(inner) in (tuple, list):
+        args = [a for a in typing.get_args(inner) if a is not Ellipsis]
+        inner = args[0] if args else Any
+    if typing.get_origin(inner) is Literal:
+        return typing.get_args(inner)
+    return None
+
+
+def _type_error(name: str, expected: str, value: Any) -> MedlamaInputError:
+    return MedlamaInputError(f"setting {name!r} must be {expected}, got {value!r}")
+
+
+def _check_scalar(name: str, annotation: Any, value: Any) -> None:
+    origin = typing.get_origin(annotation)
+    if annotation is Any:
+        return
+    if origin is Literal:
+        return  # checked with the choices
+    if origin in (Union, types.UnionType):
+        for option in typing.get_args(annotation):
+            try:
+                _check_scalar(name, option, value)
+                return
+            except MedlamaInputError:
+                continue
+        raise _type_error(name, " or ".join(getattr(a, "__name__", str(a)) for a in typing.get_args(annotation)),
+                          value)
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise _type_error(name, "true or false", value)
+    elif annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _type_error(name, "an integer", value)
+    elif annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _type_error(name, "a number", value)
+        if value != value:  # NaN passes every bound check: refuse it here
+            raise _type_error(name, "a number (not NaN)", value)
+    elif annotation is str:
+        if not isinstance(value, str):
+            raise _type_error(name, "a string", value)
+    elif annotation is Path:
+        if not isinstance(value, (str, Path)):
+            raise _type_error(name, "a path", value)
+    elif isinstance(annotation, type) and not isinstance(value, annotation):
+        raise _type_error(name, f"a {annotation.__name__}", value)
+
+
+def check(settings: S) -> S:
+    """Check every field of ``settings`` against its annotation, choices and bounds; return it.
+
+    Raises :class:`MedlamaInputError` naming the setting, the rule and the value.
+    """
+    hints = type_hints(settings)
+    for field in fields_of(settings):
+        value = getattr(settings, field.name)
+        annotation, optional = unwrap_optional(hints.get(field.name, Any))
+        if value is None:
+            if optional or annotation is Any:
+                continue
+            raise _type_error(field.name, "set (it has no 'None' value)", value)
+        origin = typing.get_origin(annotation)
+        items: Sequence[Any]
+        if origin in (tuple, list):
+            if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)):
+                raise _type_error(field.name, "a list", value)
+            element = next((a for a in typing.get_args(annotation) if a is not Ellipsis), Any)
+            for item in value:
+                _check_scalar(field.name, element, item)
+            items = value
+        else:
+            _check_scalar(field.name, annotation, value)
+            items = [value]
+        allowed = choices_of(field, hints.get(field.name, Any))
+        low, high = field.metadata.get("min"), field.metadata.get("max")
+        for item in items:
+            if allowed is not None and item not in allowed:
+                raise MedlamaInputError(f"setting {field.name!r} must be one of "
+                                        f"{', '.join(map(repr, allowed))}, got {item!r}")
+            if low is not None and item < low:
+                raise MedlamaInputError(f"setting {field.name!r} must be at least {low}, got {item!r}")
+            if high is not None and item > high:
+                raise MedlamaInputError(f"setting {field.name!r} must be at most {high}, got {item!r}")
+    return settings
+
+
+def unknown_names(cls: type, names: Sequence[str]) -> list[str]:
+    known = {f.name for f in fields_of(cls)}
+    return [name for name in names if name not in known]
+
+
+def _refuse_unknown(cls: type, names: Sequence[str], what: str) -> None:
+    unknown = unknown_names(cls, names)
+    if not unknown:
+        return
+    known = [f.name for f in fields_of(cls)]
+    notes = []
+    for name in unknown:
+        near = difflib.get_close_matches(name, known, n=1)
+        notes.append(f"{name!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+    raise MedlamaInputError(f"unknown {what} setting(s): {', '.join(notes)}; known: {', '.join(known)}")
+
+
+def settings_from(cls: type[S], values: Mapping[str, Any] | None = None, *, base: S | None = None,
+                  what: str | None = None, **more: Any) -> S:
+    """``cls`` built from ``base`` (or the defaults) with ``values`` and ``more`` replacing fields.
+
+    An unknown name is an error (with the nearest known name), so a misspelt setting never passes unseen.
+    ``None`` in ``values`` means "not given" only for fields whose annotation does not allow ``None``.
+    """
+    given = {**(values or {}), **more}
+    _refuse_unknown(cls, list(given), what or cls.__name__)
+    hints = type_hints(cls)
+    kept = {}
+    for name, value in given.items():
+        if value is None and not unwrap_optional(hints.get(name, Any))[1]:
+            continue
+        kept[name] = value
+    if base is not None:
+        return dataclasses.replace(base, **kept)
+    return cls(**kept)
+
+
+def as_dict(settings: Any) -> dict[str, Any]:
+    """JSON-ready ``{field: value}`` (paths as strings, tuples as lists)."""
+    out = {}
+    for field in fields_of(settings):
+        value = getattr(settings, field.name)
+        if isinstance(value, Path):
+            value = str(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[field.name] = value
+    return out
+
+
+def differences(a: Any, b: Any, names: Sequence[str] | None = None) -> list[tuple[str, Any, Any]]:
+    """``(field, value in a, value in b)`` for each field (of ``names``, or all) where the two differ."""
+    chosen = names if names is not None else [f.name for f in fields_of(a)]
+    return [(name, getattr(a, name), getattr(b, name)) for name in chosen if getattr(a, name) != getattr(b, name)]
+
+
+def to_flags(settings: Any, *, relative_to: Any | None = None) -> list[str]:
+    """The command-line flags that set ``settings``: only those differing from ``relative_to`` (default:
+    the class defaults), each spelt as :func:`flag_of` says. Fields with ``cli=False`` are left out."""
+    hints = type_hints(settings)
+    out: list[str] = []
+    for field in fields_of(settings):
+        if not field.metadata.get("cli", True):
+            continue
+        value = getattr(settings, field.name)
+        reference = getattr(relative_to, field.name) if relative_to is not None else default_of(field)
+        if value == reference:
+            continue
+        flag = flag_of(field)
+        annotation, _ = unwrap_optional(hints.get(field.name, Any))
+        if annotation is bool:
+            out.append(flag if value else "--no-" + flag[2:])
+        elif value is None:
+            out.extend([flag, "none"])  # an optional setting switched off, as the flags parse it
+        elif isinstance(value, (tuple, list)):
+            out.extend([flag, *map(str, value)])
+        else:
+            out.extend([flag, str(value)])
+    return out

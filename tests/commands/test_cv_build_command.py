@@ -1,0 +1,48 @@
+"""``medlama build context-variance``'s command layer: corpus strings become typed corpus specs, and the
+flags made from the settings classes keep their spellings (the build itself: ``tests/datasets/context_variance``)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from medlama.commands.build_context_variance import parse_corpus, register
+from medlama.datasets.context_variance import BuildSettings, CorpusSpec, KnowledgeSpec
+from medlama.errors import MedlamaInputError
+
+
+def test_corpus_specs():
+    spec = parse_corpus("pubmed:text:/data/sents_0")
+    assert (spec.name, spec.format, spec.paths) == ("pubmed", "text", ("/data/sents_0",))
+    spec = parse_corpus("jsonl:/data/notes.jsonl.gz")
+    assert (spec.name, spec.format) == ("notes", "jsonl")
+    assert CorpusSpec.make("NOTEEVENTS.csv", "mimic").name == "ehr"
+    assert CorpusSpec.make(["a.xml"], "pmc").name == "pmc"
+    assert parse_corpus("text:C:/data/x.txt", per="file").options == (("per", "file"),)  # PATH may hold ':'
+    with pytest.raises(MedlamaInputError, match="write FORMAT:PATH or NAME:FORMAT:PATH"):
+        parse_corpus("nonsense")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    return parser
+
+
+def test_flags_keep_their_spellings_and_make_typed_settings():
+    from medlama.commands.flags import given_settings
+
+    args = _parser().parse_args([
+        "context-variance", "--out", "o", "--medlama", "m", "--config", "full", "--relations", "a", "b",
+        "--limit", "2", "--prompt-column", "query_default", "--mimic", "n.csv", "--context-types", "real",
+        "knowledge-only", "--no-negative", "--max-docs", "3", "--max-segments", "4", "--seed", "5",
+        "--random-mode", "insert"])
+    assert given_settings(args, BuildSettings) == {
+        "context_types": ("real", "knowledge-only"), "negative": False, "max_docs": 3, "max_segments": 4,
+        "seed": 5, "random_mode": "insert"}
+    assert given_settings(args, KnowledgeSpec) == {"config": "full", "relations": ("a", "b"), "limit": 2,
+                                                   "prompt_column": "query_default"}
+    defaults = _parser().parse_args(["context-variance", "--out", "o", "--biolama", "b", "--pmc", "p"])
+    assert given_settings(defaults, BuildSettings) == {} and given_settings(defaults, KnowledgeSpec) == {}
+    assert (defaults.num_proc, defaults.index_dir, defaults.text_per, defaults.text_field) == (1, None, "line", "text")

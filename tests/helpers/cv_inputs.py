@@ -1,0 +1,81 @@
+"""The tiny inputs of the context-variance tests: a MedLAMA-shaped folder, MIMIC-III notes and a PMC article.
+
+Used by the build tests (``tests/datasets/context_variance``), the UCM tests and the publishing tests;
+importable as ``cv_inputs`` because ``tests/helpers`` is on pytest's ``pythonpath``. The corpora are read
+by the project's own loaders; the folder has the schema and configs ``medlama build medlama`` writes.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from medlama.loaders.corpora import MIMIC_COLUMNS
+
+FINDING, TREAT = "disease_may_have_finding", "may_treat"
+PROMPTS = {FINDING: "[X] may have finding [Y] .", TREAT: "[X] may treat [Y] ."}
+# (id, relation, head cui, head name, [(answer cui, answer name)], is_hard)
+ROWS = [
+    (f"{FINDING}-0001", FINDING, "C001", "asthma", [("C101", "wheeze"), ("C102", "cough")], True),
+    (f"{FINDING}-0002", FINDING, "C002", "influenza",
+     [("C103", "fever"), ("C102", "cough"), ("C106", "runny nose"), ("C107", "shortness of breath")], True),
+    (f"{FINDING}-0003", FINDING, "C003", "gastritis", [("C104", "heartburn"), ("C105", "nausea")], False),
+    # the head is one of its own answers (MedLAMA has such rows); "dyspnea" names C107 differently
+    (f"{FINDING}-0004", FINDING, "C004", "pneumonia", [("C004", "pneumonia"), ("C107", "dyspnea")], True),
+    (f"{TREAT}-0001", TREAT, "C201", "salbutamol", [("C001", "asthma")], True),
+    (f"{TREAT}-0002", TREAT, "C202", "oseltamivir", [("C002", "influenza")], True),
+]
+NOTES = [
+    "Asthma flare. The patient reports wheeze and cough at night, no rash, mild heartburn. "
+    "Given salbutamol for asthma.",
+    "Influenza: fever, cough, runny nose and dyspnea.",
+    "Nothing to see here.",
+    "Pneumonia with dyspnea; nausea since Monday.",
+]
+ARTICLE = """<?xml version="1.0" encoding="UTF-8"?>
+<article><front><article-meta>
+  <article-id pub-id-type="pmc">1234567</article-id>
+  <title-group><article-title>Oseltamivir in influenza</article-title></title-group>
+  <abstract><p>Oseltamivir is used for influenza. Patients with influenza had fever and nausea,
+  some a cough.</p></abstract>
+</article-meta></front>
+<body><p>No heartburn was reported.</p></body></article>
+"""
+
+
+def write_medlama_folder(root: Path) -> Path:
+    """A MedLAMA-shaped folder (configs ``hard`` and ``full``, split ``test``, the builder's schema)."""
+    from datasets import Dataset
+
+    from medlama.datasets.medlama import features as medlama_features
+
+    root.mkdir(parents=True, exist_ok=True)
+    rows = [{"id": i, "relation": rel, "head_cui": head, "head_name": name, "answer_cuis": [c for c, _ in answers],
+             "answer_names": [n for _, n in answers], "answer_count": len(answers),
+             "query_human": PROMPTS[rel].replace("[X]", name), "query_default": PROMPTS[rel].replace("[X]", name),
+             "avg_match": 0.0, "avg_rouge_l": 0.0, "is_hard": hard}
+            for i, rel, head, name, answers, hard in ROWS]
+    for config, subset in (("full", rows), ("hard", [r for r in rows if r["is_hard"]])):
+        (root / "data" / config).mkdir(parents=True, exist_ok=True)
+        Dataset.from_list(subset, features=medlama_features()).to_parquet(str(root / "data" / config / "all.parquet"))
+    (root / "README.md").write_text(
+        "---\nconfigs:\n" + "".join(f"- config_name: {c}\n  data_files:\n  - split: test\n"
+                                    f"    path: data/{c}/*.parquet\n" for c in ("hard", "full"))
+        + "---\n# tiny MedLAMA\n", encoding="utf-8")
+    return root
+
+
+def write_corpora(root: Path) -> tuple[Path, Path]:
+    """``NOTEEVENTS.csv`` (one note flagged ISERROR, skipped) and a folder with one JATS article."""
+    root.mkdir(parents=True, exist_ok=True)
+    notes = root / "NOTEEVENTS.csv"
+    with open(notes, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(MIMIC_COLUMNS)
+        for i, text in enumerate(NOTES, 1):
+            writer.writerow([i, 100 + i, 200 + i, "2150-01-01", "", "", "Discharge summary", "Report", "", "", text])
+        writer.writerow([99, 1, 1, "", "", "", "Nursing", "", "", "1", "Asthma with wheeze, erroneous note."])
+    pmc = root / "pmc"
+    pmc.mkdir(exist_ok=True)
+    (pmc / "PMC1234567.nxml").write_text(ARTICLE, encoding="utf-8")
+    return notes, pmc

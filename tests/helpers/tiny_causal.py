@@ -1,0 +1,67 @@
+"""Tiny decoder-only causal LMs for the tests, built here with no network: GPT-2 and Llama configurations with
+tokenizers trained on a dozen sentences with the ``tokenizers`` library (byte-level BPE for GPT-2,
+SentencePiece-style BPE with a BOS for Llama), saved to a folder like a user's checkpoint.
+
+Importable as ``tiny_causal`` (``tests/helpers`` is on pytest's ``pythonpath``); used by the causal prober
+tests and the ``medlama probe`` / ``medlama ucm`` command tests of the causal methods.
+"""
+
+from __future__ import annotations
+
+import torch
+
+SENTENCES = [
+    "aspirin may treat pain .", "aspirin may treat fever .", "aspirin may treat headache .",
+    "asthma attack may cause cough .", "asthma may cause cough .", "insulin may treat diabetes .",
+    "the cold may cause fever and headache .", "ibuprofen may relieve back pain .",
+    "chronic asthma attack treated with inhaler .", "diabetes mellitus may cause kidney disease .",
+    "the patient had asthma .", "metformin may treat diabetes mellitus .",
+]
+NAMES = ["pain", "fever", "headache", "asthma", "asthma attack", "cough", "diabetes", "diabetes mellitus",
+         "kidney disease", "back pain"]
+
+
+def gpt2_tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(SENTENCES, trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+                                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+
+
+def llama_tokenizer(eos: bool = True):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="first")
+    specials = ["<unk>", "<s>", "</s>"] if eos else ["<unk>", "<s>"]
+    tok.train_from_iterator(SENTENCES, trainers.BpeTrainer(vocab_size=200, special_tokens=specials))
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", unk_token="<unk>",
+                                   **({"eos_token": "</s>"} if eos else {}))
+
+
+def save_causal(folder, kind: str, *, eos: bool = True, seed: int = 0):
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = gpt2_tokenizer() if kind == "gpt2" else llama_tokenizer(eos)
+    torch.manual_seed(seed)
+    if kind == "gpt2":
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=2,
+                                           n_head=2, bos_token_id=0, eos_token_id=0))
+    else:
+        model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                             max_position_embeddings=64, bos_token_id=1,
+                                             eos_token_id=2 if eos else None, tie_word_embeddings=False))
+    with torch.no_grad():  # spread the output distribution so that scores are well apart (no near-ties)
+        model.get_output_embeddings().weight.mul_(60)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -1,0 +1,477 @@
+"""The acc@k metric module (metrics/acc_at_k): loading, hand-computed values, bad inputs, card, properties."""
+
+from __future__ import annotations
+
+import doctest
+import random
+import re
+import sys
+from pathlib import Path
+
+import evaluate
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import medlama.metrics
+
+REPO = Path(__file__).resolve().parents[2]
+METRICS_DIR = REPO / "metrics"
+MODULE_DIR = METRICS_DIR / "acc_at_k"
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    """Where evaluate keeps its per-computation data: a fresh folder, not the user's cache."""
+    return str(tmp_path_factory.mktemp("acc_at_k_cache"))
+
+
+@pytest.fixture(scope="module")
+def acc(cache_dir):
+    """The module as the toolkit loads it (loaded once: evaluate.load is not free)."""
+    return medlama.metrics.load("acc_at_k", keep_in_memory=True, cache_dir=cache_dir)
+
+
+@pytest.fixture(scope="module")
+def acc_by_path(cache_dir):
+    return evaluate.load(str(MODULE_DIR), keep_in_memory=True, cache_dir=cache_dir)
+
+
+def naive_acc(predictions, references, k):
+    """An independent, slow oracle: deduplicate, cut at k, look for any gold answer."""
+    hits = 0
+    for preds, golds in zip(predictions, references):
+        distinct = []
+        for pred in preds:
+            if pred not in distinct:
+                distinct.append(pred)
+        hits += any(pred in golds for pred in distinct[:k])
+    return hits / len(predictions)
+
+
+# --- loading ---------------------------------------------------------------------------------------
+
+
+def test_loads_by_path_and_through_the_toolkit(acc, acc_by_path):
+    assert acc.name == acc_by_path.name == "acc_at_k"
+    # Installed or editable, the toolkit loads the very files of this folder.
+    installed = medlama.metrics.metric_path("acc_at_k")
+    for name in ("acc_at_k.py", "README.md", "requirements.txt"):
+        assert (installed / name).read_bytes() == (MODULE_DIR / name).read_bytes(), name
+    args = dict(predictions=[["a", "b"]], references=[["b"]], k=[1, 2])
+    assert acc.compute(**args) == acc_by_path.compute(**args)
+
+
+def test_loads_by_relative_path_and_bare_name(monkeypatch, cache_dir):
+    monkeypatch.chdir(REPO)
+    by_relative = evaluate.load("metrics/acc_at_k", keep_in_memory=True, cache_dir=cache_dir)
+    monkeypatch.chdir(METRICS_DIR)
+    by_name = evaluate.load("acc_at_k", keep_in_memory=True, cache_dir=cache_dir)
+    args = dict(predictions=[["a", "b"]], references=[["b"]], k=2)
+    assert by_relative.compute(**args)["acc@2"] == by_name.compute(**args)["acc@2"] == 1.0
+
+
+def test_loads_alone_outside_the_repository(tmp_path, cache_dir, acc):
+    """As after a push to the Hub: the folder on its own, away from the medlama package."""
+    import shutil
+
+    alone = tmp_path / "acc_at_k"
+    shutil.copytree(MODULE_DIR, alone)
+    module = evaluate.load(str(alone), keep_in_memory=True, cache_dir=cache_dir)
+    args = dict(predictions=[["a", "b"]], references=[["b"]], k=2)
+    assert module.compute(**args) == acc.compute(**args)
+
+
+def test_unknown_metric_name():
+    with pytest.raises(ValueError, match="unknown metric 'acc_at_kk'"):
+        medlama.metrics.metric_path("acc_at_kk")
+
+
+def test_info(acc):
+    assert set(acc.features) == {"predictions", "references", "groups"}
+    assert "Rewire-then-Probe" in acc.citation and "Biomedical Knowledge Bases" in acc.citation
+    assert "acc@k" in acc.description
+
+
+# --- hand-computed values --------------------------------------------------------------------------
+
+
+def test_hand_computed_without_groups(acc):
+    results = acc.compute(
+        predictions=[["x", "gold1", "y"], ["y", "x"], ["gold3"], ["a", "b", "c", "d", "e", "gold4"]],
+        references=[["gold1"], ["gold2"], ["nope", "gold3"], ["gold4"]],
+    )
+    assert results == {
+        "acc@1": 0.25,
+        "acc@1_macro": 0.25,
+        "short@1": 0.0,
+        "num_short@1": 0,
+        "acc@5": 0.5,
+        "acc@5_macro": 0.5,
+        "short@5": 0.75,
+        "num_short@5": 3,
+        "acc@10": 0.75,
+        "acc@10_macro": 0.75,
+        "short@10": 1.0,
+        "num_short@10": 4,
+        "num_queries": 4,
+        "num_groups": 1,
+        "k": [1, 5, 10],
+        "match": "exact",
+        "groups": None,
+    }
+
+
+def test_hand_computed_with_groups(acc):
+    # r1: hit@1, miss; r2: hit@3 (after dedup of "z"), hit@2, miss.
+    results = acc.compute(
+        predictions=[["a"], ["b", "c"], ["z", "z", "z", "w", "g"], ["q", "g2"], ["m"]],
+        references=[["a"], ["x"], ["g"], ["g2"], ["n"]],
+        groups=["r1", "r1", "r2", "r2", "r2"],
+        k=[2, 1, 3, 2],
+    )
+    assert results["k"] == [1, 2, 3]
+    assert results["acc@1"] == pytest.approx(1 / 5)
+    assert results["acc@2"] == pytest.approx(2 / 5)
+    assert results["acc@3"] == pytest.approx(3 / 5)
+    assert results["acc@1_macro"] == pytest.approx((1 / 2 + 0 / 3) / 2)
+    assert results["acc@2_macro"] == pytest.approx((1 / 2 + 1 / 3) / 2)
+    assert results["acc@3_macro"] == pytest.approx((1 / 2 + 2 / 3) / 2)
+    assert results["num_groups"] == 2
+    # Distinct predictions per query: 1, 2, 3, 2, 1.
+    assert [results[f"num_short@{k}"] for k in (1, 2, 3)] == [0, 2, 4]
+    assert results["short@3"] == pytest.approx(4 / 5)
+    assert results["groups"] == {
+        "r1": {
+            "acc@1": 0.5, "short@1": 0.0, "num_short@1": 0,
+            "acc@2": 0.5, "short@2": 0.5, "num_short@2": 1,
+            "acc@3": 0.5, "short@3": 1.0, "num_short@3": 2,
+            "num_queries": 2,
+        },
+        "r2": {
+            "acc@1": 0.0, "short@1": 0.0, "num_short@1": 0,
+            "acc@2": pytest.approx(1 / 3), "short@2": pytest.approx(1 / 3), "num_short@2": 1,
+            "acc@3": pytest.approx(2 / 3), "short@3": pytest.approx(2 / 3), "num_short@3": 2,
+            "num_queries": 3,
+        },
+    }
+
+
+def test_gold_listed_twice_counts_once(acc):
+    """The upstream bug: counting every gold answer in the top 10 let acc@10 exceed 1."""
+    results = acc.compute(
+        predictions=[["g", "h", "g", "g", "h"]], references=[["g", "h", "g"]], k=[1, 5, 10]
+    )
+    assert results["acc@1"] == results["acc@5"] == results["acc@10"] == 1.0
+    # Two distinct predictions: short for k = 5 and 10, reported rather than hidden.
+    assert (results["num_short@1"], results["num_short@5"], results["num_short@10"]) == (0, 1, 1)
+
+
+def test_deduplication_moves_later_predictions_up(acc):
+    results = acc.compute(predictions=[["x", "x", "gold"]], references=[["gold"]], k=2)
+    assert results["acc@2"] == 1.0
+
+
+def test_short_lists_are_scored_on_what_they_have_and_reported(acc):
+    results = acc.compute(predictions=[["g"], [], ["a"]], references=[["g"], ["g"], ["g"]], k=[1, 3])
+    assert results["acc@1"] == results["acc@3"] == pytest.approx(1 / 3)
+    assert results["num_short@1"] == 1 and results["short@1"] == pytest.approx(1 / 3)
+    assert results["num_short@3"] == 3 and results["short@3"] == 1.0
+
+
+def test_exact_matching_is_exact(acc):
+    results = acc.compute(
+        predictions=[["Cough", "cough "], ["the fever"], ["rash."]],
+        references=[["cough"], ["fever"], ["rash"]],
+        k=5,
+    )
+    assert results["acc@5"] == 0.0
+
+
+def test_normalized_matching_as_biolama(acc):
+    results = acc.compute(
+        predictions=[["Cough", "cough "], ["the fever"], ["rash."], ["An  Acute   pain!"], ["vitamin a"]],
+        references=[["cough"], ["Fever"], ["rash"], ["acute pain"], ["vitamin b"]],
+        k=1,
+        match="normalized",
+    )
+    assert results["acc@1"] == pytest.approx(4 / 5)
+    assert results["match"] == "normalized"
+
+
+def test_normalized_deduplicates_after_normalisation(acc):
+    predictions, references = [["Cough", "cough", "COUGH!", "rash"]], [["rash"]]
+    assert acc.compute(predictions=predictions, references=references, k=2, match="normalized")["acc@2"] == 1.0
+    assert acc.compute(predictions=predictions, references=references, k=2, match="exact")["acc@2"] == 0.0
+
+
+def test_normalized_ignores_golds_that_normalise_to_nothing(acc):
+    results = acc.compute(predictions=[["the"], ["x", "y"]], references=[["The", "y"], ["y"]], k=1, match="normalized")
+    assert results["acc@1"] == 0.0
+    results = acc.compute(predictions=[["The"]], references=[["The"]], k=1)  # exact mode keeps it
+    assert results["acc@1"] == 1.0
+
+
+def test_single_int_k_and_default_k(acc):
+    results = acc.compute(predictions=[["a"]], references=[["a"]], k=3)
+    assert results["k"] == [3] and "acc@3" in results and "acc@1" not in results
+    results = acc.compute(predictions=[["a"]], references=[["a"]])
+    assert results["k"] == [1, 5, 10]
+
+
+def test_known_groups_accepts_listed_groups(acc):
+    results = acc.compute(
+        predictions=[["a"], ["b"]], references=[["a"], ["a"]], groups=["r1", "r2"], known_groups=["r1", "r2", "r3"], k=1
+    )
+    assert set(results["groups"]) == {"r1", "r2"}
+    assert results["acc@1_macro"] == 0.5
+
+
+def test_add_and_add_batch_stream_into_one_computation(acc):
+    acc.add_batch(predictions=[["a", "b"], ["c"]], references=[["b"], ["d"]], groups=["r1", "r1"])
+    acc.add(prediction=["g"], reference=["g"], groups="r2")
+    streamed = acc.compute(k=[1, 2])
+    at_once = acc.compute(
+        predictions=[["a", "b"], ["c"], ["g"]],
+        references=[["b"], ["d"], ["g"]],
+        groups=["r1", "r1", "r2"],
+        k=[1, 2],
+    )
+    assert streamed == at_once
+    assert at_once["acc@2_macro"] == pytest.approx((1 / 2 + 1) / 2)
+
+
+def test_add_batch_without_groups(acc):
+    acc.add_batch(predictions=[["a"]], references=[["a"]])
+    acc.add(prediction=["b"], reference=["a"])
+    results = acc.compute(k=1)
+    assert results["acc@1"] == 0.5 and results["groups"] is None
+
+
+def test_numpy_inputs(acc):
+    np = pytest.importorskip("numpy")
+    results = acc.compute(predictions=np.array([["a", "b"], ["c", "d"]]), references=[["b"], ["x"]], k=2)
+    assert results["acc@2"] == 0.5
+
+
+# --- bad inputs ------------------------------------------------------------------------------------
+
+BAD_INPUTS = [
+    (
+        dict(predictions=[["a"], ["b"]], references=[["a"]]),
+        r"length mismatch: 2 queries in `predictions`, 1 queries in `references`",
+    ),
+    (
+        dict(predictions=[["a"], ["b"]], references=[["a"], ["b"]], groups=["r1"]),
+        r"length mismatch: .*1 queries in `groups`",
+    ),
+    (dict(predictions=[["a"], ["b"]], references=[["a"], []]), r"references\[1\] is an empty gold list"),
+    (
+        dict(predictions=[["a"]], references=[["the", "."]], match="normalized"),
+        r"references\[0\] has no usable gold answer under match='normalized'",
+    ),
+    (dict(predictions=[["a"]], references=[[""]]), r"references\[0\] has no usable gold answer under match='exact'"),
+    (dict(predictions=[["a"], ["b"]], references=[["a"], ["b"]], groups=["r1", ""]), r"groups\[1\] must be a non-empty string"),
+    (dict(predictions=[["a"], ["b"]], references=[["a"], ["b"]], groups=["r1", None]), r"groups\[1\] must be a non-empty string"),
+    (
+        dict(predictions=[["a"], ["b"]], references=[["a"], ["b"]], groups=["r1", "r9"], known_groups=["r1", "r2"]),
+        r"unknown group 'r9' at groups\[1\]; known groups: \['r1', 'r2'\]",
+    ),
+    (dict(predictions=[["a"]], references=[["a"]], known_groups=["r1"]), r"`known_groups` given but the queries have no `groups`"),
+    (dict(predictions=[["a"]], references=[["a"]], k=0), r"every k must be >= 1, got 0"),
+    (dict(predictions=[["a"]], references=[["a"]], k=[1, -5]), r"every k must be >= 1, got -5"),
+    (dict(predictions=[["a"]], references=[["a"]], k=1.5), r"every k must be an int >= 1, got 1.5"),
+    (dict(predictions=[["a"]], references=[["a"]], k=True), r"every k must be an int >= 1, got True"),
+    (dict(predictions=[["a"]], references=[["a"]], k=[]), r"`k` is empty"),
+    # The class of issue 12's UCM overflow: NaN, huge ints and negatives are named, never passed to pyarrow.
+    (dict(predictions=[["a"]], references=[["a"]], k=float("nan")), r"every k must be an int >= 1, got nan"),
+    (dict(predictions=[["a"]], references=[["a"]], k=[1, -(10**30)]), r"every k must be >= 1, got -10{30}"),
+    (dict(predictions=[["a", float("nan")]], references=[["a"]]), r"predictions\[0\]\[1\] must be a string, got nan"),
+    (dict(predictions=[["a"]], references=[["a", 10**30]]), r"references\[0\]\[1\] must be a string, got 10{30}"),
+    (dict(predictions=[["a"]], references=[["a"]], match="fuzzy"), r"unknown match mode 'fuzzy'; use one of \['exact', 'normalized'\]"),
+    (dict(predictions=["a"], references=[["a"]]), r"predictions\[0\] must be a list of strings"),
+    (dict(predictions=[["a"]], references=["a"]), r"references\[0\] must be a list of gold strings"),
+    (dict(predictions=[["a", 3]], references=[["a"]]), r"predictions\[0\]\[1\] must be a string, got 3"),
+    (dict(predictions=[["a"]], references=[[None]]), r"references\[0\]\[0\] must be a string, got None"),
+    (dict(predictions=[["a"]]), r"references missing"),
+    (dict(predictions=[["a"]], references=[["a"]], top_k=3), r"unknown arguments \['top_k'\]"),
+    (dict(predictions="abc", references=[["a"]]), r"`predictions` must be a list with one entry per query"),
+]
+
+
+@pytest.mark.parametrize("kwargs, message", BAD_INPUTS)
+def test_bad_inputs_raise_clear_errors(acc, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        acc.compute(**kwargs)
+    # A rejected call leaves nothing behind: the next computation sees only its own queries.
+    assert acc.compute(predictions=[["a"]], references=[["a"]], k=1)["num_queries"] == 1
+
+
+def test_huge_k_is_a_plain_cut_off(acc):
+    # k is a compute argument, never stored by pyarrow: any size works, and a huge one cuts nothing off.
+    np = pytest.importorskip("numpy")
+    results = acc.compute(predictions=[["a", "b"], ["c"]], references=[["b"], ["x"]], k=[np.int64(1), 10**30])
+    assert results["k"] == [1, 10**30]
+    assert (results["acc@1"], results[f"acc@{10**30}"], results[f"num_short@{10**30}"]) == (0.0, 0.5, 2)
+
+
+def test_length_mismatch_in_add_batch(acc):
+    with pytest.raises(ValueError, match=r"length mismatch: 1 queries in `predictions`, 2 queries in `references`"):
+        acc.add_batch(predictions=[["a"]], references=[["a"], ["b"]])
+    with pytest.raises(ValueError, match=r"references\[0\] is an empty gold list"):
+        acc.add(prediction=["a"], reference=[])
+    with pytest.raises(ValueError, match=r"unexpected inputs \['k'\]"):
+        acc.add_batch(predictions=[["a"]], references=[["a"]], k=1)
+    assert acc.compute(predictions=[["a"]], references=[["a"]], k=1)["num_queries"] == 1
+
+
+def test_error_indices_count_earlier_batches(acc):
+    acc.add_batch(predictions=[["a"], ["b"]], references=[["a"], ["b"]])
+    with pytest.raises(ValueError, match=r"references\[2\] is an empty gold list"):
+        acc.add_batch(predictions=[["c"]], references=[[]])
+    assert acc.compute(k=1)["num_queries"] == 2
+
+
+def test_groups_for_some_batches_only(acc):
+    acc.add_batch(predictions=[["a"]], references=[["a"]], groups=["r1"])
+    acc.add_batch(predictions=[["b"]], references=[["b"]])
+    with pytest.raises(ValueError, match=r"query 1 has no group key while others have one"):
+        acc.compute(k=1)
+    assert acc.compute(predictions=[["a"]], references=[["a"]], k=1)["num_queries"] == 1
+
+
+def test_no_queries(acc):
+    with pytest.raises(ValueError, match="no queries to score"):
+        acc.compute(predictions=[], references=[], k=1)
+
+
+# --- the script and the card -----------------------------------------------------------------------
+
+
+def test_script_is_self_contained():
+    """evaluate 0.4.6 scans one `import` per line; the script is published alone, so no medlama import."""
+    from evaluate.loading import get_imports
+
+    script = MODULE_DIR / "acc_at_k.py"
+    text = script.read_text(encoding="utf-8")
+    assert not re.search(r"^\s*import\s+\w+(\.\w+)*\s*,", text, flags=re.M), "one import per line"
+    assert "medlama" not in {name for _, name, _, _ in get_imports(str(script))}
+    libraries = {name for kind, name, _, _ in get_imports(str(script)) if kind == "library"}
+    assert libraries - set(sys.stdlib_module_names) <= {"datasets", "evaluate", "numpy"}
+    requirements = (MODULE_DIR / "requirements.txt").read_text(encoding="utf-8")
+    for library in libraries - set(sys.stdlib_module_names):
+        assert library in requirements
+
+
+def _card():
+    return (MODULE_DIR / "README.md").read_text(encoding="utf-8")
+
+
+def test_card_has_evaluate_front_matter_and_sections():
+    card = _card()
+    front = card.split("---")[1]
+    for key in ("title:", "emoji:", "colorFrom:", "colorTo:", "sdk: gradio", "sdk_version:", "app_file: app.py",
+                "pinned: false", "- evaluate", "- metric", "description:"):
+        assert key in front, key
+    for section in ("## Metric Description", "## How to Use", "### Inputs", "### Output Values", "### Examples",
+                    "## Limitations and Bias", "## Citation"):
+        assert section in card, section
+    assert "Rewire-then-Probe" in card and "Can Language Models be Biomedical Knowledge Bases?" in card
+
+
+def run_doctest(text, name, monkeypatch, cache_dir):
+    """Run the `>>>` examples in ``text`` from the repository root; return (results, report)."""
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(evaluate.config, "HF_METRICS_CACHE", cache_dir)
+    test = doctest.DocTestParser().get_doctest(text, {"evaluate": evaluate}, name, None, 0)
+    report = []
+    results = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE).run(test, out=report.append)
+    return results, "".join(report)
+
+
+def test_card_examples_are_correct(monkeypatch, cache_dir):
+    blocks = re.findall(r"```python\n(.*?)```", _card(), flags=re.S)
+    results, report = run_doctest("\n".join(b for b in blocks if ">>>" in b), "acc_at_k card", monkeypatch, cache_dir)
+    assert results.attempted >= 10
+    assert results.failed == 0, report
+
+
+def test_script_docstring_example_is_correct(acc, monkeypatch, cache_dir):
+    results, report = run_doctest(acc.inputs_description, "acc_at_k inputs", monkeypatch, cache_dir)
+    assert results.attempted >= 3
+    assert results.failed == 0, report
+
+
+# --- properties ------------------------------------------------------------------------------------
+
+NAMES = st.sampled_from(["a", "b", "c", "d", "e", "f", "A", "a.", "the b"])
+QUERY = st.tuples(
+    st.lists(NAMES, max_size=12),  # predictions
+    st.lists(NAMES, min_size=1, max_size=3),  # gold answers
+    st.sampled_from(["r1", "r2", "r3"]),  # group
+)
+QUERIES = st.lists(QUERY, min_size=1, max_size=15)
+PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+KS = list(range(1, 14))
+
+
+def _columns(queries):
+    return [list(q[0]) for q in queries], [list(q[1]) for q in queries], [q[2] for q in queries]
+
+
+@PROPERTY
+@given(queries=QUERIES)
+def test_property_matches_a_naive_oracle_and_is_monotone_in_k(acc, queries):
+    predictions, references, groups = _columns(queries)
+    results = acc.compute(predictions=predictions, references=references, groups=groups, k=KS)
+    for key in ("acc@{}", "acc@{}_macro"):
+        values = [results[key.format(k)] for k in KS]
+        assert values == sorted(values), key
+        assert all(0.0 <= value <= 1.0 for value in values)
+    shorts = [results[f"num_short@{k}"] for k in KS]
+    assert shorts == sorted(shorts)
+    for k in KS:
+        assert results[f"acc@{k}"] == pytest.approx(naive_acc(predictions, references, k))
+    assert sum(entry["num_queries"] for entry in results["groups"].values()) == len(queries)
+
+
+@PROPERTY
+@given(queries=QUERIES, seed=st.integers(0, 2**32 - 1), match=st.sampled_from(["exact", "normalized"]))
+def test_property_permuting_queries_changes_nothing(acc, queries, seed, match):
+    shuffled = list(queries)
+    random.Random(seed).shuffle(shuffled)
+    results = []
+    for order in (queries, shuffled):
+        predictions, references, groups = _columns(order)
+        try:
+            results.append(
+                acc.compute(predictions=predictions, references=references, groups=groups, k=[1, 3, 10], match=match)
+            )
+        except ValueError as error:  # a gold list that normalises to nothing, whatever the order
+            assert "no usable gold answer" in str(error)
+            results.append("error")
+    assert results[0] == results[1]
+
+
+@PROPERTY
+@given(queries=QUERIES)
+def test_property_macro_equals_micro_with_one_group(acc, queries):
+    predictions, references, _ = _columns(queries)
+    one_group = acc.compute(predictions=predictions, references=references, groups=["r"] * len(queries), k=KS)
+    no_groups = acc.compute(predictions=predictions, references=references, k=KS)
+    for k in KS:
+        assert one_group[f"acc@{k}_macro"] == one_group[f"acc@{k}"] == no_groups[f"acc@{k}"]
+        assert no_groups[f"acc@{k}_macro"] == no_groups[f"acc@{k}"]
+        assert one_group["groups"]["r"][f"acc@{k}"] == one_group[f"acc@{k}"]
+    assert no_groups["num_groups"] == one_group["num_groups"] == 1
+
+
+@PROPERTY
+@given(queries=QUERIES)
+def test_property_repeating_predictions_changes_nothing(acc, queries):
+    predictions, references, groups = _columns(queries)
+    doubled = [[pred for pred in preds for _ in range(2)] for preds in predictions]
+    golds_doubled = [golds * 3 for golds in references]
+    base = acc.compute(predictions=predictions, references=references, groups=groups, k=KS)
+    again = acc.compute(predictions=doubled, references=golds_doubled, groups=groups, k=KS)
+    assert base == again

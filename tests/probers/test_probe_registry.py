@@ -1,0 +1,101 @@
+"""Probing methods by name: typed settings per method, misspelt settings refused, the ``contrastive`` ->
+``retrieval`` rename, and ``medlama probe`` flags refused for methods that do not take them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from medlama.cli import main
+from medlama.errors import MedlamaInputError
+from medlama.probers.registry import METHODS, OLD_NAMES, make_prober, method_name, settings_for
+from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
+
+RELATION = "associated_morphology_of"
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(make_tiny_bert):
+    return make_tiny_bert("registry-tiny-bert")
+
+
+def test_methods_name_prober_settings_and_presets():
+    assert list(METHODS) == ["retrieval", "mask-average", "mask-predict", "generative", "causal-likelihood",
+                             "causal-constrained", "causal-generate"]
+    prober, settings, presets = METHODS["retrieval"]
+    assert (prober, settings, presets) == (RetrievalProber, RetrievalSettings, PRESETS)
+    assert set(METHODS["mask-predict"].presets) == {"paper", "paper-order+order"}
+    assert OLD_NAMES == {"contrastive": "retrieval"} and method_name("contrastive") == "retrieval"
+    assert settings_for("retrieval", {"batch_size": 4}, preset="cosine") == RetrievalSettings(distance="cosine",
+                                                                                          batch_size=4)
+
+
+def test_make_prober_refuses_a_misspelt_setting(tiny_encoder):
+    with pytest.raises(MedlamaInputError, match=r"unknown retrieval setting\(s\): 'distnce' "
+                                                r"\(did you mean 'distance'\?\)"):
+        make_prober("retrieval", tiny_encoder, {"distnce": "cosine"})
+    with pytest.raises(MedlamaInputError, match=r"unknown mask-predict setting\(s\): 'beam'"):
+        make_prober("mask-predict", tiny_encoder, {"beam": 3})
+    with pytest.raises(MedlamaInputError, match="retrieval takes RetrievalSettings, not MaskAverageSettings"):
+        make_prober("retrieval", tiny_encoder, METHODS["mask-average"].settings())
+    with pytest.raises(MedlamaInputError, match="unknown probing method 'contrastiv'"):
+        make_prober("contrastiv", tiny_encoder)
+    with pytest.raises(MedlamaInputError, match="setting 'batch_size' must be an integer, got '8'"):
+        settings_for("retrieval", {"batch_size": "8"})
+    prober = make_prober("retrieval", tiny_encoder, {"pooling": "mean"})
+    assert prober.settings()["method"] == "retrieval" and prober.settings()["pooling"] == "mean"
+
+
+def test_contrastive_is_now_retrieval_with_a_note_and_the_same_numbers(medlama_dir, tiny_encoder, tmp_path,
+                                                                       capsys):
+    common = ["probe", "--data", str(medlama_dir), "--relations", RELATION, "--model", str(tiny_encoder)]
+    assert main([*common, "--method", "retrieval", "--out", str(tmp_path / "new")]) == 0
+    assert "is now" not in capsys.readouterr().err
+    assert main([*common, "--method", "contrastive", "--out", str(tmp_path / "old")]) == 0
+    assert "medlama: --method contrastive is now retrieval" in capsys.readouterr().err
+    new, old = (json.loads((tmp_path / name / "results.json").read_text()) for name in ("new", "old"))
+    assert old[0]["settings"]["method"] == new[0]["settings"]["method"] == "retrieval"
+    assert old[0]["metrics"] == new[0]["metrics"]
+    assert [q["top10"] for q in old[0]["queries"]] == [q["top10"] for q in new[0]["queries"]]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--beam-size", "3"], "--beam-size applies to mask-predict, not retrieval"),
+    (["--layers", "1", "2", "--method", "mask-average"], "--layers applies to retrieval, not mask-average"),
+    (["--raw-predictions"], "--raw-predictions applies to mask-predict and generative and causal-generate, not retrieval"),
+    (["--preset", "paper"], "--preset paper applies to mask-predict, not retrieval"),
+    (["--preset", "cosine", "--method", "mask-average", "generative"],
+     "--preset cosine applies to retrieval, not mask-average or generative"),
+    (["--max-tokens", "2", "--method", "mask-predict", "generative"],
+     "--max-tokens applies to mask-average, not mask-predict or generative"),
+])
+def test_a_flag_the_chosen_methods_do_not_take_is_refused(flags, message, monkeypatch, tmp_path, capsys):
+    import medlama.commands.probe as probe_command
+
+    def load_queries(args):
+        raise AssertionError("queries loaded before the flags were checked")
+
+    monkeypatch.setattr(probe_command, "load_queries", load_queries)
+    assert main(["probe", "--data", str(tmp_path), "--out", str(tmp_path / "o"), *flags]) == 2
+    assert capsys.readouterr().err == f"medlama: error: {message}\n"
+
+
+def test_method_settings_from_flags_presets_and_old_spellings(capsys):
+    from medlama.cli import build_parser
+    from medlama.commands.method_flags import method_settings
+
+    def settings(*flags, methods=("retrieval", "mask-predict")):
+        return method_settings(build_parser().parse_args(["probe", *flags]), list(methods))
+
+    chosen = settings("--batch-size", "4", "--preset", "paper-order+order", "--beam-size", "2", "--layer", "1",
+                      "--raw-predictions")
+    assert chosen["retrieval"] == RetrievalSettings(layer=1, batch_size=4)
+    assert (chosen["mask-predict"].name, chosen["mask-predict"].beam_size, chosen["mask-predict"].batch_size,
+            chosen["mask-predict"].to_candidates) == ("order+order", 2, 4, False)
+    assert capsys.readouterr().err == ""
+    old = settings("--mask-predict-preset", "paper-order+order", methods=["mask-predict"])
+    assert old["mask-predict"].name == "order+order"
+    assert capsys.readouterr().err == "medlama: --mask-predict-preset is now --preset\n"
+    assert settings("--preset", "cosine")["retrieval"] == PRESETS["cosine"]
+    assert settings()["mask-predict"] == METHODS["mask-predict"].presets["paper"]

@@ -1,0 +1,192 @@
+"""Retrieval probing: equivalence with the reference implementation, layers, pooling, distances, errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from medlama.defaults import default_model_path
+from medlama.errors import MedlamaInputError
+from medlama.probers.base import probe
+from medlama.probers.queries import QuerySet, load_medlama_queries
+from medlama.probers.registry import settings_for
+from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
+from medlama.probers.scoring import search
+
+HARD_FILES = ("associated_morphology_of_158_hard.csv", "gene_product_has_biochemical_function_491_hard.csv")
+
+
+def reference_probe(model_path, test_files, prompts_csv, names_order):
+    """A literal transcription of the reference implementation's probing loop (CPU, fp32).
+
+    run_retrieval_prediction.py (its `batch_encode_plus`, removed in transformers 5, is the plain call): candidate names = every ``tail_names.split(" || ")`` and head name of
+    the evaluated files; per file, queries from the human prompt with ``[Y]`` -> ``[MASK]``; names padded
+    and cut to 25 tokens, queries to 50; ``hidden_states[-1][:, 0]``; exact L2 FAISS search for 10.
+    The reference orders the candidates by ``list(set(...))``; ``names_order`` fixes one order so that
+    exact distance ties resolve alike in both implementations.
+    """
+    import faiss
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModel.from_pretrained(model_path).eval()
+    prompts = pd.read_csv(prompts_csv)
+    table = {row["pid"]: row["human_prompt"] for _, row in prompts.iterrows()}
+    names = set()
+    for path in test_files:
+        for _, row in pd.read_csv(path).iterrows():
+            names.update(row["tail_names"].split(" || "))
+            names.add(row["head_name"])
+    assert names == set(names_order)
+    all_names = list(names_order)
+    out = {}
+    with torch.no_grad():
+        reps = []
+        for i in range(0, len(all_names), 128):
+            toks = tokenizer(all_names[i:i + 128], padding="max_length", max_length=25,
+                                               truncation=True, return_tensors="pt")
+            reps.append(model(**toks, output_hidden_states=True).hidden_states[-1][:, 0, :].numpy())
+        index = faiss.IndexFlatL2(reps[0].shape[1])
+        index.add(np.concatenate(reps).astype("float32"))
+        for path in test_files:
+            frame = pd.read_csv(path)
+            queries = [table[rel].replace("[X]", head).replace("[Y]", "[MASK]")
+                       for rel, head in zip(frame["rel"], frame["head_name"])]
+            for start in range(0, len(frame), 128):
+                toks = tokenizer(queries[start:start + 128], padding="max_length", max_length=50, truncation=True,
+                                 return_tensors="pt")
+                rep = model(**toks, output_hidden_states=True).hidden_states[-1][:, 0, :].numpy()
+                distances, nn = index.search(rep.astype("float32"), 11)
+                for j in range(len(nn)):
+                    row = frame.iloc[start + j]
+                    answers = row["tail_names"].split(" || ")
+                    top10 = [all_names[i] for i in nn[j][:10]]
+                    first = next((jj for jj, pred in enumerate(top10) if pred in answers), None)
+                    out[(row["rel"], start + j)] = {
+                        "top10": top10, "distances": distances[j],
+                        "hits": (int(top10[0] in answers), int(first is not None and first < 5), int(first is not None))}
+    return out
+
+
+@pytest.fixture(scope="module")
+def two_relations(medlama_dir):
+    return load_medlama_queries(medlama_dir, "hard", relations=["associated_morphology_of",
+                                                                "gene_product_has_biochemical_function"])
+
+
+def test_reference_preset_equals_reference_code_query_for_query(two_relations, medlama_source):
+    queries = two_relations
+    files = [medlama_source / "2021AA" / name for name in HARD_FILES]
+    expected = reference_probe(str(default_model_path()), files, medlama_source / "prompts.csv", queries.candidates)
+    result = probe(RetrievalProber(default_model_path(), PRESETS["reference"]), queries)
+    assert len(result.predictions) == len(expected) == 158 + 491
+    counters = {rel: 0 for rel in set(queries.relations)}
+    for rel, predictions, gold in zip(queries.relations, result.predictions, queries.gold):
+        reference = expected[(rel, counters[rel])]
+        counters[rel] += 1
+        ours = tuple(int(any(g in predictions[:k] for g in gold)) for k in (1, 5, 10))
+        assert ours == reference["hits"]
+        gaps = np.diff(reference["distances"])
+        if np.all(gaps > 1e-4):  # no near-tie in the reference's top 11: the lists must agree exactly
+            assert predictions[:10] == reference["top10"]
+    hits = np.array([expected[key]["hits"] for key in sorted(expected)])
+    assert result.acc(1) == pytest.approx(hits[:, 0].mean())
+    assert result.acc(10) == pytest.approx(hits[:, 2].mean())
+    per_file = [np.mean([expected[(rel, n)]["hits"][2] for n in range(count)]) for rel, count in counters.items()]
+    assert result.acc(10, "macro") == pytest.approx(np.mean(per_file))
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(make_tiny_bert):
+    """A 3-layer BERT with the bundled model's vocabulary, saved like a user's checkpoint."""
+    return make_tiny_bert("tiny-bert", layers=3)
+
+
+@pytest.fixture(scope="module")
+def small_queries(two_relations):
+    return two_relations.subset(range(0, len(two_relations), 7), name="small")
+
+
+def test_layers_from_one_pass_equal_single_layer_runs(tiny_encoder, small_queries):
+    both = RetrievalProber(tiny_encoder, RetrievalSettings(layers=(1, 3))).rank_layers(small_queries)
+    assert both[1] == RetrievalProber(tiny_encoder, RetrievalSettings(layer=1)).rank(small_queries)
+    assert both[3] == RetrievalProber(tiny_encoder, RetrievalSettings(layer=-1)).rank(small_queries)
+    assert both[1] != both[3]
+
+
+def test_mean_pooling_and_cosine_against_numpy(tiny_encoder, small_queries):
+    from transformers import AutoModel, AutoTokenizer
+
+    prober = RetrievalProber(tiny_encoder, RetrievalSettings(pooling="mean", distance="cosine", layer=2))
+    predictions = prober.rank(small_queries, top_k=5)
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_encoder))
+    model = AutoModel.from_pretrained(str(tiny_encoder)).eval()
+
+    def embed(texts, length):
+        vectors = []
+        with torch.no_grad():
+            for text in texts:  # one at a time: no padding at all
+                toks = tokenizer(text, truncation=True, max_length=length, return_tensors="pt")
+                vectors.append(model(**toks, output_hidden_states=True).hidden_states[2][0].mean(0).numpy())
+        vectors = np.stack(vectors)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    names = embed(small_queries.candidates, 25)
+    texts = embed(small_queries.with_mask("[MASK]"), 50)
+    similarity = texts @ names.T
+    for row, predicted in zip(similarity, predictions):
+        best = [small_queries.candidates[j] for j in np.argsort(-row, kind="stable")[:5]]
+        assert predicted[0] == best[0]
+        assert set(predicted) == set(best)
+
+
+def test_search_l2_is_exact():
+    rng = np.random.default_rng(0)
+    names, queries = rng.normal(size=(50, 8)), rng.normal(size=(5, 8))
+    expected = np.argsort(((queries[:, None, :] - names[None]) ** 2).sum(-1), axis=1)[:, :4]
+    assert (search(names, queries, 4, "l2") == expected).all()
+
+
+def test_bad_inputs(tiny_encoder, tmp_path, medlama_dir):
+    with pytest.raises(MedlamaInputError, match=r"layer 4 out of range: .* has 3 layers"):
+        RetrievalProber(tiny_encoder, RetrievalSettings(layer=4))
+    with pytest.raises(MedlamaInputError, match="layer -5 out of range"):
+        RetrievalProber(tiny_encoder, RetrievalSettings(layers=(-5,)))
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "weights.bin").write_bytes(b"\0" * 10)
+    with pytest.raises(MedlamaInputError, match="not a model folder: no config.json"):
+        RetrievalProber(tmp_path / "junk")
+    from transformers import T5Config
+
+    T5Config(vocab_size=100, d_model=8, d_ff=16, num_layers=1, num_heads=1, d_kv=8).save_pretrained(tmp_path / "t5")
+    with pytest.raises(MedlamaInputError, match="'t5' is not an encoder-only model"):
+        RetrievalProber(tmp_path / "t5")
+    with pytest.raises(MedlamaInputError, match=r"unknown relation\(s\) \['may_cure'\]"):
+        load_medlama_queries(medlama_dir, "hard", relations=["may_cure"])
+    with pytest.raises(MedlamaInputError, match="unknown distance 'dot'"):
+        RetrievalProber(tiny_encoder, RetrievalSettings(distance="dot"))
+    with pytest.raises(MedlamaInputError, match="unknown retrieval preset 'fastest'"):
+        settings_for("retrieval", preset="fastest")
+    with pytest.raises(MedlamaInputError, match=r"has 0 \[Y\] slots"):
+        QuerySet(["q"], ["r"], ["no slot"], [["a"]], ["a"])
+
+
+def test_cli_writes_table_json_and_plots(medlama_dir, tiny_encoder, tmp_path, capsys):
+    from medlama.cli import main
+
+    out = tmp_path / "probe"
+    status = main(["probe", "--data", str(medlama_dir), "--relations", "associated_morphology_of",
+                   "--model", str(tiny_encoder), "--label", "tiny", "--layers", "1", "3", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert status == 0
+    assert "tiny L1" in printed and "tiny L3" in printed and "associated_morphology_of" in printed
+    results = json.loads((out / "results.json").read_text())
+    assert [r["label"] for r in results] == ["tiny L1", "tiny L3"]
+    assert len(results[0]["queries"]) == 158 and len(results[0]["queries"][0]["top10"]) == 10
+    assert 0 <= results[0]["metrics"]["acc@10"] <= 1
+    for plot in ("relations.png", "answer_length.png", "layers.png"):
+        assert (out / plot).read_bytes()[:4] == b"\x89PNG"

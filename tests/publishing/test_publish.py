@@ -1,0 +1,392 @@
+"""``medlama push-dataset`` / ``push-metric``: dry-run trees load back offline and equal their source; the real
+upload path runs against a stand-in ``HfApi`` (no test touches the network)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import evaluate
+import pytest
+import yaml
+from datasets import load_dataset
+from huggingface_hub import DatasetCard
+
+from medlama.cli import main
+from medlama.datasets.biolama import write_biolama
+from medlama.errors import MedlamaInputError
+from medlama.publishing.hub import GATED_FIELDS, push_dataset, push_metric
+from medlama.metrics import metric_path
+
+import cv_inputs as cvb  # tests/helpers (pytest pythonpath): the tiny MedLAMA folder and corpora
+
+SECRET = "hf_medlamaTestTokenNeverToBeShown"
+
+
+def front_matter(text: str) -> dict:
+    return yaml.safe_load(text.split("---")[1])
+
+
+def body(text: str) -> str:
+    return text.split("---", 2)[2]
+
+
+def tree_files(tree: Path) -> dict[str, bytes]:
+    return {p.relative_to(tree).as_posix(): p.read_bytes() for p in sorted(tree.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def release_dir(biolama_fx, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("biolama-release")
+    biolama_fx.write_release(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def biolama_dir(release_dir, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("built") / "biolama"
+    write_biolama(out, release_dir, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def biolama_public_dir(release_dir, tmp_path_factory) -> Path:
+    """BioLAMA without its UMLS source: nothing UMLS-derived."""
+    out = tmp_path_factory.mktemp("built-public") / "biolama"
+    write_biolama(out, release_dir, sources=["ctd", "wikidata"], progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def medlama_like_dir(tmp_path_factory) -> Path:
+    """A small folder shaped like a MedLAMA build: the MedLAMA card template, configs, Parquet files."""
+    from datasets import Dataset
+
+    from medlama.datasets.card import render_card
+    from medlama.datasets.medlama import candidate_features, features
+
+    out = tmp_path_factory.mktemp("medlama-like") / "medlama"
+    row = {"id": "may_treat-0001", "relation": "may_treat", "head_cui": "C1", "head_name": "aspirin",
+           "answer_cuis": ["C2"], "answer_names": ["pain"], "answer_count": 1,
+           "query_human": "aspirin may treat [Y] .", "query_default": "aspirin may treat [Y] .", "avg_match": 0.0,
+           "avg_rouge_l": 0.0, "is_hard": True}
+    (out / "data" / "hard").mkdir(parents=True)
+    (out / "candidates").mkdir()
+    Dataset.from_list([row], features=features()).to_parquet(str(out / "data/hard/may_treat.parquet"))
+    Dataset.from_dict({"name": ["aspirin", "pain"]}, features=candidate_features()).to_parquet(
+        str(out / "candidates/hard.parquet"))
+    layout = {"hard": "data/hard/*.parquet", "candidates_hard": "candidates/hard.parquet"}
+    (out / "README.md").write_text(render_card("medlama", layout, "hard", {}, "| table |"))
+    (out / "build_info.json").write_text(json.dumps({"report": {"source": "/home/someone/private/medlama"}}))
+    (out / "notes.txt").write_text("not named by any config")
+    return out
+
+
+# --------------------------------------------------------------------------- datasets
+
+
+def test_biolama_dry_run_tree_loads_back_and_equals_the_source(biolama_dir, tmp_path, capsys):
+    target = tmp_path / "dry"
+    assert main(["push-dataset", str(biolama_dir), "someone/biolama", "--dry-run", str(target)]) == 0
+    assert f"written to {target / 'biolama'}" in capsys.readouterr().out
+    tree = target / "biolama"
+    source, uploaded = tree_files(biolama_dir), tree_files(tree)
+    assert sorted(uploaded) == sorted(source)
+    for name, content in uploaded.items():
+        if name.endswith(".parquet"):
+            assert content == source[name], name
+    readme, original = uploaded["README.md"].decode(), source["README.md"].decode()
+    meta, original_meta = front_matter(readme), front_matter(original)
+    assert meta["extra_gated_fields"] == GATED_FIELDS and "UMLS" in meta["extra_gated_prompt"]
+    assert {k: v for k, v in meta.items() if not k.startswith("extra_gated_")} == original_meta
+    assert body(readme) == body(original)
+    for config in ("all", "umls", "wikidata_P780"):
+        for split in ("train", "dev", "test"):
+            ours = load_dataset(str(tree), config, split=split)
+            theirs = load_dataset(str(biolama_dir), config, split=split)
+            assert ours.features == theirs.features and ours.to_list() == theirs.to_list(), (config, split)
+    manifest = json.loads((target / "manifest.json").read_text())
+    assert (manifest["repo_id"], manifest["repo_type"], manifest["gated"], manifest["umls_derived"]) == (
+        "someone/biolama", "dataset", "auto", True)
+    assert [f["path"] for f in manifest["files"]] == sorted(uploaded) and manifest["left_out"] == []
+    info = json.loads(uploaded["build_info.json"])
+    assert info["report"]["origin"] == Path(info["report"]["origin"]).name  # no local path goes up
+    assert str(tmp_path.parent) not in uploaded["build_info.json"].decode()
+
+
+def test_gating_follows_the_data(biolama_fx, biolama_public_dir, biolama_dir, tmp_path):
+    manifest = push_dataset(biolama_public_dir, "someone/biolama-open", dry_run=tmp_path / "open")
+    readme = (tmp_path / "open" / "biolama-open" / "README.md").read_text()
+    assert manifest["gated"] is False and not manifest["umls_derived"]
+    assert "extra_gated_prompt" not in front_matter(readme) and "umls" not in front_matter(readme)["tags"]
+    assert load_dataset(str(tmp_path / "open" / "biolama-open"), "ctd",
+                        split="test").num_rows == biolama_fx.counts("ctd")
+    manifest = push_dataset(biolama_public_dir, "someone/biolama-open", gated="manual", dry_run=tmp_path / "open")
+    assert manifest["gated"] == "manual"
+    assert "extra_gated_fields" in front_matter((tmp_path / "open" / "biolama-open" / "README.md").read_text())
+    with pytest.raises(MedlamaInputError, match="derived from the UMLS Metathesaurus, .* gated .* or --private"):
+        push_dataset(biolama_dir, "someone/biolama", gated="none", dry_run=tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+    manifest = push_dataset(biolama_dir, "someone/biolama", gated="none", private=True, dry_run=tmp_path / "x")
+    assert manifest["gated"] is False and manifest["private"] is True
+
+
+def test_medlama_folder_is_gated_and_loads_back(medlama_like_dir, tmp_path):
+    manifest = push_dataset(medlama_like_dir, "someone/medlama", revision="v1", dry_run=tmp_path / "dry")
+    tree = tmp_path / "dry" / "medlama"
+    assert manifest["umls_derived"] and manifest["gated"] == "auto" and manifest["revision"] == "v1"
+    assert manifest["left_out"] == ["notes.txt"] and not (tree / "notes.txt").exists()
+    assert "extra_gated_prompt" in front_matter((tree / "README.md").read_text())
+    assert json.loads((tree / "build_info.json").read_text())["report"]["source"] == "medlama"
+    assert load_dataset(str(tree), "hard", split="test")[0]["head_name"] == "aspirin"
+    assert load_dataset(str(tree), "candidates_hard", split="test")["name"] == ["aspirin", "pain"]
+
+
+@pytest.mark.slow
+def test_real_medlama_build_dry_run(medlama_dir, tmp_path):
+    push_dataset(medlama_dir, "someone/medlama", dry_run=tmp_path / "dry")
+    tree = tmp_path / "dry" / "medlama"
+    assert load_dataset(str(tree), "hard", split="test").num_rows == 15_329
+    assert load_dataset(str(tree), "candidates_full_may_treat", split="test").to_list() == load_dataset(
+        str(medlama_dir), "candidates_full_may_treat", split="test").to_list()
+    assert "extra_gated_fields" in front_matter((tree / "README.md").read_text())
+
+
+def test_dataset_errors(biolama_dir, tmp_path):
+    with pytest.raises(MedlamaInputError, match="invalid repository id"):
+        push_dataset(biolama_dir, "not a/valid id", dry_run=tmp_path / "dry")
+    with pytest.raises(MedlamaInputError, match="nowhere: dataset folder not found"):
+        push_dataset(tmp_path / "nowhere", "me/data", dry_run=tmp_path / "dry")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MedlamaInputError, match=r"empty: not a built dataset folder \(no README.md\)"):
+        push_dataset(tmp_path / "empty", "me/data", dry_run=tmp_path / "dry")
+    broken = tmp_path / "broken"
+    shutil.copytree(biolama_dir, broken)
+    (broken / "data" / "umls" / "UR44" / "dev.parquet").unlink()
+    with pytest.raises(MedlamaInputError, match=r"config 'umls_UR44': no file matches 'data/umls/UR44/dev.parquet'"):
+        push_dataset(broken, "me/data", dry_run=tmp_path / "dry")
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "mine.txt").write_text("keep")
+    with pytest.raises(MedlamaInputError, match="busy: the dry-run folder exists and is not an earlier dry run"):
+        push_dataset(biolama_dir, "me/data", dry_run=busy)
+    assert [p.name for p in busy.iterdir()] == ["mine.txt"]
+    with pytest.raises(MedlamaInputError, match="must be outside the folder being published"):
+        push_dataset(biolama_dir, "me/data", dry_run=biolama_dir / "dry")
+    with pytest.raises(MedlamaInputError, match="unknown gating 'open'"):
+        push_dataset(biolama_dir, "me/data", gated="open", dry_run=tmp_path / "dry")
+
+
+# --------------------------------------------------------------------------- context-variance sets
+
+
+@pytest.fixture(scope="module")
+def cv_root(tmp_path_factory) -> Path:
+    """A MedLAMA-shaped folder, NOTEEVENTS.csv and a PMC folder, and two context-variance builds made by the
+    command: ``pmc-only`` (MedLAMA triples, PMC contexts) and ``with-mimic`` (MIMIC notes as well)."""
+    root = tmp_path_factory.mktemp("cv-publish")
+    medlama = cvb.write_medlama_folder(root / "medlama")
+    notes, pmc = cvb.write_corpora(root / "corpora")
+    base = ["build", "context-variance", "--medlama", str(medlama), "--config", "full", "--index-dir",
+            str(root / "indexes")]
+    assert main([*base, "--pmc", str(pmc), "--out", str(root / "pmc-only")]) == 0
+    assert main([*base, "--mimic", str(notes), "--pmc", str(pmc), "--out", str(root / "with-mimic")]) == 0
+    return root
+
+
+def test_context_variance_from_medlama_is_gated(cv_root, tmp_path):
+    folder = cv_root / "pmc-only"
+    meta = front_matter((folder / "README.md").read_text())
+    assert "umls" in meta["tags"] and "mimic" not in meta["tags"]
+    manifest = push_dataset(folder, "someone/cv", dry_run=tmp_path / "dry")
+    assert manifest["umls_derived"] and manifest["gated"] == "auto" and not manifest["mimic_derived"]
+    tree = tmp_path / "dry" / "cv"
+    assert front_matter((tree / "README.md").read_text())["extra_gated_fields"] == GATED_FIELDS
+    assert load_dataset(str(tree), "pmc_real", split="test").num_rows == load_dataset(
+        str(folder), "pmc_real", split="test").num_rows > 0
+    with pytest.raises(MedlamaInputError, match="derived from the UMLS Metathesaurus, .* gated .* or --private"):
+        push_dataset(folder, "someone/cv", gated="none", dry_run=tmp_path / "open")
+    assert not (tmp_path / "open").exists()
+
+
+def test_context_variance_with_mimic_is_pushed_private_only(cv_root, tmp_path):
+    folder = cv_root / "with-mimic"
+    meta = front_matter((folder / "README.md").read_text())
+    assert {"umls", "mimic"} <= set(meta["tags"])
+    assert "The rows of `ehr` quote MIMIC-III clinical notes" in (folder / "README.md").read_text()
+    for gated in (None, "manual", "none"):  # no gating makes a public push acceptable
+        with pytest.raises(MedlamaInputError, match=rf"{folder.name}: this dataset quotes MIMIC-III clinical notes "
+                                                    r"\(source ehr\), which the PhysioNet data use agreement forbids "
+                                                    r"redistributing: it can only be pushed --private"):
+            push_dataset(folder, "someone/cv", gated=gated, dry_run=tmp_path / "public")
+    assert not (tmp_path / "public").exists()
+    api = FakeApi()
+    with pytest.raises(MedlamaInputError, match="can only be pushed --private"):
+        push_dataset(folder, "someone/cv", api=api)
+    assert api.calls == []  # refused before the repository is even created
+    manifest = push_dataset(folder, "someone/cv", private=True, dry_run=tmp_path / "private")
+    assert manifest["private"] and manifest["mimic_derived"] and manifest["gated"] == "auto"
+    assert load_dataset(str(tmp_path / "private" / "cv"), "ehr_real", split="test").num_rows > 0
+
+
+def test_context_variance_built_before_the_tags_is_recognised(cv_root, tmp_path):
+    """A folder from an earlier version (no umls/mimic tags, the MedLAMA path in origin) is still held back."""
+    folder = tmp_path / "old"
+    shutil.copytree(cv_root / "with-mimic", folder)
+    card = DatasetCard.load(folder / "README.md")
+    card.data.tags = [tag for tag in card.data.tags if tag not in ("umls", "mimic")]
+    card.save(folder / "README.md")
+    assert not {"umls", "mimic"} & set(front_matter((folder / "README.md").read_text())["tags"])
+    info = json.loads((folder / "build_info.json").read_text())
+    info["origin"] = f"MedLAMA `full` ({cv_root / 'medlama'})"
+    (folder / "build_info.json").write_text(json.dumps(info))
+    with pytest.raises(MedlamaInputError, match=r"quotes MIMIC-III clinical notes \(source ehr\)"):
+        push_dataset(folder, "someone/cv", dry_run=tmp_path / "dry")
+    manifest = push_dataset(folder, "someone/cv", private=True, dry_run=tmp_path / "dry")
+    assert manifest["umls_derived"] and manifest["gated"] == "auto"
+    assert json.loads((tmp_path / "dry" / "cv" / "build_info.json").read_text())["origin"] == "MedLAMA `full` (medlama)"
+
+
+def test_context_variance_tree_holds_no_local_path(cv_root, tmp_path):
+    local = str(cv_root)  # the folder every input, index and output of the builds lies in
+    info = json.loads((cv_root / "with-mimic" / "build_info.json").read_text())
+    assert local in json.dumps(info)  # the build keeps its corpus files and indexes for reuse ...
+    for name in ("pmc-only", "with-mimic"):
+        push_dataset(cv_root / name, "someone/cv", private=True, dry_run=tmp_path / name)
+        tree = tmp_path / name / "cv"
+        for relative, content in tree_files(tree).items():  # ... the upload tree names none of them
+            assert local.encode() not in content and str(tmp_path).encode() not in content, relative
+    published = json.loads((tmp_path / "with-mimic" / "cv" / "build_info.json").read_text())
+    assert published["origin"] == "MedLAMA `full`"
+    assert [s["paths"] for s in published["sources"]] == [["NOTEEVENTS.csv"], ["pmc"]]
+    assert all(s["index"].startswith(f"{s['source']}-") and "/" not in s["index"] for s in published["sources"])
+    assert "triples from MedLAMA `full`;" in (tmp_path / "with-mimic" / "cv" / "README.md").read_text()
+
+
+# --------------------------------------------------------------------------- metrics
+
+SAMPLES = {
+    "acc_at_k": ({"predictions": [["Fever", "cough"], ["the rash", "x"]], "references": [["fever"], ["rash"]],
+                  "groups": ["a", "b"]}, {"k": [1, 2], "match": "normalized"}),
+    "ucm": ({"target_rank_before": [2, 5, 3], "target_rank_after": [1, 5, 4],
+             "added_is_correct": [True, True, False]}, {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_metric_dry_run_loads_back_and_equals_the_source(name, tmp_path):
+    target = tmp_path / "dry"
+    assert main(["push-metric", name, f"someone/{name}", "--dry-run", str(target)]) == 0
+    tree, source = target / name, metric_path(name)
+    assert sorted(tree_files(tree)) == sorted(["README.md", "app.py", f"{name}.py", "requirements.txt"])
+    assert (tree / f"{name}.py").read_bytes() == (source / f"{name}.py").read_bytes()
+    assert (tree / "requirements.txt").read_bytes() == (source / "requirements.txt").read_bytes()
+    card, original = (tree / "README.md").read_text(), (source / "README.md").read_text()
+    assert front_matter(card) == front_matter(original) and front_matter(card)["app_file"] == "app.py"
+    assert f'evaluate.load("someone/{name}")' in card and f'evaluate.load("metrics/{name}")' not in card
+    assert f'evaluate.load("someone/{name}")' in (tree / "app.py").read_text()
+    assert "launch_gradio_widget(module)" in (tree / "app.py").read_text()
+    inputs, options = SAMPLES[name]
+    cache = str(tmp_path / "cache")
+    published = evaluate.load(str(tree), keep_in_memory=True, cache_dir=cache)
+    bundled = evaluate.load(str(source), keep_in_memory=True, cache_dir=cache)
+    assert published.compute(**inputs, **options) == bundled.compute(**inputs, **options)
+    manifest = json.loads((target / "manifest.json").read_text())
+    assert (manifest["repo_type"], manifest["space_sdk"], manifest["script"]) == ("space", "gradio", f"{name}.py")
+
+
+def test_metric_under_another_repository_name(tmp_path):
+    manifest = push_metric("acc_at_k", "someone/biomed-acc", dry_run=tmp_path / "dry")
+    tree = tmp_path / "dry" / "biomed-acc"
+    assert manifest["script"] == "biomed-acc.py"  # evaluate.load("someone/biomed-acc") fetches biomed-acc.py
+    assert (tree / "biomed-acc.py").read_bytes() == (metric_path("acc_at_k") / "acc_at_k.py").read_bytes()
+    module = evaluate.load(str(tree), keep_in_memory=True, cache_dir=str(tmp_path / "cache"))
+    assert module.compute(predictions=[["a"]], references=[["a"]], k=1)["acc@1"] == 1.0
+    with pytest.raises(MedlamaInputError, match="cannot contain '.'"):
+        push_metric("acc_at_k", "someone/acc.v2", dry_run=tmp_path / "other")
+    with pytest.raises(MedlamaInputError, match="unknown metric 'bleu'"):
+        push_metric("bleu", "someone/bleu", dry_run=tmp_path / "other")
+
+
+# --------------------------------------------------------------------------- the upload path, without a network
+
+
+class FakeApi:
+    """Stands in for ``huggingface_hub.HfApi``: records calls, keeps a copy of each uploaded folder."""
+
+    instances: list["FakeApi"] = []
+
+    def __init__(self, token=None, **_):
+        self.token = token
+        self.calls: list[tuple] = []
+        self.uploaded: dict[str, bytes] = {}
+        FakeApi.instances.append(self)
+
+    def create_repo(self, repo_id, **kwargs):
+        self.calls.append(("create_repo", repo_id, kwargs))
+
+    def update_repo_settings(self, repo_id, **kwargs):
+        self.calls.append(("update_repo_settings", repo_id, kwargs))
+
+    def create_branch(self, repo_id, **kwargs):
+        self.calls.append(("create_branch", repo_id, kwargs))
+
+    def upload_folder(self, **kwargs):
+        self.calls.append(("upload_folder", kwargs["repo_id"], {k: v for k, v in kwargs.items() if k != "folder_path"}))
+        self.uploaded = tree_files(Path(kwargs["folder_path"]))
+
+        class Info:
+            commit_url = f"https://huggingface.co/{kwargs['repo_id']}/commit/0"
+
+        return Info()
+
+
+def test_upload_gates_before_uploading_the_dry_run_tree(biolama_dir, tmp_path):
+    api = FakeApi()
+    manifest = push_dataset(biolama_dir, "someone/biolama", private=True, revision="v1", api=api)
+    assert [call[0] for call in api.calls] == ["create_repo", "update_repo_settings", "create_branch", "upload_folder"]
+    assert api.calls[0][2] == {"repo_type": "dataset", "private": True, "exist_ok": True}
+    assert api.calls[1][2] == {"gated": "auto", "repo_type": "dataset"}
+    assert api.calls[3][2]["revision"] == "v1" and api.calls[3][2]["repo_type"] == "dataset"
+    push_dataset(biolama_dir, "someone/biolama", private=True, revision="v1", dry_run=tmp_path / "dry")
+    assert api.uploaded == tree_files(tmp_path / "dry" / "biolama")
+    assert manifest["commit_url"].startswith("https://huggingface.co/someone/biolama")
+    metric_api = FakeApi()
+    push_metric("ucm", "someone/ucm", api=metric_api)
+    assert metric_api.calls[0] == ("create_repo", "someone/ucm", {"repo_type": "space", "private": False,
+                                                                  "exist_ok": True, "space_sdk": "gradio"})
+    assert [call[0] for call in metric_api.calls] == ["create_repo", "upload_folder"]
+    assert sorted(metric_api.uploaded) == ["README.md", "app.py", "requirements.txt", "ucm.py"]
+
+
+def test_cli_token_from_environment_never_shown(biolama_public_dir, tmp_path, monkeypatch, capsys):
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    FakeApi.instances.clear()
+    assert main(["push-dataset", str(biolama_public_dir), "someone/biolama"]) == 0
+    assert main(["push-metric", "acc_at_k", "someone/acc_at_k", "--private"]) == 0
+    captured = capsys.readouterr()
+    assert "uploaded 14 files" in captured.out and "uploaded 4 files" in captured.out
+    assert [api.token for api in FakeApi.instances] == [SECRET, SECRET]
+    assert SECRET not in captured.out + captured.err
+    for api in FakeApi.instances:
+        assert all(SECRET.encode() not in content for content in api.uploaded.values())
+
+
+def test_cli_refuses_offline_or_without_token(biolama_public_dir, monkeypatch, capsys):
+    import huggingface_hub
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["push-dataset", str(biolama_public_dir), "someone/biolama"]) == 2
+    assert "HF_HUB_OFFLINE is set" in capsys.readouterr().err
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
+    assert main(["push-metric", "ucm", "someone/ucm"]) == 2
+    assert "no Hugging Face token: set HF_TOKEN or log in with `hf auth login`" in capsys.readouterr().err

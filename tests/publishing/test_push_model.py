@@ -1,0 +1,257 @@
+"""``medlama push-model``: the dry run writes exactly the files that would be uploaded, and no uploaded file
+names a local path (no network here)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from medlama.cli import main
+from medlama.errors import MedlamaInputError
+from medlama.publishing.hub import plan_model, push_model
+
+MODEL_FILES = ["1_Pooling/config.json", "README.md", "config.json", "config_sentence_transformers.json",
+               "model.safetensors", "modules.json", "rewire_config.json", "sentence_bert_config.json",
+               "tokenizer.json", "tokenizer_config.json"]
+
+
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory) -> Path:
+    """A rewired-model-shaped folder: a tiny CLS-pooled model, a run record, checkpoints with trainer state."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    from medlama.trainers.model import build_rewire_model
+
+    root = tmp_path_factory.mktemp("hub")
+    bert = root / "bert"
+    bert.mkdir()
+    (bert / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "gene", "cell"]) + "\n")
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=7, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=16, max_position_embeddings=32)).save_pretrained(bert)
+    BertTokenizerFast(vocab_file=str(bert / "vocab.txt")).save_pretrained(bert)
+    model, _ = build_rewire_model(bert)
+    folder = root / "rewired"
+    model.save(str(folder))
+    (folder / "rewire_config.json").write_text(json.dumps(
+        {"base_model": {"name": "tiny"}, "training": {"global_step": 4}}))
+    for step in (2, 4):
+        checkpoint = folder / "checkpoints" / f"checkpoint-{step}"
+        model.save(str(checkpoint))
+        for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "training_args.bin", "trainer_state.json"):
+            (checkpoint / name).write_bytes(b"state")
+    (folder / "checkpoints" / "rewire_config.json").write_text("{}")
+    (folder / ".hidden").write_text("not for upload")
+    return folder
+
+
+def test_plan_leaves_out_checkpoints_and_hidden_files(model_folder):
+    assert plan_model(model_folder) == MODEL_FILES
+    with_checkpoints = plan_model(model_folder, include_checkpoints=True)
+    for step in (2, 4):
+        assert f"checkpoints/checkpoint-{step}/model.safetensors" in with_checkpoints
+        assert f"checkpoints/checkpoint-{step}/trainer_state.json" in with_checkpoints
+        assert f"checkpoints/checkpoint-{step}/optimizer.pt" not in with_checkpoints
+        assert f"checkpoints/checkpoint-{step}/rng_state.pth" not in with_checkpoints
+    assert "checkpoints/rewire_config.json" not in with_checkpoints and ".hidden" not in with_checkpoints
+
+
+def test_dry_run_writes_exactly_what_would_be_uploaded(model_folder, tmp_path):
+    target = tmp_path / "dry"
+    manifest = push_model(model_folder, "someone/minilm-rewired", private=True, revision="v1", dry_run=target)
+    written = sorted(p.relative_to(target / "files").as_posix() for p in (target / "files").rglob("*") if p.is_file())
+    assert written == MODEL_FILES
+    for name in MODEL_FILES:
+        assert (target / "files" / name).read_bytes() == (model_folder / name).read_bytes()
+    on_disk = json.loads((target / "manifest.json").read_text())
+    assert on_disk == manifest
+    assert (on_disk["repo_id"], on_disk["repo_type"], on_disk["private"], on_disk["revision"]) == (
+        "someone/minilm-rewired", "model", True, "v1")
+    assert on_disk["commit_message"] == "Upload tiny rewired with Contrastive-Probe (4 steps)"
+    assert [f["path"] for f in on_disk["files"]] == MODEL_FILES
+    weights = next(f for f in on_disk["files"] if f["path"] == "model.safetensors")
+    assert weights["sha256"] == hashlib.sha256((model_folder / "model.safetensors").read_bytes()).hexdigest()
+    assert weights["size"] == (model_folder / "model.safetensors").stat().st_size
+    # a second dry run into the same folder replaces the first
+    push_model(model_folder, "someone/other", dry_run=target, include_checkpoints=True)
+    assert json.loads((target / "manifest.json").read_text())["repo_id"] == "someone/other"
+    assert (target / "files" / "checkpoints" / "checkpoint-2" / "model.safetensors").is_file()
+
+
+def test_cli_dry_run(model_folder, tmp_path, capsys):
+    target = tmp_path / "dry"
+    assert main(["push-model", str(model_folder), "me/model", "--dry-run", str(target), "--message", "hello"]) == 0
+    assert f"dry run: {len(MODEL_FILES)} files" in capsys.readouterr().out
+    assert json.loads((target / "manifest.json").read_text())["commit_message"] == "hello"
+
+
+def test_push_errors(model_folder, tmp_path, monkeypatch, capsys):
+    with pytest.raises(MedlamaInputError, match="not a sentence-transformers model folder"):
+        push_model(tmp_path, "me/model", dry_run=tmp_path / "dry")
+    with pytest.raises(MedlamaInputError, match="nope: model folder not found"):
+        push_model(tmp_path / "nope", "me/model", dry_run=tmp_path / "dry")
+    with pytest.raises(MedlamaInputError, match="invalid repository id 'not a/valid id'"):
+        push_model(model_folder, "not a/valid id", dry_run=tmp_path / "dry")
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "mine.txt").write_text("keep")
+    with pytest.raises(MedlamaInputError, match="busy: the dry-run folder exists and is not an earlier dry run"):
+        push_model(model_folder, "me/model", dry_run=busy)
+    assert (busy / "mine.txt").read_text() == "keep"
+    with pytest.raises(MedlamaInputError, match="the dry-run folder must be outside the model folder"):
+        push_model(model_folder, "me/model", dry_run=model_folder / "dry")
+    # offline (as in these tests), a real upload stops before any network call and says why
+    assert main(["push-model", str(model_folder), "me/model"]) == 2
+    assert "the Hugging Face Hub is switched off here (HF_HUB_OFFLINE is set)" in capsys.readouterr().err
+    # online, a real upload needs a token; without one it stops before any network call
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setattr("huggingface_hub.get_token", lambda: None)
+    assert main(["push-model", str(model_folder), "me/model"]) == 2
+    assert "no Hugging Face token: set HF_TOKEN or log in with `hf auth login`" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------- no local path in the pushed tree (defect 3)
+
+WORDS = "the a of and in to with for by on patients cells gene protein expression tumour mice blood".split()
+#: An absolute path in text: ``/x/y`` not inside a URL or a relative path (not after ``:``, ``/`` or a word).
+ABSOLUTE = re.compile(r"(?<![\w:/.~-])(?:~|[A-Za-z]:)?[\\/][\w.@+-]+[\\/][\w.@+-]+")
+
+
+def local_names_in(tree: Path, forbidden: list[str]) -> list[str]:
+    """``file: what`` for every forbidden string (any file) or absolute path (text files) found under ``tree``."""
+    found = []
+    for file in sorted(p for p in tree.rglob("*") if p.is_file()):
+        data = file.read_bytes()
+        found += [f"{file.name}: {word}" for word in forbidden if word.encode() in data]
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        found += [f"{file.name}: {match}" for match in ABSOLUTE.findall(text)]
+    return found
+
+
+@pytest.fixture(scope="module")
+def rewired_from_tmp(tmp_path_factory) -> tuple[Path, Path]:
+    """A real (tiny) rewiring of a model in a temporary folder, on a corpus in that folder: (root, output)."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    from medlama.trainers.config import RewireConfig
+    from medlama.trainers.trainer import rewire
+
+    root = tmp_path_factory.mktemp("leaky-home")
+    bert = root / "my-bert"
+    bert.mkdir()
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+    (bert / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=16, max_position_embeddings=32)).save_pretrained(bert)
+    BertTokenizerFast(vocab_file=str(bert / "vocab.txt")).save_pretrained(bert)
+    corpus = root / "sentences.txt"
+    corpus.write_text("".join(" ".join(WORDS[(i + k) % len(WORDS)] for k in range(6)) + "\n" for i in range(40)))
+    config = RewireConfig.preset("paper", model=str(bert), steps=2, save_steps=2, batch_size=8, max_length=16,
+                                 layer=1)
+    rewire(corpus, root / "rewired", config, disable_tqdm=True)
+    return root, root / "rewired"
+
+
+def test_pushed_tree_names_no_local_path(rewired_from_tmp, tmp_path):
+    root, model = rewired_from_tmp
+    forbidden = [str(root), root.name, str(root.resolve()), "site-packages", str(Path.home())]
+    assert local_names_in(model, forbidden), "the local copy keeps its paths (else this test checks nothing)"
+    before = {p: p.read_bytes() for p in model.rglob("*") if p.is_file()}
+    manifest = push_model(model, "someone/my-bert-rewired", dry_run=tmp_path / "dry", include_checkpoints=True)
+    tree = tmp_path / "dry" / "files"
+    assert local_names_in(tree, forbidden) == []
+    assert root.name not in manifest["commit_message"]
+    record = json.loads((tree / "rewire_config.json").read_text())
+    assert record["base_model"]["name"] == record["base_model"]["path"] == record["config"]["model"] == "my-bert"
+    assert record["corpus"][0]["path"] == "sentences.txt"
+    assert record["corpus"][0]["sha256"] == hashlib.sha256((root / "sentences.txt").read_bytes()).hexdigest()
+    assert record["command"].startswith("medlama rewire --corpus sentences.txt --out rewired --model my-bert --steps 2")
+    card = (tree / "README.md").read_text()
+    assert "# Contrastive-Probe rewiring of `my-bert`" in card and record["command"] in card
+    # the local copy is unchanged, and the pushed model loads
+    assert {p: p.read_bytes() for p in model.rglob("*") if p.is_file()} == before
+    from sentence_transformers import SentenceTransformer
+
+    assert SentenceTransformer(str(tree)).encode(["the [MASK] gene"]).shape == (1, 16)
+
+
+def test_bundled_model_is_named_by_its_hub_id(model_folder, tmp_path):
+    from medlama.defaults import default_model_path
+
+    bundled = str(default_model_path())
+    assert "site-packages" in bundled
+    folder = tmp_path / "minilm"
+    shutil.copytree(model_folder, folder)
+    corpus = tmp_path / "corpora" / "pubmed_0"
+    record = {"config": {"model": None}, "corpus": [{"path": str(corpus), "name": "pubmed_0", "sha256": "ab" * 32}],
+              "base_model": {"name": "sentence-transformers/all-MiniLM-L6-v2", "path": bundled},
+              "command": f"medlama rewire --corpus {corpus} --out {folder} --steps 2",
+              "training": {"global_step": 2}}
+    (folder / "rewire_config.json").write_text(json.dumps(record, indent=2))
+    card = (folder / "README.md").read_text() + f"\nBase model loaded from {bundled}.\n```bash\n{record['command']}\n```\n"
+    (folder / "README.md").write_text(card)
+    push_model(folder, "someone/minilm", dry_run=tmp_path / "dry")
+    tree = tmp_path / "dry" / "files"
+    assert local_names_in(tree, [str(tmp_path), tmp_path.name, "site-packages"]) == []
+    public = json.loads((tree / "rewire_config.json").read_text())
+    assert public["base_model"] == {"name": "sentence-transformers/all-MiniLM-L6-v2",
+                                    "path": "sentence-transformers/all-MiniLM-L6-v2"}
+    assert public["command"] == "medlama rewire --corpus pubmed_0 --out minilm --steps 2"
+    assert "Base model loaded from sentence-transformers/all-MiniLM-L6-v2." in (tree / "README.md").read_text()
+
+
+def test_a_file_that_would_leak_a_path_stops_the_push(model_folder, tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(model_folder, folder)
+    (folder / "rewire_config.json").write_text(json.dumps({"base_model": {"name": str(tmp_path / "bert"),
+                                                                          "path": str(tmp_path / "bert")}}))
+    (folder / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes() + str(tmp_path / "bert").encode())
+    with pytest.raises(MedlamaInputError, match="model.safetensors: this file names the local path"):
+        push_model(folder, "someone/model", dry_run=tmp_path / "dry")
+    assert not (tmp_path / "dry").exists()
+
+
+def test_upload_sends_the_dry_run_tree(rewired_from_tmp, tmp_path):
+    """The real upload (a stand-in ``HfApi``) sends exactly the dry run's files, path-free, as one commit."""
+    _root, model = rewired_from_tmp
+
+    class Api:
+        def __init__(self):
+            self.calls = []
+
+        def create_repo(self, repo_id, **options):
+            self.calls.append(("create_repo", repo_id, options))
+
+        def create_branch(self, repo_id, **options):
+            self.calls.append(("create_branch", repo_id, options))
+
+        def upload_folder(self, *, repo_id, folder_path, **options):
+            self.calls.append(("upload_folder", repo_id, options))
+            shutil.copytree(folder_path, tmp_path / "sent")
+            return type("Info", (), {"commit_url": f"https://huggingface.co/{repo_id}/commit/1"})()
+
+    api = Api()
+    manifest = push_model(model, "someone/my-bert", revision="v1", api=api)
+    assert [call[0] for call in api.calls] == ["create_repo", "create_branch", "upload_folder"]
+    assert manifest["commit_url"] == "https://huggingface.co/someone/my-bert/commit/1"
+    dry = push_model(model, "someone/my-bert", revision="v1", dry_run=tmp_path / "dry")
+    sent = {p.relative_to(tmp_path / "sent").as_posix(): p.read_bytes() for p in (tmp_path / "sent").rglob("*")
+            if p.is_file()}
+    assert sent == {p.relative_to(tmp_path / "dry" / "files").as_posix(): p.read_bytes()
+                    for p in (tmp_path / "dry" / "files").rglob("*") if p.is_file()}
+    assert manifest["files"] == dry["files"] and all(model.joinpath(name).is_file() for name in sent)

@@ -1,0 +1,315 @@
+"""Atomic folder and file writes; a folder that is not an earlier output is never replaced."""
+
+import pytest
+
+from medlama.atomic import atomic_directory, atomic_write_text, check_replaceable
+from medlama.cli import main
+from medlama.errors import MedlamaInputError
+
+MARKER = "info.json"
+
+
+def snapshot(folder):
+    """Every path under ``folder`` with its bytes (None for a folder): equal snapshots, equal trees."""
+    return {str(p.relative_to(folder)): (None if p.is_dir() else p.read_bytes()) for p in sorted(folder.rglob("*"))}
+
+
+@pytest.fixture
+def foreign(tmp_path):
+    """A user's folder: files and a subfolder, no marker."""
+    folder = tmp_path / "project"
+    (folder / "src").mkdir(parents=True)
+    (folder / "notes.txt").write_text("my notes")
+    (folder / "src" / "main.py").write_bytes(b"print('hi')\n")
+    return folder
+
+
+def test_directory_replaced_only_on_success(tmp_path):
+    target = tmp_path / "out"
+    with atomic_directory(target, marker=MARKER) as staging:
+        (staging / MARKER).write_text("first")
+    assert (target / MARKER).read_text() == "first"
+    with pytest.raises(RuntimeError):
+        with atomic_directory(target, marker=MARKER) as staging:
+            (staging / MARKER).write_text("second")
+            raise RuntimeError("interrupted")
+    assert (target / MARKER).read_text() == "first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.lock", "out"]  # filelock's file stays, hidden
+    with atomic_directory(target, marker=MARKER) as staging:
+        (staging / "b.txt").write_text("third")
+    assert sorted(p.name for p in target.iterdir()) == ["b.txt"]
+
+
+def test_stale_staging_from_a_killed_run_is_cleaned(tmp_path):
+    stale = tmp_path / ".out.tmp-abc123"
+    stale.mkdir()
+    with atomic_directory(tmp_path / "out", marker=MARKER) as staging:
+        (staging / "x").write_text("x")
+    assert not stale.exists()
+
+
+def test_foreign_folder_refused_before_the_block_runs(foreign):
+    before = snapshot(foreign.parent)
+    ran = False
+    with pytest.raises(MedlamaInputError) as error:
+        with atomic_directory(foreign, marker=MARKER):
+            ran = True
+    message = str(error.value)
+    assert message.startswith(f"{foreign}: ") and f"no {MARKER}" in message and "nothing was changed" in message
+    assert not ran  # refused on entry: no work is done only to be thrown away
+    assert snapshot(foreign.parent) == before  # byte for byte, and no staging folder beside it
+
+
+def test_folder_filled_while_the_block_ran_is_not_replaced(tmp_path):
+    target = tmp_path / "out"
+    target.mkdir()
+    with pytest.raises(MedlamaInputError, match="no info.json"):
+        with atomic_directory(target, marker=MARKER) as staging:
+            (staging / MARKER).write_text("new")
+            (target / "added meanwhile.txt").write_text("keep me")
+    assert snapshot(tmp_path) == {".out.lock": b"", "out": None, "out/added meanwhile.txt": b"keep me"}
+
+
+def test_file_in_the_way_refused(tmp_path):
+    path = tmp_path / "out"
+    path.write_text("a file")
+    with pytest.raises(MedlamaInputError, match="exists and is not a folder"):
+        with atomic_directory(path, marker=MARKER):
+            pass
+    assert path.read_text() == "a file"
+
+
+@pytest.mark.parametrize("marker", [MARKER, "checkpoints/rewire_config.json"])
+def test_empty_folder_and_earlier_output_replaced(tmp_path, marker):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with atomic_directory(empty, marker=marker) as staging:
+        (staging / "new.txt").write_text("new")
+    assert snapshot(empty) == {"new.txt": b"new"}
+
+    earlier = tmp_path / "earlier"
+    (earlier / marker).parent.mkdir(parents=True)
+    (earlier / marker).write_text("{}")
+    (earlier / "old.txt").write_text("old")
+    check_replaceable(earlier, marker=marker)
+    with atomic_directory(earlier, marker=marker) as staging:
+        (staging / "new.txt").write_text("new")
+    assert snapshot(earlier) == {"new.txt": b"new"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".earlier.lock", ".empty.lock", "earlier", "empty"]
+
+
+def test_build_refuses_a_users_folder(foreign, monkeypatch, capsys):
+    # `medlama build medlama --out .` in a project folder: refused before the release is even read.
+    monkeypatch.chdir(foreign)
+    before = snapshot(foreign.parent)
+    status = main(["build", "medlama", "--out", ".", "--source", str(foreign.parent / "no-such-release")])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.startswith(f"medlama: error: {foreign}: ") and "no build_info.json" in err
+    assert "nothing was changed" in err and "Traceback" not in err
+    assert snapshot(foreign.parent) == before
+
+
+def test_write_text(tmp_path):
+    path = tmp_path / "sub" / "f.json"
+    atomic_write_text(path, "{}")
+    assert path.read_text() == "{}"
+    assert [p.name for p in path.parent.iterdir()] == ["f.json"]
+
+
+# --- two writers, one folder (issue 12, defect 1) ----------------------------------------------------
+
+# A writer whose staging phase lasts until the test says so: it signals once it is inside the block,
+# then writes PARTS files and waits for the "go" file, so that two writers surely overlap.
+WRITER = r"""
+import sys, time
+from pathlib import Path
+from medlama.atomic import atomic_directory
+from medlama.errors import MedlamaInputError
+
+target, started, go = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+try:
+    with atomic_directory(target, marker="info.json") as staging:
+        for i in range(40):
+            (staging / f"part-{i:02d}").write_text(str(i))
+        started.touch()
+        deadline = time.monotonic() + 60
+        while not go.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (staging / "info.json").write_text(sys.argv[4])
+except MedlamaInputError as error:
+    print(error)
+    sys.exit(3)
+"""
+
+
+def start_writer(tmp_path, target, name):
+    import subprocess
+    import sys
+
+    started = tmp_path / f"{name}.started"
+    process = subprocess.Popen([sys.executable, "-c", WRITER, str(target), str(started), str(tmp_path / "go"), name],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return process, started
+
+
+def test_two_writers_one_succeeds_the_other_is_told_the_folder_is_busy(tmp_path):
+    import time
+
+    target = tmp_path / "out"
+    writers = [start_writer(tmp_path, target, name) for name in ("first", "second")]
+    deadline = time.monotonic() + 60
+    # Until one writer is inside its block and the other has given up (or, before the fix, both are in).
+    while time.monotonic() < deadline:
+        inside = [process for process, started in writers if started.exists()]
+        done = [process for process, _ in writers if process.poll() is not None]
+        if len(inside) == 2 or (len(inside) == 1 and done):
+            break
+        time.sleep(0.02)
+    (tmp_path / "go").touch()
+    results = [(process.wait(60), process.stdout.read(), started.exists()) for process, started in writers]
+    codes = sorted(code for code, _, _ in results)
+    assert codes == [0, 3], results  # exactly one succeeds
+    winner = next(index for index, (code, _, _) in enumerate(results) if code == 0)
+    loser_code, message, loser_started = results[1 - winner]
+    assert not loser_started  # refused on entry, before any work
+    # The holder's pid is named when the lock file already holds it (it is written just after locking).
+    assert f"{target}: another medlama run" in message
+    assert "(pid" not in message or f"(pid {writers[winner][0].pid} on " in message
+    assert "is writing this output folder" in message and "nothing was changed" in message
+    # The result is complete: every part and the marker of the winner, nothing of the loser.
+    assert sorted(p.name for p in target.iterdir()) == ["info.json"] + [f"part-{i:02d}" for i in range(40)]
+    assert (target / "info.json").read_text() == ("first", "second")[winner]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [".out.lock"]
+
+
+def dead_pid():
+    """The pid of a process that has exited and been reaped."""
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_only_staging_folders_of_dead_runs_are_cleaned(tmp_path):
+    import subprocess
+    import sys
+
+    from medlama.atomic import _tag
+
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        dead_staging = tmp_path / f".out.tmp-{_tag(dead_pid())}+abcd1234"
+        live_staging = tmp_path / f".out.tmp-{_tag(live.pid)}+efgh5678"
+        other_host = tmp_path / ".out.tmp-1+1+another-host.example+ijkl9012"
+        for folder in (dead_staging, live_staging, other_host):
+            folder.mkdir()
+            (folder / "part").write_text("x")
+        with atomic_directory(tmp_path / "out", marker=MARKER) as staging:
+            (staging / MARKER).write_text("new")
+        assert not dead_staging.exists()
+        assert (live_staging / "part").read_text() == "x"  # its owner still runs
+        assert (other_host / "part").read_text() == "x"  # cannot be checked from here: kept
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_a_reused_pid_is_not_the_owner(tmp_path):
+    # Same pid as a live process but another start time: the owner is gone, the pid was reused.
+    from medlama.atomic import _tag
+
+    pid, start, host = _tag().split("+")
+    stale = tmp_path / f".out.tmp-{pid}+{int(start) + 1 if int(start) else 0}+{host}+abcd1234"
+    stale.mkdir()
+    with atomic_directory(tmp_path / "out", marker=MARKER) as staging:
+        (staging / MARKER).write_text("x")
+    assert stale.exists() == (int(start) == 0)  # where start times cannot be read, a live pid is kept
+
+
+def test_previous_output_put_back_after_a_kill_during_the_swap(tmp_path, capsys):
+    from medlama.atomic import _tag
+
+    # Killed after moving the old output aside and before moving the new one in.
+    backup = tmp_path / f".out.tmp-old-{_tag(dead_pid())}"
+    backup.mkdir()
+    (backup / MARKER).write_text("previous")
+    with pytest.raises(RuntimeError):
+        with atomic_directory(tmp_path / "out", marker=MARKER):
+            raise RuntimeError("interrupted again")
+    assert (tmp_path / "out" / MARKER).read_text() == "previous"
+    assert not backup.exists()
+    assert "put back the previous output" in capsys.readouterr().err
+
+
+def test_lock_is_reentrant_in_one_thread_and_refuses_another_thread(tmp_path):
+    import threading
+
+    from medlama.atomic import lock_directory
+
+    target = tmp_path / "out"
+    errors = []
+    with lock_directory(target):
+        with atomic_directory(target, marker=MARKER) as staging:  # a command holding the lock over its run
+            (staging / MARKER).write_text("x")
+
+        def other():
+            try:
+                with lock_directory(target):
+                    pass
+            except MedlamaInputError as error:
+                errors.append(str(error))
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+    assert len(errors) == 1 and "is writing this output folder" in errors[0]
+    with lock_directory(target):  # released: free again
+        pass
+
+
+# --- which command wrote a folder (issue 12, defect 7) -----------------------------------------------
+
+
+def test_kind_is_recorded_and_only_the_same_kind_replaces(tmp_path):
+    from medlama.atomic import OWNER_NAME, owner_kind
+
+    target = tmp_path / "out"
+    with atomic_directory(target, marker="build_info.json", kind="build biolama") as staging:
+        (staging / "build_info.json").write_text("{}")
+    assert owner_kind(target) == "build biolama"
+    assert sorted(p.name for p in target.iterdir()) == [OWNER_NAME, "build_info.json"]
+    before = snapshot(tmp_path)
+    with pytest.raises(MedlamaInputError) as error:
+        with atomic_directory(target, marker="build_info.json", kind="build medlama"):
+            pytest.fail("the block must not run")
+    message = str(error.value)
+    assert message.startswith(f"{target}: ") and "`medlama build biolama`" in message
+    assert "not `medlama build medlama`" in message and "nothing was changed" in message
+    assert snapshot(tmp_path) == before
+    with atomic_directory(target, marker="build_info.json", kind="build biolama") as staging:
+        (staging / "build_info.json").write_text('{"again": 1}')
+    assert (target / "build_info.json").read_text() == '{"again": 1}'
+
+
+@pytest.mark.parametrize("record", [None, "{}", "not json", '{"kind": ""}'])
+def test_marker_without_ownership_record_refused_when_kind_given(tmp_path, record):
+    # `{}` written by hand as build_info.json, or a folder of an earlier version: not replaced.
+    from medlama.atomic import OWNER_NAME
+
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "build_info.json").write_text("{}")
+    if record is not None:
+        (target / OWNER_NAME).write_text(record)
+    before = snapshot(tmp_path)
+    with pytest.raises(MedlamaInputError, match="written by hand or by an earlier medlama version") as error:
+        check_replaceable(target, marker="build_info.json", kind="build medlama")
+    assert "delete it, or choose a new folder" in str(error.value)
+    with pytest.raises(MedlamaInputError, match="no readable"):
+        with atomic_directory(target, marker="build_info.json", kind="build medlama"):
+            pytest.fail("the block must not run")
+    assert snapshot(tmp_path) == before
+    check_replaceable(target, marker="build_info.json")  # without a kind: the marker alone, as before

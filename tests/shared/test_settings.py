@@ -1,0 +1,75 @@
+"""Settings defined once: checks, unknown names, flags and the recorded command line from the fields."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Literal
+
+import pytest
+
+from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.errors import MedlamaInputError
+from medlama.settings import as_dict, check, differences, setting, settings_from, to_flags
+
+
+@dataclass(frozen=True)
+class Example:
+    batch_size: int = setting(128, help="texts per forward pass", min=1, old_flags={"--bs": "the same unit"})
+    pooling: Literal["cls", "mean"] = setting("cls", help="pooling")
+    layer: int | None = setting(None, help="hidden layer")
+    rescore: bool = setting(False, help="rescore")
+    ks: tuple[int, ...] = setting((1, 5, 10), help="cut-offs", min=1)
+    rate: float = setting(2e-5, help="rate in %", min=0, max=1)
+
+    def __post_init__(self) -> None:
+        check(self)
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"batch_size": 0}, "'batch_size' must be at least 1, got 0"),
+    ({"batch_size": True}, "'batch_size' must be an integer"),
+    ({"pooling": "max"}, "'pooling' must be one of 'cls', 'mean', got 'max'"),
+    ({"rate": float("nan")}, "not NaN"),
+    ({"rate": 2.0}, "at most 1"),
+    ({"ks": (1, 0)}, "'ks' must be at least 1, got 0"),
+    ({"ks": "1"}, "'ks' must be a list"),
+    ({"batchsize": 3}, "'batchsize' (did you mean 'batch_size'?)"),
+])
+def test_bad_settings_are_named(values, message):
+    with pytest.raises(MedlamaInputError) as error:
+        settings_from(Example, values)
+    assert message in str(error.value)
+
+
+def test_none_means_not_given_unless_the_field_is_optional():
+    settings = settings_from(Example, {"batch_size": None, "layer": None})
+    assert settings.batch_size == 128 and settings.layer is None
+    assert settings_from(Example, {"layer": 3}, base=settings).layer == 3
+
+
+def test_flags_parse_back_to_the_same_settings(capsys):
+    parser = argparse.ArgumentParser()
+    add_settings_flags(parser, Example)
+    args = parser.parse_args(["--bs", "4", "--pooling", "mean", "--rescore", "--ks", "1", "3", "--layer", "2"])
+    assert "--bs is now --batch-size (the same unit)" in capsys.readouterr().err
+    given = given_settings(args, Example)
+    assert given == {"batch_size": 4, "pooling": "mean", "rescore": True, "ks": (1, 3), "layer": 2}
+    settings = settings_from(Example, given)
+    flags = to_flags(settings)
+    assert flags == ["--batch-size", "4", "--pooling", "mean", "--layer", "2", "--rescore", "--ks", "1", "3"]
+    assert settings_from(Example, given_settings(parser.parse_args(flags), Example)) == settings
+    assert to_flags(Example()) == []
+    assert differences(Example(), settings, ["batch_size", "rate"]) == [("batch_size", 128, 4)]
+    assert as_dict(settings)["ks"] == [1, 3]
+
+
+def test_help_shows_every_default_and_bad_flag_values_are_refused(capsys):
+    parser = argparse.ArgumentParser()
+    add_settings_flags(parser, Example)
+    help_text = parser.format_help()
+    for shown in ("(default: 128)", "(default: cls)", "(default: none)", "(default: 1 5 10)", "rate in %"):
+        assert shown in help_text
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--batch-size", "x"])
+    assert "'x' is not an integer" in capsys.readouterr().err

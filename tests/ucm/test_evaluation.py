@@ -1,0 +1,143 @@
+"""``medlama ucm`` end to end on tiny models (JSON, PNG, records), records over cut inputs, loading the sets,
+the old ``--ranker`` spelling, and bad input.
+
+The sets (fixture ``sets``, tests/ucm/conftest.py) come from the corpora and tiny MedLAMA folder of
+``tests/helpers/cv_inputs.py``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from medlama.cli import main
+from medlama.ucm.evaluation import evaluate_model
+from medlama.ucm.rankers import RetrievalRanker, RetrievalRankerSettings
+from medlama.ucm.sets import load_sets
+
+
+# ------------------------------------------------------------------------------------------ end to end
+def test_medlama_ucm_end_to_end(sets, tiny_mlm, tiny_encoder, tmp_path, capsys):
+    out = tmp_path / "ucm"
+    status = main(["ucm", "--sets", str(sets), "--model", str(tiny_mlm), str(tiny_encoder), "--label", "mlm", "enc",
+                   "--out", str(out), "--records", "--include-first-segment"])
+    assert status == 0
+    printed = capsys.readouterr().out
+    for title in ("Table 1", "Table 2", "Table 3", "UCM_k per relation", "UCM_m by source and context type"):
+        assert title in printed
+    results = json.loads((out / "results.json").read_text())
+    assert (out / "ucm.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    from datasets import concatenate_datasets, load_dataset
+
+    rows = concatenate_datasets([load_dataset(str(sets), s, split="test") for s in ("ehr", "pmc")])
+    per_model = sum(len(inputs) - 1 for inputs in rows["inputs"])
+    assert len(records) == 2 * per_model
+    mlm, enc = results["models"]
+    assert (mlm["settings"]["method"], enc["settings"]["method"]) == ("mask-average", "retrieval")
+    assert mlm["num_sequences"] == len(rows) and mlm["num_records"] == per_model
+    for model in results["models"]:
+        mine = [r for r in records if r["model"] == model["label"]]
+        for side, negative in (("target", False), ("negative", True)):
+            chosen = [r for r in mine if r["negative"] == negative and r["added_is_correct"]]
+            signs = [np.sign(r["target_rank_after"] - r["target_rank_before"]) for r in chosen]
+            shares = [signs.count(-1) / len(signs), signs.count(0) / len(signs), signs.count(1) / len(signs)]
+            got = model[side]
+            assert [got["understand"], got["confuse"], got["misunderstand"]] == pytest.approx(shares)
+            assert got["num_records_correct"] == len(chosen)
+        # acc@k without context = O_t in the top k at input0 (the k = 1 record's "before"), with context = at the
+        # last input (the last record's "after"), over the O_t-centred sequences
+        target = {}
+        for r in mine:
+            if not r["negative"]:
+                target.setdefault(r["sequence_id"], []).append(r)
+        for k in (1, 5):
+            without = np.mean([seq[0]["target_rank_before"] <= k for seq in target.values()])
+            within = np.mean([seq[-1]["target_rank_after"] <= k for seq in target.values()])
+            assert model["accuracy"]["target"]["without_context"][f"acc@{k}"] == pytest.approx(without)
+            assert model["accuracy"]["target"]["with_context"][f"acc@{k}"] == pytest.approx(within)
+        assert set(model["by_context"]) == {f"{s}/{t}" for s in ("ehr", "pmc") for t in
+                                            ("real", "knowledge-only", "knowledge-sorted", "knowledge-random")}
+        macro = model["ucm_k_macro"]["target"]
+        per_relation = [v for v in model["target"]["per_relation"].values() if v["num_records_correct"]]
+        assert macro["understand"] == pytest.approx(np.mean([v["understand"] for v in per_relation]))
+
+    # filters, and the default that leaves out S1's record (its added entity is the centre itself)
+    assert main(["ucm", "--sets", str(sets), "--model", str(tiny_encoder), "--sources", "pmc", "--context-types",
+                 "real", "--no-negative", "--out", str(tmp_path / "small")]) == 0
+    small = json.loads((tmp_path / "small" / "results.json").read_text())["models"][0]
+    pmc_real = load_dataset(str(sets), "pmc_real", split="test")
+    assert small["num_sequences"] == len(pmc_real) and small["negative"] is None
+    assert small["settings"]["skip_first_segment"] is True and small["num_records_truncated"] == 0
+    assert small["num_records"] == sum(len(inputs) - 2 for inputs in pmc_real["inputs"])
+
+
+def test_records_over_cut_inputs_are_left_out_and_counted(sets, tiny_encoder):
+    from transformers import AutoTokenizer
+
+    selected = load_sets(sets, negative=False)
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_encoder))
+    lengths = {text: len(tokenizer(text.replace("[Y]", "[MASK]"))["input_ids"])
+               for inputs in selected.rows["inputs"] for text in inputs}
+    limit = int(np.median(list(lengths.values())))  # cuts about half of the inputs
+    ranker = RetrievalRanker(tiny_encoder, RetrievalRankerSettings(query_max_length=limit))
+    result = evaluate_model(ranker, selected, label="cut", keep_records=True, skip_first_segment=False,
+                            progress=False)
+    expected_kept = expected_cut = 0
+    for inputs in selected.rows["inputs"]:
+        for k in range(1, len(inputs)):
+            if lengths[inputs[k - 1]] <= limit and lengths[inputs[k]] <= limit:
+                expected_kept += 1
+            else:
+                expected_cut += 1
+    assert expected_kept and expected_cut
+    assert (result.num_records, result.num_records_truncated) == (expected_kept, expected_cut)
+    assert all(record["whole"] for record in result.records)
+    assert result.target["num_records"] == expected_kept
+
+
+def test_load_sets_and_bad_input(sets, tiny_encoder, tmp_path, capsys):
+    selected = load_sets(sets, sources=["ehr"], context_types=["knowledge-only"], relations=["may_treat"])
+    assert set(selected.rows["relation"]) == {"may_treat"} and set(selected.rows["source"]) == {"ehr"}
+    assert main(["ucm", "--sets", str(tmp_path), "--model", str(tiny_encoder)]) == 2
+    assert "not a context-variance folder" in capsys.readouterr().err
+    assert main(["ucm", "--sets", str(sets), "--model", str(tiny_encoder), "--sources", "lmc",
+                 "--out", str(tmp_path / "o")]) == 2
+    assert "unknown source(s) ['lmc']" in capsys.readouterr().err
+    assert main(["ucm", "--sets", str(sets), "--model", str(tiny_encoder), "--label", "a", "b"]) == 2
+    assert "2 --label values for 1 --model values" in capsys.readouterr().err
+    assert main(["ucm", "--sets", str(sets), "--model", str(tiny_encoder), "--relations", "may_cure",
+                 "--out", str(tmp_path / "o")]) == 2
+    assert "unknown relation(s) ['may_cure']" in capsys.readouterr().err
+    assert main(["ucm", "--sets", str(sets), "--model", str(tiny_encoder), "--ranker", "mlm",
+                 "--out", str(tmp_path / "o")]) == 2
+    assert "no MLM head" in capsys.readouterr().err
+
+
+def test_old_ranker_flag_and_name_still_work(sets, tiny_mlm, tmp_path, capsys):
+    small = ["--sets", str(sets), "--model", str(tiny_mlm), "--sources", "pmc", "--context-types", "real",
+             "--no-negative"]
+    assert main(["ucm", *small, "--ranker", "mlm", "--out", str(tmp_path / "old")]) == 0
+    err = capsys.readouterr().err
+    assert "--ranker is now --method" in err and "ranker 'mlm' is now 'mask-average'" in err
+    assert main(["ucm", *small, "--method", "mask-average", "--out", str(tmp_path / "new")]) == 0
+    assert "is now" not in capsys.readouterr().err
+    old, new = (json.loads((tmp_path / name / "results.json").read_text())["models"][0] for name in ("old", "new"))
+    assert old["settings"] == new["settings"] and old["settings"]["scoring"] == "mask-average"
+    assert {k: v for k, v in old.items() if k != "seconds"} == {k: v for k, v in new.items() if k != "seconds"}
+    assert main(["ucm", *small, "--ranker", "retrieval", "--method", "retrieval", "--out", str(tmp_path / "o")]) == 2
+    assert "give --method only" in capsys.readouterr().err
+
+
+def test_ucm_help_shows_every_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["ucm", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for shown in ("--method", "(default: auto)", "--ks K [K ...]", "(default: 1 5)", "--max-tokens N",
+                  "(default: none)", "--pooling {cls,mean}", "(default: cls)", "--distance {l2,cosine}",
+                  "(default: l2)", "(default: mask-average 32, retrieval 64)", "--no-negative",
+                  "--include-first-segment", "--records"):
+        assert shown in text
+    assert "--ranker" not in text and "mlm" not in text.replace("--model", "")

@@ -1,0 +1,113 @@
+"""The rewiring configuration, defined once: :class:`RewireConfig` and its :data:`PRESETS`.
+
+Each field is a :func:`medlama.settings.setting` carrying its help text and bounds; from those fields come
+the checks (in ``__post_init__``, so no invalid config exists), the ``medlama rewire`` flags
+(``medlama.commands.flags``), the recorded command line (:func:`medlama.settings.to_flags`) and the
+settings a resumed run must share with the run that wrote its checkpoints (:data:`MUST_MATCH_ON_RESUME`:
+every field not marked ``resume="may_change"``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from medlama.errors import MedlamaInputError
+from medlama.settings import as_dict, check, fields_of, flag_of, setting, settings_from
+
+#: ``resume=`` value of the settings a resumed run may change (the others must match the checkpoints).
+MAY_CHANGE = "may_change"
+
+
+@dataclass
+class RewireConfig:
+    """Everything that defines a rewiring run. See :data:`PRESETS` and :meth:`preset`.
+
+    ``batch_size`` is the global batch (pairs per optimiser step, summed over devices); ``layer`` keeps the
+    first ``layer`` transformer layers (``None``: all); ``dropout`` sets every dropout probability of the
+    encoder (``None``: keep the model's); ``max_sentences`` samples that many corpus lines (``None``: all);
+    ``batch_sampler`` is ``"no_duplicates"`` (no text twice in a batch, so a repeated answer such as
+    ``"patients"`` is never its own negative) or ``"random"`` (plain shuffled batches, as the reference code);
+    ``precision`` is ``"auto"`` (bf16 on a CUDA card that supports it, else fp16 on CUDA, else fp32),
+    ``"fp32"``, ``"fp16"`` (CUDA only) or ``"bf16"`` (CUDA or CPU autocast).
+
+    The fields may be reassigned (older callers do); :func:`medlama.trainers.trainer.rewire` checks the
+    config again before it trains.
+    """
+
+    model: str | None = setting(None, help="Hugging Face encoder folder or hub name (none: the bundled "
+                                           "sentence-transformers/all-MiniLM-L6-v2)")
+    steps: int = setting(200, help="training steps", min=1, resume=MAY_CHANGE)
+    batch_size: int = setting(192, help="pairs per optimiser step, summed over devices (at least 2: the loss "
+                                        "needs in-batch negatives)", min=2)
+    learning_rate: float = setting(2e-5, help="learning rate (AdamW, linear decay)", flag="--lr")
+    weight_decay: float = setting(0.01, help="AdamW weight decay", min=0)
+    warmup_steps: int = setting(0, help="linear warm-up steps", min=0)
+    max_length: int = setting(48, help="tokens per text", min=1)
+    temperature: float = setting(0.04, help="InfoNCE temperature tau (scale = 1/tau)", flag="--tau")
+    mask_ratio: float = setting(0.5, help="masked span: 1 to 1 + int(words * ratio) words", min=0, max=1)
+    layer: int | None = setting(None, help="keep the first L transformer layers (none: all)", min=1)
+    dropout: float | None = setting(0.1, help="hidden and attention dropout, below 1 (none, or "
+                                              "--keep-model-dropout: the model's own)", min=0)
+    save_steps: int = setting(50, help="checkpoint every N steps (the last step always is)", min=1,
+                              resume=MAY_CHANGE)
+    seed: int = setting(33, help="seed of the masks, the batches and the training", min=0)
+    max_sentences: int | None = setting(None, help="use a random sample of N corpus lines (none, or 0 on the "
+                                                   "command line: all)", min=1)
+    skip_short_lines: bool = setting(False, help="leave out lines too short to mask, and count them (otherwise "
+                                                 "such a line is an error)")
+    batch_sampler: Literal["no_duplicates", "random"] = setting(
+        "no_duplicates", help="no_duplicates: no text twice in a batch; random: plain shuffled batches")
+    precision: Literal["auto", "fp32", "fp16", "bf16"] = setting(
+        "auto", help="auto: bf16 on CUDA cards that support it, else fp16 on CUDA, else fp32; bf16 also runs "
+                     "on CPU (autocast)", resume=MAY_CHANGE)
+    mask_token: str | None = setting(None, help="the mask string in queries (none: the tokenizer's mask token)")
+    logging_steps: int = setting(10, help="log the loss every N steps", min=1, resume=MAY_CHANGE)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> RewireConfig:
+        """Check every field (types, choices, bounds, and the open bounds ``min`` cannot say); return self."""
+        check(self)
+        for name in ("learning_rate", "temperature"):
+            if not getattr(self, name) > 0:
+                raise MedlamaInputError(f"setting {name!r}: {name.replace('_', ' ')} must be a positive number, "
+                                        f"got {getattr(self, name)!r}")
+        if self.dropout is not None and not self.dropout < 1:
+            raise MedlamaInputError(f"setting 'dropout' must be below 1, got {self.dropout!r}")
+        return self
+
+    @classmethod
+    def preset(cls, name: str = "paper", **overrides: Any) -> RewireConfig:
+        """A preset (``"paper"`` or ``"demo"``) with some fields replaced; ``None`` overrides are ignored
+        (they mean "not given"); an unknown setting name is an error naming the nearest known one."""
+        if name not in PRESETS:
+            raise MedlamaInputError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+        return settings_from(cls, {k: v for k, v in overrides.items() if v is not None}, base=PRESETS[name],
+                             what="rewire")
+
+    def to_dict(self) -> dict[str, Any]:
+        return as_dict(self)
+
+
+#: ``paper``: the published run (upstream README, paper section 5 and table 8; table 8 stars tau 0.03 where
+#: the upstream README uses 0.04). ``demo``: a CPU-sized run for the bundled model, about 1.5 s a step on two
+#: idle CPU cores (benchmarks/bench_rewire.py): a sixth of the batch and a quarter of the steps, so the learning
+#: rate is the top of table 8's grid (5e-5); max length stays 48 (at 32, 17% of the PubMed queries lose their
+#: mask token to truncation; at 48, 3.7%, as in the reference).
+PRESETS: dict[str, RewireConfig] = {
+    "paper": RewireConfig(steps=200, batch_size=192, learning_rate=2e-5, weight_decay=0.01, max_length=48,
+                          temperature=0.04, mask_ratio=0.5, seed=33, save_steps=50, max_sentences=10_000,
+                          dropout=0.1),
+    "demo": RewireConfig(steps=50, batch_size=32, learning_rate=5e-5, weight_decay=0.01, max_length=48,
+                         temperature=0.04, mask_ratio=0.5, seed=33, save_steps=25, max_sentences=10_000,
+                         dropout=0.1, logging_steps=5),
+}
+
+#: Settings that a resumed run must share with the run that wrote the checkpoints.
+MUST_MATCH_ON_RESUME: tuple[str, ...] = tuple(f.name for f in fields_of(RewireConfig)
+                                              if f.metadata.get("resume") != MAY_CHANGE)
+#: Flags of the settings a resumed run may change (for messages).
+MAY_CHANGE_ON_RESUME: tuple[str, ...] = tuple(flag_of(f) for f in fields_of(RewireConfig)
+                                              if f.metadata.get("resume") == MAY_CHANGE)

@@ -1,0 +1,285 @@
+"""Contrastive-Probe rewiring (paper section 4): :func:`rewire`, a self-retrieval game on cloze pairs trained
+with sentence-transformers' ``SentenceTransformerTrainer``.
+
+* Settings: :class:`~medlama.trainers.config.RewireConfig` (presets ``paper`` and ``demo``).
+* Model: :func:`~medlama.trainers.model.build_rewire_model` (the first ``layer`` layers, dropout as
+  configured, ``[CLS]`` pooling); data: :mod:`medlama.trainers.cloze`; loss:
+  :class:`~medlama.trainers.loss.ClozeInfoNCELoss`.
+* Output folder ``OUT``: the final model (loads with ``SentenceTransformer(OUT)`` and
+  ``transformers.AutoModel.from_pretrained(OUT)``), ``README.md`` (model card), ``rewire_config.json``, and
+  ``checkpoints/checkpoint-<step>`` every ``save_steps`` steps and at the last step (all kept; each is a
+  loadable model too, written atomically: :mod:`medlama.trainers.checkpoints`). Running again into the same
+  ``OUT`` resumes from the last complete checkpoint. The final folder is replaced atomically, so an
+  interrupted run leaves the previous final model as it was.
+* Devices (:mod:`medlama.trainers.devices`): CPU, or CUDA with bf16 where the card supports it, else fp16.
+  Several processes through ``torchrun``/``accelerate launch``: ``batch_size`` stays the global batch (the
+  batch sampler draws global batches and each process takes its slice, ``split_batches``), negatives are
+  gathered across processes and gradients averaged, so each step's loss and update are those of one
+  device (tests/trainers/test_multiprocess.py checks it with two CPU processes). Only the main process
+  writes checkpoints (each process adds its own RNG state) and the final folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from medlama.atomic import atomic_directory, atomic_write_text
+from medlama.errors import MedlamaInputError
+from medlama.settings import to_flags
+from medlama.trainers.checkpoints import (
+    CHECKPOINTS_DIR,
+    CONFIG_NAME,
+    check_resume_compatible,
+    checkpoint_statuses,
+    choose_resume_checkpoint,
+    staged_checkpoint,
+)
+from medlama.trainers.cloze import ANSWER_COLUMN, QUERY_COLUMN, ClozeBuild, build_cloze_dataset
+from medlama.trainers.config import PRESETS, RewireConfig
+from medlama.trainers.devices import resolve_precision, world_size
+from medlama.trainers.loss import make_loss
+from medlama.trainers.model import build_rewire_model
+from medlama.trainers.model_card import write_rewire_card
+
+#: The preset the recorded command line starts from (the ``medlama rewire`` default).
+_COMMAND_PRESET = "paper"
+
+
+@dataclass
+class RewireResult:
+    """What :func:`rewire` wrote."""
+
+    path: Path
+    global_step: int
+    steps_this_run: int
+    resumed_from: str | None
+    checkpoints: list[Path]
+    train_seconds: float
+    pairs_per_second: float | None
+    record: dict[str, Any]
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    versions = {}
+    for package in ("medlama", "torch", "transformers", "sentence-transformers", "datasets", "accelerate"):
+        with contextlib.suppress(md.PackageNotFoundError):
+            versions[package] = md.version(package)
+    return versions
+
+
+def command_line(corpus: Any, out: Path, config: RewireConfig) -> str | None:
+    """The ``medlama rewire`` command that reproduces ``config`` (None for a Dataset corpus): the flags of
+    the settings that differ from the ``paper`` preset, spelt as the command parses them."""
+    if not isinstance(corpus, (str, Path, list, tuple)):
+        return None
+    files = [corpus] if isinstance(corpus, (str, Path)) else list(corpus)
+    words = ["medlama", "rewire", "--corpus", *map(str, files), "--out", str(out),
+             *to_flags(config, relative_to=PRESETS[_COMMAND_PRESET]), "--preset", _COMMAND_PRESET]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def _link_tree(source: Path, target: Path) -> None:
+    """Recreate ``source`` under ``target`` with hard links (a copy where links are not possible)."""
+    for root, _dirs, files in os.walk(source):
+        destination = target / Path(root).relative_to(source)
+        destination.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            try:
+                os.link(Path(root) / name, destination / name)
+            except OSError:
+                shutil.copy2(Path(root) / name, destination / name)
+
+
+def _check_output_folder(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise MedlamaInputError("the output path exists and is not a folder", file=out)
+    if out.is_dir() and any(out.iterdir()) and not (out / CONFIG_NAME).is_file() \
+            and not (out / CHECKPOINTS_DIR).is_dir():
+        raise MedlamaInputError("the output folder exists and is not a medlama rewire output (no rewire_config.json "
+                                "or checkpoints/); choose a new or empty folder, nothing was changed", file=out)
+
+
+def rewire(corpus: Any, out: str | Path, config: RewireConfig | None = None, *, resume: bool | str | Path = True,
+           column: str = "text", callbacks: Sequence[Any] = (), report_to: str | list[str] = "none",
+           disable_tqdm: bool | None = None) -> RewireResult:
+    """Rewire an encoder with Contrastive-Probe and write it to ``out``.
+
+    ``corpus``: a sentence file, a list of them, or a ``datasets.Dataset``/``DatasetDict`` (sentences in
+    ``column``). ``config``: a :class:`RewireConfig` (default: the ``paper`` preset). ``resume``: see
+    :func:`~medlama.trainers.checkpoints.choose_resume_checkpoint`. ``callbacks``: extra
+    ``transformers.TrainerCallback`` objects. Returns a :class:`RewireResult`; ``out`` then loads with
+    ``SentenceTransformer(out)``.
+    """
+    config = (config or RewireConfig.preset("paper")).validate()  # again: fields may have been reassigned
+    out = Path(out).expanduser()
+    _check_output_folder(out)
+    processes = world_size()
+    if config.batch_size % processes:
+        raise MedlamaInputError(f"batch size {config.batch_size} cannot be split evenly over {processes} devices")
+    precision = resolve_precision(config.precision)
+    # The tokenizer's thread pool competes with torch's for the cores: on a small CPU it triples the step time.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+    model, encoder = build_rewire_model(config.model, layer=config.layer, dropout=config.dropout,
+                                        max_length=config.max_length, mask_token=config.mask_token)
+    build: ClozeBuild = build_cloze_dataset(corpus, mask_token=encoder.mask_token, mask_ratio=config.mask_ratio,
+                                            seed=config.seed, column=column, max_sentences=config.max_sentences,
+                                            skip_short_lines=config.skip_short_lines)
+    if len(build.dataset) < 2:
+        raise MedlamaInputError("the corpus gives fewer than 2 cloze pairs; the loss needs in-batch negatives")
+    resume_from = choose_resume_checkpoint(out, resume)
+    if resume_from is not None:
+        check_resume_compatible(out, config, build.corpus)
+
+    record: dict[str, Any] = {
+        "format": "medlama-rewire/1",
+        "config": config.to_dict(),
+        "base_model": {"name": encoder.name, "path": encoder.path, "layers_total": encoder.layers_total,
+                       "layers_used": encoder.layers_used, "dropout_keys": encoder.dropout_keys},
+        "mask_token": encoder.mask_token,
+        "corpus": build.corpus,
+        "cloze": build.stats.to_dict(),
+        "command": command_line(corpus, out, config),
+        "versions": _versions(),
+    }
+    trainer, timer = _make_trainer(model, build, out, config, precision, processes, callbacks, report_to,
+                                   disable_tqdm)
+    main_process = trainer.is_world_process_zero()
+    if main_process:
+        atomic_write_text(out / CHECKPOINTS_DIR / CONFIG_NAME, json.dumps(record, indent=2) + "\n")
+
+    trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    global_step = trainer.state.global_step
+    steps_run = timer.steps
+    seconds = timer.seconds
+    pairs_per_second = steps_run * config.batch_size / seconds if steps_run and seconds > 0 else None
+    checkpoints = [c.path for c in checkpoint_statuses(out) if c.complete]
+    record["training"] = {
+        "global_step": global_step, "resumed_from": resume_from.name if resume_from else None,
+        "steps_this_run": steps_run, "seconds_this_run": round(seconds, 3),
+        "pairs_per_second": round(pairs_per_second, 2) if pairs_per_second else None,
+        "precision": precision, "world_size": processes, "device": str(model.device),
+        "checkpoints": [p.name for p in checkpoints],
+        "final_loss": next((h["loss"] for h in reversed(trainer.state.log_history) if "loss" in h), None),
+    }
+    if main_process:
+        _write_final(trainer, out, record)
+    trainer.accelerator.wait_for_everyone()  # no process returns before the final folder is in place
+    return RewireResult(path=out, global_step=global_step, steps_this_run=steps_run,
+                        resumed_from=resume_from.name if resume_from else None,
+                        checkpoints=[out / CHECKPOINTS_DIR / p.name for p in checkpoints], train_seconds=seconds,
+                        pairs_per_second=pairs_per_second, record=record)
+
+
+def _write_final(trainer: Any, out: Path, record: dict[str, Any]) -> None:
+    model = trainer.model
+    base = record["base_model"]["name"]
+    model.model_card_data.model_name = f"{base} rewired with Contrastive-Probe"
+    with atomic_directory(out, marker=f"{CHECKPOINTS_DIR}/{CONFIG_NAME}") as staging:
+        model.save(str(staging))
+        write_rewire_card(staging, record)
+        atomic_write_text(staging / CONFIG_NAME, json.dumps(record, indent=2) + "\n")
+        if (out / CHECKPOINTS_DIR).is_dir():  # carried over as hard links: a kill here loses nothing
+            _link_tree(out / CHECKPOINTS_DIR, staging / CHECKPOINTS_DIR)
+
+
+def _make_trainer(model, build: ClozeBuild, out: Path, config: RewireConfig, precision: str, processes: int,
+                  callbacks: Sequence[Any], report_to, disable_tqdm):
+    import torch
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from transformers import TrainerCallback
+
+    class _SaveLastStep(TrainerCallback):
+        """Checkpoint the last step too, so the final model always has a matching checkpoint."""
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step >= state.max_steps:
+                control.should_save = True
+
+    class _Timer(TrainerCallback):
+        def __init__(self) -> None:
+            self.start_step, self.steps, self.seconds, self._t0 = 0, 0, 0.0, None
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self._t0 = None
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            if self._t0 is None:
+                self._t0, self.start_step = time.perf_counter(), state.global_step
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self._t0 is not None:
+                self.steps = state.global_step - self.start_step
+                self.seconds = time.perf_counter() - self._t0
+
+    class _RewireTrainer(SentenceTransformerTrainer):
+        """Saves each checkpoint into a hidden staging folder and renames it into place; only the main
+        process writes the model."""
+
+        _staging: Path | None = None
+
+        def _save(self, output_dir=None, state_dict=None):
+            # sentence-transformers 6.2 overrides Trainer._save without the `should_save` guard that
+            # transformers 5 moved into it, so under torchrun every process wrote the model into the same
+            # folder at once (found by tests/trainers/test_multiprocess.py).
+            if self.args.should_save:
+                super()._save(output_dir, state_dict=state_dict)
+
+        def _get_output_dir(self, trial):
+            return str(self._staging) if self._staging is not None else super()._get_output_dir(trial)
+
+        def _save_checkpoint(self, model, trial):
+            run_dir = Path(super()._get_output_dir(trial))
+            with staged_checkpoint(run_dir, self.state.global_step, main=self.is_world_process_zero(),
+                                   barrier=self.accelerator.wait_for_everyone) as staging:
+                self._staging = staging
+                try:
+                    super()._save_checkpoint(model, trial)
+                finally:
+                    self._staging = None
+
+    cuda = torch.cuda.is_available()
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(out / CHECKPOINTS_DIR),
+        # Without CUDA, say so: otherwise accelerate does not set up CPU processes (gloo) under torchrun,
+        # and each process silently trained alone on its own batches (tests/trainers/test_multiprocess.py).
+        use_cpu=not cuda,
+        max_steps=config.steps,
+        # The sampler draws global batches; each process takes its slice (split_batches), so the batches
+        # (and the no-duplicates rule) are those of one device whatever the number of processes.
+        per_device_train_batch_size=config.batch_size,
+        accelerator_config={"split_batches": True},
+        learning_rate=config.learning_rate,
+        weight_decay=config.weight_decay,
+        warmup_steps=config.warmup_steps,
+        lr_scheduler_type="linear",
+        seed=config.seed,
+        save_strategy="steps",
+        save_steps=config.save_steps,
+        save_total_limit=None,
+        logging_steps=config.logging_steps,
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
+        batch_sampler="no_duplicates" if config.batch_sampler == "no_duplicates" else "batch_sampler",
+        dataloader_pin_memory=cuda,
+        dataloader_drop_last=False,
+        report_to=report_to,
+        disable_tqdm=disable_tqdm if disable_tqdm is not None else False,
+    )
+    dataset = build.dataset.select_columns([QUERY_COLUMN, ANSWER_COLUMN])
+    loss = make_loss(model, config.temperature, gather_across_devices=processes > 1)
+    timer = _Timer()
+    trainer = _RewireTrainer(model=model, args=args, train_dataset=dataset, loss=loss,
+                             callbacks=[*callbacks, _SaveLastStep(), timer])
+    return trainer, timer

@@ -1,0 +1,106 @@
+"""The UCM evaluation workflow: score context-variance sets with models and report UCM (tables 1-3 of the
+paper), acc@k, JSON and a plot.
+
+:func:`run_ucm` loads the sets (:mod:`~medlama.ucm.sets`), and for each ``(label, ranker)``
+(:mod:`~medlama.ucm.rankers`) :func:`evaluate_model` ranks every sequence and builds its rank-change
+records (:mod:`~medlama.ucm.records`), scores them with the metric modules (:mod:`~medlama.ucm.scores`);
+then the report (:mod:`~medlama.ucm.report`) prints the tables and writes ``results.json`` and
+``ucm.png``. What to score and report is :class:`UcmSettings`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from medlama.errors import MedlamaInputError
+from medlama.settings import check, setting
+from medlama.ucm.rankers import ContextRanker
+from medlama.ucm.records import rank_sequences, sequence_records
+from medlama.ucm.report import print_tables, write_outputs
+from medlama.ucm.scores import ModelResult, accuracy, by_context, ucm, ucm_k_macro
+from medlama.ucm.sets import ContextSets, load_sets
+
+DEFAULT_KS = (1, 5)
+
+
+@dataclass(frozen=True)
+class UcmSettings:
+    """What a UCM evaluation scores (which sequences, which records) and reports."""
+
+    ks: tuple[int, ...] = setting(DEFAULT_KS, min=1, metavar="K", help="acc@k cut-offs, as table 2")
+    sources: tuple[str, ...] | None = setting(None, metavar="SOURCE",
+                                              help="score only these sources; none: every source")
+    context_types: tuple[str, ...] | None = setting(None, metavar="TYPE",
+                                                    help="score only these context types (real, knowledge-only, "
+                                                         "knowledge-sorted, knowledge-random); none: every type")
+    relations: tuple[str, ...] | None = setting(None, metavar="REL",
+                                                help="score only these relations; none: every relation")
+    negative: bool = setting(True, help="also score the negative-target sequences (table 3's control)")
+    include_first_segment: bool = setting(False, help="also count each sequence's first record (input1 adds S1, "
+                                                      "whose entity is the centre itself; see medlama.ucm.records)")
+    records: bool = setting(False, help="also write OUT/records.jsonl (every rank-change record)")
+
+    def __post_init__(self) -> None:
+        check(self)
+        if not self.ks:
+            raise MedlamaInputError("setting 'ks' needs at least one cut-off")
+
+
+def evaluate_model(ranker: ContextRanker, sets: ContextSets, *, label: str, ks: Sequence[int] = DEFAULT_KS,
+                   keep_records: bool = False, skip_first_segment: bool = True, progress: bool = True
+                   ) -> ModelResult:
+    """Rank, build the records, and score them with the UCM and acc@k modules.
+
+    ``skip_first_segment`` (default) leaves out each sequence's first record (input1: S1, whose entity is
+    the centre itself), so that UCM only counts segments that bring another entity
+    (:mod:`medlama.ucm.records`). Records over an input the model saw cut are left out and counted.
+    """
+    started = time.perf_counter()
+    top = max(ks)
+    records: list[dict] = []
+    acc_rows = []
+    count = truncated = 0
+    for ranked in rank_sequences(ranker, sets, progress=label if progress else None):
+        count += 1
+        new = sequence_records(ranked.row, ranked.ranks, ranked.column, ranked.whole)
+        for record in new[1:] if skip_first_segment else new:
+            if record["whole"]:
+                records.append(record)
+            else:
+                truncated += 1
+        if not ranked.row["negative"]:
+            firsts = [[ranked.candidate_ids[j] for j in np.argsort(ranked.ranks[i], kind="stable")[:top]]
+                      for i in (0, -1)]
+            acc_rows.append(({"relation": ranked.row["relation"], "target_id": ranked.row["target_id"],
+                              "correct_ids": ranked.row["correct_ids"]}, firsts[0], firsts[1]))
+    seconds = time.perf_counter() - started
+    target = [r for r in records if not r["negative"]]
+    negative = [r for r in records if r["negative"]]
+    target_result, negative_result = ucm(target), ucm(negative)
+    return ModelResult(label=label, settings={**ranker.settings(), "skip_first_segment": skip_first_segment},
+                       seconds=round(seconds, 3), num_sequences=count, num_records=len(records),
+                       num_records_truncated=truncated, target=target_result, negative=negative_result,
+                       ucm_k_macro={"target": ucm_k_macro(target_result), "negative": ucm_k_macro(negative_result)},
+                       accuracy=accuracy(acc_rows, ks), by_context=by_context(target, negative),
+                       records=records if keep_records else [])
+
+
+def run_ucm(rankers: Sequence[tuple[str, ContextRanker]], sets_dir: str | Path, out: str | Path,
+            settings: UcmSettings | None = None, *, show: bool = True, progress: bool = True
+            ) -> tuple[list[ModelResult], list[Path]]:
+    """Score the sets with each ``(label, ranker)``; print tables 1-3 and write JSON and the plot."""
+    settings = settings if settings is not None else UcmSettings()
+    ks = tuple(sorted(set(settings.ks)))
+    sets = load_sets(sets_dir, sources=settings.sources, context_types=settings.context_types,
+                     negative=settings.negative, relations=settings.relations)
+    results = [evaluate_model(ranker, sets, label=label, ks=ks, keep_records=settings.records,
+                              skip_first_segment=not settings.include_first_segment, progress=progress)
+               for label, ranker in rankers]
+    if show:
+        print_tables(results, ks)
+    return results, write_outputs(results, sets, out, ks, records=settings.records)

@@ -1,0 +1,368 @@
+"""Rankers: rank a whole entity pool at the mask of each incremental context input, one interface for three methods.
+
+``ranker.rank(inputs, pool)`` takes the inputs of a context sequence (texts with one ``[Y]`` slot) and
+the pool's entity names, and returns an int array ``(len(inputs), len(pool))``: the 1-based rank of every
+pool entity at every input (1 = best). Ties are broken by pool order (the earlier entity ranks first),
+so ranks are a permutation of ``1..len(pool)`` in each row. ``ranker.scores(inputs, pool)`` gives the
+underlying scores (higher is better), from which :func:`ranks_from_scores` ranks any subset of the pool.
+``ranker.whole(inputs, pool)`` says which inputs the model sees whole (inputs over its length limit are
+cut, see below).
+
+The methods carry the names ``medlama probe --method`` gives the same techniques:
+
+* ``mask-average`` (:class:`MaskAverageRanker`): a masked LM with its MLM head, by **mask average** (the
+  multi-token strategy BioLAMA uses, Kassner et al. 2021): a name of n tokens is scored by the mean
+  log-probability of its tokens at n masks (:mod:`medlama.probers.mask_average`, the same code as
+  ``medlama probe --method mask-average``). Context far from the slot is cut when an input exceeds the
+  model's length limit. Its earlier name ``mlm`` is still accepted.
+* ``retrieval`` (:class:`RetrievalRanker`): an encoder (base or rewired by Contrastive-Probe), as the
+  retrieval prober ranks: ``[CLS]`` (or mean) of the input with the model's mask token at the slot,
+  against the same representation of every pool name, scored by the one retrieval scorer
+  (:func:`medlama.probers.scoring.score_matrix`: minus the squared L2 distance, the reference's exact L2
+  search, or the cosine). Inputs longer than the limit lose their *start* (the prompt and its mask sit at
+  the end), names are cut at 25 tokens as in the reference.
+* ``causal-likelihood`` (:class:`medlama.ucm.causal_ranker.CausalRanker`): a decoder-only causal LM
+  (GPT-2, BioGPT, Llama family), by the exact log-probability of each name (then the text after the slot)
+  as the continuation of the text before it, as ``medlama probe --method causal-likelihood`` ranks
+  candidates. Inputs over the model's positions lose the start of their prefix.
+
+Each method's settings are a dataclass (:class:`MaskAverageRankerSettings`,
+:class:`RetrievalRankerSettings`, and the causal prober's own
+:class:`~medlama.probers.causal.LikelihoodSettings`; :class:`RankerSettings` holds all three, for
+``auto``), and :func:`make_ranker` builds a ranker from a method name and its settings. ``auto`` picks
+causal-likelihood for a decoder-only causal LM (by its config), else mask-average when the model has an
+MLM head, else retrieval.
+
+Work shared across the inputs of a sequence (and across sequences): identical inputs are scored once
+per call (``input0``, the prompt alone, is shared by every sequence of a triple); the retrieval ranker
+encodes each pool name once and keeps its vector for later calls; the mask-average ranker tokenises the
+pool once per call and runs one forward pass per (input, name length) for all names of that length.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from medlama.defaults import MASK_PLACEHOLDER
+from medlama.errors import MedlamaInputError
+from medlama.probers.causal import LikelihoodSettings
+from medlama.probers.encoding import POOLINGS
+from medlama.probers.scoring import DISTANCES, Distance, check_distance, score_matrix
+from medlama.settings import check, setting, settings_from
+
+#: The ranking methods, as ``medlama ucm --method`` and ``medlama probe --method`` spell them.
+METHODS = ("mask-average", "retrieval", "causal-likelihood")
+#: Earlier method names, still accepted: old name -> current name.
+RENAMED = {"mlm": "mask-average"}
+
+
+# ------------------------------------------------------------------------------------------ settings
+@dataclass(frozen=True)
+class MaskAverageRankerSettings:
+    """Settings of the mask-average ranker."""
+
+    max_tokens: int | None = setting(None, help="mask-average: most masks per name, longer names are scored on "
+                                                "their first N tokens; none: the longest name's token count",
+                                     min=1, metavar="N")
+    batch_size: int = setting(32, help="mask-average: inputs per forward pass", min=1)
+
+    def __post_init__(self) -> None:
+        check(self)
+
+
+@dataclass(frozen=True)
+class RetrievalRankerSettings:
+    """Settings of the retrieval ranker (the reference's: [CLS] of the last layer, L2, names cut at 25 tokens)."""
+
+    layer: int = setting(-1, help="retrieval: hidden layer (0 the embeddings, -1 the last)")
+    pooling: Literal["cls", "mean"] = setting("cls", choices=POOLINGS,
+                                              help="retrieval: how a text becomes one vector ([CLS] or the mean "
+                                                   "over its tokens)")
+    distance: Distance = setting("l2", choices=DISTANCES,
+                                 help="retrieval: l2 (minus the squared distance, the reference's) or cosine")
+    query_max_length: int | None = setting(None, min=1, metavar="N",
+                                           help="retrieval: most tokens of an input, longer inputs lose their "
+                                                "start; none: the model's limit")
+    name_max_length: int = setting(25, min=1, cli=False, help="retrieval: most tokens of a pool name")
+    batch_size: int = setting(64, help="retrieval: texts per forward pass", min=1)
+
+    def __post_init__(self) -> None:
+        check(self)
+
+
+@dataclass(frozen=True)
+class RankerSettings:
+    """The settings of every method: ``auto`` picks the method per model, and each takes its own part."""
+
+    mask_average: MaskAverageRankerSettings = setting(default_factory=MaskAverageRankerSettings, cli=False,
+                                                      help="settings of the mask-average ranker")
+    retrieval: RetrievalRankerSettings = setting(default_factory=RetrievalRankerSettings, cli=False,
+                                                 help="settings of the retrieval ranker")
+    causal_likelihood: LikelihoodSettings = setting(default_factory=LikelihoodSettings, cli=False,
+                                                    help="settings of the causal-likelihood ranker")
+
+    def __post_init__(self) -> None:
+        check(self)
+
+    def of(self, method: str) -> MaskAverageRankerSettings | RetrievalRankerSettings | LikelihoodSettings:
+        """The settings of ``method`` (``mask-average``, ``retrieval`` or ``causal-likelihood``)."""
+        return getattr(self, canonical_method(method).replace("-", "_"))
+
+
+#: Method -> its settings class.
+SETTINGS = {"mask-average": MaskAverageRankerSettings, "retrieval": RetrievalRankerSettings,
+            "causal-likelihood": LikelihoodSettings}
+AnySettings = MaskAverageRankerSettings | RetrievalRankerSettings | LikelihoodSettings | RankerSettings
+
+
+def canonical_method(method: str) -> str:
+    """The current name of ``method`` (``mlm`` -> ``mask-average``); unknown names are an error."""
+    name = RENAMED.get(method, method)
+    if name not in (*METHODS, "auto"):
+        raise MedlamaInputError(f"unknown ranker {method!r}; choose from {['auto', *METHODS]}")
+    return name
+
+
+def ranker_settings(method: str, values: Mapping[str, Any] | None = None, **more: Any
+                    ) -> MaskAverageRankerSettings | RetrievalRankerSettings | LikelihoodSettings:
+    """The settings of ``method`` with ``values`` replacing defaults; an unknown or misspelt name is an error."""
+    name = canonical_method(method)
+    if name == "auto":
+        raise MedlamaInputError("'auto' has no settings of its own: give RankerSettings (one part per method)")
+    return settings_from(SETTINGS[name], values, what=f"{name} ranker", **more)
+
+
+# ------------------------------------------------------------------------------------------ ranks
+def ranks_from_scores(scores: np.ndarray) -> np.ndarray:
+    """1-based ranks of each column in each row of ``scores`` (higher first; ties: lower column first)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.ndim != 2:
+        raise ValueError("scores must be a 2-d array (inputs x entities)")
+    order = np.argsort(-scores, axis=1, kind="stable")
+    ranks = np.empty_like(order)
+    rows = np.arange(scores.shape[0])[:, None]
+    ranks[rows, order] = np.arange(1, scores.shape[1] + 1)[None, :]
+    return ranks
+
+
+def _check(inputs: Sequence[str], pool: Sequence[str]) -> tuple[list[str], list[str]]:
+    inputs, pool = list(inputs), list(pool)
+    if not pool:
+        raise MedlamaInputError("the entity pool is empty: nothing to rank")
+    for index, text in enumerate(inputs):
+        if not isinstance(text, str) or text.count(MASK_PLACEHOLDER) != 1:
+            count = text.count(MASK_PLACEHOLDER) if isinstance(text, str) else 0
+            raise MedlamaInputError(f"input {index} has {count} {MASK_PLACEHOLDER} slots, needs exactly one: {text!r}")
+    return inputs, pool
+
+
+class ContextRanker(ABC):
+    """Ranks an entity pool at the ``[Y]`` slot of each input."""
+
+    #: The method's name, as ``--method`` spells it.
+    method: str = "ranker"
+
+    def scores(self, inputs: Sequence[str], pool: Sequence[str]) -> np.ndarray:
+        """Scores ``(len(inputs), len(pool))`` as float64, higher is better (``-inf``: cannot be scored)."""
+        inputs, pool = _check(inputs, pool)
+        if not inputs:
+            return np.empty((0, len(pool)), dtype=np.float64)
+        unique = list(dict.fromkeys(inputs))
+        scored = self._scores(unique, pool)
+        if len(unique) == len(inputs):
+            return scored
+        where = {text: i for i, text in enumerate(unique)}
+        return scored[[where[text] for text in inputs]]
+
+    def rank(self, inputs: Sequence[str], pool: Sequence[str]) -> np.ndarray:
+        """1-based rank of every pool entity at every input, ``(len(inputs), len(pool))`` int64."""
+        return ranks_from_scores(self.scores(inputs, pool))
+
+    def whole(self, inputs: Sequence[str], pool: Sequence[str]) -> np.ndarray:
+        """Per input, whether the model sees all of it when ranking ``pool`` (False: the input is cut).
+
+        A rank change between two cut inputs says nothing about the segment added between them (it may
+        have been cut away), so the UCM evaluation leaves such records out and counts them.
+        """
+        inputs, pool = _check(inputs, pool)
+        return np.array([self._fits(text, pool) for text in inputs], dtype=bool)
+
+    @abstractmethod
+    def _fits(self, text: str, pool: list[str]) -> bool:
+        """Whether ``text`` fits the model's length limit whole (for every name of ``pool``)."""
+
+    @abstractmethod
+    def _scores(self, inputs: list[str], pool: list[str]) -> np.ndarray:
+        """Scores of distinct, checked inputs."""
+
+    def settings(self) -> dict:
+        """What determines the ranks, as ``results.json`` records it."""
+        return {"method": self.method}
+
+
+class MaskAverageRanker(ContextRanker):
+    """Mask average over the pool with a masked LM (BERT style, MLM head required)."""
+
+    method = "mask-average"
+
+    def __init__(self, model_path: str | Path, settings: MaskAverageRankerSettings | None = None, *,
+                 device: str | None = None) -> None:
+        from medlama.probers.mask_average import MaskAverageProber, MaskAverageSettings
+
+        self.settings_ = settings if settings is not None else MaskAverageRankerSettings()
+        self.prober = MaskAverageProber(model_path, MaskAverageSettings(max_tokens=self.settings_.max_tokens,
+                                                                        batch_size=self.settings_.batch_size),
+                                        device=device)
+        self.model_path = str(model_path)
+
+    def _scores(self, inputs: list[str], pool: list[str]) -> np.ndarray:
+        from medlama.probers.queries import QuerySet
+
+        queries = QuerySet(ids=[str(i) for i in range(len(inputs))], relations=[""] * len(inputs), texts=inputs,
+                           gold=[[] for _ in inputs], candidates=pool, name="context inputs")
+        try:
+            return self.prober.scores(queries).double().numpy()
+        finally:
+            splits = getattr(self.prober.lm, "_splits", None)
+            if isinstance(splits, dict) and len(splits) > 10_000:
+                splits.clear()  # the per-text tokenisation cache would otherwise grow with every input
+
+    def _fits(self, text: str, pool: list[str]) -> bool:
+        # The longest name needs the most masks: if its template fits, every name's does.
+        lm, cap = self.prober.lm, self.settings_.max_tokens
+        split = lm.split(text)
+        longest = max((len(ids) for ids in lm.candidate_ids(pool, split.space_before)), default=0)
+        masks = min(longest, cap) if cap else longest
+        return len(lm.lead) + len(split.prefix) + masks + len(split.suffix) + len(lm.trail) <= lm.max_length
+
+    def settings(self) -> dict:
+        # "method" as `medlama probe` names it (earlier releases recorded "mlm"); "scoring" kept for their readers.
+        return {"method": self.method, "model": self.model_path, "max_tokens": self.settings_.max_tokens,
+                "batch_size": self.settings_.batch_size, "scoring": "mask-average"}
+
+
+class RetrievalRanker(ContextRanker):
+    """An encoder's ``[CLS]`` of the masked input against the pool names' (the retrieval prober's ranking)."""
+
+    method = "retrieval"
+
+    def __init__(self, model_path: str | Path, settings: RetrievalRankerSettings | None = None, *,
+                 device: str | None = None, cache_names: int = 200_000) -> None:
+        from medlama.probers.encoding import Encoder
+
+        self.settings_ = settings if settings is not None else RetrievalRankerSettings()
+        self.distance = check_distance(self.settings_.distance)
+        self.encoder = Encoder(model_path, layers=[self.settings_.layer], pooling=self.settings_.pooling,
+                               batch_size=self.settings_.batch_size, device=device)
+        self.layer = self.encoder.layers[0]
+        config = self.encoder.model.config
+        limits = [getattr(config, "max_position_embeddings", None) or 512, self.encoder.tokenizer.model_max_length,
+                  512]
+        limit = int(min(x for x in limits if x and x > 0))
+        wanted = self.settings_.query_max_length
+        self.query_max_length = min(wanted, limit) if wanted else limit
+        self.name_max_length = self.settings_.name_max_length
+        self.model_path = str(model_path)
+        self._names: dict[str, np.ndarray] = {}
+        self._cache_names = cache_names
+
+    def name_vectors(self, names: list[str]) -> np.ndarray:
+        """Vectors of ``names`` (encoded once, kept for later calls)."""
+        missing = [name for name in dict.fromkeys(names) if name not in self._names]
+        if missing:
+            if len(self._names) + len(missing) > self._cache_names:
+                self._names.clear()
+            vectors = self.encoder.encode(missing, self.name_max_length)[self.layer]
+            self._names.update(zip(missing, vectors))
+        return np.stack([self._names[name] for name in names]).astype(np.float64)
+
+    def query_vectors(self, inputs: list[str]) -> np.ndarray:
+        tokenizer = self.encoder.tokenizer
+        texts = [text.replace(MASK_PLACEHOLDER, self.encoder.mask_token) for text in inputs]
+        side = tokenizer.truncation_side
+        tokenizer.truncation_side = "left"  # keep the prompt and its mask, drop the start of the context
+        try:
+            return self.encoder.encode(texts, self.query_max_length)[self.layer].astype(np.float64)
+        finally:
+            tokenizer.truncation_side = side
+
+    def _fits(self, text: str, pool: list[str]) -> bool:
+        masked = text.replace(MASK_PLACEHOLDER, self.encoder.mask_token)
+        return len(self.encoder.tokenizer(masked)["input_ids"]) <= self.query_max_length
+
+    def _scores(self, inputs: list[str], pool: list[str]) -> np.ndarray:
+        return score_matrix(self.name_vectors(pool), self.query_vectors(inputs), self.distance)
+
+    def settings(self) -> dict:
+        return {"method": self.method, "model": self.model_path, "layer": self.layer,
+                "pooling": self.encoder.pooling, "distance": self.distance,
+                "query_max_length": self.query_max_length, "name_max_length": self.name_max_length,
+                "truncation": "inputs lose their start"}
+
+
+# ------------------------------------------------------------------------------------------ by name
+_CLASSES: dict[str, type[ContextRanker]] = {"mask-average": MaskAverageRanker, "retrieval": RetrievalRanker}
+
+
+def ranker_class(method: str) -> type[ContextRanker]:
+    """The ranker class of ``method`` (the causal one is imported when asked: its module imports this one)."""
+    name = canonical_method(method)
+    if name == "causal-likelihood":
+        from medlama.ucm.causal_ranker import CausalRanker
+
+        return CausalRanker
+    return _CLASSES[name]
+
+
+def _settings_for(method: str, settings: AnySettings | None):
+    """The part of ``settings`` that ``method`` takes (its defaults when none is given)."""
+    expected = SETTINGS[method]
+    if settings is None:
+        return expected()
+    if isinstance(settings, RankerSettings):
+        return settings.of(method)
+    if isinstance(settings, expected):
+        return settings
+    raise MedlamaInputError(f"the {method} ranker takes {expected.__name__} (or RankerSettings), "
+                            f"got {type(settings).__name__}")
+
+
+def make_ranker(method: str, model_path: str | Path, settings: AnySettings | None = None, *,
+                device: str | None = None) -> ContextRanker:
+    """The ranker of ``method`` (``mask-average``, ``retrieval``, ``causal-likelihood`` or ``auto``) for the
+    model at ``model_path``.
+
+    ``auto``: causal-likelihood when the model's config is a decoder-only causal LM, else mask-average
+    when the model has an MLM head, else retrieval. ``settings``: the method's settings dataclass, or
+    :class:`RankerSettings` (each method takes its part); ``None``: the defaults. The old name ``mlm``
+    means ``mask-average``.
+    """
+    name = canonical_method(method)
+    if name != "auto":
+        return ranker_class(name)(model_path, _settings_for(name, settings), device=device)
+    if not isinstance(settings, RankerSettings):  # one method's settings: the other methods take their defaults
+        part = next(({key: settings} for key, cls in (("mask_average", MaskAverageRankerSettings),
+                                                      ("retrieval", RetrievalRankerSettings),
+                                                      ("causal_likelihood", LikelihoodSettings))
+                     if isinstance(settings, cls)), {})
+        if settings is not None and not part:
+            raise MedlamaInputError(f"ranker settings must be RankerSettings or a method's settings, "
+                                    f"got {type(settings).__name__}")
+        settings = RankerSettings(**part)
+    from medlama.probers.causal_lm import is_causal_lm
+
+    if is_causal_lm(model_path):
+        return ranker_class("causal-likelihood")(model_path, settings.causal_likelihood, device=device)
+    try:
+        return MaskAverageRanker(model_path, settings.mask_average, device=device)
+    except MedlamaInputError as error:
+        try:
+            return RetrievalRanker(model_path, settings.retrieval, device=device)
+        except MedlamaInputError as second:
+            raise MedlamaInputError(f"neither a masked LM ({error}) nor an encoder ({second})") from None
