@@ -1,12 +1,17 @@
-"""The one interface every prober implements, and scoring through the acc@k metric module."""
+"""The one interface every prober implements, scoring through the acc@k metric module, and the result a
+paper can cite (:class:`ProbeResult`: scores, confidence intervals, per-relation table, provenance,
+``results.json`` + ``predictions.jsonl``)."""
 
 from __future__ import annotations
 
+import json
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from typing import TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 from medlama.errors import MedlamaInputError
 from medlama.probers.queries import QuerySet
@@ -50,9 +55,21 @@ def check_settings(settings: S) -> S:
     return check(settings)
 
 
+#: Files :meth:`ProbeResult.save` writes into its folder.
+RESULTS_FILE, PREDICTIONS_FILE = "results.json", "predictions.jsonl"
+#: Top predictions kept per query in JSON outputs.
+KEEP_PREDICTIONS = 10
+
+
 @dataclass
 class ProbeResult:
-    """Predictions for a query set and their scores."""
+    """Predictions for a query set and their scores.
+
+    ``metrics`` is the acc@k module's result (micro and macro acc@k, per relation under ``groups``);
+    ``data`` identifies the queries (:attr:`QuerySet.info <medlama.probers.queries.QuerySet.info>`),
+    ``model`` names the model probed (folder, Hub id, or a loaded model's name) and ``device`` where it ran:
+    with ``settings`` they make the provenance block of :meth:`save`.
+    """
 
     label: str
     query_set: str
@@ -64,18 +81,151 @@ class ProbeResult:
     metrics: dict
     seconds: float
     extra: dict = field(default_factory=dict)
+    data: dict = field(default_factory=dict)
+    model: str | None = None
+    device: str | None = None
 
     def acc(self, k: int, average: str = "micro") -> float:
         """acc@k in [0, 1]; ``average`` is ``micro`` (over queries) or ``macro`` (mean over relations)."""
         return self.metrics[f"acc@{k}" if average == "micro" else f"acc@{k}_macro"]
 
-    def to_json(self) -> dict:
+    @property
+    def ks(self) -> list[int]:
+        """The cut-offs scored."""
+        return list(self.metrics["k"])
+
+    def hits(self, k: int) -> list[bool]:
+        """Whether each query has a gold answer in its top ``k`` (query order), by the acc@k module with the
+        run's matching mode: each query scored as its own group, so a hit means what acc@k counts."""
+        cache = self.__dict__.setdefault("_hits", {})
+        if k not in cache:
+            groups = [str(i) for i in range(len(self.ids))]
+            scored = _acc_at_k_module().compute(predictions=self.predictions, references=self.gold, groups=groups,
+                                                k=sorted({*self.ks, k}), match=self.metrics.get("match", "exact"))
+            for cutoff in scored["k"]:
+                cache[cutoff] = [scored["groups"][g][f"acc@{cutoff}"] == 1.0 for g in groups]
+        return cache[k]
+
+    def acc_ci(self, k: int, *, resamples: int = 1000, seed: int = 0, level: float = 0.95
+               ) -> tuple[float, float] | None:
+        """Percentile-bootstrap confidence interval of the micro acc@k: queries resampled with replacement
+        (seeded, so the interval is reproducible); ``None`` with fewer than two queries. See
+        :mod:`medlama.intervals`. Macro averages get no interval."""
+        from medlama.intervals import bootstrap_mean_ci
+
+        return bootstrap_mean_ci([float(h) for h in self.hits(k)], resamples=resamples, seed=seed, level=level)
+
+    @property
+    def intervals(self) -> dict:
+        """``{"acc@k": [low, high] or None, ...}`` for every scored k (95%, 1,000 resamples, seed 0), with the
+        method spelt out under ``"method"``."""
+        from medlama.intervals import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
+
+        cached = self.__dict__.get("_intervals")
+        if cached is None:
+            cached = {f"acc@{k}": (list(ci) if (ci := self.acc_ci(k)) else None) for k in self.ks}
+            cached["method"] = {"kind": "percentile bootstrap over queries (micro acc@k)", "level": DEFAULT_LEVEL,
+                                "resamples": DEFAULT_RESAMPLES, "seed": DEFAULT_SEED}
+            self.__dict__["_intervals"] = cached
+        return cached
+
+    def per_relation(self) -> dict[str, dict]:
+        """``{relation: {"queries": n, "acc@1": ..., "acc@5": ..., ...}}`` (acc in [0, 1]), relations sorted."""
+        groups = self.metrics.get("groups") or {}
+        return {relation: {"queries": entry["num_queries"], **{f"acc@{k}": entry[f"acc@{k}"] for k in self.ks}}
+                for relation, entry in sorted(groups.items())}
+
+    def to_pandas(self, per: str = "query"):
+        """A ``pandas.DataFrame``. ``per="query"`` (default): one row per query with ``id``, ``relation``,
+        ``gold`` (list), ``predictions`` (top 10) and ``hit@k`` (bool) per scored k. ``per="relation"``: one
+        row per relation (the index) with ``queries`` and ``acc@k`` per scored k."""
+        import pandas as pd
+
+        if per == "relation":
+            return pd.DataFrame.from_dict(self.per_relation(), orient="index").rename_axis("relation")
+        if per != "query":
+            raise MedlamaInputError(f"to_pandas(per={per!r}): choose 'query' or 'relation'")
+        return pd.DataFrame(list(self.prediction_rows()))
+
+    def prediction_rows(self) -> Iterator[dict]:
+        """One dict per query: ``id``, ``relation``, ``gold``, ``predictions`` (top 10), ``hit@k`` per k."""
+        hits = {k: self.hits(k) for k in self.ks}
+        for i, (qid, relation, gold, ranked) in enumerate(zip(self.ids, self.relations, self.gold, self.predictions)):
+            yield {"id": qid, "relation": relation, "gold": list(gold), "predictions": list(ranked[:KEEP_PREDICTIONS]),
+                   **{f"hit@{k}": hits[k][i] for k in self.ks}}
+
+    def to_json(self, *, queries: bool = True) -> dict:
+        """Everything as plain JSON: scores, ``intervals``, and (``queries``) each query's top 10."""
         data = asdict(self)
-        data["queries"] = [
-            {"id": i, "relation": r, "gold": g, "top10": p[:10]}
-            for i, r, g, p in zip(data.pop("ids"), data.pop("relations"), data.pop("gold"), data.pop("predictions"))
-        ]
+        data.pop("model")
+        data["intervals"] = self.intervals
+        ids, relations, gold, predictions = (data.pop(key) for key in ("ids", "relations", "gold", "predictions"))
+        if queries:
+            data["queries"] = [{"id": i, "relation": r, "gold": g, "top10": p[:KEEP_PREDICTIONS]}
+                               for i, r, g, p in zip(ids, relations, gold, predictions)]
         return data
+
+    def provenance(self, *, argv: Sequence[str] | None = None) -> dict:
+        """The :func:`medlama.provenance.provenance` block: versions, data, model identity (never a local
+        path), the full settings, command line, date and device."""
+        from medlama.provenance import provenance, public_word
+
+        settings = dict(self.settings)
+        model = self.model or settings.get("model")
+        if isinstance(settings.get("model"), str):
+            settings["model"] = public_word(settings["model"])
+        return provenance(settings=settings, data=self.data or {"query_set": self.query_set},
+                          model=None if _is_bundled(model) else model, device=self.device, argv=argv)
+
+    def results_json(self, *, argv: Sequence[str] | None = None) -> dict:
+        """What ``results.json`` holds for this run: :meth:`to_json` without the per-query predictions, with
+        ``per_relation`` and ``provenance``."""
+        return {**self.to_json(queries=False), "per_relation": self.per_relation(),
+                "provenance": self.provenance(argv=argv)}
+
+    def save(self, folder: str | Path, *, argv: Sequence[str] | None = None) -> Path:
+        """Write ``folder/results.json`` (:meth:`results_json`) and ``folder/predictions.jsonl`` (one line per
+        query, :meth:`prediction_rows`); both atomically. Returns ``folder``."""
+        folder = Path(folder)
+        write_results(folder / RESULTS_FILE, self.results_json(argv=argv))
+        write_predictions(folder / PREDICTIONS_FILE, [self])
+        return folder
+
+
+def write_results(path: str | Path, payload: Any) -> Path:
+    """``payload`` as indented JSON, written atomically."""
+    from medlama.atomic import atomic_write_text
+
+    atomic_write_text(path, json.dumps(payload, indent=2, ensure_ascii=False, default=_plain) + "\n")
+    return Path(path)
+
+
+def write_predictions(path: str | Path, results: Sequence[ProbeResult]) -> Path:
+    """Per-query predictions of ``results`` as JSON lines (with a ``run`` key: the result's label), atomically."""
+    from medlama.atomic import atomic_write_text
+
+    lines = (json.dumps({"run": result.label, **row}, ensure_ascii=False) for result in results
+             for row in result.prediction_rows())
+    atomic_write_text(path, "".join(line + "\n" for line in lines))
+    return Path(path)
+
+
+def _is_bundled(model: str | None) -> bool:
+    """Whether ``model`` is the bundled encoder's folder (provenance then names it by its Hub id)."""
+    from medlama.defaults import default_model_path
+
+    try:
+        return model is not None and Path(model).resolve() == Path(default_model_path()).resolve()
+    except (OSError, ValueError):
+        return False
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
 @lru_cache(maxsize=None)
@@ -97,6 +247,17 @@ def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k:
     start = time.perf_counter()
     predictions = prober.rank(queries, top_k=top_k)
     seconds = time.perf_counter() - start
-    return ProbeResult(label=label or prober.method, query_set=queries.name, settings=prober.settings(),
+    settings = prober.settings()
+    return ProbeResult(label=label or prober.method, query_set=queries.name, settings=settings,
                        ids=queries.ids, relations=queries.relations, gold=queries.gold, predictions=predictions,
-                       metrics=score(queries, predictions, ks=ks, match=match), seconds=seconds)
+                       metrics=score(queries, predictions, ks=ks, match=match), seconds=seconds,
+                       data=dict(queries.info), model=settings.get("model"), device=device_of(prober))
+
+
+def device_of(prober: Prober) -> str | None:
+    """The device a prober computes on (its encoder's, language model's or own ``device``), as a string."""
+    for owner in (getattr(prober, "encoder", None), getattr(prober, "lm", None), prober):
+        device = getattr(owner, "device", None)
+        if device is not None:
+            return str(device)
+    return None

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from medlama.defaults import MASK_PLACEHOLDER
@@ -27,6 +27,9 @@ class QuerySet:
     gold: list[list[str]]
     candidates: list[str]
     name: str = "queries"
+    #: What identifies the data (dataset, config, relations, release commit or Hub revision, content hash):
+    #: the ``data`` block of a result's provenance (:func:`data_info`). Never a local path.
+    info: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         sizes = {len(self.ids), len(self.relations), len(self.texts), len(self.gold)}
@@ -48,7 +51,7 @@ class QuerySet:
         pick = list(indices)
         return QuerySet([self.ids[i] for i in pick], [self.relations[i] for i in pick],
                         [self.texts[i] for i in pick], [self.gold[i] for i in pick], self.candidates,
-                        name or self.name)
+                        name or self.name, {**self.info, "subset": len(pick)} if self.info else {})
 
 
 def load_medlama_queries(data_dir: str | Path, config: str = "hard", *, relations: Sequence[str] | None = None,
@@ -85,7 +88,61 @@ def load_medlama_queries(data_dir: str | Path, config: str = "hard", *, relation
         candidates = list(load_dataset(str(data_dir), f"candidates_{config}", split="test")["name"])
         name = config
     return QuerySet(ids=list(data["id"]), relations=list(data["relation"]), texts=list(data[prompt_column]),
-                    gold=[list(g) for g in data["answer_names"]], candidates=candidates, name=name)
+                    gold=[list(g) for g in data["answer_names"]], candidates=candidates, name=name,
+                    info=data_info(data_dir, "medlama", config, relations))
+
+
+def data_info(folder: str | Path, dataset: str, config: str, relations: Sequence[str] | None = None,
+              **more) -> dict:
+    """What identifies the probed data of a built ``folder``: the dataset, config and relations, the release
+    commit its build recorded (``build_info.json``), and a hash of its files (never its local path)."""
+    import json
+
+    from medlama.provenance import folder_hash
+
+    folder = Path(folder)
+    info: dict = {"dataset": dataset, "config": config, "relations": list(relations) if relations else "all", **more}
+    try:
+        report = json.loads((folder / "build_info.json").read_text(encoding="utf-8")).get("report") or {}
+        info["release_commit"] = report.get("commit")
+    except (OSError, ValueError, AttributeError):
+        info["release_commit"] = None
+    info["folder_sha256"] = folder_hash(folder)
+    return info
+
+
+def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt_column: str = "query_human",
+                         name: str = "dataset") -> QuerySet:
+    """Queries of an already loaded MedLAMA ``datasets.Dataset`` (or a ``DatasetDict`` with one split, or a
+    ``test`` split), e.g. ``load_dataset("<folder or Hub id>", "hard")``.
+
+    The candidates are the answer and head names of the rows probed, sorted: the rule by which the built
+    ``candidates_<config>[_<relation>]`` configs are made, so the scores equal those of the folder.
+    """
+    from datasets import DatasetDict
+
+    if isinstance(data, DatasetDict):
+        if "test" not in data and len(data) != 1:
+            raise MedlamaInputError(f"a DatasetDict with splits {sorted(data)}: give the split to probe "
+                                    "(MedLAMA's is 'test')")
+        data = data["test"] if "test" in data else next(iter(data.values()))
+    missing = {"id", "relation", "head_name", "answer_names", prompt_column} - set(data.column_names)
+    if missing:
+        raise MedlamaInputError(f"not MedLAMA queries: the dataset has no column(s) {sorted(missing)}")
+    if relations:
+        unknown = sorted(set(relations) - set(data.unique("relation")))
+        if unknown:
+            raise MedlamaInputError(f"unknown relation(s) {unknown}; known: {sorted(set(data.unique('relation')))}")
+        wanted = set(relations)
+        data = data.filter(lambda batch: [r in wanted for r in batch["relation"]], batched=True)
+        name = f"{name}[{','.join(relations)}]"
+    names = set(data["head_name"])
+    for answers in data["answer_names"]:
+        names.update(answers)
+    info = {"dataset": "medlama", "config": name, "relations": list(relations) if relations else "all",
+            "fingerprint": getattr(data, "_fingerprint", None)}
+    return QuerySet(ids=list(data["id"]), relations=list(data["relation"]), texts=list(data[prompt_column]),
+                    gold=[list(g) for g in data["answer_names"]], candidates=sorted(names), name=name, info=info)
 
 
 # -- which queries to probe: the dataset, its built folder, config, split and relations ------------------
@@ -139,10 +196,34 @@ def load_queries(source: QuerySource) -> QuerySet:
 
         if source.prompt_column != "query_human":
             raise MedlamaInputError("--prompt-column is a MedLAMA option; BioLAMA queries use its manual prompts")
-        return load_biolama_queries(data_folder(source), config, split=source.split, relations=relations)
+        folder = data_folder(source)
+        queries = load_biolama_queries(folder, config, split=source.split, relations=relations)
+        if not queries.info:
+            from dataclasses import replace
+
+            queries = replace(queries, info=data_info(folder, "biolama", config, relations, split=source.split))
+        return queries
     if config not in CONFIGS["medlama"]:
         raise MedlamaInputError(f"unknown MedLAMA config {config!r}; choose from {list(CONFIGS['medlama'])}")
     if source.split != "test":
         raise MedlamaInputError("MedLAMA has one split, test")
     return load_medlama_queries(data_folder(source), config, relations=relations,
                                 prompt_column=source.prompt_column)
+
+
+def first_per_relation(queries: QuerySet, limit: int | None) -> QuerySet:
+    """The first ``limit`` queries of each relation (all when ``limit`` is ``None``), for quick checks; the
+    candidates stay those of the whole set, so a hit means what it means in a full run."""
+    if limit is None:
+        return queries
+    if limit < 1:
+        raise MedlamaInputError(f"limit must be >= 1, got {limit}")
+    seen: dict[str, int] = {}
+    keep = []
+    for index, relation in enumerate(queries.relations):
+        seen[relation] = seen.get(relation, 0) + 1
+        if seen[relation] <= limit:
+            keep.append(index)
+    subset = queries.subset(keep)
+    return QuerySet(subset.ids, subset.relations, subset.texts, subset.gold, subset.candidates, subset.name,
+                    {**queries.info, "limit_per_relation": limit} if queries.info else {})

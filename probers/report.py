@@ -13,7 +13,7 @@ from pathlib import Path
 
 from medlama.atomic import atomic_write_text
 from medlama.display import print_table
-from medlama.probers.base import DEFAULT_KS, ProbeResult, score
+from medlama.probers.base import DEFAULT_KS, PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, score, write_predictions
 from medlama.probers.queries import QuerySet
 
 #: Answer-length bins in characters (figure 3): [0, 10), [10, 20), ... and 60 or more.
@@ -45,10 +45,29 @@ def write_json(path: str | Path, payload) -> None:
     atomic_write_text(path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
 
 
-def mean_std(results: Sequence[ProbeResult], k: int, average: str = "micro") -> tuple[float, float]:
-    """Mean and sample standard deviation of acc@k over repeated runs (table 5 of the paper)."""
+def write_probe_results(out: str | Path, results: Sequence[ProbeResult], *,
+                        argv: Sequence[str] | None = None) -> tuple[Path, Path]:
+    """``medlama probe``'s outputs: ``out/results.json``, a list with one entry per run (its
+    :meth:`~medlama.probers.base.ProbeResult.to_json`, queries included as before, plus ``per_relation`` and
+    the ``provenance`` block), and ``out/predictions.jsonl`` (one line per run and query)."""
+    out = Path(out)
+    write_json(out / RESULTS_FILE, [{**r.to_json(), "per_relation": r.per_relation(),
+                                     "provenance": r.provenance(argv=argv)} for r in results])
+    return out / RESULTS_FILE, write_predictions(out / PREDICTIONS_FILE, results)
+
+
+def mean_std(results: Sequence[ProbeResult], k: int, average: str = "micro") -> tuple[float, float | None]:
+    """Mean and sample standard deviation of acc@k over repeated runs (table 5 of the paper); the standard
+    deviation is ``None`` for a single run (a sample std needs two)."""
     values = [r.acc(k, average) for r in results]
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+
+
+def mean_std_text(mean: float | None, std: float | None) -> str:
+    """``"12.34 ± 0.56"`` in percent, or ``"12.34"`` alone when there is no std (one run)."""
+    if mean is None:
+        return "-"
+    return percent(mean) if std is None else f"{percent(mean)} ± {percent(std)}"
 
 
 def length_bin(gold: Sequence[str]) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from medlama.errors import MedlamaInputError
 from medlama.probers.base import Prober, check_settings
@@ -56,11 +57,14 @@ class RetrievalProber(Prober):
 
     method = "retrieval"
 
-    def __init__(self, model_path: str | Path, settings: RetrievalSettings = PRESETS["reference"], *,
-                 device: str | None = None) -> None:
+    def __init__(self, model_path: str | Path | Any, settings: RetrievalSettings = PRESETS["reference"], *,
+                 device: str | None = None, tokenizer: Any = None) -> None:
+        """``model_path``: a folder or Hub id, or a loaded ``SentenceTransformer`` / ``PreTrainedModel``
+        (with ``tokenizer``), used as :class:`~medlama.probers.encoding.Encoder` says."""
         self.settings_ = settings
         self.encoder = Encoder(model_path, layers=list(settings.layers) if settings.layers else [settings.layer],
-                               pooling=settings.pooling, batch_size=settings.batch_size, device=device)
+                               pooling=settings.pooling, batch_size=settings.batch_size, device=device,
+                               tokenizer=tokenizer)
 
     def settings(self) -> dict:
         recorded = {key: value for key, value in asdict(self.settings_).items() if key != "layers"}

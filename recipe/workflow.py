@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from medlama.probers.base import DEFAULT_KS, ProbeResult, probe
+from medlama.probers.base import DEFAULT_KS, PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, probe, write_predictions
 from medlama.probers.queries import QuerySet
 from medlama.probers.report import mean_std
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
@@ -29,6 +29,10 @@ class RecipeResult:
     #: held-out cloze self-retrieval (:mod:`medlama.recipe.heldout`) of the base and each rewired model
     heldout_base: ProbeResult | None = None
     heldout_rewired: list[ProbeResult] = field(default_factory=list)
+    #: what the run was given (for :meth:`save`): the rewiring settings, corpora and held-out file
+    rewire_config: dict = field(default_factory=dict)
+    corpora: list[str] = field(default_factory=list)
+    heldout: str | None = None
 
     def summary(self, ks: Sequence[int] = DEFAULT_KS) -> dict:
         """acc@k of the base model and mean / std over the rewired models, micro and macro (and the held-out
@@ -49,6 +53,36 @@ class RecipeResult:
                 mean, std = mean_std(self.heldout_rewired, k)
                 out["heldout_cloze"]["rewired_mean"][key], out["heldout_cloze"]["rewired_std"][key] = mean, std
         return out
+
+    def results_json(self, *, argv: Sequence[str] | None = None) -> dict:
+        """``results.json`` of the recipe: the summary (mean and std; std ``None`` for one run), each run's
+        scores, intervals and per-relation table (no per-query predictions: those go to ``predictions.jsonl``),
+        and the provenance block (data, the base and rewired models, the settings, command, date, device)."""
+        from medlama.probers.base import _is_bundled
+        from medlama.provenance import provenance
+
+        runs = [self.base, *self.rewired]
+        settings = {"probe": self.base.settings, "rewire": self.rewire_config}
+        block = provenance(settings=settings, data=self.base.data or {"query_set": self.base.query_set},
+                           models=[None if _is_bundled(self.base.model) else self.base.model, *map(str, self.models)],
+                           device=self.base.device, argv=argv)
+        if isinstance(settings["probe"].get("model"), str):  # a model's local path is no part of the record
+            block["settings"]["probe"]["model"] = Path(settings["probe"]["model"]).name
+        return {"summary": self.summary(), "query_set": self.base.query_set, "probe_settings": self.base.settings,
+                "rewire_config": self.rewire_config, "corpora": self.corpora,
+                "rewired_models": [str(m) for m in self.models], "rewire_seconds": self.rewire_seconds,
+                "heldout": self.heldout,
+                "runs": [{**r.to_json(queries=False), "per_relation": r.per_relation()} for r in runs],
+                "predictions": PREDICTIONS_FILE, "provenance": block}
+
+    def save(self, out: str | Path, *, argv: Sequence[str] | None = None) -> tuple[Path, Path]:
+        """Write ``out/results.json`` (:meth:`results_json`) and ``out/predictions.jsonl`` (every run's
+        per-query top 10, one line per run and query, keyed by ``run``)."""
+        from medlama.probers.base import write_results
+
+        out = Path(out)
+        return (write_results(out / RESULTS_FILE, self.results_json(argv=argv)),
+                write_predictions(out / PREDICTIONS_FILE, [self.base, *self.rewired]))
 
 
 def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str | Path, *,
@@ -76,7 +110,9 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
     progress(f"probing the un-rewired model on {queries.name} ({len(queries):,} queries, "
              f"{len(queries.candidates):,} candidates)")
     base = probe(RetrievalProber(base_model, probe_settings), queries, label="un-rewired")
-    result = RecipeResult(base=base, rewired=[], models=[])
+    result = RecipeResult(base=base, rewired=[], models=[], rewire_config=config.to_dict(),
+                          corpora=[str(corpus) for corpus in corpora],
+                          heldout=str(heldout) if heldout is not None else None)
     heldout_queries = None
     if heldout is not None:
         from medlama.recipe.heldout import cloze_self_retrieval, heldout_queries as make_heldout

@@ -63,6 +63,17 @@ class RewireConfig:
                      "on CPU (autocast)", resume=MAY_CHANGE)
     mask_token: str | None = setting(None, help="the mask string in queries (none: the tokenizer's mask token)")
     logging_steps: int = setting(10, help="log the loss every N steps", min=1, resume=MAY_CHANGE)
+    eval_steps: int | None = setting(None, help="probe MedLAMA every N steps while training (acc@1, acc@10, "
+                                                "MRR@10 in the trainer log; none: never)", min=1,
+                                     resume=MAY_CHANGE)
+    eval_data: str | None = setting(None, help="MedLAMA to probe with --eval-steps: a built folder or Hub dataset "
+                                               "id (none: the cached build, as medlama probe)", resume=MAY_CHANGE)
+    eval_config: str = setting("hard", help="MedLAMA config probed with --eval-steps (hard or full)",
+                               resume=MAY_CHANGE)
+    eval_relations: tuple[str, ...] | None = setting(None, help="relations probed with --eval-steps (none: all)",
+                                                     metavar="REL", resume=MAY_CHANGE)
+    eval_limit: int | None = setting(50, help="first N queries per relation probed with --eval-steps (none: "
+                                              "all)", min=1, resume=MAY_CHANGE)
 
     def __post_init__(self) -> None:
         self.validate()

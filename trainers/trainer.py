@@ -194,6 +194,17 @@ def _write_final(trainer: Any, out: Path, record: dict[str, Any]) -> None:
             _link_tree(out / CHECKPOINTS_DIR, staging / CHECKPOINTS_DIR)
 
 
+def make_evaluator(config: RewireConfig):
+    """The :class:`~medlama.trainers.evaluator.MedLAMAEvaluator` that ``config.eval_*`` describe (``None``
+    without ``eval_steps``); its queries are loaded once, before training."""
+    if not config.eval_steps:
+        return None
+    from medlama.trainers.evaluator import MedLAMAEvaluator
+
+    return MedLAMAEvaluator(data=config.eval_data, config=config.eval_config, relations=config.eval_relations,
+                            limit=config.eval_limit)
+
+
 def _make_trainer(model, build: ClozeBuild, out: Path, config: RewireConfig, precision: str, processes: int,
                   callbacks: Sequence[Any], report_to, disable_tqdm):
     import torch
@@ -276,10 +287,11 @@ def _make_trainer(model, build: ClozeBuild, out: Path, config: RewireConfig, pre
         dataloader_drop_last=False,
         report_to=report_to,
         disable_tqdm=disable_tqdm if disable_tqdm is not None else False,
+        **({"eval_strategy": "steps", "eval_steps": config.eval_steps} if config.eval_steps else {}),
     )
     dataset = build.dataset.select_columns([QUERY_COLUMN, ANSWER_COLUMN])
     loss = make_loss(model, config.temperature, gather_across_devices=processes > 1)
     timer = _Timer()
     trainer = _RewireTrainer(model=model, args=args, train_dataset=dataset, loss=loss,
-                             callbacks=[*callbacks, _SaveLastStep(), timer])
+                             callbacks=[*callbacks, _SaveLastStep(), timer], evaluator=make_evaluator(config))
     return trainer, timer

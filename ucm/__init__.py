@@ -7,3 +7,19 @@ Modules, in the order the workflow uses them: :mod:`~medlama.ucm.sets` (the buil
 (UCM and acc@k through the metric modules), :mod:`~medlama.ucm.report` (tables, plot, JSON) and
 :mod:`~medlama.ucm.evaluation` (``evaluate_model``, ``run_ucm``).
 """
+
+import sys as _sys
+import types as _types
+
+
+class _CallableModule(_types.ModuleType):
+    """``medlama.ucm`` is both this package and the Python API's function :func:`medlama.api.ucm`: once the
+    package is imported it shadows the lazily exported function, so calling the package calls the function."""
+
+    def __call__(self, *args, **kwargs):
+        from medlama.api import ucm
+
+        return ucm(*args, **kwargs)
+
+
+_sys.modules[__name__].__class__ = _CallableModule

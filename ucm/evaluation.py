@@ -22,7 +22,7 @@ from medlama.settings import check, setting
 from medlama.ucm.rankers import ContextRanker
 from medlama.ucm.records import rank_sequences, sequence_records
 from medlama.ucm.report import print_tables, write_outputs
-from medlama.ucm.scores import ModelResult, accuracy, by_context, ucm, ucm_k_macro
+from medlama.ucm.scores import ModelResult, accuracy, by_context, share_intervals, ucm, ucm_k_macro
 from medlama.ucm.sets import ContextSets, load_sets
 
 DEFAULT_KS = (1, 5)
@@ -87,7 +87,7 @@ def evaluate_model(ranker: ContextRanker, sets: ContextSets, *, label: str, ks: 
                        num_records_truncated=truncated, target=target_result, negative=negative_result,
                        ucm_k_macro={"target": ucm_k_macro(target_result), "negative": ucm_k_macro(negative_result)},
                        accuracy=accuracy(acc_rows, ks), by_context=by_context(target, negative),
-                       records=records if keep_records else [])
+                       records=records if keep_records else [], intervals=share_intervals(target, negative))
 
 
 def run_ucm(rankers: Sequence[tuple[str, ContextRanker]], sets_dir: str | Path, out: str | Path,

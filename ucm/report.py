@@ -142,7 +142,8 @@ def write_outputs(results: Sequence[ModelResult], sets: ContextSets, out: str | 
                    "acc_any_correct": "any correct object in the top k (BioLAMA's definition)",
                    "ucm_m": "top-level understand/confuse/misunderstand of 'target' and 'negative'",
                    "ucm_k": "per_relation; ucm_k_macro = their mean over relations"},
-               "models": [r.to_json() for r in results]}
+               "models": [r.to_json() for r in results],
+               "provenance": _provenance(results, sets)}
     written = [out / "results.json"]
     atomic_write_text(written[0], json.dumps(payload, indent=2, ensure_ascii=False, default=_plain) + "\n")
     written.append(plot(results, out / "ucm.png", ks))
@@ -151,6 +152,21 @@ def write_outputs(results: Sequence[ModelResult], sets: ContextSets, out: str | 
         atomic_write_text(out / "records.jsonl", "\n".join(lines) + "\n")
         written.append(out / "records.jsonl")
     return written
+
+
+def _provenance(results: Sequence[ModelResult], sets: ContextSets) -> dict:
+    """The provenance block (:mod:`medlama.provenance`): versions, the sets (their build's origin and settings,
+    a hash of the folder), each model's identity, every model's settings, command, date and device."""
+    from medlama.provenance import folder_hash, provenance, public_word
+
+    from medlama.probers.base import _is_bundled
+
+    models = [None if _is_bundled(m := r.settings.get("model")) else m for r in results]
+    settings = {r.label: {**r.settings, **({"model": public_word(str(r.settings["model"]))}
+                                          if r.settings.get("model") else {})} for r in results}
+    data = {"dataset": "context-variance", "origin": sets.info.get("origin"), "selection": sets.selection,
+            "folder_sha256": folder_hash(sets.directory)}
+    return provenance(settings=settings, data=data, models=models)
 
 
 def _plain(value):

@@ -47,6 +47,8 @@ class ModelResult:
     accuracy: dict
     by_context: dict
     records: list[dict] = field(default_factory=list, repr=False)
+    #: 95% bootstrap interval of each UCM_m share (:func:`share_intervals`), O_t- and negative-centred
+    intervals: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {key: value for key, value in self.__dict__.items() if key != "records"}
@@ -104,4 +106,29 @@ def by_context(target: Sequence[dict], negative: Sequence[dict]) -> dict:
                 **{share: result[share] for share in SHARES},
                 "num_records_correct": result["num_records_correct"], "num_records": result["num_records"]}
         out[f"{key[0]}/{key[1]}"] = entry
+    return out
+
+
+def record_label(record: dict) -> str | None:
+    """The UCM category of a record, as the UCM module counts it: ``None`` when its added entity is incorrect
+    (not in the denominator), else understand / confuse / misunderstand by the sign of the centre's rank
+    change (up, none, down)."""
+    if not record["added_is_correct"]:
+        return None
+    change = record["target_rank_after"] - record["target_rank_before"]
+    return SHARES[0] if change < 0 else SHARES[1] if change == 0 else SHARES[2]
+
+
+def share_intervals(target: Sequence[dict], negative: Sequence[dict]) -> dict:
+    """95% percentile-bootstrap interval of each UCM_m share, records resampled with replacement (seeded:
+    :func:`medlama.intervals.bootstrap_shares_ci`), for the O_t-centred and negative-centred records; a side
+    with fewer than two counted records has ``None`` intervals."""
+    from medlama.intervals import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_shares_ci
+
+    out: dict = {}
+    for side, records in (("target", target), ("negative", negative)):
+        labels = [label for label in map(record_label, records) if label is not None]
+        out[side] = {share: (list(ci) if ci else None) for share, ci in bootstrap_shares_ci(labels, SHARES).items()}
+    out["method"] = {"kind": "percentile bootstrap over records (UCM_m shares)", "level": DEFAULT_LEVEL,
+                     "resamples": DEFAULT_RESAMPLES, "seed": DEFAULT_SEED}
     return out

@@ -8,6 +8,20 @@ The toolkit's parts, one job each:
 * ``medlama.metrics``   the acc@k and UCM ``evaluate`` modules (``metrics/``);
 * ``medlama.trainers``  Contrastive-Probe rewiring (``trainers/``);
 * ``medlama.cli``       the ``medlama`` command.
+
+The Python API (:mod:`medlama.api`): ``medlama.probe``, ``medlama.load_medlama``, ``medlama.rewire`` and
+``medlama.ucm``, loaded on first use so that ``import medlama`` stays light.
 """
 
 __version__ = "0.1.0"
+
+_API = ("probe", "load_medlama", "rewire", "ucm")
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from medlama import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'medlama' has no attribute {name!r}")

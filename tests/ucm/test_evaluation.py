@@ -141,3 +141,40 @@ def test_ucm_help_shows_every_default(capsys):
                   "--include-first-segment", "--records"):
         assert shown in text
     assert "--ranker" not in text and "mlm" not in text.replace("--model", "")
+
+
+def test_results_carry_share_intervals_and_provenance(sets, tiny_encoder, tmp_path, capsys):
+    from medlama.intervals import bootstrap_shares_ci
+    from medlama.ucm.scores import SHARES, record_label
+
+    out = tmp_path / "ucm-ci"
+    assert main(["ucm", "--sets", str(sets), "--model", str(tiny_encoder), "--out", str(out), "--records"]) == 0
+    capsys.readouterr()
+    results = json.loads((out / "results.json").read_text())
+    model = results["models"][0]
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    for side, negative in (("target", False), ("negative", True)):
+        labels = [label for r in records if r["negative"] == negative and (label := record_label(r))]
+        expected = bootstrap_shares_ci(labels, SHARES)
+        for share in SHARES:
+            assert model["intervals"][side][share] == (list(expected[share]) if expected[share] else None)
+            if model["intervals"][side][share] and model[side][share] is not None:
+                low, high = model["intervals"][side][share]
+                assert low <= model[side][share] <= high
+    provenance = results["provenance"]
+    assert set(provenance) >= {"versions", "date", "command", "device", "data", "models", "settings"}
+    assert provenance["models"][0]["name"] == tiny_encoder.name and len(provenance["models"][0]["sha256"]) == 64
+    assert provenance["data"]["dataset"] == "context-variance" and len(provenance["data"]["folder_sha256"]) == 64
+    assert str(tiny_encoder) not in json.dumps(provenance)
+
+
+def test_python_api_ucm_equals_the_command(sets, tiny_encoder, tmp_path, capsys):
+    import medlama
+
+    assert main(["ucm", "--sets", str(sets), "--model", str(tiny_encoder), "--method", "retrieval",
+                 "--out", str(tmp_path / "cli")]) == 0
+    capsys.readouterr()
+    cli = json.loads((tmp_path / "cli" / "results.json").read_text())["models"][0]
+    result = medlama.ucm(sets, tiny_encoder, method="retrieval")
+    assert result.target == cli["target"] and result.accuracy == cli["accuracy"]
+    assert result.intervals == cli["intervals"]

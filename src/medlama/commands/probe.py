@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
             result.extra["by_source"] = by_source(result.metrics, ks)
         print_source_table(results, ks)
     out = args.out
-    report.write_json(out / "results.json", [r.to_json() for r in results])
+    report.write_probe_results(out, results)  # results.json (scores, intervals, provenance) + predictions.jsonl
     plots = [report.plot_relations(results[:4], out / "relations.png", k=ks[-1])]
     if match == "exact":  # the answer-length figure rescores with exact matching
         plots.append(report.plot_answer_length(results[:4], queries, out / "answer_length.png"))

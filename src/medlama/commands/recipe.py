@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     rows = [["un-rewired"] + [report.percent(summary["base"][f"acc@{k}"]) for k in (1, 5, 10)]
             + [report.percent(summary["base"][f"acc@{k}_macro"]) for k in (1, 5, 10)]]
     rows.append([f"rewired (n={len(result.rewired)})"]
-                + [f"{100 * summary['rewired_mean'][key]:.2f} ± {100 * summary['rewired_std'][key]:.2f}"
+                + [report.mean_std_text(summary['rewired_mean'][key], summary['rewired_std'][key])
                    for key in ("acc@1", "acc@5", "acc@10", "acc@1_macro", "acc@5_macro", "acc@10_macro")])
     report.print_table(f"MedLAMA {queries.name}: before and after rewiring (%)",
                        ["model", "acc@1", "acc@5", "acc@10", "macro acc@1", "macro acc@5", "macro acc@10"], rows,
@@ -80,19 +80,13 @@ def run(args: argparse.Namespace) -> int:
             ["model", "acc@1", "acc@10"],
             [["un-rewired"] + [report.percent(cloze["base"][f"acc@{k}"]) for k in (1, 10)],
              [f"rewired (n={len(result.rewired)})"]
-             + [f"{100 * cloze['rewired_mean'][f'acc@{k}']:.2f} ± {100 * cloze['rewired_std'][f'acc@{k}']:.2f}"
+             + [report.mean_std_text(cloze['rewired_mean'][f'acc@{k}'], cloze['rewired_std'][f'acc@{k}'])
                 for k in (1, 10)]],
             caption="the rewiring game on sentences no model trained on: each masked sentence retrieves its own "
                     "span among all spans ([CLS], L2, as the probe)")
     report.print_per_relation([result.base] + result.rewired[:3])
     out = args.out
-    report.write_json(out / "results.json", {
-        "summary": summary, "query_set": queries.name, "probe_settings": result.base.settings,
-        "rewire_config": config.to_dict(), "corpora": [str(c) for c in corpora],
-        "rewired_models": [str(m) for m in result.models], "rewire_seconds": result.rewire_seconds,
-        "heldout": str(args.heldout) if args.heldout else None,
-        "runs": [r.to_json() for r in [result.base, *result.rewired]],
-    })
+    result.save(out)  # results.json (summary, scores, intervals, provenance) and predictions.jsonl
     runs = [result.base] + result.rewired[:3]
     plots = [report.plot_relations(runs, out / "relations.png"),
              report.plot_answer_length(runs, queries, out / "answer_length.png")]

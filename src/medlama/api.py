@@ -1,0 +1,185 @@
+"""The Python API: probe, load, rewire and score UCM from a notebook, with the CLI's defaults.
+
+``import medlama`` stays light: these functions are re-exported lazily by ``medlama/__init__.py``, and each
+imports the heavy libraries (torch, transformers, datasets) only when called.
+
+>>> import medlama
+>>> result = medlama.probe(relations=["may_treat"], limit=50)      # the bundled encoder, MedLAMA hard
+>>> result.acc(10), result.acc_ci(10)                              # acc@10 and its 95% bootstrap interval
+>>> result.to_pandas().head()                                      # one row per query
+>>> result.save("out/may_treat")                                   # results.json + predictions.jsonl
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from medlama.errors import MedlamaInputError
+
+__all__ = ["load_medlama", "probe", "rewire", "ucm"]
+
+
+def load_medlama(config: str = "hard", *, data: str | Path | None = None, source: str | Path | None = None,
+                 relations: Sequence[str] | None = None, split: str | None = "test"):
+    """MedLAMA as a ``datasets`` object: ``config`` (``hard``, ``full``, ``candidates_hard``, ``hard_<relation>``,
+    ...) of ``data`` (a built folder, ``medlama build medlama --out DIR``) or, without ``data``, of the build
+    kept in the cache (built once from ``source`` / ``$MEDLAMA_SOURCE`` / the pinned download, as the CLI).
+
+    Returns the ``split`` (a ``Dataset``; ``split=None``: the ``DatasetDict``), keeping only ``relations``
+    when given. Loads by the folder's path, never by a bare name: ``load_dataset("medlama", ...)`` from
+    another directory could pick up a different folder of that name.
+    """
+    from datasets import load_dataset
+
+    from medlama.probers.queries import QuerySource, data_folder
+
+    if data is not None:
+        folder = Path(data)
+    else:
+        folder = data_folder(QuerySource(source=None if source is None else str(source)))
+    if not (folder / "README.md").is_file():
+        raise MedlamaInputError("not a built dataset folder (no README.md); run `medlama build medlama --out DIR`",
+                                file=folder)
+    loaded = load_dataset(str(folder), config, split=split)
+    if relations:
+        wanted = set(relations)
+        keep = lambda batch: [r in wanted for r in batch["relation"]]  # noqa: E731
+        loaded = loaded.filter(keep, batched=True)
+    return loaded
+
+
+def _queries(data: Any, *, dataset: str, config: str | None, relations: Sequence[str] | None):
+    """The :class:`~medlama.probers.queries.QuerySet` that ``data`` names (see :func:`probe`)."""
+    from medlama.probers.queries import QuerySet, QuerySource, load_queries, queries_from_dataset
+
+    if isinstance(data, QuerySet):
+        return data if not relations else data.subset([i for i, r in enumerate(data.relations) if r in relations])
+    if data is None or (isinstance(data, (str, Path)) and Path(data).expanduser().is_dir()):
+        folder = None if data is None else Path(data).expanduser()
+        return load_queries(QuerySource(dataset=dataset, data=folder, config=config,
+                                        relations=tuple(relations) if relations else None))
+    if isinstance(data, (str, Path)):  # a Hub dataset id (or anything else load_dataset reads)
+        from datasets import load_dataset
+
+        if dataset != "medlama":
+            raise MedlamaInputError("a Hub dataset id is read as MedLAMA; give a built BioLAMA folder instead")
+        name = config or "hard"
+        try:
+            loaded = load_dataset(str(data), name, split="test")
+        except Exception as error:  # noqa: BLE001 - the datasets library raises many kinds; say which data
+            raise MedlamaInputError(f"cannot load config {name!r} of {data}: {error}") from None
+        queries = queries_from_dataset(loaded, relations=relations, name=name)
+        from dataclasses import replace
+
+        return replace(queries, info={**queries.info, "hub_id": str(data), "config": name})
+    if hasattr(data, "column_names"):  # a datasets.Dataset or DatasetDict
+        return queries_from_dataset(data, relations=relations, name=config or "dataset")
+    raise MedlamaInputError(f"data must be a built folder, a Hub dataset id, a Dataset/DatasetDict or a QuerySet, "
+                            f"not {type(data).__name__}")
+
+
+def probe(model: Any = None, data: Any = None, *, config: str | None = None, method: str = "retrieval",
+          preset: str | None = None, relations: Sequence[str] | None = None, dataset: str = "medlama",
+          settings: Mapping[str, Any] | Any = None, device: str | None = None, limit: int | None = None,
+          top_k: int = 10, ks: Sequence[int] | None = None, match: str | None = None, tokenizer: Any = None,
+          label: str | None = None):
+    """Probe ``model`` on MedLAMA (or BioLAMA) as ``medlama probe`` does; returns a
+    :class:`~medlama.probers.base.ProbeResult` (``acc(k)``, ``acc_ci(k)``, ``intervals``, ``per_relation()``,
+    ``to_pandas()``, ``save(folder)``).
+
+    * ``model``: ``None`` (the bundled all-MiniLM-L6-v2 encoder), a folder or Hub id, or a loaded
+      ``SentenceTransformer`` or ``transformers.PreTrainedModel`` (with ``tokenizer=``; retrieval only). A
+      loaded model is encoded as it is: its own pooling head is not used (``settings["pooling"]`` is).
+    * ``data``: ``None`` (the build kept in the cache, as the CLI), a built folder, a Hub dataset id, a
+      ``datasets.Dataset`` / ``DatasetDict`` of MedLAMA queries (``load_medlama(...)``), or a ``QuerySet``.
+    * ``config``: ``hard`` (default) or ``full`` (BioLAMA: ``all``, ``ctd``, ...); ``relations``: a subset.
+    * ``method``: ``retrieval`` (default), ``mask-average``, ``mask-predict`` or ``generative``; ``preset``:
+      the method's named settings (retrieval: ``reference`` by default, or ``cosine``); ``settings``: fields
+      that replace the preset's (e.g. ``{"pooling": "mean"}``) or the method's settings dataclass.
+    * ``limit``: probe only the first ``limit`` queries of each relation (the candidates stay the whole set's).
+    * ``ks``: cut-offs to score (default 1, 5, 10; BioLAMA 1, 5); ``match``: ``exact`` (MedLAMA) or
+      ``normalized`` (BioLAMA's default).
+    """
+    from medlama.probers.base import DEFAULT_KS
+    from medlama.probers.base import probe as run_probe
+    from medlama.probers.biolama_queries import BIOLAMA_KS, BIOLAMA_MATCH
+    from medlama.probers.encoding import loaded_encoder
+    from medlama.probers.queries import first_per_relation
+    from medlama.probers.registry import METHODS, make_prober, method_name, settings_for
+    from medlama.probers.retrieval import RetrievalProber
+
+    name = method_name(method)
+    if settings is None or isinstance(settings, Mapping):
+        settings = settings_for(name, settings, preset=preset)
+    elif not isinstance(settings, METHODS[name].settings):
+        raise MedlamaInputError(f"{name} takes {METHODS[name].settings.__name__} settings, not "
+                                f"{type(settings).__name__}")
+    biolama = dataset == "biolama"
+    scored = tuple(sorted(set(ks))) if ks else (BIOLAMA_KS if biolama else DEFAULT_KS)
+    if scored[0] < 1:
+        raise MedlamaInputError(f"every ks value must be >= 1, got {list(scored)}")
+    queries = first_per_relation(_queries(data, dataset=dataset, config=config, relations=relations), limit)
+    if loaded_encoder(model, tokenizer) is not None:  # checks the object early, with a clear message
+        if name != "retrieval":
+            raise MedlamaInputError(f"a loaded model object is probed by retrieval only; give {name} a model "
+                                    "folder or Hub id")
+        prober = RetrievalProber(model, settings, device=device, tokenizer=tokenizer)
+    else:
+        from medlama.defaults import default_model_path
+
+        prober = make_prober(name, str(default_model_path()) if model is None else model, settings, device=device)
+    if label is None:
+        label = "bundled" if model is None else Path(str(model)).name if isinstance(model, (str, Path)) else \
+            Path(str(prober.settings().get("model", name))).name
+    return run_probe(prober, queries, label=str(label), top_k=max(top_k, max(scored)), ks=scored,
+                     match=match or (BIOLAMA_MATCH if biolama else "exact"))
+
+
+def rewire(corpus: Any, out: str | Path, model: str | Path | None = None, *, preset: str = "demo",
+           resume: bool | str | Path = True, **settings: Any):
+    """Rewire ``model`` (default: the bundled encoder) with Contrastive-Probe on ``corpus`` (a sentence file,
+    a list of them, or a ``datasets.Dataset`` with a ``text`` column) into ``out``.
+
+    ``preset``: ``demo`` (CPU-sized, default) or ``paper`` (the published run); ``settings``: fields of
+    :class:`~medlama.trainers.config.RewireConfig` that replace the preset's (``steps=20``,
+    ``eval_steps=10``, ...). Returns the :class:`~medlama.trainers.trainer.RewireResult`.
+    """
+    from medlama.trainers.config import RewireConfig
+    from medlama.trainers.trainer import rewire as run_rewire
+
+    config = RewireConfig.preset(preset, **({"model": str(model)} if model is not None else {}), **settings)
+    return run_rewire(corpus, out, config, resume=resume)
+
+
+def ucm(sets: str | Path, model: str | Path | Sequence[str | Path] | None = None, *, method: str = "auto",
+        out: str | Path | None = None, label: str | Sequence[str] | None = None, device: str | None = None,
+        **settings: Any):
+    """UCM of ``model`` on the context-variance ``sets`` (a folder of ``medlama build context-variance``), as
+    ``medlama ucm`` computes it: a :class:`~medlama.ucm.scores.ModelResult` (a list for several models), with
+    U/C/M shares, their bootstrap ``intervals``, rank changes and acc@k with and without context.
+
+    ``method``: ``auto`` (mask-average with an MLM head, else retrieval), ``mask-average`` or ``retrieval``;
+    ``settings``: fields of :class:`~medlama.ucm.evaluation.UcmSettings` (``ks``, ``relations``, ...);
+    ``out``: also write ``results.json`` and ``ucm.png`` there (default: nothing is kept).
+    """
+    import tempfile
+
+    from medlama.defaults import default_model_path
+    from medlama.settings import settings_from
+    from medlama.ucm.evaluation import UcmSettings, run_ucm
+    from medlama.ucm.rankers import make_ranker
+
+    several = isinstance(model, (list, tuple))
+    models = list(model) if several else [model]
+    paths = [str(default_model_path()) if m is None else str(m) for m in models]
+    labels = list(label) if isinstance(label, (list, tuple)) else [label] if label else \
+        ["bundled" if m is None else Path(str(m)).name for m in models]
+    if len(labels) != len(paths):
+        raise MedlamaInputError(f"{len(labels)} labels for {len(paths)} models")
+    rankers = [(name, make_ranker(method, path, device=device)) for name, path in zip(labels, paths)]
+    config = settings_from(UcmSettings, settings, what="ucm")
+    with tempfile.TemporaryDirectory(prefix="medlama-ucm-") as scratch:
+        results, _ = run_ucm(rankers, sets, out if out is not None else scratch, config, show=False)
+    return results if several else results[0]
