@@ -97,6 +97,8 @@ class Encoder:
         import torch
         from tqdm.auto import tqdm
 
+        from medlama.progress import enabled as progress_enabled
+
         encoded = self.tokenizer(list(texts), truncation=True, max_length=max_length, add_special_tokens=True)
         input_ids = encoded["input_ids"]
         order = np.argsort([len(ids) for ids in input_ids], kind="stable")
@@ -104,7 +106,8 @@ class Encoder:
         out = {layer: np.empty((len(texts), hidden), dtype=np.float32) for layer in self.layers}
         starts = range(0, len(texts), self.batch_size)
         with torch.inference_mode():
-            for start in tqdm(starts, desc=progress, disable=progress is None, unit="batch", leave=False):
+            for start in tqdm(starts, desc=progress, disable=progress is None or not progress_enabled(),
+                              unit="batch", leave=False):
                 rows = order[start:start + self.batch_size]
                 batch = self.tokenizer.pad({key: [encoded[key][i] for i in rows] for key in encoded.keys()},
                                            return_tensors="pt").to(self.device)

@@ -151,11 +151,11 @@ def test_probe_options_config_split_match_ks(biolama_dir, tiny_mlm, tmp_path, ca
     assert result["query_set"] == "biolama umls/dev[UR44]" and len(result["queries"]) == 2
     assert result["metrics"]["match"] == "exact" and result["metrics"]["k"] == [1, 3, 5, 10]
     assert main(["probe", "--dataset", "biolama", "--data", str(biolama_dir), "--config", "mesh",
-                 "--model", str(tiny_mlm), "--out", str(out)]) == 2
+                 "--model", str(tiny_mlm), "--out", str(out), "--overwrite"]) == 2
     assert "cannot load config 'mesh'" in capsys.readouterr().err
     # a MedLAMA-only option is refused, not silently ignored
     assert main(["probe", "--dataset", "biolama", "--data", str(biolama_dir), "--prompt-column", "query_default",
-                 "--model", str(tiny_mlm), "--out", str(out)]) == 2
+                 "--model", str(tiny_mlm), "--out", str(out), "--overwrite"]) == 2
     assert "--prompt-column is a MedLAMA option" in capsys.readouterr().err
 
 

@@ -61,8 +61,11 @@ def _methods(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from medlama.atomic import atomic_directory
+    from medlama.commands.output import RESULTS
     from medlama.defaults import default_model_path
     from medlama.errors import MedlamaInputError
+    from medlama.progress import enabled as progress_enabled
     from medlama.settings import settings_from
     from medlama.ucm.evaluation import run_ucm
     from medlama.ucm.rankers import RankerSettings, make_ranker
