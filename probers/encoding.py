@@ -145,6 +145,8 @@ class Encoder:
         import torch
         from tqdm.auto import tqdm
 
+        from medlama.progress import enabled as progress_enabled
+
         encoded = self.tokenizer(list(texts), truncation=True, max_length=max_length, add_special_tokens=True)
         input_ids = encoded["input_ids"]
         order = np.argsort([len(ids) for ids in input_ids], kind="stable")
@@ -163,7 +165,8 @@ class Encoder:
         from tqdm.auto import tqdm
 
         with torch.inference_mode():
-            for start in tqdm(starts, desc=progress, disable=progress is None, unit="batch", leave=False):
+            for start in tqdm(starts, desc=progress, disable=progress is None or not progress_enabled(),
+                              unit="batch", leave=False):
                 rows = order[start:start + self.batch_size]
                 batch = self.tokenizer.pad({key: [encoded[key][i] for i in rows] for key in encoded.keys()},
                                            return_tensors="pt").to(self.device)

@@ -53,6 +53,21 @@ class QuerySet:
                         [self.texts[i] for i in pick], [self.gold[i] for i in pick], self.candidates,
                         name or self.name, {**self.info, "subset": len(pick)} if self.info else {})
 
+    def limit_per_relation(self, limit: int) -> "QuerySet":
+        """The first ``limit`` queries of each relation, in query order, with the same candidates (a quick
+        check; its scores are not the benchmark's). Named ``<name>[first N per relation]``."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise MedlamaInputError(f"the query limit must be an integer >= 1, got {limit!r}")
+        seen: dict[str, int] = {}
+        pick = []
+        for index, relation in enumerate(self.relations):
+            seen[relation] = seen.get(relation, 0) + 1
+            if seen[relation] <= limit:
+                pick.append(index)
+        if len(pick) == len(self):
+            return self
+        return self.subset(pick, name=f"{self.name}[first {limit} per relation]")
+
 
 def load_medlama_queries(data_dir: str | Path, config: str = "hard", *, relations: Sequence[str] | None = None,
                          prompt_column: str = "query_human") -> QuerySet:

@@ -48,7 +48,8 @@ def heldout_queries(corpus: str | Path, *, pairs: int = DEFAULT_PAIRS, mask_rati
                     candidates=sorted({answer for _, answer in kept}), name=f"held-out cloze ({Path(corpus).name})")
 
 
-def cloze_self_retrieval(model: str | Path, queries, *, label: str | None = None, top_k: int = 10):
+def cloze_self_retrieval(model: str | Path, queries, *, label: str | None = None, top_k: int = 10,
+                         device: str | None = None):
     """Probe ``model`` on held-out cloze ``queries`` (:func:`heldout_queries`); a ``ProbeResult``."""
     from medlama.probers.base import probe
     from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
@@ -56,4 +57,4 @@ def cloze_self_retrieval(model: str | Path, queries, *, label: str | None = None
 
     settings = settings_from(RetrievalSettings, base=PRESETS["reference"], query_max_length=MAX_LENGTH,
                              name_max_length=MAX_LENGTH)
-    return probe(RetrievalProber(model, settings), queries, label=label, top_k=top_k)
+    return probe(RetrievalProber(model, settings, device=device), queries, label=label, top_k=top_k)

@@ -81,21 +81,22 @@ class RecipeResult:
         from medlama.probers.base import write_results
 
         out = Path(out)
-        return (write_results(out / RESULTS_FILE, self.results_json(argv=argv)),
-                write_predictions(out / PREDICTIONS_FILE, [self.base, *self.rewired]))
+        predictions = write_predictions(out / PREDICTIONS_FILE, [self.base, *self.rewired])
+        return write_results(out / RESULTS_FILE, self.results_json(argv=argv)), predictions  # the marker last
 
 
 def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str | Path, *,
                       model: str | Path | None = None, rewire_config=None,
                       probe_settings: RetrievalSettings = PRESETS["reference"],
                       probe_checkpoints: bool = False, heldout: str | Path | None = None,
-                      progress=print) -> RecipeResult:
+                      progress=print, device: str | None = None) -> RecipeResult:
     """Probe ``model`` (default: the bundled encoder), rewire it on each corpus, and probe again.
 
     Rewired models go to ``out/rewired-<i>-<corpus name>`` (an interrupted run resumes there);
     the returned result holds every probe. ``heldout``: a sentence file none of ``corpora`` holds; every
     model is also scored on its cloze self-retrieval (:mod:`medlama.recipe.heldout`), which tells
-    whether rewiring did its job whatever the model knows.
+    whether rewiring did its job whatever the model knows. ``device``: where the probes run (``cuda``,
+    ``cuda:1``, ``cpu``...; default: CUDA when there is one); the rewiring picks its own.
     """
     from medlama.models import resolve_model
     from medlama.trainers.config import RewireConfig
@@ -109,7 +110,7 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
         config = RewireConfig(**{**config.to_dict(), "model": str(model)})
     progress(f"probing the un-rewired model on {queries.name} ({len(queries):,} queries, "
              f"{len(queries.candidates):,} candidates)")
-    base = probe(RetrievalProber(base_model, probe_settings), queries, label="un-rewired")
+    base = probe(RetrievalProber(base_model, probe_settings, device=device), queries, label="un-rewired")
     result = RecipeResult(base=base, rewired=[], models=[], rewire_config=config.to_dict(),
                           corpora=[str(corpus) for corpus in corpora],
                           heldout=str(heldout) if heldout is not None else None)
@@ -126,7 +127,7 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
         heldout_queries = make_heldout(heldout, mask_ratio=config.mask_ratio)
         progress(f"held-out cloze self-retrieval of the un-rewired model ({len(heldout_queries):,} pairs of "
                  f"{Path(heldout).name})")
-        result.heldout_base = cloze_self_retrieval(base_model, heldout_queries, label="un-rewired")
+        result.heldout_base = cloze_self_retrieval(base_model, heldout_queries, label="un-rewired", device=device)
     for index, corpus in enumerate(corpora):
         name = Path(corpus).name
         target = out / f"rewired-{index}-{name}"
@@ -135,19 +136,19 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
         rewired = rewire(corpus, target, config)
         result.rewire_seconds.append(time.perf_counter() - start)
         progress(f"probing the model rewired on {name}")
-        probed = probe(RetrievalProber(rewired.path, probe_settings), queries, label=f"rewired ({name})")
+        probed = probe(RetrievalProber(rewired.path, probe_settings, device=device), queries, label=f"rewired ({name})")
         result.rewired.append(probed)
         result.models.append(rewired.path)
         if heldout_queries is not None:
             result.heldout_rewired.append(cloze_self_retrieval(rewired.path, heldout_queries,
-                                                               label=f"rewired ({name})"))
+                                                               label=f"rewired ({name})", device=device))
         update_model_card_scores(rewired.path, {f"MedLAMA {queries.name}": _scores(probed)},
                                  source="medlama recipe (Contrastive-Probe retrieval, reference settings)")
         if probe_checkpoints:
             from medlama.trainers.checkpoints import checkpoint_step, list_checkpoints
 
             result.checkpoints.append({
-                checkpoint_step(path): probe(RetrievalProber(path, probe_settings), queries,
+                checkpoint_step(path): probe(RetrievalProber(path, probe_settings, device=device), queries,
                                              label=f"{name}@{checkpoint_step(path)}")
                 for path in list_checkpoints(rewired.path)})
     return result

@@ -34,6 +34,7 @@ from typing import Any
 
 from medlama.atomic import atomic_directory, atomic_write_text
 from medlama.errors import MedlamaInputError
+from medlama.progress import enabled as progress_enabled
 from medlama.settings import to_flags
 from medlama.trainers.checkpoints import (
     CHECKPOINTS_DIR,
@@ -286,7 +287,7 @@ def _make_trainer(model, build: ClozeBuild, out: Path, config: RewireConfig, pre
         dataloader_pin_memory=cuda,
         dataloader_drop_last=False,
         report_to=report_to,
-        disable_tqdm=disable_tqdm if disable_tqdm is not None else False,
+        disable_tqdm=disable_tqdm if disable_tqdm is not None else not progress_enabled(),
         **({"eval_strategy": "steps", "eval_steps": config.eval_steps} if config.eval_steps else {}),
     )
     dataset = build.dataset.select_columns([QUERY_COLUMN, ANSWER_COLUMN])

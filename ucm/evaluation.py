@@ -44,6 +44,9 @@ class UcmSettings:
     include_first_segment: bool = setting(False, help="also count each sequence's first record (input1 adds S1, "
                                                       "whose entity is the centre itself; see medlama.ucm.records)")
     records: bool = setting(False, help="also write OUT/records.jsonl (every rank-change record)")
+    limit: int | None = setting(None, min=1, metavar="N",
+                                help="score only the sequences of the first N triples of each relation, for a quick "
+                                     "check; the scores are not the benchmark's (none: all)")
 
     def __post_init__(self) -> None:
         check(self)
@@ -97,7 +100,7 @@ def run_ucm(rankers: Sequence[tuple[str, ContextRanker]], sets_dir: str | Path, 
     settings = settings if settings is not None else UcmSettings()
     ks = tuple(sorted(set(settings.ks)))
     sets = load_sets(sets_dir, sources=settings.sources, context_types=settings.context_types,
-                     negative=settings.negative, relations=settings.relations)
+                     negative=settings.negative, relations=settings.relations, limit=settings.limit)
     results = [evaluate_model(ranker, sets, label=label, ks=ks, keep_records=settings.records,
                               skip_first_segment=not settings.include_first_segment, progress=progress)
                for label, ranker in rankers]

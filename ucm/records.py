@@ -67,10 +67,13 @@ def rank_sequences(ranker: ContextRanker, sets: ContextSets, *, block_rows: int 
     """
     from tqdm.auto import tqdm
 
+    from medlama.progress import enabled as progress_enabled
+
     frame = sets.rows.select_columns(["pool_id", "triple_id", "negative", "context_type", "subject_id",
                                       "correct_ids", "correct_names"]).to_pandas()
     frame["position"] = np.arange(len(frame))
-    bar = tqdm(total=len(frame), desc=progress, disable=progress is None, unit="sequence", leave=False)
+    bar = tqdm(total=len(frame), desc=progress, disable=progress is None or not progress_enabled(),
+               unit="sequence", leave=False)
     for key, group in frame.groupby("pool_id", sort=True):
         if key not in sets.pools:
             raise MedlamaInputError(f"pool {key!r} missing from the pools config", file=sets.directory)

@@ -45,8 +45,11 @@ def read_build_info(directory: Path) -> dict:
 
 def load_sets(directory: str | Path, *, sources: Sequence[str] | None = None,
               context_types: Sequence[str] | None = None, negative: bool = True,
-              relations: Sequence[str] | None = None) -> ContextSets:
-    """Rows of a folder written by ``medlama build context-variance`` (all its sources by default)."""
+              relations: Sequence[str] | None = None, limit: int | None = None) -> ContextSets:
+    """Rows of a folder written by ``medlama build context-variance`` (all its sources by default).
+
+    ``limit``: keep only the sequences of the first ``limit`` triples of each relation (a quick check).
+    """
     from datasets import concatenate_datasets, load_dataset
 
     from medlama.datasets.medlama import _quiet_datasets
@@ -67,7 +70,7 @@ def load_sets(directory: str | Path, *, sources: Sequence[str] | None = None,
     with _quiet_datasets():
         parts = [load_dataset(str(directory), source, split="test") for source in chosen]
         rows = concatenate_datasets(parts) if len(parts) > 1 else parts[0]
-        frame = rows.select_columns(["context_type", "negative", "relation"]).to_pandas()
+        frame = rows.select_columns(["context_type", "negative", "relation", "triple_id"]).to_pandas()
         keep = frame["context_type"].isin(types)
         if not negative:
             keep &= ~frame["negative"]
@@ -77,6 +80,12 @@ def load_sets(directory: str | Path, *, sources: Sequence[str] | None = None,
                 raise MedlamaInputError(f"unknown relation(s) {bad}; known: {sorted(set(frame['relation']))}",
                                         file=directory)
             keep &= frame["relation"].isin(list(relations))
+        if limit is not None:
+            import pandas as pd
+
+            pairs = frame.loc[keep, ["relation", "triple_id"]].drop_duplicates()
+            first = pd.MultiIndex.from_frame(pairs.groupby("relation", sort=False).head(limit))
+            keep &= pd.MultiIndex.from_frame(frame[["relation", "triple_id"]]).isin(first)
         if not keep.all():
             rows = rows.select(np.flatnonzero(keep.to_numpy()))
         pool_rows = load_dataset(str(directory), "pools", split="test")
@@ -89,5 +98,6 @@ def load_sets(directory: str | Path, *, sources: Sequence[str] | None = None,
         ids.append(entity_id)
         names.append(name)
     selection = {"sources": chosen, "context_types": types, "negative": negative,
-                 "relations": list(relations) if relations else None}
+                 "relations": list(relations) if relations else None,
+                 **({"limit_triples_per_relation": limit} if limit is not None else {})}
     return ContextSets(directory, rows, pools, info, selection)

@@ -32,14 +32,34 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    for command in _commands(parser):
+        command.add_argument("--progress", action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
+                             help="progress bars on stderr (default: only when stderr is a terminal and "
+                                  "TQDM_DISABLE is not set)")
     return parser
+
+
+def _commands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parsers that run something (``probe``, ``build medlama``...): those without subcommands."""
+    found = []
+    for action in parser._actions:  # noqa: SLF001 - argparse has no public walk over subparsers
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            for child in dict.fromkeys(action.choices.values()):
+                found += _commands(child) or [child]
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from medlama.progress import showing
+
+    show = vars(args).get("progress")
+    if show is None and vars(args).get("quiet"):
+        show = False
     try:
-        return int(args.func(args) or 0)
+        with showing(show):
+            return int(args.func(args) or 0)
     except MedlamaInputError as error:
         print(f"medlama: error: {error}", file=sys.stderr)
         return 2

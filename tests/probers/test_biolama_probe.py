@@ -151,11 +151,11 @@ def test_probe_options_config_split_match_ks(biolama_dir, tiny_mlm, tmp_path, ca
     assert result["query_set"] == "biolama umls/dev[UR44]" and len(result["queries"]) == 2
     assert result["metrics"]["match"] == "exact" and result["metrics"]["k"] == [1, 3, 5, 10]
     assert main(["probe", "--dataset", "biolama", "--data", str(biolama_dir), "--config", "mesh",
-                 "--model", str(tiny_mlm), "--out", str(out)]) == 2
+                 "--model", str(tiny_mlm), "--out", str(out), "--overwrite"]) == 2
     assert "cannot load config 'mesh'" in capsys.readouterr().err
     # a MedLAMA-only option is refused, not silently ignored
     assert main(["probe", "--dataset", "biolama", "--data", str(biolama_dir), "--prompt-column", "query_default",
-                 "--model", str(tiny_mlm), "--out", str(out)]) == 2
+                 "--model", str(tiny_mlm), "--out", str(out), "--overwrite"]) == 2
     assert "--prompt-column is a MedLAMA option" in capsys.readouterr().err
 
 
@@ -164,8 +164,9 @@ def test_probe_from_source_builds_once_into_the_cache(release_dir, tiny_mlm, tmp
     args = ["probe", "--dataset", "biolama", "--source", str(release_dir), "--config", "ctd",
             "--model", str(tiny_mlm), "--out", str(tmp_path / "probe")]
     assert main(args) == 0
-    built = [p for p in (tmp_path / "cache" / "datasets").iterdir() if not p.name.startswith(".")]  # not the lock file
+    built = [p for p in (tmp_path / "cache" / "datasets").iterdir()
+             if not p.name.startswith(".") and not p.name.endswith(".lock")]  # not the lock files
     assert len(built) == 1 and built[0].name.startswith("biolama-folder-")
     stamp = (built[0] / "build_info.json").stat().st_mtime_ns
-    assert main(args) == 0
+    assert main([*args, "--overwrite"]) == 0
     assert (built[0] / "build_info.json").stat().st_mtime_ns == stamp  # reused, not rebuilt

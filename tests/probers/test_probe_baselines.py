@@ -573,11 +573,11 @@ def test_cli_runs_the_baselines(medlama_dir, tiny_mlm_real_vocab, tiny_t5, tmp_p
     assert len(results[0]["queries"]) == 158 and len(results[0]["queries"][0]["top10"]) == 10
     assert all(len(q["top10"]) <= 4 for q in results[1]["queries"])  # 2 beams x 2 mask counts at most
     status = main(common + ["--model", str(tiny_t5), "--method", "generative", "--max-answer-tokens", "3",
-                            "--out", str(out)])
+                            "--out", str(out), "--overwrite"])
     assert status == 0, capsys.readouterr().err
     assert json.loads((out / "results.json").read_text())[0]["settings"]["style"] == "t5"
     capsys.readouterr()
-    status = main(common + ["--method", "mask-predict", "--out", str(out)])  # the bundled encoder: no MLM head
+    status = main(common + ["--method", "mask-predict", "--out", str(out), "--overwrite"])  # bundled: no MLM head
     assert status == 2
     assert "the weights have no MLM head" in capsys.readouterr().err
 

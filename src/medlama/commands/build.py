@@ -20,8 +20,10 @@ def register(subparsers) -> None:
                          help="output folder, e.g. out/medlama; load it with load_dataset(OUT, 'hard')")
     medlama.add_argument("--source", help="local release: a folder holding prompts.csv and 2021AA/, "
                                           "or a .tar.gz/.zip of it (default: $MEDLAMA_SOURCE, else download)")
-    medlama.add_argument("--match-threshold", type=float, default=0.1, help="hard if avg_match < this (0.1)")
-    medlama.add_argument("--rouge-threshold", type=float, default=0.1, help="hard if avg_rouge_l < this (0.1)")
+    medlama.add_argument("--match-threshold", type=float, default=0.1,
+                         help="hard if avg_match < this (default: %(default)s)")
+    medlama.add_argument("--rouge-threshold", type=float, default=0.1,
+                         help="hard if avg_rouge_l < this (default: %(default)s)")
     medlama.add_argument("--no-verify", action="store_true",
                          help="skip the SHA-256 check of a local source (a modified copy on purpose)")
     medlama.add_argument("--json", action="store_true", help="print the statistics and report as JSON")
@@ -58,11 +60,13 @@ def run_medlama(args: argparse.Namespace) -> int:
     from medlama.datasets.medlama import check_threshold
     from medlama.datasets.medlama_folder import write_medlama
     from medlama.display import print_table
+    from medlama.progress import enabled as progress_enabled
 
     # Checked here too, so that the message names the option the user typed.
     rule = HardnessRule(check_threshold(args.match_threshold, "--match-threshold"),
                         check_threshold(args.rouge_threshold, "--rouge-threshold"))
-    build, stats = write_medlama(args.out, args.source, rule=rule, verify_checksums=not args.no_verify)
+    build, stats = write_medlama(args.out, args.source, rule=rule, verify_checksums=not args.no_verify,
+                                 progress=progress_enabled())
     report = build.report
     if args.json:
         json.dump({"out": str(args.out), "statistics": stats, "report": asdict(report)}, sys.stdout, indent=2)
@@ -97,9 +101,10 @@ def run_biolama(args: argparse.Namespace) -> int:
     from medlama.datasets.biolama import SOURCES
     from medlama.datasets.biolama_folder import write_biolama
     from medlama.display import print_table
+    from medlama.progress import enabled as progress_enabled
 
     build, stats = write_biolama(args.out, args.source, sources=args.sources or SOURCES, sha256=args.sha256,
-                                 verify_checksums=not args.no_verify)
+                                 verify_checksums=not args.no_verify, progress=progress_enabled())
     report = build.report
     if args.json:
         json.dump({"out": str(args.out), "statistics": stats, "report": asdict(report)}, sys.stdout, indent=2)

@@ -32,24 +32,28 @@ def register(builders) -> None:
                     "negative-target counterpart. Each corpus is indexed once and the index reused.")
     parser.add_argument("--out", required=True, type=Path, help="output folder; load_dataset(OUT, 'ehr_real')")
     kb = parser.add_mutually_exclusive_group(required=True)
-    kb.add_argument("--medlama", type=Path, metavar="DIR", help="a built MedLAMA folder (pool: the relation's answers)")
+    kb.add_argument("--medlama", type=Path, metavar="DIR", help="a built MedLAMA folder (pool: the relation's answers) "
+                                                                "(default: none; give --medlama or --biolama)")
     kb.add_argument("--biolama", type=Path, metavar="DIR", help="a built BioLAMA folder (pool: the object type's "
-                                                                "entities)")
+                                                                "entities) (default: none)")
     add_settings_flags(parser, KnowledgeSpec)
     corpora = parser.add_argument_group("corpora (at least one)")
-    corpora.add_argument("--mimic", nargs="+", metavar="PATH", help="MIMIC-III NOTEEVENTS.csv[.gz] (source 'ehr')")
+    corpora.add_argument("--mimic", nargs="+", metavar="PATH", help="MIMIC-III NOTEEVENTS.csv[.gz] (source 'ehr') "
+                                                                   "(default: none)")
     corpora.add_argument("--pmc", nargs="+", metavar="PATH", help="PMC articles, .xml/.nxml/.txt or folders (source "
-                                                                  "'pmc')")
+                                                                  "'pmc') (default: none)")
     corpora.add_argument("--corpus", action="append", metavar="[NAME:]FORMAT:PATH",
                          help="another corpus, e.g. pubmed:text:sentences.txt (formats mimic, pmc, jsonl, text); "
-                              "repeat for more files or corpora")
+                              "repeat for more files or corpora (default: none)")
     corpora.add_argument("--categories", nargs="+", metavar="CATEGORY",
-                         help="MIMIC: only notes of these categories (e.g. 'Discharge summary')")
+                         help="MIMIC: only notes of these categories (e.g. 'Discharge summary'; "
+                                                                     "default: all)")
     corpora.add_argument("--text-per", choices=["line", "file"], default="line",
                          help="text corpora: one document per line (default) or per file")
     corpora.add_argument("--text-field", default="text", help="JSON Lines: the text field (default: text)")
     add_settings_flags(parser, BuildSettings, title="contexts")
-    parser.add_argument("--num-proc", type=int, default=1, help="processes for indexing and building contexts")
+    parser.add_argument("--num-proc", type=int, default=1, help="processes for indexing and building contexts "
+                                                                            "(default: %(default)s)")
     parser.add_argument("--index-dir", type=Path, help="where corpus indexes are kept and reused (default: "
                                                        "$MEDLAMA_CACHE/cv-index, else ~/.cache/medlama/cv-index)")
     parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
@@ -102,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     from medlama.datasets.context_variance.settings import BuildSettings, KnowledgeSpec
     from medlama.display import print_table
     from medlama.errors import MedlamaInputError
+    from medlama.progress import enabled as progress_enabled
     from medlama.settings import settings_from
 
     specs = corpus_specs(args)
@@ -114,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         values["max_docs"] = None
     settings = settings_from(BuildSettings, values)
     builder = ContextVarianceBuilder(knowledge=knowledge, corpora=tuple(specs), settings=settings,
-                                     index_root=args.index_dir, num_proc=args.num_proc)
+                                     index_root=args.index_dir, num_proc=args.num_proc, progress=progress_enabled())
     kb = builder.knowledge_base()
     print(f"{knowledge.origin} ({folder}): {len(kb):,} triples, {len(kb.entities):,} entities", file=sys.stderr)
     # `origin` goes into the card and build_info.json, which are published: the spec's has no local path.

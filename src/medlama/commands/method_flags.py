@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.commands.output import BATCH_SIZE_LEAD
 from medlama.errors import MedlamaInputError
 from medlama.probers.registry import METHODS, settings_for
 from medlama.settings import default_of, fields_of, flag_of
@@ -29,7 +30,7 @@ PRESET_HELP = {
 RAW_PREDICTIONS = "--raw-predictions"  # to_candidates=False: a negated field, so not made by add_settings_flags
 
 
-LEADS = {"batch_size": "inputs per forward pass, for every method"}
+LEADS = {"batch_size": f"{BATCH_SIZE_LEAD}, for every method"}
 
 
 def _field(cls: type, name: str):
@@ -58,7 +59,8 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
     """``--preset``, the shared flags, and one group of flags per method."""
     presets = [(name, preset) for name, method in METHODS.items() for preset in method.presets]
     parser.add_argument("--preset", choices=sorted({preset for _, preset in presets}), default=argparse.SUPPRESS,
-                        help="a preset of the chosen method (default: each method's first): "
+                        help="a named bundle of the chosen method's settings; the flags given replace its values "
+                             "(default: each method's first): "
                              + "; ".join(f"{name}: {text}" for name, text in PRESET_HELP.items()))
     parser.add_argument("--mask-predict-preset", choices=list(METHODS["mask-predict"].presets),
                         default=argparse.SUPPRESS, help=argparse.SUPPRESS)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.commands.method_flags import PRESET_HELP, add_method_arguments, method_settings
+from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, check_device, claimed_output, human_output,
+                                     print_results)
 from medlama.probers.queries import QuerySource
 from medlama.probers.retrieval import RetrievalSettings
 from medlama.probers.registry import METHODS, OLD_NAMES, settings_for
@@ -36,8 +38,11 @@ def add_retrieval_arguments(parser: argparse.ArgumentParser) -> None:
     """Retrieval settings alone (``medlama recipe``, which probes by retrieval only)."""
     method = METHODS["retrieval"]
     parser.add_argument("--preset", choices=list(method.presets), default=argparse.SUPPRESS,
-                        help=PRESET_HELP["retrieval"] + " (default: reference)")
+                        help="a named bundle of the probe's retrieval settings; the flags given replace its values. "
+                             + PRESET_HELP["retrieval"] + " (default: reference)")
     add_settings_flags(parser, method.settings, exclude=("layers",))
+    batch = parser._option_string_actions["--batch-size"]  # noqa: SLF001 - the flag made just above
+    batch.help = BATCH_SIZE_LEAD + batch.help[batch.help.index(" (default"):]
 
 
 def retrieval_settings(args: argparse.Namespace) -> RetrievalSettings:
@@ -52,7 +57,8 @@ def register(subparsers) -> None:
                                                "BioLAMA. Without --model, the bundled all-MiniLM-L6-v2 encoder is "
                                                "probed.")
     parser.add_argument("--model", nargs="+", help="model folders or names (default: the bundled encoder)")
-    parser.add_argument("--label", nargs="+", help="names for the models in tables and plots")
+    parser.add_argument("--label", nargs="+", help="names for the models in tables and plots (default: the model "
+                                                                     "folders' names; bundled for the bundled encoder)")
     parser.add_argument("--method", nargs="+", default=["retrieval"], metavar="METHOD",
                         help=f"probing method(s): {', '.join(METHODS)} (default: retrieval; "
                              f"{', '.join(f'{old} is now {new}' for old, new in OLD_NAMES.items())}); several run "
@@ -63,15 +69,18 @@ def register(subparsers) -> None:
     parser.add_argument("--checkpoints", action="store_true",
                         help="also probe every checkpoint-N inside each model folder and plot acc per step "
                              "(figure 4)")
-    parser.add_argument("--out", type=Path, default=Path("out/probe"), help="folder for results.json and plots")
+    add_output_arguments(parser, default_out=Path("out/probe"), writes="results.json and plots",
+                         limit="probe only the first N queries of each relation")
     parser.set_defaults(func=run)
 
 
 def load_queries(args: argparse.Namespace):
-    """The ``QuerySet`` the data arguments describe."""
+    """The ``QuerySet`` the data arguments describe (the first ``--limit`` of each relation, if given)."""
     from medlama.probers.queries import load_queries as load
 
-    return load(query_source(args))
+    queries = load(query_source(args))
+    limit = vars(args).get("limit")
+    return queries.limit_per_relation(limit) if limit else queries
 
 
 def scoring(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...], str]:
@@ -92,9 +101,6 @@ def run(args: argparse.Namespace) -> int:
     from medlama.defaults import default_model_path
     from medlama.errors import MedlamaInputError
     from medlama.models import resolve_model
-    from medlama.probers import report
-    from medlama.probers.base import probe
-    from medlama.probers.registry import make_prober
 
     models = args.model or [str(default_model_path())]
     labels = args.label or (["bundled"] if not args.model else [Path(m).name or m for m in models])
@@ -109,8 +115,26 @@ def run(args: argparse.Namespace) -> int:
         print(f"medlama: --method {old} is now {OLD_NAMES[old]}", file=sys.stderr)
     methods = list(dict.fromkeys(OLD_NAMES.get(method, method) for method in args.method))
     settings = method_settings(args, methods)
+    check_device(args.device)
     for model in models:
         resolve_model(model)  # a missing model folder is an error now, not after the queries are built
+    with claimed_output(args.out, kind="probe", overwrite=args.overwrite):
+        with human_output(args):
+            _probe(args, methods, settings, labels, models)
+    if args.json:
+        print_results(args.out / "results.json")
+    return 0
+
+
+def _probe(args: argparse.Namespace, methods: list[str], settings: dict, labels: list[str], models: list[str]
+           ) -> None:
+    """Probe, print the tables, and write OUT (replaced whole once everything is written)."""
+    from medlama.atomic import atomic_directory
+    from medlama.errors import MedlamaInputError
+    from medlama.probers import report
+    from medlama.probers.base import probe
+    from medlama.probers.registry import make_prober
+
     queries = load_queries(args)
     ks, scored, match = scoring(args)
     top_k = max(scored)
@@ -119,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             for method in methods for label, model in zip(labels, models)]
     results, by_layer, by_step = [], {}, {}
     for method, label, model in runs:
-        prober = make_prober(method, model, settings[method])
+        prober = make_prober(method, model, settings[method], device=args.device)
         if isinstance(settings[method], RetrievalSettings) and settings[method].layers:
             import time
 
@@ -141,8 +165,8 @@ def run(args: argparse.Namespace) -> int:
             steps = {checkpoint_step(path): path for path in list_checkpoints(model)}
             if not steps:
                 raise MedlamaInputError("no checkpoint-N folders to probe", file=model)
-            by_step[label] = {step: probe(make_prober(method, path, settings[method]), queries, label=f"{label}@{step}",
-                                          top_k=top_k, ks=scored, match=match)
+            by_step[label] = {step: probe(make_prober(method, path, settings[method], device=args.device), queries,
+                                          label=f"{label}@{step}", top_k=top_k, ks=scored, match=match)
                               for step, path in steps.items()}
             results += list(by_step[label].values())
     report.print_summary(results, ks=ks)
@@ -154,14 +178,14 @@ def run(args: argparse.Namespace) -> int:
         for result in results:
             result.extra["by_source"] = by_source(result.metrics, ks)
         print_source_table(results, ks)
-    out = args.out
-    report.write_probe_results(out, results)  # results.json (scores, intervals, provenance) + predictions.jsonl
-    plots = [report.plot_relations(results[:4], out / "relations.png", k=ks[-1])]
-    if match == "exact":  # the answer-length figure rescores with exact matching
-        plots.append(report.plot_answer_length(results[:4], queries, out / "answer_length.png"))
-    if by_layer:
-        plots.append(report.plot_series(by_layer, out / "layers.png", "layer"))
-    if by_step:
-        plots.append(report.plot_series(by_step, out / "steps.png", "rewiring step"))
-    print(f"wrote {out / 'results.json'} and {', '.join(p.name for p in plots)}")
-    return 0
+    with atomic_directory(args.out, marker="results.json", kind="probe") as out:
+        # results.json (scores, intervals, provenance) + predictions.jsonl
+        report.write_probe_results(out, results)
+        plots = [report.plot_relations(results[:4], out / "relations.png", k=ks[-1])]
+        if match == "exact":  # the answer-length figure rescores with exact matching
+            plots.append(report.plot_answer_length(results[:4], queries, out / "answer_length.png"))
+        if by_layer:
+            plots.append(report.plot_series(by_layer, out / "layers.png", "layer"))
+        if by_step:
+            plots.append(report.plot_series(by_step, out / "steps.png", "rewiring step"))
+    print(f"wrote {args.out / 'results.json'} and {', '.join(p.name for p in plots)}")

@@ -10,9 +10,10 @@ from pathlib import Path
 def _common(parser: argparse.ArgumentParser, tree: str = "DIR/<repo name>/") -> None:
     parser.add_argument("--private", action="store_true", help="create the repository as private")
     parser.add_argument("--revision", help="branch to commit to (created if missing; default: main)")
-    parser.add_argument("--message", help="commit message")
+    parser.add_argument("--message", help="commit message (default: one naming what is uploaded)")
     parser.add_argument("--dry-run", type=Path, metavar="DIR",
-                        help=f"upload nothing: write the exact upload tree to {tree} and DIR/manifest.json")
+                        help=f"upload nothing: write the exact upload tree to {tree} and DIR/manifest.json "
+                             "(default: upload)")
 
 
 def register(subparsers) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from medlama.commands.output import (add_output_arguments, check_device, check_folder_output, human_output,
+                                     print_results)
 from medlama.commands.probe import add_data_arguments, add_retrieval_arguments, load_queries, retrieval_settings
 
 
@@ -23,26 +25,37 @@ def register(subparsers) -> None:
                              "elicit corpora pubmed_sents_no_punkt_10k_*)")
     parser.add_argument("--repeat", type=int, help="rewire on the first N corpora only (default: all given)")
     parser.add_argument("--rewire-preset", default="demo", choices=["demo", "paper"],
-                        help="demo: a CPU-sized run (default); paper: the published run (batch 192, "
-                             "200 steps, max length 48)")
-    parser.add_argument("--steps", type=int, help="override the preset's rewiring steps")
-    parser.add_argument("--rewire-batch-size", type=int, help="override the preset's pairs per step")
+                        help="a named bundle of the rewiring's settings, as `medlama rewire --preset`; --steps and "
+                             "--rewire-batch-size replace its values. demo: a CPU-sized run; paper: the published "
+                             "run (batch 192, 200 steps, max length 48) (default: %(default)s)")
+    parser.add_argument("--steps", type=int, help="the rewiring's optimiser steps (default: the preset's)")
+    parser.add_argument("--rewire-batch-size", type=int, metavar="N",
+                        help="the rewiring's pairs per optimiser step, `medlama rewire --batch-size` (not inputs per "
+                             "forward pass as --batch-size) (default: the preset's)")
     parser.add_argument("--probe-checkpoints", action="store_true",
                         help="also probe every saved checkpoint and plot acc per step (figure 4)")
     parser.add_argument("--heldout", type=Path, metavar="FILE",
                         help="a sentence file not among --corpus: also score every model's cloze self-retrieval on "
-                             "it (2,000 pairs), which shows whether rewiring did its job whatever the model knows")
+                             "it (2,000 pairs), which shows whether rewiring did its job whatever the model knows "
+                             "(default: none)")
     add_data_arguments(parser)
     add_retrieval_arguments(parser)
-    parser.add_argument("--out", type=Path, default=Path("out/recipe"),
-                        help="rewired models, results.json and plots (default: %(default)s)")
+    add_output_arguments(
+        parser, default_out=Path("out/recipe"), writes="rewired models, results.json and plots",
+        limit="probe only the first N queries of each relation (the rewiring is not shortened: see --steps)",
+        device="the probes",
+        overwrite="replace the results of a finished run in OUT (rewired models already there are reused: a "
+                  "rewiring with the same settings resumes or is kept, one with other settings is refused); "
+                  "without it, a rerun into a folder that holds results.json is refused before any work; an "
+                  "interrupted run always resumes (default: refuse)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    import shutil
+
+    from medlama.atomic import OWNER_NAME, lock_directory, write_owner
     from medlama.errors import MedlamaInputError
-    from medlama.probers import report
-    from medlama.recipe.workflow import rewire_then_probe
     from medlama.trainers.config import RewireConfig
 
     corpora = list(args.corpus)
@@ -59,10 +72,33 @@ def run(args: argparse.Namespace) -> int:
     config = RewireConfig.preset(args.rewire_preset, steps=args.steps, batch_size=args.rewire_batch_size,
                                  skip_short_lines=True).validate()
     settings = retrieval_settings(args)
+    check_device(args.device)
+    check_folder_output(args.out, kind="recipe", overwrite=args.overwrite)  # before any work
+    with lock_directory(args.out):
+        check_folder_output(args.out, kind="recipe", overwrite=args.overwrite)
+        new = not args.out.exists()
+        # Recorded first, so that an interrupted run's rewired models are resumed by the next run.
+        write_owner(args.out, "recipe")
+        try:
+            with human_output(args):
+                _recipe(args, corpora, config, settings)
+        except BaseException:
+            if new and [p.name for p in args.out.iterdir()] == [OWNER_NAME]:
+                shutil.rmtree(args.out, ignore_errors=True)  # a run that wrote nothing leaves nothing
+            raise
+    if args.json:
+        print_results(args.out / "results.json")
+    return 0
+
+
+def _recipe(args: argparse.Namespace, corpora: list[Path], config, settings) -> None:
+    from medlama.probers import report
+    from medlama.recipe.workflow import rewire_then_probe
+
     queries = load_queries(args)
     result = rewire_then_probe(queries, corpora, args.out, model=args.model, rewire_config=config,
                                probe_settings=settings, probe_checkpoints=args.probe_checkpoints,
-                               heldout=args.heldout)
+                               heldout=args.heldout, device=args.device)
 
     summary = result.summary()
     rows = [["un-rewired"] + [report.percent(summary["base"][f"acc@{k}"]) for k in (1, 5, 10)]
@@ -86,12 +122,12 @@ def run(args: argparse.Namespace) -> int:
                     "span among all spans ([CLS], L2, as the probe)")
     report.print_per_relation([result.base] + result.rewired[:3])
     out = args.out
-    result.save(out)  # results.json (summary, scores, intervals, provenance) and predictions.jsonl
     runs = [result.base] + result.rewired[:3]
     plots = [report.plot_relations(runs, out / "relations.png"),
              report.plot_answer_length(runs, queries, out / "answer_length.png")]
     if result.checkpoints:
         series = {Path(model).name: by_step for model, by_step in zip(result.models, result.checkpoints)}
         plots.append(report.plot_series(series, out / "steps.png", "rewiring step"))
+    # Last: results.json marks a finished run (a rerun then needs --overwrite).
+    result.save(out)  # predictions.jsonl, then results.json (summary, scores, intervals, provenance)
     print(f"wrote {out / 'results.json'} and {', '.join(p.name for p in plots)}; rewired models in {out}")
-    return 0

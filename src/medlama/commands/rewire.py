@@ -24,13 +24,17 @@ def register(subparsers) -> None:
                         help="sentence files, one sentence per line (e.g. ../shared/data/elicit_corpora/*_0)")
     parser.add_argument("--out", required=True, type=Path, help="output folder")
     parser.add_argument("--preset", default="paper", choices=sorted(PRESETS),
-                        help="paper: batch 192, lr 2e-5, 200 steps, max length 48, tau 0.04, checkpoint every 50 "
+                        help="a named bundle of the rewiring's settings; the flags given replace its values. "
+                             "paper: batch 192, lr 2e-5, 200 steps, max length 48, tau 0.04, checkpoint every 50 "
                              "steps, 10k sentences; demo: a CPU-sized run, batch 32, lr 5e-5, 50 steps, checkpoint "
                              "every 25 (default: %(default)s)")
     settings = parser.add_argument_group(
         "rewiring settings", "each defaults to the preset's value (shown: the paper preset's); an optional "
                              "setting takes 'none'")
     add_settings_flags(settings, RewireConfig, exclude=("dropout",), defaults=PRESETS["paper"])
+    batch = parser._option_string_actions["--batch-size"]  # noqa: SLF001 - the flag made just above
+    batch.help = batch.help.replace("pairs per optimiser step", "pairs per optimiser step (not inputs per forward pass "
+                                    "as in probe, ucm and recipe)", 1)
     dropout = settings.add_mutually_exclusive_group()
     add_settings_flags(dropout, RewireConfig, defaults=PRESETS["paper"],
                        exclude=tuple(f.name for f in fields_of(RewireConfig) if f.name != "dropout"))
@@ -39,7 +43,8 @@ def register(subparsers) -> None:
     resume = parser.add_mutually_exclusive_group()
     resume.add_argument("--no-resume", action="store_true",
                         help="start over; an error if OUT already holds checkpoints (they are never deleted)")
-    resume.add_argument("--resume-from", type=Path, metavar="CHECKPOINT", help="resume from this checkpoint folder")
+    resume.add_argument("--resume-from", type=Path, metavar="CHECKPOINT", help="resume from this checkpoint folder "
+                        "(default: the last complete one in OUT)")
     parser.add_argument("--json", action="store_true", help="print the run record as JSON")
     parser.set_defaults(func=run_rewire)
 

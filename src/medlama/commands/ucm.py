@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, check_device, claimed_output,
+                                     human_output, print_results)
 from medlama.ucm.evaluation import UcmSettings
 from medlama.probers.causal import LikelihoodSettings
 from medlama.ucm.rankers import METHODS, RENAMED, MaskAverageRankerSettings, RetrievalRankerSettings
@@ -37,11 +39,11 @@ def register(subparsers) -> None:
     add_settings_flags(parser, RetrievalRankerSettings, exclude=("batch_size",), title="retrieval ranker")
     add_settings_flags(parser, LikelihoodSettings, exclude=("batch_size",), title="causal-likelihood ranker")
     parser.add_argument("--batch-size", type=int, metavar="N",
-                        help=f"inputs per forward pass (default: mask-average {MaskAverageRankerSettings().batch_size}"
+                        help=f"{BATCH_SIZE_LEAD} (default: mask-average {MaskAverageRankerSettings().batch_size}"
                              f", retrieval {RetrievalRankerSettings().batch_size}); causal-likelihood: candidate "
                              f"continuations per forward pass (default {LikelihoodSettings().batch_size})")
-    parser.add_argument("--out", type=Path, default=Path("out/ucm"),
-                        help="folder for results.json and ucm.png (default: out/ucm)")
+    # --limit (first N triples per relation) is a field of UcmSettings, among "what to score".
+    add_output_arguments(parser, default_out=Path("out/ucm"), writes="results.json and ucm.png (and records.jsonl)")
     parser.set_defaults(func=run)
 
 
@@ -61,8 +63,11 @@ def _methods(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from medlama.atomic import atomic_directory
+    from medlama.commands.output import RESULTS
     from medlama.defaults import default_model_path
     from medlama.errors import MedlamaInputError
+    from medlama.progress import enabled as progress_enabled
     from medlama.settings import settings_from
     from medlama.ucm.evaluation import run_ucm
     from medlama.ucm.rankers import RankerSettings, make_ranker
@@ -84,12 +89,19 @@ def run(args: argparse.Namespace) -> int:
         retrieval=settings_from(RetrievalRankerSettings, {**given_settings(args, RetrievalRankerSettings), **batch}),
         causal_likelihood=settings_from(LikelihoodSettings, {**given_settings(args, LikelihoodSettings), **batch}))
     read_build_info(args.sets)  # a wrong folder fails before any model loads
-    rankers = [(label, make_ranker(kind, model, ranker_settings)) for label, kind, model in zip(labels, kinds, models)]
-    results, written = run_ucm(rankers, args.sets, args.out, settings)
-    for result in results:
-        cut = (f" ({result.num_records_truncated:,} more left out: an input over the model's length limit)"
-               if result.num_records_truncated else "")
-        print(f"{result.label}: {result.settings.get('method')} ranker, {result.num_sequences:,} sequences, "
-              f"{result.num_records:,} records{cut}, {result.seconds:.1f} s")
-    print(f"wrote {', '.join(str(p) for p in written)}")
+    check_device(args.device)
+    with claimed_output(args.out, kind="ucm", overwrite=args.overwrite), human_output(args):
+        rankers = [(label, make_ranker(kind, model, ranker_settings, device=args.device))
+                   for label, kind, model in zip(labels, kinds, models)]
+        # Written into a staging folder that replaces OUT whole once everything is there.
+        with atomic_directory(args.out, marker=RESULTS, kind="ucm") as staging:
+            results, written = run_ucm(rankers, args.sets, staging, settings, progress=progress_enabled())
+        for result in results:
+            cut = (f" ({result.num_records_truncated:,} more left out: an input over the model's length limit)"
+                   if result.num_records_truncated else "")
+            print(f"{result.label}: {result.settings.get('method')} ranker, {result.num_sequences:,} sequences, "
+                  f"{result.num_records:,} records{cut}, {result.seconds:.1f} s")
+        print(f"wrote {', '.join(str(args.out / p.name) for p in written)}")
+    if args.json:
+        print_results(args.out / RESULTS)
     return 0

@@ -1,0 +1,142 @@
+"""Flags and helpers shared by the commands that score models (``probe``, ``ucm``, ``recipe``): where the
+results go and how they are shown (``--out``, ``--overwrite``, ``--json``, ``--quiet``), where the models
+run (``--device``) and quick checks on fewer queries (``--limit``).
+
+* Outputs are checked before any work: a ``--out`` that is a file, someone else's folder, or the output of
+  another command is refused at once, and so is a rerun into the folder of a finished run unless
+  ``--overwrite`` is given (the folder is then replaced whole when the new run finishes; an interrupted
+  run leaves the earlier one as it was). The folder's lock (:func:`medlama.atomic.lock_directory`) is
+  held from that check to the end, so two runs never write one folder.
+* ``--json``: stdout carries the run's ``results.json`` and nothing else; tables and notes go to stderr.
+  ``--quiet``: no tables or notes (warnings and errors still go to stderr); with ``--json``, only the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from medlama.errors import MedlamaInputError
+
+#: The file every output of ``probe``, ``ucm`` and ``recipe`` holds once its run finished.
+RESULTS = "results.json"
+
+#: ``--batch-size``'s meaning for every command that runs a model forward (not ``rewire``'s).
+BATCH_SIZE_LEAD = "inputs per forward pass"
+
+_DEVICE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
+
+
+def device_word(word: str) -> str:
+    """argparse type of ``--device``: ``cpu``, ``cuda``, ``cuda:N`` or ``mps``."""
+    if not _DEVICE.match(word):
+        raise argparse.ArgumentTypeError(f"{word!r} is not a device; give cpu, cuda, cuda:N or mps")
+    return word
+
+
+def limit_word(word: str) -> int:
+    """argparse type of ``--limit``: an integer >= 1."""
+    try:
+        value = int(word)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{word!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+OVERWRITE_HELP = (f"replace the results of an earlier run in OUT; without it, a rerun into a folder that holds "
+                  f"{RESULTS} is refused before any work (default: refuse)")
+
+
+def add_output_arguments(parser: argparse.ArgumentParser, *, default_out: Path, writes: str,
+                         limit: str | None = None, overwrite: str = OVERWRITE_HELP, device: str = "the models") -> None:
+    """``--out``, ``--overwrite``, ``--json``, ``--quiet``, ``--device`` and (with ``limit``, the help of
+    what it limits) ``--limit``, in one group."""
+    group = parser.add_argument_group("run and output")
+    group.add_argument("--out", type=Path, default=default_out,
+                       help=f"folder for {writes} (default: {default_out})")
+    group.add_argument("--overwrite", action="store_true", help=overwrite)
+    group.add_argument("--json", action="store_true",
+                       help=f"print {RESULTS} on stdout and nothing else (tables and notes go to stderr)")
+    group.add_argument("--quiet", "-q", action="store_true",
+                       help="no tables or notes, only warnings and errors (results are still written to OUT)")
+    group.add_argument("--device", type=device_word, metavar="DEVICE",
+                       help=f"where {device} run: cpu, cuda, cuda:N or mps (default: cuda when there is one, "
+                            "else cpu)")
+    if limit:
+        group.add_argument("--limit", type=limit_word, metavar="N",
+                           help=f"{limit}, for a quick check; the scores are not the benchmark's (default: all)")
+
+
+def check_device(device: str | None) -> None:
+    """Refuse, before any work, a device this machine does not have."""
+    if device is None or device == "cpu":
+        return
+    import torch
+
+    if device.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(device.partition(":")[2] or 0)
+        if index >= count:
+            have = f"{count} CUDA device(s) (cuda:0 to cuda:{count - 1})" if count else "no CUDA device"
+            raise MedlamaInputError(f"--device {device}: this machine has {have}")
+    elif device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise MedlamaInputError("--device mps: MPS is not available on this machine")
+
+
+def check_output(out: Path, *, kind: str, overwrite: bool) -> None:
+    """Refuse ``out`` if another command's (or no command's) files are there, or a finished run's without
+    ``overwrite``; see :func:`medlama.atomic.check_replaceable`."""
+    from medlama.atomic import check_replaceable
+
+    check_replaceable(out, marker=RESULTS, kind=kind)
+    if (Path(out) / RESULTS).is_file() and not overwrite:
+        raise MedlamaInputError(f"the output folder holds the results of an earlier run; give --overwrite to replace "
+                                f"them, or choose another --out (nothing was changed)", file=Path(out).resolve())
+
+
+@contextlib.contextmanager
+def claimed_output(out: Path, *, kind: str, overwrite: bool) -> Iterator[None]:
+    """Hold ``out``'s lock for the block, after :func:`check_output` (so before any work)."""
+    from medlama.atomic import lock_directory
+
+    check_output(out, kind=kind, overwrite=overwrite)  # a refusal creates nothing, not even the lock file
+    with lock_directory(out):
+        check_output(out, kind=kind, overwrite=overwrite)  # again, now that no one else writes it
+        yield
+
+
+def check_folder_output(out: Path, *, kind: str, overwrite: bool) -> None:
+    """:func:`check_output` for a command that writes into ``out`` as it goes (``recipe``'s rewired models, so
+    that an interrupted run resumes there): ``out`` must be new, empty, or written by ``kind``."""
+    from medlama.atomic import OWNER_NAME, check_replaceable
+
+    check_replaceable(out, marker=OWNER_NAME, kind=kind)
+    if (Path(out) / RESULTS).is_file() and not overwrite:
+        raise MedlamaInputError("the output folder holds the results of a finished run; give --overwrite to replace "
+                                "them, or choose another --out (nothing was changed)", file=Path(out).resolve())
+
+
+@contextlib.contextmanager
+def human_output(args: argparse.Namespace) -> Iterator[None]:
+    """Send what the block prints on stdout to stderr (``--json``) or nowhere (``--quiet``)."""
+    if getattr(args, "quiet", False):
+        with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
+            yield
+    elif getattr(args, "json", False):
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    else:
+        yield
+
+
+def print_results(path: Path) -> None:
+    """``--json``: the results file, as written, on stdout."""
+    sys.stdout.write(Path(path).read_text(encoding="utf-8"))
+    sys.stdout.flush()

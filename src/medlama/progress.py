@@ -1,0 +1,115 @@
+"""Whether progress bars are shown: on a terminal only, unless asked for, and never against ``TQDM_DISABLE``.
+
+* :func:`enabled` is what medlama's own bars ask (``tqdm(..., disable=not enabled())``): the choice made
+  with :func:`showing` (``medlama ... --progress`` / ``--no-progress``) when there is one, else off when
+  ``TQDM_DISABLE`` is set to a true value, else on exactly when stderr is a terminal. Piped output and CI
+  logs thus carry no carriage returns or ``it/s`` lines.
+* :func:`showing` applies the choice for a block (the ``medlama`` command wraps each run in it) to the
+  libraries' own bars too: ``datasets``, ``huggingface_hub`` and ``transformers`` bars are switched off
+  or on, and every other tqdm bar that does not say otherwise (sentence-transformers' "Computing widget
+  examples", say) gets the choice as its default; everything is put back afterwards.
+
+``TQDM_DISABLE`` is read here at each call, since tqdm itself reads it only once, when it is imported: the
+block sets it for a tqdm imported later (and child processes), and gives an already imported tqdm the same
+default ``disable`` the variable would have given it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+import warnings
+from collections.abc import Iterator
+
+_TRUE = ("1", "true", "yes", "on")
+#: The choice of the innermost :func:`showing` block: True, False, or None (decide by the terminal).
+_choice: bool | None = None
+
+
+def env_disabled() -> bool:
+    """Whether ``TQDM_DISABLE`` asks for no bars."""
+    return os.environ.get("TQDM_DISABLE", "").strip().lower() in _TRUE
+
+
+def enabled() -> bool:
+    """Whether a progress bar should be shown now (see the module docstring)."""
+    if _choice is not None:
+        return _choice
+    if env_disabled():
+        return False
+    stream = sys.stderr
+    return bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
+
+
+def _library_switches() -> list[tuple[object, object, object]]:
+    """``(is_enabled, enable, disable)`` for the bar switches of the libraries already imported."""
+    switches = []
+    if "datasets" in sys.modules:
+        from datasets.utils import logging as datasets_logging
+
+        switches.append((datasets_logging.is_progress_bar_enabled, datasets_logging.enable_progress_bar,
+                         datasets_logging.disable_progress_bar))
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub import utils as hub_utils
+
+        switches.append((lambda: not hub_utils.are_progress_bars_disabled(), hub_utils.enable_progress_bars,
+                         hub_utils.disable_progress_bars))
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as transformers_logging
+
+        switches.append((transformers_logging.is_progress_bar_enabled, transformers_logging.enable_progress_bar,
+                         transformers_logging.disable_progress_bar))
+    return switches
+
+
+# Read when each library is first imported (after the block starts, say), so set for the block too.
+_ENV = ("TQDM_DISABLE", "HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PROGRESS_BARS")
+
+
+@contextlib.contextmanager
+def showing(show: bool | None = None) -> Iterator[bool]:
+    """Show progress bars in the block if ``show`` (None: as :func:`enabled` decides); yields the outcome."""
+    global _choice
+    previous_choice, previous_env = _choice, {name: os.environ.get(name) for name in _ENV}
+    on = enabled() if show is None else bool(show)
+    switches = _library_switches()
+    previous_states = [is_enabled() for is_enabled, _, _ in switches]
+    _choice = on
+    if not on:
+        for name in _ENV:
+            os.environ[name] = "1"
+    _switch([enable if on else disable for _, enable, disable in switches])
+    put_back = _tqdm_default(disable=not on)
+    try:
+        yield on
+    finally:
+        _choice = previous_choice
+        put_back()
+        for name, value in previous_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        _switch([enable if state else disable for (_, enable, disable), state in zip(switches, previous_states)])
+
+
+def _tqdm_default(*, disable: bool):
+    """Make ``disable`` the default of tqdm's bars, as ``TQDM_DISABLE`` does at import; returns the undo."""
+    if "tqdm" not in sys.modules:
+        return lambda: None  # the environment variable set for the block does it when tqdm is imported
+    from tqdm import std
+
+    original = std.tqdm.__dict__["__init__"]  # a partialmethod when tqdm read TQDM_* variables at import
+    func, args, keywords = ((original.func, original.args, original.keywords)
+                            if isinstance(original, functools.partialmethod) else (original, (), {}))
+    std.tqdm.__init__ = functools.partialmethod(func, *args, **{**keywords, "disable": disable})
+    return lambda: setattr(std.tqdm, "__init__", original)
+
+
+def _switch(calls) -> None:
+    with warnings.catch_warnings():  # huggingface_hub warns when its environment variable overrides the call
+        warnings.simplefilter("ignore")
+        for call in calls:
+            call()
