@@ -47,7 +47,9 @@ def load_sets(directory: str | Path, *, sources: Sequence[str] | None = None,
               context_types: Sequence[str] | None = None, negative: bool = True,
               relations: Sequence[str] | None = None) -> ContextSets:
     """Rows of a folder written by ``medlama build context-variance`` (all its sources by default)."""
-    from datasets import concatenate_datasets, load_dataset
+    from datasets import concatenate_datasets
+
+    from medlama.datasets.folders import load_config  # not load_dataset(DIR): its cache mixes up folders
 
     from medlama.datasets.medlama import _quiet_datasets
 
@@ -65,7 +67,7 @@ def load_sets(directory: str | Path, *, sources: Sequence[str] | None = None,
             raise MedlamaInputError(f"context type(s) {bad} not built; this folder has {types}", file=directory)
         types = [t for t in types if t in context_types]
     with _quiet_datasets():
-        parts = [load_dataset(str(directory), source, split="test") for source in chosen]
+        parts = [load_config(directory, source, "test") for source in chosen]
         rows = concatenate_datasets(parts) if len(parts) > 1 else parts[0]
         frame = rows.select_columns(["context_type", "negative", "relation"]).to_pandas()
         keep = frame["context_type"].isin(types)
@@ -79,7 +81,7 @@ def load_sets(directory: str | Path, *, sources: Sequence[str] | None = None,
             keep &= frame["relation"].isin(list(relations))
         if not keep.all():
             rows = rows.select(np.flatnonzero(keep.to_numpy()))
-        pool_rows = load_dataset(str(directory), "pools", split="test")
+        pool_rows = load_config(directory, "pools", "test")
     if not len(rows):
         raise MedlamaInputError("no context sequences selected (empty sources, or filters that match nothing)",
                                 file=directory)
