@@ -11,8 +11,7 @@ import hashlib
 from dataclasses import asdict
 from pathlib import Path
 
-from medlama.datasets.biolama import DEFAULT_CONFIG, SOURCES, SPLITS, BiolamaBuild, build_biolama, features, \
-    relation_config
+from medlama.datasets.biolama import DEFAULT_CONFIG, SOURCES, SPLITS, BiolamaBuild, build_biolama, relation_config
 from medlama.datasets.export import relation_ranges, write_folder
 from medlama.datasets.statistics import biolama_statistics, biolama_statistics_markdown
 from medlama.errors import MedlamaInputError
@@ -30,18 +29,16 @@ def config_layout(build: BiolamaBuild) -> dict[str, str]:
     return layout
 
 
-def render_biolama_card(build: BiolamaBuild, layout: dict[str, str], stats: list[dict]) -> str:
-    """The README of a built folder: the template's text, configs and schemas from the data, statistics filled."""
+def render_biolama_card(build: BiolamaBuild, layout: dict[str, str], stats: list[dict], folder: Path) -> str:
+    """The README of a built folder whose files are in ``folder``: the template's text, every config with its
+    sizes, statistics filled."""
     from medlama.datasets.card import render_card
 
     totals = {(r["source"], r["relation"]): r for r in stats}
-    schemas = {name: (features(), {split: totals[(name if name != DEFAULT_CONFIG else "all", "all")][split]
-                                   for split in SPLITS})
-               for name in (DEFAULT_CONFIG, *build.report.sources)}
     state = "verified" if build.report.checksums_verified else "**not verified against a trusted SHA-256**"
-    # Tags name the sources actually built; `umls` marks UMLS-derived data (gated when pushed to the Hub).
+    # Tags name the sources actually built; `umls` marks UMLS-derived data (gated on the Hub).
     return render_card(
-        "biolama", default_config=DEFAULT_CONFIG, statistics=biolama_statistics_markdown(stats), schemas=schemas,
+        "biolama", folder=folder, default_config=DEFAULT_CONFIG, statistics=biolama_statistics_markdown(stats),
         configs={name: {split: pattern.format(split=split) for split in SPLITS} for name, pattern in layout.items()},
         licence_tags=build.report.sources, replace_tags=SOURCES,
         rows=sum(totals[("all", "all")][split] for split in SPLITS),
@@ -60,7 +57,6 @@ def write_biolama(out_dir: str | Path, source: str | Path | None = None, **optio
     build = build_biolama(source, **options)
     stats = biolama_statistics(build)
     layout = config_layout(build)
-    card = render_biolama_card(build, layout, stats)
     tables = {}
     for split in SPLITS:
         data = build.datasets[split]
@@ -69,7 +65,7 @@ def write_biolama(out_dir: str | Path, source: str | Path | None = None, **optio
             tables[layout[config].format(split=split)] = data.select(ranges.get(config, range(0)))
     info = {"dataset": "biolama", "report": asdict(build.report), "statistics": stats,
             "configs": {name: [pattern.format(split=s) for s in SPLITS] for name, pattern in layout.items()}}
-    write_folder(out_dir, tables, card, info)
+    write_folder(out_dir, tables, lambda folder: render_biolama_card(build, layout, stats, folder), info)
     return build, stats
 
 

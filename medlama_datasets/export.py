@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -47,8 +47,10 @@ def relation_ranges(labels: Sequence[str]) -> dict[str, range]:
     return ranges
 
 
-def write_folder(out_dir: str | Path, tables: Mapping[str, object], card: str, info: dict) -> None:
+def write_folder(out_dir: str | Path, tables: Mapping[str, object], card: Callable[[Path], str], info: dict) -> None:
     """Write ``tables`` (path inside the folder -> ``Dataset``), the card and ``build_info.json`` atomically.
+
+    ``card(folder)`` renders the card once the tables are written in ``folder`` (the card states their sizes).
 
     An earlier build in ``out_dir`` is replaced only once the new one is complete; the caller checks
     with ``medlama.atomic.check_replaceable`` *before* building that ``out_dir`` may be replaced.
@@ -58,7 +60,7 @@ def write_folder(out_dir: str | Path, tables: Mapping[str, object], card: str, i
     with atomic_directory(out_dir, marker=MARKER) as staging, quiet_datasets():
         for relative, table in tables.items():
             to_parquet(table, staging / relative)
-        (staging / "README.md").write_text(card, encoding="utf-8")
+        (staging / "README.md").write_text(card(staging), encoding="utf-8")
         (staging / MARKER).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
 
 

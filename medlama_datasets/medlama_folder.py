@@ -2,8 +2,7 @@
 
 A thin layer over :class:`medlama.datasets.medlama.MedlamaBuilder` (through ``build_medlama``): the
 folder's README declares every config of the builder that has rows, so that ``load_dataset(DIR,
-"hard")`` (and, from DIR's parent, ``load_dataset("medlama", "hard")``) works offline, and the same
-folder works on the Hub.
+"hard")`` works offline, and the same folder works on the Hub.
 """
 
 from __future__ import annotations
@@ -67,7 +66,7 @@ def write_medlama(out_dir: str | Path, source: str | Path | None = None, *, toke
     for config, names in build.candidates.items():  # configs with rows only (see build_medlama)
         tables[layout[f"candidates_{config}"]] = Dataset.from_dict({"name": names}, features=candidate_features())
     info = {"report": asdict(build.report), "statistics": stats, "configs": dict(layout)}
-    write_folder(out_dir, tables, render_medlama_card(build, layout, stats), info)
+    write_folder(out_dir, tables, lambda folder: render_medlama_card(build, layout, stats, folder), info)
     return build, stats
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from medlama.datasets.folders import DataFolder, load_config, resolve_folder
 from medlama.errors import MedlamaInputError
 from medlama.probers.queries import QuerySet
 
@@ -38,24 +39,18 @@ def source_of(group: str) -> str:
     return group.split("_", 1)[0]
 
 
-def load_biolama_queries(data_dir: str | Path, config: str = "all", *, split: str = "test",
+def load_biolama_queries(data: str | Path | DataFolder, config: str = "all", *, split: str = "test",
                          relations: Sequence[str] | None = None, candidates: str = "labels") -> QuerySet:
-    """Queries of a built BioLAMA folder for ``config`` (``all``, a source, or ``<source>_<PID>``) and ``split``.
+    """Queries of BioLAMA for ``config`` (``all``, a source, or ``<source>_<PID>``) and ``split`` from ``data``:
+    a built folder (``medlama build biolama``), a ``push-dataset`` dry run or a Hub dataset id.
 
     ``relations`` keeps only these relations, named ``UR44`` or ``umls_UR44``.
     """
-    from datasets import load_dataset
-
-    data_dir = Path(data_dir)
-    if not (data_dir / "README.md").is_file():
-        raise MedlamaInputError("not a built dataset folder (no README.md); run `medlama build biolama --out DIR`",
-                                file=data_dir)
+    folder = data if isinstance(data, DataFolder) else resolve_folder(data, dataset="biolama")
+    data_dir = folder.path
     if candidates not in CANDIDATE_SETS:
         raise MedlamaInputError(f"unknown candidate set {candidates!r}; choose from {list(CANDIDATE_SETS)}")
-    try:
-        data = load_dataset(str(data_dir), config, split=split)
-    except ValueError as error:
-        raise MedlamaInputError(f"cannot load config {config!r}, split {split!r}: {error}", file=data_dir) from None
+    data = load_config(data_dir, config, split)
     if "answers" not in data.column_names or "query" not in data.column_names:
         raise MedlamaInputError(f"config {config!r} is not BioLAMA (no 'query' and 'answers' columns)", file=data_dir)
     groups = [group_of(s, r) for s, r in zip(data["source"], data["relation"])]
@@ -78,8 +73,10 @@ def load_biolama_queries(data_dir: str | Path, config: str = "all", *, split: st
     if candidates == "labels+aliases":
         for answers in data["answers"]:
             names.update(answers)
+    info = {"dataset": "biolama", "config": config, "split": split,
+            "relations": list(relations) if relations else "all", **folder.info}
     return QuerySet(ids=list(data["id"]), relations=groups, texts=list(data["query"]),
-                    gold=[list(g) for g in data["answers"]], candidates=sorted(names), name=name)
+                    gold=[list(g) for g in data["answers"]], candidates=sorted(names), name=name, info=info)
 
 
 def by_source(metrics: Mapping, ks: Sequence[int] = BIOLAMA_KS) -> dict[str, dict]:

@@ -1,5 +1,6 @@
 """The probing front end shared by every prober: queries, gold answers and candidates of a dataset, and
-:func:`load_queries`, which finds them from a :class:`QuerySource` (dataset, built folder, config, ...)."""
+:func:`load_queries`, which finds them from a :class:`QuerySource` (dataset, built folder or Hub dataset id,
+config, ...). Where the data is, and what identifies it, is :mod:`medlama.datasets.folders`' job."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from medlama.datasets.folders import DataFolder, folder_configs, identity, load_config, resolve_folder
 from medlama.defaults import MASK_PLACEHOLDER
 from medlama.errors import MedlamaInputError
 from medlama.settings import check, setting
@@ -28,7 +30,7 @@ class QuerySet:
     candidates: list[str]
     name: str = "queries"
     #: What identifies the data (dataset, config, relations, release commit or Hub revision, content hash):
-    #: the ``data`` block of a result's provenance (:func:`data_info`). Never a local path.
+    #: the ``data`` block of a result's provenance. Never a local path.
     info: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -55,7 +57,8 @@ class QuerySet:
 
     def limit_per_relation(self, limit: int) -> "QuerySet":
         """The first ``limit`` queries of each relation, in query order, with the same candidates (a quick
-        check; its scores are not the benchmark's). Named ``<name>[first N per relation]``."""
+        check; its scores are not the benchmark's, though a hit means what it means in a full run). Named
+        ``<name>[first N per relation]``, and recorded as ``limit_per_relation`` in :attr:`info`."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise MedlamaInputError(f"the query limit must be an integer >= 1, got {limit!r}")
         seen: dict[str, int] = {}
@@ -66,64 +69,41 @@ class QuerySet:
                 pick.append(index)
         if len(pick) == len(self):
             return self
-        return self.subset(pick, name=f"{self.name}[first {limit} per relation]")
+        subset = self.subset(pick, name=f"{self.name}[first {limit} per relation]")
+        return QuerySet(subset.ids, subset.relations, subset.texts, subset.gold, subset.candidates, subset.name,
+                        {**self.info, "limit_per_relation": limit} if self.info else {})
 
 
-def load_medlama_queries(data_dir: str | Path, config: str = "hard", *, relations: Sequence[str] | None = None,
-                         prompt_column: str = "query_human") -> QuerySet:
-    """Queries of a built MedLAMA folder (``medlama build medlama``) for ``config`` (``hard`` or ``full``).
+def load_medlama_queries(data: str | Path | DataFolder, config: str = "hard", *,
+                         relations: Sequence[str] | None = None, prompt_column: str = "query_human") -> QuerySet:
+    """Queries of MedLAMA for ``config`` (``hard`` or ``full``) from ``data``: a built folder (``medlama build
+    medlama``), a ``push-dataset`` dry run or a Hub dataset id (:func:`~medlama.datasets.folders.resolve_folder`).
 
     The candidate set is the config's exported one (all answer and head names of the evaluated
     relations), as the reference probe builds it; a relation subset gets the union of its relations'.
     """
-    from datasets import load_dataset
-
-    data_dir = Path(data_dir)
-    if not (data_dir / "README.md").is_file():
-        raise MedlamaInputError("not a built dataset folder (no README.md); run `medlama build medlama --out DIR`",
-                                file=data_dir)
+    folder = data if isinstance(data, DataFolder) else resolve_folder(data, dataset="medlama")
     if prompt_column not in PROMPT_COLUMNS:
         raise MedlamaInputError(f"unknown prompt column {prompt_column!r}; choose from {list(PROMPT_COLUMNS)}")
-    try:
-        data = load_dataset(str(data_dir), config, split="test")
-    except ValueError as error:
-        raise MedlamaInputError(f"cannot load config {config!r}: {error}", file=data_dir) from None
-    known = sorted(set(data["relation"]))
+    rows = load_config(folder.path, config, "test")
+    known = sorted(set(rows["relation"]))
     if relations:
         unknown = sorted(set(relations) - set(known))
         if unknown:
-            raise MedlamaInputError(f"unknown relation(s) {unknown}; known: {known}", file=data_dir)
-        data = data.filter(lambda batch: [r in set(relations) for r in batch["relation"]], batched=True)
+            raise MedlamaInputError(f"unknown relation(s) {unknown}; known: {known}", file=folder.path)
+        rows = rows.filter(lambda batch: [r in set(relations) for r in batch["relation"]], batched=True)
         names: set[str] = set()
         for rel in relations:
-            names.update(load_dataset(str(data_dir), f"candidates_{config}_{rel}", split="test")["name"])
+            names.update(load_config(folder.path, f"candidates_{config}_{rel}", "test")["name"])
         candidates = sorted(names)
         name = f"{config}[{','.join(relations)}]"
     else:
-        candidates = list(load_dataset(str(data_dir), f"candidates_{config}", split="test")["name"])
+        candidates = list(load_config(folder.path, f"candidates_{config}", "test")["name"])
         name = config
-    return QuerySet(ids=list(data["id"]), relations=list(data["relation"]), texts=list(data[prompt_column]),
-                    gold=[list(g) for g in data["answer_names"]], candidates=candidates, name=name,
-                    info=data_info(data_dir, "medlama", config, relations))
-
-
-def data_info(folder: str | Path, dataset: str, config: str, relations: Sequence[str] | None = None,
-              **more) -> dict:
-    """What identifies the probed data of a built ``folder``: the dataset, config and relations, the release
-    commit its build recorded (``build_info.json``), and a hash of its files (never its local path)."""
-    import json
-
-    from medlama.provenance import folder_hash
-
-    folder = Path(folder)
-    info: dict = {"dataset": dataset, "config": config, "relations": list(relations) if relations else "all", **more}
-    try:
-        report = json.loads((folder / "build_info.json").read_text(encoding="utf-8")).get("report") or {}
-        info["release_commit"] = report.get("commit")
-    except (OSError, ValueError, AttributeError):
-        info["release_commit"] = None
-    info["folder_sha256"] = folder_hash(folder)
-    return info
+    info = {"dataset": "medlama", "config": config, "relations": list(relations) if relations else "all",
+            **folder.info}
+    return QuerySet(ids=list(rows["id"]), relations=list(rows["relation"]), texts=list(rows[prompt_column]),
+                    gold=[list(g) for g in rows["answer_names"]], candidates=candidates, name=name, info=info)
 
 
 def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt_column: str = "query_human",
@@ -163,7 +143,7 @@ def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt
 # -- which queries to probe: the dataset, its built folder, config, split and relations ------------------
 
 DATASETS = ("medlama", "biolama")
-#: Query sets each dataset offers (BioLAMA also has one config per relation, ``<source>_<PID>``).
+#: Query sets each dataset offers (and one per relation: MedLAMA ``hard_<relation>``, BioLAMA ``<source>_<PID>``).
 CONFIGS = {"medlama": ("hard", "full"), "biolama": ("all", "ctd", "umls", "wikidata")}
 
 
@@ -174,11 +154,14 @@ class QuerySource:
     dataset: str = setting("medlama", choices=DATASETS,
                            help="benchmark to probe; biolama is scored as BioLAMA does: normalised match against "
                                 "labels and aliases, acc@1 and acc@5")
-    data: Path | None = setting(None, help="a built folder of the dataset; none: build once into the cache from "
-                                           "--source / $MEDLAMA_SOURCE or $BIOLAMA_SOURCE / the pinned download")
+    data: Path | None = setting(None, help="the dataset as load_dataset reads it: a built folder, a push-dataset "
+                                           "dry run, or a Hub dataset id (you/medlama, you/medlama@REVISION); "
+                                           "none: build once into the cache from --source / $MEDLAMA_SOURCE or "
+                                           "$BIOLAMA_SOURCE / the pinned download")
     source: str | None = setting(None, help="the dataset's release (folder or archive), used when --data is not "
                                             "given")
-    config: str | None = setting(None, help="query set: MedLAMA hard or full; BioLAMA all, ctd, umls, wikidata "
+    config: str | None = setting(None, help="query set, a config of the dataset: MedLAMA hard, full or "
+                                            "hard_<relation> / full_<relation>; BioLAMA all, ctd, umls, wikidata "
                                             "or <source>_<PID>; none: the first (hard, all)")
     split: str = setting("test", help="BioLAMA split to probe: train, dev or test")
     relations: tuple[str, ...] | None = setting(None, help="probe only these relations (none: all)", metavar="REL")
@@ -189,17 +172,47 @@ class QuerySource:
         check(self)
 
 
-def data_folder(source: QuerySource) -> Path:
-    """The built dataset folder: ``source.data``, else one built once into the cache from the release."""
+def resolve_data(source: QuerySource) -> DataFolder:
+    """The dataset folder of ``source`` and its identity: ``source.data`` (a folder, a dry run or a Hub id),
+    else a folder built once into the cache from the release."""
     if source.data is not None:
-        return Path(source.data)
+        return resolve_folder(source.data, dataset=source.dataset)
     if source.dataset == "biolama":
         from medlama.datasets.biolama import cached_build as cached_biolama
 
-        return cached_biolama(source.source)
-    from medlama.datasets.medlama import cached_build
+        folder = cached_biolama(source.source)
+    else:
+        from medlama.datasets.medlama import cached_build
 
-    return cached_build(source.source)
+        folder = cached_build(source.source)
+    return DataFolder(folder, identity(folder, "build", source.dataset))
+
+
+def data_folder(source: QuerySource) -> Path:
+    """The local dataset folder of ``source`` (:func:`resolve_data`)."""
+    return resolve_data(source).path
+
+
+def medlama_config(config: str, relations: Sequence[str] | None = None) -> tuple[str, list[str] | None]:
+    """``(set, relations)`` of a MedLAMA config name: ``hard``, ``full``, or ``hard_<relation>`` /
+    ``full_<relation>`` (the folder's per-relation configs), which selects that relation."""
+    set_name, _, relation = config.partition("_")
+    if set_name not in CONFIGS["medlama"]:
+        raise MedlamaInputError(f"unknown MedLAMA config {config!r}; choose from {list(CONFIGS['medlama'])} or "
+                                "hard_<relation> / full_<relation> (e.g. hard_may_treat)")
+    if not relation:
+        return set_name, list(relations) if relations else None
+    if relations and list(relations) != [relation]:
+        raise MedlamaInputError(f"config {config!r} already selects the relation {relation!r}; give "
+                                f"--config {set_name} with --relations {' '.join(relations)}, or leave --relations out")
+    return set_name, [relation]
+
+
+def _check_medlama_config(folder: DataFolder, config: str) -> None:
+    """An unknown per-relation config: say which query configs the folder has."""
+    configs = [name for name in folder_configs(folder.path) if not name.startswith("candidates_")]
+    if config not in configs:
+        raise MedlamaInputError(f"unknown MedLAMA config {config!r}; this dataset has {configs}", file=folder.path)
 
 
 def load_queries(source: QuerySource) -> QuerySet:
@@ -211,34 +224,10 @@ def load_queries(source: QuerySource) -> QuerySet:
 
         if source.prompt_column != "query_human":
             raise MedlamaInputError("--prompt-column is a MedLAMA option; BioLAMA queries use its manual prompts")
-        folder = data_folder(source)
-        queries = load_biolama_queries(folder, config, split=source.split, relations=relations)
-        if not queries.info:
-            from dataclasses import replace
-
-            queries = replace(queries, info=data_info(folder, "biolama", config, relations, split=source.split))
-        return queries
-    if config not in CONFIGS["medlama"]:
-        raise MedlamaInputError(f"unknown MedLAMA config {config!r}; choose from {list(CONFIGS['medlama'])}")
+        return load_biolama_queries(resolve_data(source), config, split=source.split, relations=relations)
+    set_name, relations = medlama_config(config, relations)
     if source.split != "test":
         raise MedlamaInputError("MedLAMA has one split, test")
-    return load_medlama_queries(data_folder(source), config, relations=relations,
-                                prompt_column=source.prompt_column)
-
-
-def first_per_relation(queries: QuerySet, limit: int | None) -> QuerySet:
-    """The first ``limit`` queries of each relation (all when ``limit`` is ``None``), for quick checks; the
-    candidates stay those of the whole set, so a hit means what it means in a full run."""
-    if limit is None:
-        return queries
-    if limit < 1:
-        raise MedlamaInputError(f"limit must be >= 1, got {limit}")
-    seen: dict[str, int] = {}
-    keep = []
-    for index, relation in enumerate(queries.relations):
-        seen[relation] = seen.get(relation, 0) + 1
-        if seen[relation] <= limit:
-            keep.append(index)
-    subset = queries.subset(keep)
-    return QuerySet(subset.ids, subset.relations, subset.texts, subset.gold, subset.candidates, subset.name,
-                    {**queries.info, "limit_per_relation": limit} if queries.info else {})
+    folder = resolve_data(source)
+    _check_medlama_config(folder, config)
+    return load_medlama_queries(folder, set_name, relations=relations, prompt_column=source.prompt_column)

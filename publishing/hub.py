@@ -16,11 +16,13 @@ uploads it (``HfApi.upload_folder``, one commit) or, with ``dry_run=DIR``, leave
 
 No uploaded file names a local path (:mod:`medlama.publishing.public_names`): the local copy keeps them.
 
-Datasets: the tree is the folder's ``README.md`` (the card with its ``configs``), ``build_info.json`` and
+Datasets: the tree is the folder's ``README.md`` (the card with its ``configs``, its load instructions naming
+the repository), ``build_info.json`` and
 every file a config's ``data_files`` names; nothing else. For UMLS-derived data (MedLAMA; BioLAMA when
 it holds the ``umls`` source; context-variance sets built from either: the card's ``umls`` tag) the card
-gets gated-access metadata (``extra_gated_prompt`` and ``extra_gated_fields``, a UMLS-licence checkbox)
-and the repository is set to gated before any file is uploaded; such data is only pushed gated or
+gets gated-access metadata (``gated``, ``extra_gated_prompt`` and ``extra_gated_fields``, a UMLS-licence
+checkbox; the built folder's own card has them too) and the repository is set to gated (manual approval by
+default) before any file is uploaded; such data is only pushed gated or
 private. Data quoting MIMIC-III notes (context-variance sets with a ``mimic``-format source: the card's
 ``mimic`` tag) may not be redistributed under the PhysioNet data use agreement, and is only pushed
 private. Context-variance folders built before these tags existed are recognised by their
@@ -36,7 +38,8 @@ of those local paths) likewise. A file that would still name a local path stops 
 Metrics: an ``evaluate`` community module is a Space whose script is named after the repository
 (``evaluate.load("<user>/<name>")`` fetches ``<name>.py``): the tree is ``<name>.py`` (the module's script,
 unchanged, renamed if the repository name differs), its ``README.md`` card (with the load path updated),
-``requirements.txt`` and a Gradio ``app.py`` widget.
+``requirements.txt`` and a Gradio ``app.py`` widget (:mod:`medlama.metrics.space_app`: blank optional
+columns mean "not given").
 
 The token comes from the ``token`` argument, ``HF_TOKEN`` or the standard ``hf auth login``; it is never
 printed or written.
@@ -55,33 +58,20 @@ from typing import Any
 
 from medlama.atomic import atomic_directory
 from medlama.checksums import sha256_of
-from medlama.datasets.licences import MIMIC_TAG, UMLS_TAG
+from medlama.datasets.licences import GATED_FIELDS, GATED_PROMPT, MIMIC_TAG, UMLS_TAG  # noqa: F401
 from medlama.errors import MedlamaInputError
 from medlama.publishing.public_names import public_build_info, public_rewire_record, replace_local
 
 MANIFEST_NAME = "manifest.json"
 GATE_MODES = ("auto", "manual")
-GATED_PROMPT = (
-    "This dataset holds data derived from the UMLS Metathesaurus. Access is limited to holders of a UMLS licence: "
-    "by requesting access you confirm that you hold a current UMLS Metathesaurus licence from the U.S. "
-    "National Library of Medicine (free, https://uts.nlm.nih.gov/uts/signup-login) and will use the data "
-    "under the UMLS licence agreement, including the terms of its source vocabularies.")
-GATED_FIELDS = {
-    "I hold a UMLS Metathesaurus licence and accept the UMLS licence agreement": "checkbox",
-    "UTS username (UMLS Terminology Services)": "text",
-}
 DATASET_EXTRA_FILES = ("README.md", "build_info.json")
 METRIC_FILES = ("README.md", "requirements.txt")
 #: The dry-run folder of a model holds its tree here (``DIR/files/``), beside ``manifest.json``.
 MODEL_TREE = "files"
 MODEL_RECORD = "rewire_config.json"
 _CHECKPOINT_STATE = ("optimizer.pt", "scheduler.pt", "scaler.pt", "training_args.bin")
-APP_TEMPLATE = '''import evaluate
-from evaluate.utils import launch_gradio_widget
-
-module = evaluate.load("{repo_id}")
-launch_gradio_widget(module)
-'''
+#: The Space's ``app.py``: :mod:`medlama.metrics.space_app`, with the repository id filled in.
+APP_PLACEHOLDER = 'REPO_ID = "<repo_id>"'
 
 
 # --------------------------------------------------------------------------- shared
@@ -250,10 +240,16 @@ def plan_dataset(path: str | Path) -> tuple[list[str], list[str]]:
     return files, [name for name in present if name not in wanted]
 
 
-def _gated_card_text(card, gated: bool) -> str:
-    if gated:
-        card.data.extra_gated_prompt = GATED_PROMPT
-        card.data.extra_gated_fields = dict(GATED_FIELDS)
+def _pushed_card_text(card, gate: str | None, repo_id: str) -> str:
+    """The card as uploaded: gating keys as the repository is gated, load instructions naming ``repo_id``."""
+    from medlama.datasets.card import gate as gate_card, name_repository
+
+    if gate:
+        gate_card(card.data, gate)
+    else:  # an ungated (private) push: the card says what the repository is
+        for key in ("gated", "extra_gated_prompt", "extra_gated_fields"):
+            card.data.pop(key, None)
+    card.text = name_repository(card.text, repo_id)
     return str(card)
 
 
@@ -262,8 +258,8 @@ def push_dataset(path: str | Path, repo_id: str, *, private: bool = False, revis
                  token: str | None = None, api=None) -> dict[str, Any]:
     """Upload the built dataset folder ``path`` to the dataset repository ``repo_id`` (created if missing).
 
-    ``gated``: ``"auto"`` or ``"manual"`` access approval, ``"none"`` for no gating, or ``None``: ``"auto"``
-    for UMLS-derived data, none otherwise. UMLS-derived data is refused ungated unless ``private``; data
+    ``gated``: ``"auto"`` or ``"manual"`` access approval, ``"none"`` for no gating, or ``None``: ``"manual"``
+    for UMLS-derived data (each request approved by hand), none otherwise. UMLS-derived data is refused ungated unless ``private``; data
     quoting MIMIC-III notes is refused unless ``private``.
     With ``dry_run=DIR`` nothing is uploaded (module docstring). Returns the manifest.
     """
@@ -281,7 +277,7 @@ def push_dataset(path: str | Path, repo_id: str, *, private: bool = False, revis
                                 "agreement forbids redistributing: it can only be pushed --private (nothing was "
                                 "uploaded)", file=folder)
     if gated is None:
-        gated = "auto" if umls else "none"
+        gated = "manual" if umls else "none"
     if gated not in (*GATE_MODES, "none"):
         raise MedlamaInputError(f"unknown gating {gated!r}; choose from {[*GATE_MODES, 'none']}")
     if umls and gated == "none" and not private:
@@ -301,7 +297,7 @@ def push_dataset(path: str | Path, repo_id: str, *, private: bool = False, revis
             destination = tree / relative
             destination.parent.mkdir(parents=True, exist_ok=True)
             if relative == "README.md":
-                destination.write_text(_gated_card_text(_load_card(folder), gate is not None), encoding="utf-8")
+                destination.write_text(_pushed_card_text(_load_card(folder), gate, repo_id), encoding="utf-8")
             elif relative == "build_info.json":
                 destination.write_text(public_build_info((folder / relative).read_text(encoding="utf-8")),
                                        encoding="utf-8")
@@ -442,6 +438,16 @@ def metric_folder(name: str | Path) -> Path:
         raise MedlamaInputError(str(error)) from None
 
 
+def space_app_text(repo_id: str) -> str:
+    """The Space's ``app.py`` for the metric ``repo_id`` (blank optional cells mean "not given")."""
+    from medlama.metrics import space_app
+
+    text = Path(space_app.__file__).read_text(encoding="utf-8")
+    if APP_PLACEHOLDER not in text:
+        raise RuntimeError("medlama.metrics.space_app has lost its REPO_ID placeholder")
+    return text.replace(APP_PLACEHOLDER, f"REPO_ID = {json.dumps(repo_id)}", 1)
+
+
 def push_metric(name: str | Path, repo_id: str, *, private: bool = False, revision: str | None = None,
                 commit_message: str | None = None, dry_run: str | Path | None = None, token: str | None = None,
                 api=None) -> dict[str, Any]:
@@ -475,7 +481,7 @@ def push_metric(name: str | Path, repo_id: str, *, private: bool = False, revisi
                       lambda m: f'evaluate.load("{repo_id}"){m.group(1)}', card, flags=re.MULTILINE)
         (tree / "README.md").write_text(card, encoding="utf-8")
         shutil.copy2(folder / "requirements.txt", tree / "requirements.txt")
-        (tree / "app.py").write_text(APP_TEMPLATE.format(repo_id=repo_id), encoding="utf-8")
+        (tree / "app.py").write_text(space_app_text(repo_id), encoding="utf-8")
 
     return _finish(write_tree, repo_name, folder, manifest, dry_run=dry_run, api=api, token=token,
                    space_sdk="gradio")

@@ -54,9 +54,9 @@ class MedLAMAEvaluator(_Base):
         super().__init__()
         if queries is None:
             from medlama.api import _queries
-            from medlama.probers.queries import first_per_relation
 
-            queries = first_per_relation(_queries(data, dataset="medlama", config=config, relations=relations), limit)
+            queries = _queries(data, dataset="medlama", config=config, relations=relations)
+            queries = queries.limit_per_relation(limit) if limit is not None else queries
         self.queries = queries
         self.settings = settings
         self.name = name

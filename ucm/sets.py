@@ -50,7 +50,9 @@ def load_sets(directory: str | Path, *, sources: Sequence[str] | None = None,
 
     ``limit``: keep only the sequences of the first ``limit`` triples of each relation (a quick check).
     """
-    from datasets import concatenate_datasets, load_dataset
+    from datasets import concatenate_datasets
+
+    from medlama.datasets.folders import load_config  # not load_dataset(DIR): its cache mixes up folders
 
     from medlama.datasets.medlama import _quiet_datasets
 
@@ -68,7 +70,7 @@ def load_sets(directory: str | Path, *, sources: Sequence[str] | None = None,
             raise MedlamaInputError(f"context type(s) {bad} not built; this folder has {types}", file=directory)
         types = [t for t in types if t in context_types]
     with _quiet_datasets():
-        parts = [load_dataset(str(directory), source, split="test") for source in chosen]
+        parts = [load_config(directory, source, "test") for source in chosen]
         rows = concatenate_datasets(parts) if len(parts) > 1 else parts[0]
         frame = rows.select_columns(["context_type", "negative", "relation", "triple_id"]).to_pandas()
         keep = frame["context_type"].isin(types)
@@ -88,7 +90,7 @@ def load_sets(directory: str | Path, *, sources: Sequence[str] | None = None,
             keep &= pd.MultiIndex.from_frame(frame[["relation", "triple_id"]]).isin(first)
         if not keep.all():
             rows = rows.select(np.flatnonzero(keep.to_numpy()))
-        pool_rows = load_dataset(str(directory), "pools", split="test")
+        pool_rows = load_config(directory, "pools", "test")
     if not len(rows):
         raise MedlamaInputError("no context sequences selected (empty sources, or filters that match nothing)",
                                 file=directory)

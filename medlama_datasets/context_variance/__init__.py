@@ -17,7 +17,7 @@ The dataset:
 * :mod:`.pipeline`      the per-triple work (retrieval, contexts, rows) in worker processes;
 * :mod:`.builder`       :class:`ContextVarianceBuilder`, the ``datasets`` builder class;
 * :mod:`.export`        every config written into a dataset folder (``medlama build context-variance``);
-* :mod:`.stats`, :mod:`.card_text`  the build's counts and its card.
+* :mod:`.stats`         the build's counts (its card: :func:`medlama.datasets.card.render_context_variance_card`).
 
 The builder and the export import ``datasets``; they are loaded when first asked for, so that the
 worker processes of a build (which import this package) stay small.
@@ -43,7 +43,6 @@ _LAZY = {
     "ContextVarianceConfig": "builder",
     "build_context_variance": "export",
     "write_folder": "export",
-    "render_context_variance_card": "card_text",
 }
 
 
@@ -77,7 +76,6 @@ __all__ = [
     "build_context_variance",
     "build_contexts",
     "fill_template",
-    "render_context_variance_card",
     "resolve_pool_mentions",
     "segment_document",
     "write_folder",

@@ -28,7 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from medlama.datasets.context_variance.builder import ContextVarianceBuilder
-from medlama.datasets.context_variance.card_text import render_context_variance_card
+from medlama.datasets.card import render_context_variance_card
 from medlama.datasets.context_variance.knowledge import KnowledgeBase
 from medlama.datasets.context_variance.layout import config_layout, data_file, features, pool_features
 from medlama.datasets.context_variance.settings import BuildSettings, CorpusSpec
@@ -95,7 +95,7 @@ def write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origin
         if umls_derived is None:  # the triples carry no provenance of their own: relation names and origin
             umls_derived = origin.startswith("MedLAMA") or any(t.relation.startswith("umls_") for t in triples)
         result = ContextVarianceBuild(out_dir, settings, stats, configs, default_config, origin, umls_derived)
-        (staging / "README.md").write_text(render_context_variance_card(result), encoding="utf-8")
+        (staging / "README.md").write_text(render_context_variance_card(result, staging), encoding="utf-8")
         info = {"dataset": "context-variance", "origin": origin, "settings": asdict(settings),
                 "sources": [asdict(s) for s in stats], "configs": configs, "default_config": default_config}
         (staging / "build_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")

@@ -37,15 +37,12 @@ from medlama.errors import MedlamaInputError
 
 
 def _load(data_dir: Path, config: str, split: str, what: str):
-    from datasets import load_dataset
+    from medlama.datasets.folders import load_config  # not load_dataset(DIR): its cache mixes up folders
 
     if not (data_dir / "README.md").is_file():
         raise MedlamaInputError(f"not a built dataset folder (no README.md); run `medlama build {what} --out DIR`",
                                 file=data_dir)
-    try:
-        return load_dataset(str(data_dir), config, split=split)
-    except ValueError as error:
-        raise MedlamaInputError(f"cannot load config {config!r}, split {split!r}: {error}", file=data_dir) from None
+    return load_config(data_dir, config, split)
 
 
 def _check_columns(data, needed: Sequence[str], data_dir: Path, config: str, what: str) -> None:

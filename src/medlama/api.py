@@ -106,7 +106,6 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     from medlama.probers.base import probe as run_probe
     from medlama.probers.biolama_queries import BIOLAMA_KS, BIOLAMA_MATCH
     from medlama.probers.encoding import loaded_encoder
-    from medlama.probers.queries import first_per_relation
     from medlama.probers.registry import METHODS, make_prober, method_name, settings_for
     from medlama.probers.retrieval import RetrievalProber
 
@@ -120,7 +119,8 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     scored = tuple(sorted(set(ks))) if ks else (BIOLAMA_KS if biolama else DEFAULT_KS)
     if scored[0] < 1:
         raise MedlamaInputError(f"every ks value must be >= 1, got {list(scored)}")
-    queries = first_per_relation(_queries(data, dataset=dataset, config=config, relations=relations), limit)
+    queries = _queries(data, dataset=dataset, config=config, relations=relations)
+    queries = queries.limit_per_relation(limit) if limit is not None else queries
     if loaded_encoder(model, tokenizer) is not None:  # checks the object early, with a clear message
         if name != "retrieval":
             raise MedlamaInputError(f"a loaded model object is probed by retrieval only; give {name} a model "

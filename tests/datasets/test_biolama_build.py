@@ -152,7 +152,10 @@ def test_card_statistics_configs_and_report(built, archive_sha):
     assert [name for name, c in configs.items() if c.get("default")] == ["all"]
     assert configs["umls_UR44"]["data_files"] == [{"split": s, "path": f"data/umls/UR44/{s}.parquet"}
                                                   for s in ("train", "dev", "test")]
-    assert {i["config_name"] for i in meta["dataset_info"]} == {"all", "ctd", "umls", "wikidata"}
+    infos = {i["config_name"]: i for i in meta["dataset_info"]}
+    assert set(infos) == set(configs)  # every config states its schema and sizes
+    assert [(s["name"], s["num_examples"]) for s in infos["umls_UR44"]["splits"]] == [("train", 3), ("dev", 2),
+                                                                                       ("test", 4)]
     assert "umls" in meta["tags"] and meta["size_categories"] == ["n<1K"]
     block = statistics_block(readme)
     assert "| umls | `UR44` | 3 | 2 | 4 | 1.22 | 2.11 | 11 | `[X] may prevent [Y] .` |" in block

@@ -120,7 +120,9 @@ def test_card_generated_from_template_with_statistics(medlama_build):
     assert len(configs) == 2 * (2 + 2 * 19)  # full, hard, per relation; and a candidate config for each
     assert [name for name, config in configs.items() if config.get("default")] == ["hard"]
     assert configs["hard_may_treat"]["data_files"] == [{"split": "test", "path": "data/hard/may_treat.parquet"}]
-    assert {info["config_name"] for info in meta["dataset_info"]} == {"full", "hard", "candidates_full", "candidates_hard"}
+    infos = {info["config_name"]: info for info in meta["dataset_info"]}
+    assert set(infos) == set(configs)  # every config states its schema and sizes (tests/datasets/test_dataset_cards)
+    assert infos["hard"]["splits"][0]["num_examples"] == 15_329 and infos["full"]["splits"][0]["num_examples"] == 19_000
     all_row = stats[-1]
     assert all_row["relation"] == "all" and all_row["full"] == 19_000 and all_row["hard"] == 15_329
     info = json.loads((out / "build_info.json").read_text())

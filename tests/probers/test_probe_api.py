@@ -13,7 +13,7 @@ from medlama.cli import main
 from medlama.errors import MedlamaInputError
 from medlama.intervals import bootstrap_mean_ci
 from medlama.probers.base import probe
-from medlama.probers.queries import first_per_relation, load_medlama_queries, queries_from_dataset
+from medlama.probers.queries import load_medlama_queries, queries_from_dataset
 from medlama.probers.report import mean_std, mean_std_text
 from medlama.probers.retrieval import RetrievalProber
 
@@ -55,7 +55,7 @@ def test_limit_settings_and_errors(tiny, medlama_dir, reference):
     assert limited.ids == reference.ids[:20] and limited.predictions == reference.predictions[:20]
     assert limited.data["limit_per_relation"] == 20
     queries = load_medlama_queries(medlama_dir, "hard", relations=[RELATION, "may_treat"])
-    assert len(first_per_relation(queries, 3)) == 6
+    assert len(queries.limit_per_relation(3)) == 6
     mean = medlama.probe(str(tiny), medlama_dir, relations=[RELATION], limit=20, preset="cosine",
                          settings={"pooling": "mean"})
     assert mean.settings["pooling"] == "mean" and mean.settings["distance"] == "cosine"

@@ -77,7 +77,8 @@ def medlama_like_dir(tmp_path_factory) -> Path:
     Dataset.from_dict({"name": ["aspirin", "pain"]}, features=candidate_features()).to_parquet(
         str(out / "candidates/hard.parquet"))
     layout = {"hard": "data/hard/*.parquet", "candidates_hard": "candidates/hard.parquet"}
-    (out / "README.md").write_text(render_card("medlama", layout, "hard", {}, "| table |"))
+    (out / "README.md").write_text(render_card("medlama", folder=out, configs=layout, default_config="hard",
+                                               statistics="| table |"))
     (out / "build_info.json").write_text(json.dumps({"report": {"source": "/home/someone/private/medlama"}}))
     (out / "notes.txt").write_text("not named by any config")
     return out
@@ -99,8 +100,9 @@ def test_biolama_dry_run_tree_loads_back_and_equals_the_source(biolama_dir, tmp_
     readme, original = uploaded["README.md"].decode(), source["README.md"].decode()
     meta, original_meta = front_matter(readme), front_matter(original)
     assert meta["extra_gated_fields"] == GATED_FIELDS and "UMLS" in meta["extra_gated_prompt"]
-    assert {k: v for k, v in meta.items() if not k.startswith("extra_gated_")} == original_meta
-    assert body(readme) == body(original)
+    assert meta == original_meta and original_meta["gated"] == "manual"  # the folder's own card is gated too
+    assert body(readme) == body(original).replace("<user>/biolama", "someone/biolama")  # loads name the repo
+    assert "<user>/" not in readme and 'load_dataset("someone/biolama", "umls")' in readme
     for config in ("all", "umls", "wikidata_P780"):
         for split in ("train", "dev", "test"):
             ours = load_dataset(str(tree), config, split=split)
@@ -108,7 +110,7 @@ def test_biolama_dry_run_tree_loads_back_and_equals_the_source(biolama_dir, tmp_
             assert ours.features == theirs.features and ours.to_list() == theirs.to_list(), (config, split)
     manifest = json.loads((target / "manifest.json").read_text())
     assert (manifest["repo_id"], manifest["repo_type"], manifest["gated"], manifest["umls_derived"]) == (
-        "someone/biolama", "dataset", "auto", True)
+        "someone/biolama", "dataset", "manual", True)
     assert [f["path"] for f in manifest["files"]] == sorted(uploaded) and manifest["left_out"] == []
     info = json.loads(uploaded["build_info.json"])
     assert info["report"]["origin"] == Path(info["report"]["origin"]).name  # no local path goes up
@@ -135,7 +137,7 @@ def test_gating_follows_the_data(biolama_fx, biolama_public_dir, biolama_dir, tm
 def test_medlama_folder_is_gated_and_loads_back(medlama_like_dir, tmp_path):
     manifest = push_dataset(medlama_like_dir, "someone/medlama", revision="v1", dry_run=tmp_path / "dry")
     tree = tmp_path / "dry" / "medlama"
-    assert manifest["umls_derived"] and manifest["gated"] == "auto" and manifest["revision"] == "v1"
+    assert manifest["umls_derived"] and manifest["gated"] == "manual" and manifest["revision"] == "v1"
     assert manifest["left_out"] == ["notes.txt"] and not (tree / "notes.txt").exists()
     assert "extra_gated_prompt" in front_matter((tree / "README.md").read_text())
     assert json.loads((tree / "build_info.json").read_text())["report"]["source"] == "medlama"
@@ -200,7 +202,7 @@ def test_context_variance_from_medlama_is_gated(cv_root, tmp_path):
     meta = front_matter((folder / "README.md").read_text())
     assert "umls" in meta["tags"] and "mimic" not in meta["tags"]
     manifest = push_dataset(folder, "someone/cv", dry_run=tmp_path / "dry")
-    assert manifest["umls_derived"] and manifest["gated"] == "auto" and not manifest["mimic_derived"]
+    assert manifest["umls_derived"] and manifest["gated"] == "manual" and not manifest["mimic_derived"]
     tree = tmp_path / "dry" / "cv"
     assert front_matter((tree / "README.md").read_text())["extra_gated_fields"] == GATED_FIELDS
     assert load_dataset(str(tree), "pmc_real", split="test").num_rows == load_dataset(
@@ -226,7 +228,7 @@ def test_context_variance_with_mimic_is_pushed_private_only(cv_root, tmp_path):
         push_dataset(folder, "someone/cv", api=api)
     assert api.calls == []  # refused before the repository is even created
     manifest = push_dataset(folder, "someone/cv", private=True, dry_run=tmp_path / "private")
-    assert manifest["private"] and manifest["mimic_derived"] and manifest["gated"] == "auto"
+    assert manifest["private"] and manifest["mimic_derived"] and manifest["gated"] == "manual"
     assert load_dataset(str(tmp_path / "private" / "cv"), "ehr_real", split="test").num_rows > 0
 
 
@@ -244,7 +246,7 @@ def test_context_variance_built_before_the_tags_is_recognised(cv_root, tmp_path)
     with pytest.raises(MedlamaInputError, match=r"quotes MIMIC-III clinical notes \(source ehr\)"):
         push_dataset(folder, "someone/cv", dry_run=tmp_path / "dry")
     manifest = push_dataset(folder, "someone/cv", private=True, dry_run=tmp_path / "dry")
-    assert manifest["umls_derived"] and manifest["gated"] == "auto"
+    assert manifest["umls_derived"] and manifest["gated"] == "manual"
     assert json.loads((tmp_path / "dry" / "cv" / "build_info.json").read_text())["origin"] == "MedLAMA `full` (medlama)"
 
 
@@ -285,8 +287,8 @@ def test_metric_dry_run_loads_back_and_equals_the_source(name, tmp_path):
     card, original = (tree / "README.md").read_text(), (source / "README.md").read_text()
     assert front_matter(card) == front_matter(original) and front_matter(card)["app_file"] == "app.py"
     assert f'evaluate.load("someone/{name}")' in card and f'evaluate.load("metrics/{name}")' not in card
-    assert f'evaluate.load("someone/{name}")' in (tree / "app.py").read_text()
-    assert "launch_gradio_widget(module)" in (tree / "app.py").read_text()
+    app = (tree / "app.py").read_text()
+    assert f'REPO_ID = "someone/{name}"' in app and "evaluate.load(repo_id)" in app and "def parse_inputs(" in app
     inputs, options = SAMPLES[name]
     cache = str(tmp_path / "cache")
     published = evaluate.load(str(tree), keep_in_memory=True, cache_dir=cache)
@@ -347,7 +349,7 @@ def test_upload_gates_before_uploading_the_dry_run_tree(biolama_dir, tmp_path):
     manifest = push_dataset(biolama_dir, "someone/biolama", private=True, revision="v1", api=api)
     assert [call[0] for call in api.calls] == ["create_repo", "update_repo_settings", "create_branch", "upload_folder"]
     assert api.calls[0][2] == {"repo_type": "dataset", "private": True, "exist_ok": True}
-    assert api.calls[1][2] == {"gated": "auto", "repo_type": "dataset"}
+    assert api.calls[1][2] == {"gated": "manual", "repo_type": "dataset"}
     assert api.calls[3][2]["revision"] == "v1" and api.calls[3][2]["repo_type"] == "dataset"
     push_dataset(biolama_dir, "someone/biolama", private=True, revision="v1", dry_run=tmp_path / "dry")
     assert api.uploaded == tree_files(tmp_path / "dry" / "biolama")

@@ -10,7 +10,7 @@ import pytest
 
 from medlama.cli import main
 from medlama.probers.base import probe
-from medlama.probers.queries import first_per_relation, load_medlama_queries
+from medlama.probers.queries import load_medlama_queries
 from medlama.probers.retrieval import PRESETS, RetrievalProber
 from medlama.trainers.evaluator import MedLAMAEvaluator, mrr_at_k
 
@@ -43,7 +43,7 @@ def test_rewire_eval_steps_equal_probe_of_each_checkpoint(make_tiny_bert, medlam
     state = json.loads((checkpoints / "checkpoint-2" / "trainer_state.json").read_text())
     logged = {entry["step"]: entry for entry in state["log_history"] if "eval_medlama_acc@10" in entry}
     assert sorted(logged) == [1, 2]
-    queries = first_per_relation(load_medlama_queries(medlama_dir, "hard", relations=[RELATION]), LIMIT)
+    queries = load_medlama_queries(medlama_dir, "hard", relations=[RELATION]).limit_per_relation(LIMIT)
     assert len(queries) == LIMIT
     for step, entry in logged.items():
         probed = probe(RetrievalProber(checkpoints / f"checkpoint-{step}", PRESETS["reference"]), queries)

@@ -29,7 +29,7 @@ def register(subparsers) -> None:
     dataset.add_argument("repo_id", metavar="REPO_ID", help="e.g. your-name/biolama")
     _common(dataset)
     dataset.add_argument("--gated", choices=["auto", "manual", "none"],
-                         help="access requests: auto-approved, manually approved, or none (default: auto for "
+                         help="access requests: auto-approved, manually approved, or none (default: manual for "
                               "UMLS-derived data, none otherwise; none needs --private for UMLS data)")
     dataset.set_defaults(func=run_push_dataset)
 
