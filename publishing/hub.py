@@ -33,7 +33,10 @@ Models (:func:`plan_model`): every file of the model folder except hidden files 
 folder; with ``include_checkpoints`` the checkpoint models too (for the performance-over-steps curve),
 without their optimizer, scheduler and RNG states. ``rewire_config.json`` goes up with the base model's
 public name, corpus file names and a path-free command line; ``README.md`` (and any other file naming one
-of those local paths) likewise. A file that would still name a local path stops the push.
+of those local paths) likewise. A file that would still name a local path stops the push. The card names the
+repository it goes to (:func:`medlama.trainers.model_card.card_for_repo`: the usage snippet and the
+``model-index`` name; sentence-transformers' training-pair widgets dropped), and each checkpoint's card is
+replaced by one saying where it sits in the repository and how to load it.
 
 Metrics: an ``evaluate`` community module is a Space whose script is named after the repository
 (``evaluate.load("<user>/<name>")`` fetches ``<name>.py``): the tree is ``<name>.py`` (the module's script,
@@ -53,6 +56,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +65,7 @@ from medlama.checksums import sha256_of
 from medlama.datasets.licences import GATED_FIELDS, GATED_PROMPT, MIMIC_TAG, UMLS_TAG  # noqa: F401
 from medlama.errors import MedlamaInputError
 from medlama.publishing.public_names import public_build_info, public_rewire_record, replace_local
+from medlama.trainers.model_card import CARD_NAME, card_for_repo, checkpoint_card
 
 MANIFEST_NAME = "manifest.json"
 GATE_MODES = ("auto", "manual")
@@ -363,17 +368,20 @@ def _place(source: Path, destination: Path) -> None:
 
 
 def _write_public_file(source: Path, destination: Path, replacements: dict[str, str],
-                       public_record: dict[str, Any] | None, *, link: bool) -> None:
+                       public_record: dict[str, Any] | None, *, link: bool,
+                       edit: Callable[[str], str] | None = None) -> None:
     """Copy ``source`` to ``destination``, with public names for the local paths it holds; a file that
     would still name one (a binary file, or text the replacements do not cover) stops the push.
-    ``public_record``: the run record to write instead, for the folder's ``rewire_config.json``."""
+    ``public_record``: the run record to write instead, for the folder's ``rewire_config.json``;
+    ``edit``: a last change to the text (the cards: the repository id)."""
     data = source.read_bytes()
-    if public_record is None and not any(local.encode("utf-8") in data for local in replacements):
+    if public_record is None and edit is None and not any(local.encode("utf-8") in data for local in replacements):
         (_place if link else shutil.copy2)(source, destination)
         return
     try:
         text = (json.dumps(public_record, indent=2) + "\n" if public_record is not None
                 else replace_local(data.decode("utf-8"), replacements))
+        text = edit(text) if edit is not None else text
     except UnicodeDecodeError:
         text = None
     leaked = next((local for local in replacements if text is None or local in text), None)
@@ -408,12 +416,22 @@ def push_model(path: str | Path, repo_id: str, *, private: bool = False, revisio
 
     rewritten_record = public_record if record not in (None, public_record) else None
 
+    def card_edit(relative: str) -> Callable[[str], str] | None:
+        """The root card names the repository; a checkpoint's card says where it sits in it."""
+        if relative == CARD_NAME:
+            return lambda text: card_for_repo(text, repo_id, revision)
+        parts = relative.split("/")
+        if len(parts) == 3 and parts[0] == "checkpoints" and parts[2] == CARD_NAME:
+            return lambda _text: checkpoint_card(repo_id, "/".join(parts[:2]), revision)
+        return None
+
     def write_tree(tree: Path) -> None:
         for relative in files:
             destination = tree / relative
             destination.parent.mkdir(parents=True, exist_ok=True)
             _write_public_file(folder / relative, destination, replacements,
-                               rewritten_record if relative == MODEL_RECORD else None, link=dry_run is None)
+                               rewritten_record if relative == MODEL_RECORD else None, link=dry_run is None,
+                               edit=card_edit(relative))
 
     return _finish(write_tree, MODEL_TREE, folder, manifest, dry_run=dry_run, api=api, token=token,
                    what="the model folder")

@@ -3,21 +3,20 @@
 
 The encoder is a Hugging Face folder or hub name, a sentence-transformers folder (its transformer weights are
 used; its own pooling is replaced by ``[CLS]``), or ``None`` for the bundled all-MiniLM-L6-v2. Only the first
-``layer`` layers are loaded (``num_hidden_layers=layer``: the paper "chopped the last layers").
+``layer`` layers are loaded (``num_hidden_layers=layer``: the paper "chopped the last layers"). Paths, configs,
+quiet loading and the device go through the shared :mod:`medlama.models`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from medlama.errors import MedlamaInputError
+from medlama.models import pick_device, quiet_transformers, read_config, resolve_model
 
 if TYPE_CHECKING:  # imported when a model is built: listing checkpoints needs no torch
     from sentence_transformers import SentenceTransformer
@@ -49,37 +48,26 @@ class EncoderInfo:
 
 
 def _resolve_encoder_path(model: str | Path | None) -> tuple[str, str]:
-    """(display name, path or hub id of the Hugging Face encoder inside)."""
+    """(display name, path or Hub id of the Hugging Face encoder inside), through :func:`medlama.models.resolve_model`
+    (a sentence-transformers folder gives its ``Transformer`` module's folder; a path that does not exist and is
+    no Hub id either is a clear error)."""
     if model is None:
-        from medlama.defaults import default_model_path
-
-        return BUNDLED_MODEL_NAME, str(default_model_path())
+        return BUNDLED_MODEL_NAME, resolve_model(None)
     text = str(model)
     path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise MedlamaInputError("a model is a folder (or a hub name), not a file", file=path)
+    resolved = resolve_model(text)
     if path.exists():
-        if not path.is_dir():
-            raise MedlamaInputError("a model is a folder (or a hub name), not a file", file=path)
-        modules = path / "modules.json"
-        if modules.is_file():  # a sentence-transformers folder: use its Transformer module's folder
-            try:
-                entries = json.loads(modules.read_text(encoding="utf-8"))
-                sub = next(e.get("path", "") for e in entries if str(e.get("type", "")).endswith("Transformer"))
-            except (ValueError, StopIteration, AttributeError, TypeError):
-                sub = ""
-            path = path / sub if sub else path
         from medlama.defaults import default_model_path
 
         with contextlib.suppress(Exception):
-            if path.resolve() == default_model_path().resolve():
-                return BUNDLED_MODEL_NAME, str(path)
-        return text, str(path)
-    if text.startswith((".", "/", "~")) or text.count("/") > 1 or os.sep in text.replace("/", ""):
-        raise MedlamaInputError("model folder not found", file=text)
-    return text, text  # a hub name: transformers resolves it (cache, or network when allowed)
+            if Path(resolved).resolve() == default_model_path().resolve():
+                return BUNDLED_MODEL_NAME, resolved
+    return text, resolved
 
 
 def _check_encoder_config(name: str, path: str) -> Any:
-    from transformers import AutoConfig
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
         MODEL_FOR_MASKED_LM_MAPPING_NAMES,
@@ -89,9 +77,11 @@ def _check_encoder_config(name: str, path: str) -> Any:
     if local and not (Path(path) / "config.json").is_file():
         raise MedlamaInputError("not a Hugging Face model folder: it has no config.json", file=name)
     try:
-        config = AutoConfig.from_pretrained(path)
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        config = read_config(path)
+    except (MedlamaInputError, OSError, ValueError, KeyError, TypeError) as error:
+        # read_config names the resolved folder; the user knows the model by the name they gave.
+        reason = str(error).strip().removeprefix(f"{path}: ").removeprefix("cannot read the model config: ")
+        reason = reason.strip().splitlines()[0] if reason.strip() else type(error).__name__
         raise MedlamaInputError(f"cannot read the model configuration: {reason}", file=name) from None
     model_type = getattr(config, "model_type", None)
     architectures = list(getattr(config, "architectures", None) or [])
@@ -108,19 +98,6 @@ def _check_encoder_config(name: str, path: str) -> Any:
     if local and not any((Path(path) / weights).is_file() for weights in WEIGHT_FILES):
         raise MedlamaInputError(f"no model weights: expected one of {', '.join(WEIGHT_FILES)}", file=name)
     return config
-
-
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """Silence the load report that lists the chopped layers' weights as unexpected."""
-    from transformers.utils import logging as hf_logging
-
-    before = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(before)
 
 
 def build_rewire_model(model: str | Path | None = None, *, layer: int | None = None, dropout: float | None = 0.1,
@@ -155,7 +132,7 @@ def build_rewire_model(model: str | Path | None = None, *, layer: int | None = N
                            name)
         config_kwargs.update({key: float(dropout) for key in dropout_keys})
     try:
-        with _quiet_transformers():
+        with quiet_transformers():  # the chopped layers' weights would be listed as unexpected
             transformer = Transformer(path, config_kwargs=config_kwargs, max_seq_length=max_length)
     except (OSError, ValueError, KeyError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -170,7 +147,8 @@ def build_rewire_model(model: str | Path | None = None, *, layer: int | None = N
                                 file=name)
     pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="cls")
     card_data = SentenceTransformerModelCardData(local_files_only=True, generate_widget_examples=False)
-    st_model = SentenceTransformer(modules=[transformer, pooling], device=device, model_card_data=card_data)
+    st_model = SentenceTransformer(modules=[transformer, pooling], device=str(pick_device(device)),
+                                   model_card_data=card_data)
     if not Path(path).exists() or name == BUNDLED_MODEL_NAME:
         card_data.base_model = name  # a hub id: set directly, the card data would query the hub to verify it
     card_data.add_tags(["medlama", "contrastive-probe", "knowledge-probing"])

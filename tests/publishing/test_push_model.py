@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from huggingface_hub import ModelCard
 
 from medlama.cli import main
 from medlama.errors import MedlamaInputError
@@ -68,7 +69,14 @@ def test_dry_run_writes_exactly_what_would_be_uploaded(model_folder, tmp_path):
     written = sorted(p.relative_to(target / "files").as_posix() for p in (target / "files").rglob("*") if p.is_file())
     assert written == MODEL_FILES
     for name in MODEL_FILES:
-        assert (target / "files" / name).read_bytes() == (model_folder / name).read_bytes()
+        if name != "README.md":
+            assert (target / "files" / name).read_bytes() == (model_folder / name).read_bytes()
+    # the card is the folder's, with sentence-transformers' placeholder id replaced by the repository (branch)
+    local_card = (model_folder / "README.md").read_text()
+    assert 'model = SentenceTransformer("sentence_transformers_model_id")\n' in local_card
+    assert (target / "files" / "README.md").read_text() == local_card.replace(
+        'SentenceTransformer("sentence_transformers_model_id")',
+        "SentenceTransformer(\"someone/minilm-rewired\", revision='v1')")
     on_disk = json.loads((target / "manifest.json").read_text())
     assert on_disk == manifest
     assert (on_disk["repo_id"], on_disk["repo_type"], on_disk["private"], on_disk["revision"]) == (
@@ -82,6 +90,10 @@ def test_dry_run_writes_exactly_what_would_be_uploaded(model_folder, tmp_path):
     push_model(model_folder, "someone/other", dry_run=target, include_checkpoints=True)
     assert json.loads((target / "manifest.json").read_text())["repo_id"] == "someone/other"
     assert (target / "files" / "checkpoints" / "checkpoint-2" / "model.safetensors").is_file()
+    for step in (2, 4):  # a checkpoint's card says where it sits in the repository
+        card = (target / "files" / "checkpoints" / f"checkpoint-{step}" / "README.md").read_text()
+        assert f"# Step {step} of [someone/other](https://huggingface.co/someone/other)" in card
+        assert "sentence_transformers_model_id" not in card
 
 
 def test_cli_dry_run(model_folder, tmp_path, capsys):
@@ -183,11 +195,39 @@ def test_pushed_tree_names_no_local_path(rewired_from_tmp, tmp_path):
     assert record["command"].startswith("medlama rewire --corpus sentences.txt --out rewired --model my-bert --steps 2")
     card = (tree / "README.md").read_text()
     assert "# Contrastive-Probe rewiring of `my-bert`" in card and record["command"] in card
+    # the card names the repository it is pushed to; no placeholder id, no training-pair widget anywhere
+    assert 'model = SentenceTransformer("someone/my-bert-rewired")\n' in card
+    for file in tree.rglob("README.md"):
+        text = file.read_text()
+        assert "sentence_transformers_model_id" not in text, file
+        widgets = ModelCard(text).data.get("widget") or []
+        assert all(w["source_sentence"] == "metformin might treat [MASK] ." for w in widgets), file
+    assert ModelCard(card).data.base_model is None  # a local folder: no Hub id to name
     # the local copy is unchanged, and the pushed model loads
     assert {p: p.read_bytes() for p in model.rglob("*") if p.is_file()} == before
     from sentence_transformers import SentenceTransformer
 
     assert SentenceTransformer(str(tree)).encode(["the [MASK] gene"]).shape == (1, 16)
+
+
+def test_pushed_card_with_scores_names_no_local_path(rewired_from_tmp, tmp_path):
+    """The card after probing (its model-index) goes up path-free, parsed by huggingface_hub's card classes."""
+    from medlama.trainers.model_card import update_model_card_scores
+
+    root, model = rewired_from_tmp
+    copy = tmp_path / "copy"
+    shutil.copytree(model, copy)
+    update_model_card_scores(copy, {"MedLAMA hard": {"acc@1": 4.49, "acc@10": 21.74}}, source="the recipe")
+    assert str(root) in (copy / "README.md").read_text(), "the local card keeps its paths (else nothing is checked)"
+    push_model(copy, "someone/my-bert-rewired", dry_run=tmp_path / "dry")
+    tree = tmp_path / "dry" / "files"
+    assert local_names_in(tree, [str(root), root.name, str(tmp_path), "site-packages", str(Path.home())]) == []
+    card = ModelCard.load(tree / "README.md")
+    assert [(r.metric_type, r.metric_value, r.dataset_config) for r in card.data.eval_results] == [
+        ("acc@1", 4.49, "hard"), ("acc@10", 21.74, "hard")]
+    index = card.data.to_dict()["model-index"]
+    assert index[0]["name"] == "someone/my-bert-rewired" and index[0]["results"][0]["task"]["type"] == "fill-mask"
+    assert card.data.language == "en" and card.data.datasets == ["sentences.txt"]
 
 
 def test_bundled_model_is_named_by_its_hub_id(model_folder, tmp_path):

@@ -120,7 +120,7 @@ def test_not_an_encoder_and_bad_folders_are_clear_errors(tmp_path, tiny_bert):
     from transformers import GPT2Config, T5Config
 
     missing = tmp_path / "nope"
-    with pytest.raises(MedlamaInputError, match="nope: model folder not found"):
+    with pytest.raises(MedlamaInputError, match=r"nope: model path does not exist \(and it is not a Hub id either\)"):
         build_rewire_model(missing)
     empty = tmp_path / "empty"
     empty.mkdir()
