@@ -17,6 +17,9 @@ from medlama.datasets.statistics import biolama_statistics, biolama_statistics_m
 from medlama.errors import MedlamaInputError
 from medlama.loaders import biolama_release as release
 
+#: The command that writes (and alone may replace) a BioLAMA folder: its ownership record.
+KIND = "build biolama"
+
 
 def config_layout(build: BiolamaBuild) -> dict[str, str]:
     """Config name -> Parquet path pattern inside the folder, with ``{split}`` for the split."""
@@ -49,11 +52,17 @@ def write_biolama(out_dir: str | Path, source: str | Path | None = None, **optio
     """Build BioLAMA and write it to ``out_dir`` atomically; return the build and its statistics.
 
     ``options`` as :func:`~medlama.datasets.biolama.build_biolama`. An earlier build in ``out_dir`` is
-    replaced only once the new one is completely written.
+    replaced only once the new one is completely written; a folder written by another command (its
+    ownership record does not name :data:`KIND`) is refused before the build starts, and so is a second
+    build into the same folder while one runs.
     """
-    from medlama.atomic import check_replaceable
+    from medlama.atomic import claim_directory
 
-    check_replaceable(out_dir, marker="build_info.json")  # before the build, not after it
+    with claim_directory(out_dir, marker="build_info.json", kind=KIND):  # before the build, not after it
+        return _write_biolama(out_dir, source, **options)
+
+
+def _write_biolama(out_dir: str | Path, source: str | Path | None, **options) -> tuple[BiolamaBuild, list[dict]]:
     build = build_biolama(source, **options)
     stats = biolama_statistics(build)
     layout = config_layout(build)
@@ -65,7 +74,7 @@ def write_biolama(out_dir: str | Path, source: str | Path | None = None, **optio
             tables[layout[config].format(split=split)] = data.select(ranges.get(config, range(0)))
     info = {"dataset": "biolama", "report": asdict(build.report), "statistics": stats,
             "configs": {name: [pattern.format(split=s) for s in SPLITS] for name, pattern in layout.items()}}
-    write_folder(out_dir, tables, lambda folder: render_biolama_card(build, layout, stats, folder), info)
+    write_folder(out_dir, tables, lambda folder: render_biolama_card(build, layout, stats, folder), info, kind=KIND)
     return build, stats
 
 

@@ -1,8 +1,9 @@
 """Writing a built dataset as a folder, and preparing a builder afresh; shared by every builder here.
 
 A built folder holds Parquet files, a README dataset card whose YAML declares the configs, and
-``build_info.json`` (the marker that lets a later build replace it). :func:`write_folder` writes all of
-it atomically. :func:`prepare_fresh` runs a ``datasets`` builder into a scratch folder, so that a
+``build_info.json`` (the marker every build holds) and the hidden ownership record naming the command that
+wrote it (``medlama.atomic.OWNER_NAME``: only that command replaces the folder). :func:`write_folder`
+writes all of it atomically. :func:`prepare_fresh` runs a ``datasets`` builder into a scratch folder, so that a
 ``medlama build`` always regenerates (and re-checks) the data, while downloads stay in the cache.
 """
 
@@ -47,17 +48,19 @@ def relation_ranges(labels: Sequence[str]) -> dict[str, range]:
     return ranges
 
 
-def write_folder(out_dir: str | Path, tables: Mapping[str, object], card: Callable[[Path], str], info: dict) -> None:
+def write_folder(out_dir: str | Path, tables: Mapping[str, object], card: Callable[[Path], str], info: dict, *,
+                 kind: str) -> None:
     """Write ``tables`` (path inside the folder -> ``Dataset``), the card and ``build_info.json`` atomically.
 
     ``card(folder)`` renders the card once the tables are written in ``folder`` (the card states their sizes).
-
-    An earlier build in ``out_dir`` is replaced only once the new one is complete; the caller checks
-    with ``medlama.atomic.check_replaceable`` *before* building that ``out_dir`` may be replaced.
+    ``kind``: the command writing it (``"build medlama"``); an existing ``out_dir`` must have been written
+    by the same one. An earlier build in ``out_dir`` is replaced only once the new one is complete; the
+    caller holds ``medlama.atomic.lock_directory(out_dir)`` and checks with
+    ``medlama.atomic.check_replaceable`` *before* building that ``out_dir`` may be replaced.
     """
     from medlama.atomic import atomic_directory
 
-    with atomic_directory(out_dir, marker=MARKER) as staging, quiet_datasets():
+    with atomic_directory(out_dir, marker=MARKER, kind=kind) as staging, quiet_datasets():
         for relative, table in tables.items():
             to_parquet(table, staging / relative)
         (staging / "README.md").write_text(card(staging), encoding="utf-8")

@@ -15,6 +15,9 @@ from medlama.datasets.medlama import SETS, MedlamaBuild, build_medlama, candidat
 from medlama.errors import MedlamaInputError
 from medlama.loaders import medlama_release as release
 
+#: The command that writes (and alone may replace) a MedLAMA folder: its ownership record.
+KIND = "build medlama"
+
 
 def config_layout(build: MedlamaBuild) -> dict[str, str]:
     """Config name -> Parquet path inside the folder (relative), for every config that has rows.
@@ -40,16 +43,22 @@ def write_medlama(out_dir: str | Path, source: str | Path | None = None, *, toke
 
     ``options`` as :func:`~medlama.datasets.medlama.build_medlama`. An earlier build in ``out_dir`` is
     replaced only once the new one is completely written: any error (bad input, a full disk, an
-    interrupt) leaves it as it was. A folder that is neither empty nor an earlier build (no
-    ``build_info.json``) is refused before the build starts.
+    interrupt) leaves it as it was. A folder that is neither empty nor an earlier MedLAMA build (its
+    ownership record names :data:`KIND`) is refused before the build starts, and so is a second build
+    into the same folder while one runs (the folder's lock is held from that check to the swap).
     """
+    from medlama.atomic import claim_directory
+
+    with claim_directory(out_dir, marker="build_info.json", kind=KIND):  # before the build, not after it
+        return _write_medlama(out_dir, source, tokenizer=tokenizer, **options)
+
+
+def _write_medlama(out_dir: str | Path, source: str | Path | None, *, tokenizer, **options):
     from datasets import Dataset
 
-    from medlama.atomic import check_replaceable
     from medlama.datasets.card import render_medlama_card
     from medlama.datasets.statistics import medlama_statistics
 
-    check_replaceable(out_dir, marker="build_info.json")  # before the build, not after it (atomic_directory)
     build = build_medlama(source, **options)
     if not build.datasets["hard"].num_rows:  # the default config would be empty (see config_layout)
         rule = build.report.rule
@@ -66,7 +75,7 @@ def write_medlama(out_dir: str | Path, source: str | Path | None = None, *, toke
     for config, names in build.candidates.items():  # configs with rows only (see build_medlama)
         tables[layout[f"candidates_{config}"]] = Dataset.from_dict({"name": names}, features=candidate_features())
     info = {"report": asdict(build.report), "statistics": stats, "configs": dict(layout)}
-    write_folder(out_dir, tables, lambda folder: render_medlama_card(build, layout, stats, folder), info)
+    write_folder(out_dir, tables, lambda folder: render_medlama_card(build, layout, stats, folder), info, kind=KIND)
     return build, stats
 
 

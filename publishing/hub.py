@@ -14,6 +14,10 @@ uploads it (``HfApi.upload_folder``, one commit) or, with ``dry_run=DIR``, leave
 * ``DIR/manifest.json``: repository, type, revision, privacy, gating, commit message, and every file with
   its size and SHA-256 (and, for the local record only, the folder it came from).
 
+A dry-run folder is written atomically and records the command that wrote it (``push-dataset``,
+``push-model``, ``push-metric``: :data:`medlama.atomic.OWNER_NAME` in ``DIR``, beside the tree, so never
+uploaded); only that command replaces it, and two dry runs into one ``DIR`` at once are refused.
+
 No uploaded file names a local path (:mod:`medlama.publishing.public_names`): the local copy keeps them.
 
 Datasets: the tree is the folder's ``README.md`` (the card with its ``configs``, its load instructions naming
@@ -60,7 +64,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from medlama.atomic import atomic_directory
+from medlama.atomic import atomic_directory, check_replaceable
 from medlama.checksums import sha256_of
 from medlama.datasets.licences import GATED_FIELDS, GATED_PROMPT, MIMIC_TAG, UMLS_TAG  # noqa: F401
 from medlama.errors import MedlamaInputError
@@ -101,10 +105,12 @@ def _files_of(tree: Path) -> list[dict]:
             for path in paths]
 
 
-def _check_dry_run_target(target: Path, source: Path, what: str = "the folder being published") -> None:
+def _check_dry_run_target(target: Path, source: Path, what: str = "the folder being published",
+                          kind: str | None = None) -> None:
     if target.exists() and (not target.is_dir() or (any(target.iterdir()) and not (target / MANIFEST_NAME).is_file())):
         raise MedlamaInputError("the dry-run folder exists and is not an earlier dry run; choose a new or empty "
                                 "folder (nothing was changed)", file=target)
+    check_replaceable(target, marker=MANIFEST_NAME, kind=kind)  # an earlier dry run of this same command
     resolved = target.resolve()
     if resolved == source.resolve() or source.resolve() in resolved.parents or resolved in source.resolve().parents:
         raise MedlamaInputError(f"the dry-run folder must be outside {what}", file=target)
@@ -137,14 +143,18 @@ def _publish(tree: Path, manifest: dict[str, Any], *, api, gated: str | None, sp
     manifest["commit_url"] = getattr(info, "commit_url", None)
 
 
-def _finish(tree_writer, name: str, source: Path, manifest: dict[str, Any], *, dry_run, api, token,
+def _finish(tree_writer, name: str, source: Path, manifest: dict[str, Any], *, kind: str, dry_run, api, token,
             gated: str | None = None, space_sdk: str | None = None,
             what: str = "the folder being published") -> dict[str, Any]:
-    """Write the tree into a dry-run folder, or into a scratch folder and upload it."""
+    """Write the tree into a dry-run folder, or into a scratch folder and upload it.
+
+    ``kind``: the command (``"push-model"``), recorded in the dry-run folder; the ownership record and the
+    lock file sit outside the tree (``DIR`` itself and its parent), so neither is ever uploaded.
+    """
     if dry_run is not None:
         target = Path(dry_run)
-        _check_dry_run_target(target, source, what)
-        with atomic_directory(target, marker=MANIFEST_NAME) as staging:
+        _check_dry_run_target(target, source, what, kind)
+        with atomic_directory(target, marker=MANIFEST_NAME, kind=kind) as staging:  # holds DIR's lock
             tree_writer(staging / name)
             manifest["files"] = _files_of(staging / name)
             (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
@@ -309,7 +319,8 @@ def push_dataset(path: str | Path, repo_id: str, *, private: bool = False, revis
             else:
                 shutil.copy2(folder / relative, destination)
 
-    return _finish(write_tree, name, folder, manifest, dry_run=dry_run, api=api, token=token, gated=gate)
+    return _finish(write_tree, name, folder, manifest, kind="push-dataset", dry_run=dry_run, api=api, token=token,
+                   gated=gate)
 
 
 # --------------------------------------------------------------------------- models
@@ -433,8 +444,8 @@ def push_model(path: str | Path, repo_id: str, *, private: bool = False, revisio
                                rewritten_record if relative == MODEL_RECORD else None, link=dry_run is None,
                                edit=card_edit(relative))
 
-    return _finish(write_tree, MODEL_TREE, folder, manifest, dry_run=dry_run, api=api, token=token,
-                   what="the model folder")
+    return _finish(write_tree, MODEL_TREE, folder, manifest, kind="push-model", dry_run=dry_run, api=api,
+                   token=token, what="the model folder")
 
 
 # --------------------------------------------------------------------------- metrics
@@ -501,5 +512,5 @@ def push_metric(name: str | Path, repo_id: str, *, private: bool = False, revisi
         shutil.copy2(folder / "requirements.txt", tree / "requirements.txt")
         (tree / "app.py").write_text(space_app_text(repo_id), encoding="utf-8")
 
-    return _finish(write_tree, repo_name, folder, manifest, dry_run=dry_run, api=api, token=token,
-                   space_sdk="gradio")
+    return _finish(write_tree, repo_name, folder, manifest, kind="push-metric", dry_run=dry_run, api=api,
+                   token=token, space_sdk="gradio")

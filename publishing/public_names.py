@@ -95,7 +95,8 @@ def public_rewire_record(record: Mapping[str, Any], folder: str | Path | None = 
     """(the ``rewire_config.json`` record without local paths, {local text: public text} for the other files).
 
     ``base_model.name``/``path`` and ``config.model`` become the base model's public name, each corpus
-    ``path`` its file name, ``command`` the public command; ``folder`` (the model folder itself) its name.
+    ``path`` its file name (also where ``cloze.skipped_examples`` names it), ``command`` the public command;
+    ``folder`` (the model folder itself) its name.
     Only absolute paths (and the whole command) are replaced in other text: a short relative one could
     match unrelated words.
     """
@@ -118,6 +119,10 @@ def public_rewire_record(record: Mapping[str, Any], folder: str | Path | None = 
     for item in public.get("corpus") or []:
         if isinstance(item, dict) and isinstance(item.get("path"), str):
             item["path"] = replace(item["path"], item.get("name") or public_path(item["path"]))
+    cloze = public.get("cloze") if isinstance(public.get("cloze"), dict) else {}
+    if isinstance(cloze.get("skipped_examples"), list):  # "<corpus path>, line N" (--skip-short-lines)
+        cloze["skipped_examples"] = [replace_local(example, replacements) if isinstance(example, str) else example
+                                     for example in cloze["skipped_examples"]]
     if isinstance(public.get("command"), str):
         command = public_command(public["command"], name)
         if command != public["command"]:

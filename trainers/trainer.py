@@ -11,6 +11,12 @@ with sentence-transformers' ``SentenceTransformerTrainer``.
   loadable model too, written atomically: :mod:`medlama.trainers.checkpoints`). Running again into the same
   ``OUT`` resumes from the last complete checkpoint. The final folder is replaced atomically, so an
   interrupted run leaves the previous final model as it was.
+* Ownership: the run holds ``OUT``'s lock (:func:`medlama.atomic.lock_directory`) from its first check to
+  its last write, so a second ``rewire`` into the same ``OUT`` is refused at once, and ``OUT`` records
+  that ``rewire`` wrote it (:data:`medlama.atomic.OWNER_NAME`, written before the first checkpoint). Only
+  a ``rewire`` output is resumed or replaced. A folder from a version before that record (no record, but
+  the ``medlama-rewire/1`` run record in ``checkpoints/``) is taken over, with a note: its checkpoints
+  are this command's own and hours of training; a folder with a hand-written or foreign record is refused.
 * Devices (:mod:`medlama.trainers.devices`): CPU, or CUDA with bf16 where the card supports it, else fp16.
   Several processes through ``torchrun``/``accelerate launch``: ``batch_size`` stays the global batch (the
   batch sampler draws global batches and each process takes its slice, ``split_batches``), negatives are
@@ -26,13 +32,14 @@ import json
 import os
 import shlex
 import shutil
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medlama.atomic import atomic_directory, atomic_write_text
+from medlama.atomic import atomic_directory, atomic_write_text, lock_directory, owner_kind, write_owner
 from medlama.errors import MedlamaInputError
 from medlama.progress import enabled as progress_enabled
 from medlama.settings import to_flags
@@ -46,13 +53,17 @@ from medlama.trainers.checkpoints import (
 )
 from medlama.trainers.cloze import ANSWER_COLUMN, QUERY_COLUMN, ClozeBuild, build_cloze_dataset
 from medlama.trainers.config import PRESETS, RewireConfig
-from medlama.trainers.devices import resolve_precision, world_size
+from medlama.trainers.devices import is_main_process, resolve_precision, world_size
 from medlama.trainers.loss import make_loss
 from medlama.trainers.model import build_rewire_model
 from medlama.trainers.model_card import write_rewire_card
 
 #: The preset the recorded command line starts from (the ``medlama rewire`` default).
 _COMMAND_PRESET = "paper"
+#: The command that writes (and alone may resume or replace) a rewiring output: its ownership record.
+KIND = "rewire"
+#: The run record's format, which also marks an output written before ownership records existed.
+RECORD_FORMAT = "medlama-rewire/1"
 
 
 @dataclass
@@ -102,13 +113,39 @@ def _link_tree(source: Path, target: Path) -> None:
                 shutil.copy2(Path(root) / name, destination / name)
 
 
-def _check_output_folder(out: Path) -> None:
+def _check_output_folder(out: Path, *, note: bool = True) -> None:
     if out.exists() and not out.is_dir():
         raise MedlamaInputError("the output path exists and is not a folder", file=out)
-    if out.is_dir() and any(out.iterdir()) and not (out / CONFIG_NAME).is_file() \
-            and not (out / CHECKPOINTS_DIR).is_dir():
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not (out / CONFIG_NAME).is_file() and not (out / CHECKPOINTS_DIR).is_dir():
         raise MedlamaInputError("the output folder exists and is not a medlama rewire output (no rewire_config.json "
                                 "or checkpoints/); choose a new or empty folder, nothing was changed", file=out)
+    owner = owner_kind(out)
+    if owner == KIND:
+        return
+    if owner is not None:
+        raise MedlamaInputError(f"the output folder was written by `medlama {owner}`, not by `medlama {KIND}`; "
+                                "choose another folder (nothing was changed)", file=out)
+    if not _earlier_rewire_output(out):
+        raise MedlamaInputError(
+            f"the output folder has rewire_config.json or checkpoints/ but no {RECORD_FORMAT} run record and no "
+            f"record of the command that wrote it: it was not written by `medlama {KIND}`; delete it, or choose a "
+            "new folder (nothing was changed)", file=out)
+    if note:
+        print(f"medlama: note: {out} was written by an earlier medlama version (no ownership record); taking it over "
+              "as a rewire output", file=sys.stderr)
+
+
+def _earlier_rewire_output(out: Path) -> bool:
+    """Whether ``out`` holds a run record of an earlier ``rewire`` (before ownership records existed)."""
+    for record in (out / CHECKPOINTS_DIR / CONFIG_NAME, out / CONFIG_NAME):
+        try:
+            if json.loads(record.read_text(encoding="utf-8")).get("format") == RECORD_FORMAT:
+                return True
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
 
 
 def rewire(corpus: Any, out: str | Path, config: RewireConfig | None = None, *, resume: bool | str | Path = True,
@@ -124,6 +161,15 @@ def rewire(corpus: Any, out: str | Path, config: RewireConfig | None = None, *, 
     """
     config = (config or RewireConfig.preset("paper")).validate()  # again: fields may have been reassigned
     out = Path(out).expanduser()
+    _check_output_folder(out, note=False)  # before the lock: a user's folder is refused with nothing created
+    # Only the main process writes OUT, so only it holds the lock (the others would find it taken).
+    with lock_directory(out) if is_main_process() else contextlib.nullcontext():
+        return _rewire(corpus, out, config, resume=resume, column=column, callbacks=callbacks,
+                       report_to=report_to, disable_tqdm=disable_tqdm)
+
+
+def _rewire(corpus: Any, out: Path, config: RewireConfig, *, resume, column, callbacks, report_to,
+            disable_tqdm) -> RewireResult:
     _check_output_folder(out)
     processes = world_size()
     if config.batch_size % processes:
@@ -144,7 +190,7 @@ def rewire(corpus: Any, out: str | Path, config: RewireConfig | None = None, *, 
         check_resume_compatible(out, config, build.corpus)
 
     record: dict[str, Any] = {
-        "format": "medlama-rewire/1",
+        "format": RECORD_FORMAT,
         "config": config.to_dict(),
         "base_model": {"name": encoder.name, "path": encoder.path, "layers_total": encoder.layers_total,
                        "layers_used": encoder.layers_used, "dropout_keys": encoder.dropout_keys},
@@ -158,6 +204,7 @@ def rewire(corpus: Any, out: str | Path, config: RewireConfig | None = None, *, 
                                    disable_tqdm)
     main_process = trainer.is_world_process_zero()
     if main_process:
+        write_owner(out, KIND)  # before the first write into OUT: from now on OUT is a rewire output
         atomic_write_text(out / CHECKPOINTS_DIR / CONFIG_NAME, json.dumps(record, indent=2) + "\n")
 
     trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
@@ -187,7 +234,7 @@ def _write_final(trainer: Any, out: Path, record: dict[str, Any]) -> None:
     model = trainer.model
     base = record["base_model"]["name"]
     model.model_card_data.model_name = f"{base} rewired with Contrastive-Probe"
-    with atomic_directory(out, marker=f"{CHECKPOINTS_DIR}/{CONFIG_NAME}") as staging:
+    with atomic_directory(out, marker=f"{CHECKPOINTS_DIR}/{CONFIG_NAME}", kind=KIND) as staging:
         model.save(str(staging))
         write_rewire_card(staging, record)
         atomic_write_text(staging / CONFIG_NAME, json.dumps(record, indent=2) + "\n")

@@ -36,6 +36,8 @@ from medlama.datasets.context_variance.stats import ContextVarianceBuild, pool_r
 from medlama.errors import MedlamaInputError
 
 ROWS_PER_WRITE = 512
+#: The command that writes (and alone may replace) a context-variance folder: its ownership record.
+KIND = "build context-variance"
 
 
 def build_context_variance(kb: KnowledgeBase, corpora: Sequence[CorpusSpec], out_dir: str | Path, *,
@@ -63,8 +65,19 @@ def write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origin
     """Every config of ``builder`` into ``out_dir``: Parquet files, card and ``build_info.json`` (atomically).
 
     ``origin`` defaults to the builder's knowledge folder as the card names it (``MedLAMA `hard```).
+    A folder written by another command (its ownership record does not name :data:`KIND`) is refused
+    before any indexing, and so is a second build into the same folder while one runs (its lock is held
+    from that check to the swap).
     """
-    from medlama.atomic import atomic_directory, check_replaceable
+    from medlama.atomic import claim_directory
+
+    with claim_directory(out_dir, marker="build_info.json", kind=KIND):  # before indexing, not after it
+        return _write_folder(builder, out_dir, origin=origin, umls_derived=umls_derived)
+
+
+def _write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origin: str | None,
+                  umls_derived: bool | None) -> ContextVarianceBuild:
+    from medlama.atomic import atomic_directory
     from medlama.datasets.medlama import _quiet_datasets
 
     config = builder.config
@@ -73,11 +86,10 @@ def write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origin
         origin = config.knowledge.origin if config.knowledge is not None else "knowledge base"
     triples = builder.knowledge_base().triples
     out_dir = Path(out_dir)
-    check_replaceable(out_dir, marker="build_info.json")  # before indexing, not after it
     stats = builder.open_sources()  # indexes first (outside the staging folder: later builds reuse them)
     configs, default_config = config_layout([s.source for s in stats], settings.context_types, settings.negative)
     used_pools: dict = {}
-    with atomic_directory(out_dir, marker="build_info.json") as staging, _quiet_datasets():
+    with atomic_directory(out_dir, marker="build_info.json", kind=KIND) as staging, _quiet_datasets():
         for stat in stats:
             writers = _Writers(staging, stat.source, settings)
             try:

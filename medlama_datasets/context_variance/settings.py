@@ -13,6 +13,7 @@ Turning command-line strings (``--corpus NAME:FORMAT:PATH``) into these is the c
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -71,6 +72,9 @@ class CorpusSpec:
     paths: tuple[str, ...] = setting(help="the corpus files or folders")
     format: str = setting(help="the corpus format (medlama.loaders.corpora.FORMATS)")
     options: tuple[tuple[str, object], ...] = setting((), help="reader options, (name, value) pairs")
+    on_bad_record: Literal["error", "skip"] = setting(
+        "error", help="MIMIC: a record the CSV does not hold cleanly stops the build with its file and line "
+                      "(error), or is left out and counted on stderr (skip)")
 
     def __post_init__(self) -> None:
         from medlama.loaders.corpora import FORMATS
@@ -86,8 +90,8 @@ class CorpusSpec:
         check(self)
 
     @classmethod
-    def make(cls, paths: str | Path | Iterable[str | Path], format: str, name: str | None = None,
-             **options) -> CorpusSpec:
+    def make(cls, paths: str | Path | Iterable[str | Path], format: str, name: str | None = None, *,
+             on_bad_record: str = "error", **options) -> CorpusSpec:
         """A spec with the default source name of the format (``ehr``, ``pmc``, else the first file's stem).
 
         ``options`` are reader options of :func:`medlama.loaders.corpora.load_corpus`; ``None`` ones are left out.
@@ -96,10 +100,19 @@ class CorpusSpec:
         if name is None:
             name = SOURCE_NAMES.get(format) or stem_name(paths[0] if paths else "")
         return cls(name, tuple(str(p) for p in paths), format,
-                   tuple(sorted((k, v) for k, v in options.items() if v is not None)))
+                   tuple(sorted((k, v) for k, v in options.items() if v is not None)), on_bad_record)
 
     def reader_options(self) -> dict:
-        return dict(self.options)
+        """The options of :func:`medlama.loaders.corpora.load_corpus` (and of the index fingerprint).
+
+        ``on_bad_record`` goes to the MIMIC reader (the only one with records to skip) when it is ``skip``:
+        an index built with skipped records is then not reused by a strict build, and the fingerprints of
+        the default (strict) builds stay those of earlier versions.
+        """
+        options = dict(self.options)
+        if self.format == "mimic" and self.on_bad_record != "error":
+            options["on_bad_record"] = self.on_bad_record
+        return options
 
     def load(self):
         """The streaming corpus (:func:`medlama.loaders.corpora.load_corpus`)."""
@@ -130,11 +143,11 @@ def merge_specs(specs: Sequence[CorpusSpec]) -> list[CorpusSpec]:
         known = merged.get(spec.name)
         if known is None:
             merged[spec.name] = spec
-        elif known.format != spec.format or known.options != spec.options:
-            raise MedlamaInputError(f"source {spec.name!r} is given as {known.format!r} and as {spec.format!r}; "
-                                    "name the corpora differently", field="corpus")
+        elif (known.format, known.options, known.on_bad_record) != (spec.format, spec.options, spec.on_bad_record):
+            raise MedlamaInputError(f"source {spec.name!r} is given as {known.format!r} and as {spec.format!r} (or "
+                                    "with other reader options); name the corpora differently", field="corpus")
         else:
-            merged[spec.name] = CorpusSpec(spec.name, known.paths + spec.paths, spec.format, spec.options)
+            merged[spec.name] = dataclasses.replace(known, paths=known.paths + spec.paths)
     return list(merged.values())
 
 

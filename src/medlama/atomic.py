@@ -2,7 +2,9 @@
 write one output folder at once.
 
 * :func:`atomic_directory` stages a new output beside the target and swaps it in when the block ends.
-* :func:`lock_directory` is the inter-process lock behind it (``filelock``; the lock file is the hidden
+* :func:`claim_directory` checks that an output folder may be replaced and holds its lock over a whole
+  run (a build, a training), so that a second writer is refused before doing any work.
+* :func:`lock_directory` is the inter-process lock behind them (``filelock``; the lock file is the hidden
   ``.NAME.lock`` beside the target, left in place on purpose: it never blocks a later run). A second
   writer fails at once with :class:`MedlamaInputError` naming the folder and, where known, the pid
   holding it; it does not wait, since the first writer may run for hours. Within one process the lock
@@ -238,6 +240,24 @@ def check_replaceable(target: str | Path, *, marker: str, kind: str | None = Non
         raise MedlamaInputError(
             f"the output folder was written by `medlama {owner}`, and only `medlama {owner}` replaces it, not "
             f"`medlama {kind}`; choose another folder (nothing was changed)", file=target)
+
+
+@contextlib.contextmanager
+def claim_directory(target: str | Path, *, marker: str, kind: str | None = None) -> Iterator[None]:
+    """Hold ``target``'s lock for the block, once :func:`check_replaceable` allows replacing it.
+
+    For a command that works long before it writes (a build, a training): wrap the whole run in it, and
+    a second writer, or a folder that is not this command's, is refused at once. The check runs before
+    the lock is taken (a user's folder is refused with nothing created beside it, not even the lock
+    file) and again once it is held (the folder may have changed meanwhile). Under the lock, leftovers
+    of a killed run are dealt with first: a previous output that a kill in the middle of a swap left
+    aside is put back at once, so it loads again even if this run then fails.
+    """
+    check_replaceable(target, marker=marker, kind=kind)
+    with lock_directory(target):
+        _clean_leftovers(Path(target).resolve())
+        check_replaceable(target, marker=marker, kind=kind)
+        yield
 
 
 # ---------------------------------------------------------------------------------------- staging

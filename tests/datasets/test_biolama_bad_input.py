@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from medlama.atomic import write_owner
 from medlama.cli import main
 from medlama.datasets.biolama import write_biolama
 from medlama.errors import MedlamaInputError
@@ -35,7 +36,8 @@ def earlier_build(tmp_path) -> Path:
     out = tmp_path / "out" / "biolama"
     out.mkdir(parents=True)
     (out / "README.md").write_text("earlier build")
-    (out / "build_info.json").write_text("{}")  # what makes it an earlier build, not someone else's folder
+    (out / "build_info.json").write_text("{}")  # with the ownership record: an earlier build, not someone else's
+    write_owner(out, "build biolama")
     return out
 
 

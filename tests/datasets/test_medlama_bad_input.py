@@ -10,6 +10,7 @@ import tarfile
 
 import pytest
 
+from medlama.atomic import write_owner
 from medlama.cli import main
 from medlama.datasets.hardness import HardnessRule
 from medlama.datasets.medlama import build_medlama, write_medlama
@@ -53,7 +54,8 @@ def earlier_build(tmp_path):
     out = tmp_path / "out" / "medlama"
     out.mkdir(parents=True)
     (out / "README.md").write_text("earlier build")
-    (out / "build_info.json").write_text("{}")  # what makes it an earlier build, which may be replaced
+    (out / "build_info.json").write_text("{}")  # with the ownership record: an earlier build, which may be replaced
+    write_owner(out, "build medlama")
     return out
 
 

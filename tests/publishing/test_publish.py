@@ -13,6 +13,7 @@ import yaml
 from datasets import load_dataset
 from huggingface_hub import DatasetCard
 
+from medlama.atomic import OWNER_NAME
 from medlama.cli import main
 from medlama.datasets.biolama import write_biolama
 from medlama.errors import MedlamaInputError
@@ -93,6 +94,8 @@ def test_biolama_dry_run_tree_loads_back_and_equals_the_source(biolama_dir, tmp_
     assert f"written to {target / 'biolama'}" in capsys.readouterr().out
     tree = target / "biolama"
     source, uploaded = tree_files(biolama_dir), tree_files(tree)
+    assert OWNER_NAME in source and OWNER_NAME not in uploaded  # the local ownership record is never uploaded
+    del source[OWNER_NAME]
     assert sorted(uploaded) == sorted(source)
     for name, content in uploaded.items():
         if name.endswith(".parquet"):

@@ -295,3 +295,15 @@ def test_upload_sends_the_dry_run_tree(rewired_from_tmp, tmp_path):
     assert sent == {p.relative_to(tmp_path / "dry" / "files").as_posix(): p.read_bytes()
                     for p in (tmp_path / "dry" / "files").rglob("*") if p.is_file()}
     assert manifest["files"] == dry["files"] and all(model.joinpath(name).is_file() for name in sent)
+
+
+def test_skipped_short_lines_are_named_by_the_corpus_file_name(tmp_path):
+    # --skip-short-lines records "<corpus path>, line N": pushed, only the file name (found by the fault suite).
+    from medlama.publishing.public_names import public_rewire_record
+
+    corpus = str(tmp_path / "sentences.txt")
+    record = {"corpus": [{"name": "sentences.txt", "path": corpus}],
+              "cloze": {"skipped_examples": [f"{corpus}, line 26", f"{corpus}, line 65"]}}
+    public, replacements = public_rewire_record(record)
+    assert public["cloze"]["skipped_examples"] == ["sentences.txt, line 26", "sentences.txt, line 65"]
+    assert replacements[corpus] == "sentences.txt" and str(tmp_path) not in json.dumps(public)

@@ -23,6 +23,7 @@ from medlama.commands.flags import add_settings_flags, given_settings
 def register(builders) -> None:
     """Add the ``context-variance`` parser to ``medlama build``'s sub-parsers."""
     from medlama.datasets.context_variance.settings import BuildSettings, KnowledgeSpec
+    from medlama.loaders.corpora import ON_BAD_RECORD
 
     parser = builders.add_parser(
         "context-variance", help="context-variance probing sets (EHR / PMC / other corpora) for UCM",
@@ -51,6 +52,10 @@ def register(builders) -> None:
     corpora.add_argument("--text-per", choices=["line", "file"], default="line",
                          help="text corpora: one document per line (default) or per file")
     corpora.add_argument("--text-field", default="text", help="JSON Lines: the text field (default: text)")
+    corpora.add_argument("--on-bad-record", choices=ON_BAD_RECORD, default="error",
+                         help="MIMIC: a record the CSV does not hold cleanly (an unterminated quote, a wrong field "
+                              "count) stops the build naming its file and line (error, the default), or is left "
+                              "out and counted on stderr (skip)")
     add_settings_flags(parser, BuildSettings, title="contexts")
     parser.add_argument("--num-proc", type=int, default=1, help="processes for indexing and building contexts "
                                                                             "(default: %(default)s)")
@@ -82,7 +87,7 @@ def corpus_specs(args: argparse.Namespace) -> list:
     specs = []
     if args.mimic:
         categories = tuple(args.categories) if args.categories else None
-        specs.append(CorpusSpec.make(args.mimic, "mimic", categories=categories))
+        specs.append(CorpusSpec.make(args.mimic, "mimic", categories=categories, on_bad_record=args.on_bad_record))
     if args.pmc:
         specs.append(CorpusSpec.make(args.pmc, "pmc"))
     for spec in args.corpus or ():
@@ -92,13 +97,25 @@ def corpus_specs(args: argparse.Namespace) -> list:
             options["per"] = args.text_per
         elif fmt == "jsonl" and args.text_field != "text":
             options["text_field"] = args.text_field
-        elif fmt == "mimic" and args.categories:
-            options["categories"] = tuple(args.categories)
+        elif fmt == "mimic":
+            options["on_bad_record"] = args.on_bad_record
+            if args.categories:
+                options["categories"] = tuple(args.categories)
         specs.append(parse_corpus(spec, **options))
     return specs
 
 
 def run(args: argparse.Namespace) -> int:
+    from medlama.atomic import claim_directory
+    from medlama.datasets.context_variance.export import KIND
+
+    # The output first, as `build medlama` does: a folder that is not ours, or busy, is refused before any
+    # input is read; the lock is then held until the folder is written.
+    with claim_directory(args.out, marker="build_info.json", kind=KIND):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from medlama.datasets.context_variance.builder import ContextVarianceBuilder

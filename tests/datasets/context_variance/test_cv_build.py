@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from medlama.atomic import write_owner
 from medlama.cli import main
 from medlama.datasets.context_variance import BuildSettings, CorpusSpec, EntityMatcher, build_contexts
 from medlama.datasets.context_variance.export import build_context_variance
@@ -251,7 +252,8 @@ def test_bad_input_is_reported(medlama_folder, corpora, tmp_path, capsys):
     unrelated = tmp_path / "unrelated.txt"
     unrelated.write_text("wheeze and cough\nasthma alone\nfever\n", encoding="utf-8")
     (tmp_path / "o").mkdir()
-    (tmp_path / "o" / "build_info.json").write_text("{}")  # an earlier build: one the builder may replace
+    (tmp_path / "o" / "build_info.json").write_text("{}")  # with the record: an earlier build, which may be replaced
+    write_owner(tmp_path / "o", "build context-variance")
     (tmp_path / "o" / "keep.txt").write_text("earlier output")
     assert main([*base, "--corpus", f"notes:text:{unrelated}", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err

@@ -1,0 +1,410 @@
+"""The fault suite (issue 12): kill -9 at several points of ``build medlama``, ``build context-variance``,
+``rewire`` and ``probe``, two writers on one ``--out``, and corrupt inputs; after each, the previous output
+must still load and a rerun must complete.
+
+    python benchmarks/faults.py --short      # CI (tests/faults/test_faults.py runs it): a cut-down release
+    python benchmarks/faults.py              # the whole MedLAMA release (slower builds, same cases)
+
+Every command runs as ``python -m medlama ...`` in a subprocess, as a user runs it, and is killed with
+SIGKILL (nothing to clean up, no handler runs). Where a kill point cannot be hooked from outside without a
+test-only switch in the product (the microseconds between moving the old output aside and the new one in),
+the state such a kill leaves is made by hand, and the next run is checked against it.
+
+A case *survives* when the earlier output still loads afterwards (``load_dataset(out, config)``,
+``SentenceTransformer(out)``, ``json.load``) and the rerun completes; it is *lost* when the earlier output
+no longer loads. An error that is not a one-line ``medlama: error:`` (a traceback) is counted as *unclear*.
+The last line printed is the summary, ``faults: N tried, S survived, L lost (U unclear errors)``; the exit
+status is 1 when anything was lost or did not survive.
+
+One file although over the usual length: it is one list of cases, each a few lines, read top to bottom.
+
+Needs the real data (``../shared/data``: the MedLAMA release and the rewiring corpora) and writes only
+into a temporary folder (``--keep DIR`` to keep it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+DEAD_PID = 4_000_000  # above the kernel's pid_max: certainly not a live process
+
+
+@dataclass
+class Case:
+    name: str
+    survived: bool
+    lost: bool
+    clear: bool = True
+    detail: str = ""
+
+
+@dataclass
+class Suite:
+    root: Path
+    short: bool
+    cases: list[Case] = field(default_factory=list)
+
+    # ---------------------------------------------------------------------------------- running
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1",
+                   TOKENIZERS_PARALLELISM="false", MEDLAMA_CACHE=str(self.root / "cache"),
+                   HF_DATASETS_CACHE=str(self.root / "hf-datasets"), PYTHONUNBUFFERED="1")
+        return env
+
+    def medlama(self, *args: str | Path, timeout: float = 600) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-P", "-m", "medlama", *map(str, args)], capture_output=True, text=True,
+                              env=self.env(), timeout=timeout, cwd=self.root)
+
+    def start(self, *args: str | Path) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-P", "-m", "medlama", *map(str, args)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, env=self.env(), cwd=self.root)
+
+    def kill_when(self, args: list, when: Callable[[], bool], timeout: float = 300) -> str:
+        """Run ``medlama args`` and SIGKILL it as soon as ``when()`` holds; what happened, in words."""
+        process = self.start(*args)
+        deadline = time.monotonic() + timeout
+        while process.poll() is None and time.monotonic() < deadline:
+            if when():
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+                return "killed"
+            time.sleep(0.01)
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+            return f"killed after {timeout:g}s"
+        return f"finished (status {process.returncode}) before the kill point"
+
+    def record(self, name: str, *, intact: bool, rerun: bool = True, clear: bool = True, detail: str = "") -> None:
+        case = Case(name, survived=intact and rerun, lost=not intact, clear=clear, detail=detail)
+        self.cases.append(case)
+        state = "LOST" if case.lost else "ok" if case.survived else "FAILED"
+        note = "" if clear else " [unclear error]"
+        print(f"  {state:6} {name}{note}: {detail}", flush=True)
+
+    # ---------------------------------------------------------------------------------- checks
+    @staticmethod
+    def loads(out: Path, config: str) -> bool:
+        from datasets import load_dataset
+
+        try:
+            return load_dataset(str(out), config, split="test").num_rows > 0
+        except Exception:  # noqa: BLE001 - any failure to load is what this check reports
+            return False
+
+    @staticmethod
+    def model_loads(out: Path) -> bool:
+        from sentence_transformers import SentenceTransformer
+
+        try:
+            SentenceTransformer(str(out), device="cpu")
+            return True
+        except Exception:  # noqa: BLE001
+            return False
+
+    @staticmethod
+    def json_loads(path: Path) -> bool:
+        try:
+            return bool(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            return False
+
+    @staticmethod
+    def clear_error(result: subprocess.CompletedProcess, *needles: str) -> bool:
+        err = result.stderr
+        return (result.returncode == 2 and "Traceback" not in err and "medlama: error:" in err
+                and all(needle in err for needle in needles))
+
+    @staticmethod
+    def staging(out: Path, old: bool = False) -> list[Path]:
+        return [p for p in out.parent.glob(f".{out.name}.tmp-*") if p.name.startswith(f".{out.name}.tmp-old-") == old]
+
+
+# ------------------------------------------------------------------------------------------ inputs
+def medlama_release(suite: Suite) -> tuple[Path, list[str]]:
+    """The release the builds read, and the flags it needs: the real one, or (short) its first 40 queries
+    per relation (their hard rows with them), which builds in seconds but is not the pinned bytes."""
+    source = SHARED / "medlama"
+    if not suite.short:
+        return source, []
+    target = suite.root / "medlama-release"
+    (target / "2021AA").mkdir(parents=True)
+    shutil.copy(source / "prompts.csv", target / "prompts.csv")
+    for full in sorted((source / "2021AA").glob("*_1000.csv")):
+        with open(full, newline="", encoding="utf-8") as handle:
+            rows = list(csv.reader(handle))[:41]
+        _write_csv(target / "2021AA" / full.name, rows)
+        heads = {tuple(row[:3]) for row in rows[1:]}
+        for hard in (source / "2021AA").glob(full.name[: -len("1000.csv")] + "*_hard.csv"):
+            with open(hard, newline="", encoding="utf-8") as handle:
+                hard_rows = list(csv.reader(handle))
+            _write_csv(target / "2021AA" / hard.name, [hard_rows[0]] + [r for r in hard_rows[1:] if tuple(r[:3]) in heads])
+    return target, ["--no-verify"]
+
+
+def _write_csv(path: Path, rows: list[list[str]]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
+
+
+def tiny_bert(folder: Path) -> Path:
+    """A random 2-layer BERT (hidden 32) with the bundled model's vocabulary (as tests/conftest.py makes)."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from medlama.defaults import default_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128)
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+# ------------------------------------------------------------------------------------------ cases
+def medlama_cases(suite: Suite) -> Path:
+    source, flags = medlama_release(suite)
+    out = suite.root / "medlama"
+    build = ["build", "medlama", "--source", source, *flags, "--out", out]
+    first = suite.medlama(*build)
+    if first.returncode != 0 or not suite.loads(out, "hard"):
+        raise SystemExit(f"the first MedLAMA build failed:\n{first.stderr[-3000:]}")
+
+    what = suite.kill_when(build, lambda: False, timeout=1.5)
+    suite.record("build medlama: kill -9 while reading the release", intact=suite.loads(out, "hard"), detail=what)
+
+    what = suite.kill_when(build, lambda: bool(suite.staging(out)))
+    suite.record("build medlama: kill -9 once its staging folder appears", intact=suite.loads(out, "hard"),
+                 detail=f"{what}; {len(suite.staging(out))} staging folder(s) left for the next run to remove")
+
+    # Two builds at once: the second is refused at once, the first completes.
+    first_run = suite.start(*build)
+    lock = out.parent / f".{out.name}.lock"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and first_run.poll() is None and not (lock.is_file() and lock.read_text().strip()):
+        time.sleep(0.05)
+    started = time.monotonic()
+    second = suite.medlama(*build)
+    refused_in = time.monotonic() - started
+    first_status = first_run.wait()
+    busy = suite.clear_error(second, "is writing this output folder right now")
+    suite.record("build medlama: two builds into one --out at once", intact=suite.loads(out, "hard"),
+                 rerun=first_status == 0 and busy, clear=busy,
+                 detail=f"first exit {first_status}; second exit {second.returncode} after {refused_in:.1f}s: "
+                        f"{second.stderr.strip().splitlines()[-1] if second.stderr.strip() else ''}")
+
+    # A kill between moving the old output aside and moving the new one in (made by hand: see the docstring),
+    # followed by a run that fails on bad input: the previous output is put back and loads.
+    host = socket.gethostname()
+    backup = out.parent / f".{out.name}.tmp-old-{DEAD_PID}+0+{''.join(c if c.isalnum() or c in '._-' else '_' for c in host)[:64]}"
+    os.replace(out, backup)
+    broken = suite.root / "release-non-utf8"
+    shutil.copytree(source, broken)
+    target = broken / "2021AA" / "may_treat_1000.csv"
+    data = target.read_bytes()
+    at = data.index(b"a", data.index(b"\n"))  # in the first data row, not the header
+    target.write_bytes(data[:at] + b"\xff" + data[at + 1:])
+    result = suite.medlama("build", "medlama", "--source", broken, "--no-verify", "--out", out)
+    suite.record("build medlama: kill -9 in the swap window, then a run on a non-UTF-8 CSV byte",
+                 intact=suite.loads(out, "hard"), clear=suite.clear_error(result, "may_treat_1000.csv"),
+                 detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
+
+    corrupt = {
+        "a duplicated release row": lambda d: _duplicate_row(d / "2021AA" / "may_treat_1000.csv"),
+        "a missing release file": lambda d: (d / "2021AA" / "may_prevent_1000.csv").unlink(),
+    }
+    for name, corrupt_it in corrupt.items():
+        copy = suite.root / f"release-{len(suite.cases)}"
+        shutil.copytree(source, copy)
+        corrupt_it(copy)
+        result = suite.medlama("build", "medlama", "--source", copy, "--no-verify", "--out", out)
+        suite.record(f"build medlama: {name}", intact=suite.loads(out, "hard"),
+                     clear=suite.clear_error(result), detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
+
+    a_file = suite.root / "a-file"
+    a_file.write_text("keep me")
+    result = suite.medlama(*build[:-1], a_file)
+    suite.record("build medlama: --out names an existing file", intact=a_file.read_text() == "keep me",
+                 clear=suite.clear_error(result, "not a folder"), detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
+
+    # The rerun: an unexpected file in the release is warned about, and the build completes.
+    extra = suite.root / "release-extra"
+    shutil.copytree(source, extra)
+    shutil.copy(extra / "2021AA" / "may_treat_1000.csv", extra / "2021AA" / "may_cure_1000.csv")
+    result = suite.medlama(*build[:2], "--source", extra, "--no-verify", "--out", out)
+    leftovers = suite.staging(out) + suite.staging(out, old=True)
+    suite.record("build medlama: rerun (with an unexpected release file) completes",
+                 intact=suite.loads(out, "hard"), rerun=result.returncode == 0 and "may_cure_1000.csv" in result.stderr
+                 and not leftovers, detail=f"exit {result.returncode}; {len(leftovers)} leftover(s)")
+    return out
+
+
+def _duplicate_row(path: Path) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text("".join([*lines, lines[1]]), encoding="utf-8")
+
+
+def context_variance_cases(suite: Suite) -> None:
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+    from cv_inputs import write_corpora, write_medlama_folder
+
+    kb = write_medlama_folder(suite.root / "cv-medlama")
+    notes, pmc = write_corpora(suite.root / "cv-corpora")
+    out = suite.root / "cv"
+    build = ["build", "context-variance", "--medlama", kb, "--mimic", notes, "--pmc", pmc,
+             "--index-dir", suite.root / "cv-index", "--out", out]
+    first = suite.medlama(*build)
+    if first.returncode != 0 or not suite.loads(out, "ehr_real"):
+        raise SystemExit(f"the first context-variance build failed:\n{first.stderr[-3000:]}")
+    what = suite.kill_when(build, lambda: bool(suite.staging(out)))
+    suite.record("build context-variance: kill -9 once its staging folder appears",
+                 intact=suite.loads(out, "ehr_real"), detail=what)
+
+    broken = suite.root / "cv-broken" / "NOTEEVENTS.csv"
+    broken.parent.mkdir()
+    broken.write_text(notes.read_text(encoding="utf-8").replace('dyspnea."\n', "dyspnea.\n"), encoding="utf-8")
+    strict = [*build[:5], broken, *build[6:]]
+    result = suite.medlama(*strict)
+    intact = suite.loads(out, "ehr_real")
+    rerun = suite.medlama(*strict, "--on-bad-record", "skip")
+    suite.record("build context-variance: a MIMIC note with an unterminated quote (then --on-bad-record skip)",
+                 intact=intact and suite.loads(out, "ehr_real"),
+                 rerun=rerun.returncode == 0 and "left out 1 bad record(s)" in rerun.stderr,
+                 clear=suite.clear_error(result, f"{broken}, line 3 (record 2)"),
+                 detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
+
+
+def rewire_cases(suite: Suite, model: Path) -> Path:
+    corpus = suite.root / "sentences.txt"
+    with open(sorted((SHARED / "elicit_corpora").glob("pubmed_sents*"))[0], encoding="utf-8") as handle:
+        corpus.write_text("".join(line for _, line in zip(range(300), handle)), encoding="utf-8")
+    out = suite.root / "rewired"
+    base = ["rewire", "--corpus", corpus, "--out", out, "--model", model, "--preset", "demo", "--batch-size", "8",
+            "--max-length", "24", "--save-steps", "2", "--logging-steps", "1", "--skip-short-lines"]
+    first = suite.medlama(*base, "--steps", "4")
+    if first.returncode != 0 or not suite.model_loads(out):
+        raise SystemExit(f"the first rewiring failed:\n{first.stderr[-3000:]}")
+    checkpoints = out / "checkpoints"
+
+    what = suite.kill_when([*base, "--steps", "12"], lambda: (checkpoints / "checkpoint-6").is_dir())
+    suite.record("rewire: kill -9 while training (after checkpoint-6)", intact=suite.model_loads(out), detail=what)
+
+    what = suite.kill_when([*base, "--steps", "12"], lambda: any(checkpoints.glob(".checkpoint-*.staging")))
+    suite.record("rewire: kill -9 while a checkpoint is being saved", intact=suite.model_loads(out), detail=what)
+
+    result = suite.medlama(*base, "--model", suite.root / "no-such-model", "--steps", "12")  # the last --model wins
+    suite.record("rewire: a model path that does not exist", intact=suite.model_loads(out),
+                 clear=suite.clear_error(result, "no-such-model"), detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
+
+    result = suite.medlama(*base, "--steps", "12")
+    done = json.loads((out / "rewire_config.json").read_text())["training"]["global_step"] if result.returncode == 0 else None
+    suite.record("rewire: rerun resumes and completes", intact=suite.model_loads(out),
+                 rerun=done == 12, detail=f"exit {result.returncode}, final step {done}")
+
+    dry = suite.root / "push-dry"
+    result = suite.medlama("push-model", out, "someone/rewired", "--dry-run", dry)
+    local = [str(suite.root), str(Path.home()), sys.prefix]
+    named = [p.relative_to(dry).as_posix() for p in (dry / "files").rglob("*") if p.is_file()
+             and any(path.encode() in p.read_bytes() for path in local)]
+    hidden = [p.name for p in (dry / "files").rglob(".*")]
+    suite.record("push-model: no pushed file names a local path or a hidden file", intact=suite.model_loads(out),
+                 rerun=result.returncode == 0 and not named and not hidden,
+                 detail=f"exit {result.returncode}; files naming a local path: {named}; hidden: {hidden}")
+    return out
+
+
+def probe_cases(suite: Suite, data: Path, model: Path) -> None:
+    out = suite.root / "probe"
+    base = ["probe", "--data", data, "--model", model, "--relations", "may_treat", "--batch-size", "16",
+            "--out", out]
+    first = suite.medlama(*base)
+    results = out / "results.json"
+    if first.returncode != 0 or not suite.json_loads(results):
+        raise SystemExit(f"the first probe failed:\n{first.stderr[-3000:]}")
+    what = suite.kill_when(base, lambda: False, timeout=3)
+    suite.record("probe: kill -9 while probing", intact=suite.json_loads(results), detail=what)
+    for name, change, needle in (("--batch-size 0", ["--batch-size", "0"], "batch size"),
+                                 ("a model path that does not exist", ["--model", suite.root / "no-such-model"],
+                                  "does not exist")):
+        args = [*base]
+        at = args.index(change[0])
+        args[at + 1] = change[1]
+        result = suite.medlama(*args)
+        suite.record(f"probe: {name}", intact=suite.json_loads(results), clear=suite.clear_error(result, needle),
+                     detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
+    a_file = suite.root / "probe-file"
+    a_file.write_text("keep me")
+    result = suite.medlama(*base[:-1], a_file)
+    suite.record("probe: --out names an existing file", intact=a_file.read_text() == "keep me" and suite.json_loads(results),
+                 clear=suite.clear_error(result), detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
+    result = suite.medlama(*base)
+    suite.record("probe: rerun completes", intact=suite.json_loads(results), rerun=result.returncode == 0,
+                 detail=f"exit {result.returncode}")
+
+
+def ucm_cases(suite: Suite) -> None:
+    import medlama.metrics
+
+    ucm = medlama.metrics.load("ucm", keep_in_memory=True, cache_dir=str(suite.root / "ucm-cache"))
+    try:
+        ucm.compute(target_rank_before=[1, 2], target_rank_after=[10**30, 3], added_is_correct=[True, False])
+        message, clear = "accepted", False
+    except ValueError as error:
+        message, clear = str(error), "target_rank_after[0]" in str(error)
+    except Exception as error:  # noqa: BLE001 - an OverflowError from pyarrow is what this case looks for
+        message, clear = f"{type(error).__name__}: {error}", False
+    works = ucm.compute(target_rank_before=[1], target_rank_after=[2], added_is_correct=[True])["num_records"] == 1
+    suite.record("UCM metric: a rank of 10**30", intact=works, clear=clear, detail=message[:160])
+
+
+# ------------------------------------------------------------------------------------------ main
+def run(root: Path, short: bool) -> Suite:
+    suite = Suite(root, short)
+    started = time.monotonic()
+    model = tiny_bert(root / "tiny-bert")
+    data = medlama_cases(suite)
+    context_variance_cases(suite)
+    rewire_cases(suite, model)
+    probe_cases(suite, data, model)
+    ucm_cases(suite)
+    tried, survived = len(suite.cases), sum(c.survived for c in suite.cases)
+    lost, unclear = sum(c.lost for c in suite.cases), sum(not c.clear for c in suite.cases)
+    print(f"({time.monotonic() - started:.0f}s)")
+    print(f"faults: {tried} tried, {survived} survived, {lost} lost ({unclear} unclear errors)", flush=True)
+    return suite
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--short", action="store_true", help="a cut-down MedLAMA release (CI)")
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="work in DIR and keep it")
+    args = parser.parse_args(argv)
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=False)
+        suite = run(args.keep.resolve(), args.short)
+    else:
+        with tempfile.TemporaryDirectory(prefix="medlama-faults-") as scratch:
+            suite = run(Path(scratch), args.short)
+    return 0 if all(c.survived and not c.lost for c in suite.cases) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""``rewire``'s output folder: only a rewire output is resumed or replaced, an earlier version's in-progress
+folder is taken over, and a second run into the same OUT is refused at once (issue 12, defects 1 and 7)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from medlama.atomic import write_owner
+from medlama.cli import main
+
+
+def rewire_into(out, tmp_path, capsys) -> tuple[int, str]:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("aspirin may treat headache in adults\n", encoding="utf-8")
+    status = main(["rewire", "--corpus", str(corpus), "--out", str(out), "--model", str(tmp_path / "no-model")])
+    return status, capsys.readouterr().err
+
+
+def in_progress(out, record: dict | None):
+    (out / "checkpoints").mkdir(parents=True)
+    if record is not None:
+        (out / "checkpoints" / "rewire_config.json").write_text(json.dumps(record))
+    return out
+
+
+@pytest.mark.parametrize("owner", ["build medlama", "probe"])
+def test_another_commands_folder_is_refused(tmp_path, capsys, owner):
+    out = in_progress(tmp_path / "out", {"format": "medlama-rewire/1"})
+    write_owner(out, owner)
+    status, err = rewire_into(out, tmp_path, capsys)
+    assert status == 2 and f"written by `medlama {owner}`, not by `medlama rewire`" in err
+
+
+def test_hand_written_record_is_refused_and_an_earlier_versions_folder_taken_over(tmp_path, capsys):
+    out = in_progress(tmp_path / "hand", {})
+    status, err = rewire_into(out, tmp_path, capsys)
+    assert status == 2 and "was not written by `medlama rewire`" in err and "nothing was changed" in err
+    earlier = in_progress(tmp_path / "earlier", {"format": "medlama-rewire/1"})
+    status, err = rewire_into(earlier, tmp_path, capsys)
+    assert "written by an earlier medlama version (no ownership record); taking it over" in err
+    assert status == 2 and "no-model" in err  # got past the folder check, to the (missing) model
+
+
+def test_a_second_rewire_into_one_out_is_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys\nfrom medlama.atomic import lock_directory\n"
+        f"with lock_directory({str(out)!r}):\n    print('held', flush=True)\n    sys.stdin.read()\n")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        status, err = rewire_into(out, tmp_path, capsys)
+    finally:
+        holder.communicate("")
+    assert status == 2 and "is writing this output folder right now" in err and "no-model" not in err
