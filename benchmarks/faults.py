@@ -92,7 +92,8 @@ class Suite:
         return f"finished (status {process.returncode}) before the kill point"
 
     def record(self, name: str, *, intact: bool, rerun: bool = True, clear: bool = True, detail: str = "") -> None:
-        case = Case(name, survived=intact and rerun, lost=not intact, clear=clear, detail=detail)
+        # A case survives only with its output intact, its rerun complete and any error a clear one.
+        case = Case(name, survived=intact and rerun and clear, lost=not intact, clear=clear, detail=detail)
         self.cases.append(case)
         state = "LOST" if case.lost else "ok" if case.survived else "FAILED"
         note = "" if clear else " [unclear error]"
@@ -101,10 +102,11 @@ class Suite:
     # ---------------------------------------------------------------------------------- checks
     @staticmethod
     def loads(out: Path, config: str) -> bool:
-        from datasets import load_dataset
+        # By the Parquet files' paths: load_dataset(str(out)) may answer from the cache of an earlier folder.
+        from medlama.datasets.folders import load_config
 
         try:
-            return load_dataset(str(out), config, split="test").num_rows > 0
+            return load_config(out, config, "test").num_rows > 0
         except Exception:  # noqa: BLE001 - any failure to load is what this check reports
             return False
 
@@ -180,6 +182,11 @@ def tiny_bert(folder: Path) -> Path:
 
 
 # ------------------------------------------------------------------------------------------ cases
+def killed(what: str) -> bool:
+    """Whether :meth:`Suite.kill_when` did kill the run (a run that finished first tested nothing)."""
+    return what.startswith("killed")
+
+
 def medlama_cases(suite: Suite) -> Path:
     source, flags = medlama_release(suite)
     out = suite.root / "medlama"
@@ -189,17 +196,21 @@ def medlama_cases(suite: Suite) -> Path:
         raise SystemExit(f"the first MedLAMA build failed:\n{first.stderr[-3000:]}")
 
     what = suite.kill_when(build, lambda: False, timeout=1.5)
-    suite.record("build medlama: kill -9 while reading the release", intact=suite.loads(out, "hard"), detail=what)
+    suite.record("build medlama: kill -9 while reading the release", intact=suite.loads(out, "hard"),
+                 rerun=killed(what), detail=what)
 
     what = suite.kill_when(build, lambda: bool(suite.staging(out)))
     suite.record("build medlama: kill -9 once its staging folder appears", intact=suite.loads(out, "hard"),
+                 rerun=killed(what),
                  detail=f"{what}; {len(suite.staging(out))} staging folder(s) left for the next run to remove")
 
     # Two builds at once: the second is refused at once, the first completes.
     first_run = suite.start(*build)
     lock = out.parent / f".{out.name}.lock"
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and first_run.poll() is None and not (lock.is_file() and lock.read_text().strip()):
+    # Until the lock names the first run (a killed run above left its own tag in the lock file).
+    while time.monotonic() < deadline and first_run.poll() is None and not (
+            lock.is_file() and lock.read_text().startswith(f"{first_run.pid}+")):
         time.sleep(0.05)
     started = time.monotonic()
     second = suite.medlama(*build)
@@ -276,7 +287,7 @@ def context_variance_cases(suite: Suite) -> None:
         raise SystemExit(f"the first context-variance build failed:\n{first.stderr[-3000:]}")
     what = suite.kill_when(build, lambda: bool(suite.staging(out)))
     suite.record("build context-variance: kill -9 once its staging folder appears",
-                 intact=suite.loads(out, "ehr_real"), detail=what)
+                 intact=suite.loads(out, "ehr_real"), rerun=killed(what), detail=what)
 
     broken = suite.root / "cv-broken" / "NOTEEVENTS.csv"
     broken.parent.mkdir()
@@ -305,10 +316,12 @@ def rewire_cases(suite: Suite, model: Path) -> Path:
     checkpoints = out / "checkpoints"
 
     what = suite.kill_when([*base, "--steps", "12"], lambda: (checkpoints / "checkpoint-6").is_dir())
-    suite.record("rewire: kill -9 while training (after checkpoint-6)", intact=suite.model_loads(out), detail=what)
+    suite.record("rewire: kill -9 while training (after checkpoint-6)", intact=suite.model_loads(out),
+                 rerun=killed(what), detail=what)
 
     what = suite.kill_when([*base, "--steps", "12"], lambda: any(checkpoints.glob(".checkpoint-*.staging")))
-    suite.record("rewire: kill -9 while a checkpoint is being saved", intact=suite.model_loads(out), detail=what)
+    suite.record("rewire: kill -9 while a checkpoint is being saved", intact=suite.model_loads(out),
+                 rerun=killed(what), detail=what)
 
     result = suite.medlama(*base, "--model", suite.root / "no-such-model", "--steps", "12")  # the last --model wins
     suite.record("rewire: a model path that does not exist", intact=suite.model_loads(out),
@@ -334,13 +347,14 @@ def rewire_cases(suite: Suite, model: Path) -> Path:
 def probe_cases(suite: Suite, data: Path, model: Path) -> None:
     out = suite.root / "probe"
     base = ["probe", "--data", data, "--model", model, "--relations", "may_treat", "--batch-size", "16",
-            "--out", out]
+            "--overwrite", "--out", out]  # --overwrite: each run replaces the previous probe's output
     first = suite.medlama(*base)
     results = out / "results.json"
     if first.returncode != 0 or not suite.json_loads(results):
         raise SystemExit(f"the first probe failed:\n{first.stderr[-3000:]}")
-    what = suite.kill_when(base, lambda: False, timeout=3)
-    suite.record("probe: kill -9 while probing", intact=suite.json_loads(results), detail=what)
+    what = suite.kill_when(base, lambda: bool(suite.staging(out)))
+    suite.record("probe: kill -9 once its staging folder appears", intact=suite.json_loads(results),
+                 rerun=killed(what), detail=what)
     for name, change, needle in (("--batch-size 0", ["--batch-size", "0"], "batch size"),
                                  ("a model path that does not exist", ["--model", suite.root / "no-such-model"],
                                   "does not exist")):

@@ -33,7 +33,8 @@ from medlama.defaults import MASK_PLACEHOLDER
 from medlama.errors import MedlamaInputError
 from medlama.models import load_tokenizer, pick_device, quiet_transformers, read_config, resolve_model
 from medlama.probers.mlm import MAX_LOGPROB_ELEMENTS
-from medlama.settings import check, setting
+from medlama.probers.base import check_settings
+from medlama.settings import setting
 
 DTYPES = ("fp32", "bf16", "fp16")
 #: A word every tokenizer splits off on its own: names and suffixes are tokenised after it, as in context.
@@ -61,7 +62,7 @@ class CausalModelSettings:
                                               "instruction-tuned models; off: the papers probe base models)")
 
     def __post_init__(self) -> None:
-        check(self)
+        check_settings(self)
 
 
 def _log_softmax(logits):

@@ -142,11 +142,6 @@ class Encoder:
 
     def encode(self, texts: Sequence[str], max_length: int, *, progress: str | None = None) -> dict[int, np.ndarray]:
         """``{layer: float32 array (len(texts), hidden)}`` for every configured layer."""
-        import torch
-        from tqdm.auto import tqdm
-
-        from medlama.progress import enabled as progress_enabled
-
         encoded = self.tokenizer(list(texts), truncation=True, max_length=max_length, add_special_tokens=True)
         input_ids = encoded["input_ids"]
         order = np.argsort([len(ids) for ids in input_ids], kind="stable")
@@ -163,6 +158,8 @@ class Encoder:
     def _encode(self, encoded, order, out, starts, progress):
         import torch
         from tqdm.auto import tqdm
+
+        from medlama.progress import enabled as progress_enabled
 
         with torch.inference_mode():
             for start in tqdm(starts, desc=progress, disable=progress is None or not progress_enabled(),

@@ -26,6 +26,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
 
+import medlama.cli  # noqa: E402
+
+# Every command module imported once, before any test patches a name in one of them: a command module
+# first imported under a patch (``from medlama.commands.probe import load_queries``) would keep it.
+medlama.cli.build_parser()
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("MEDLAMA_SHARED", REPO.parent / "shared"))
 

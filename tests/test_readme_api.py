@@ -24,7 +24,7 @@ def test_readme_python_api_example(medlama_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     exec(compile(readme_block("python-api"), "README.md:python-api", "exec"), {"__name__": "readme"})
     printed = capsys.readouterr().out
-    assert re.search(r"hard\[may_treat\]: acc@10 = \d+\.\d\d% \(95% CI \d+\.\d\d-\d+\.\d\d, 200 queries\)", printed)
+    assert re.search(r"hard\[may_treat\]\[first 200 per relation\]: acc@10 = \d+\.\d\d% \(95% CI \d+\.\d\d-\d+\.\d\d, 200 queries\)", printed)
     assert "hit@10" in printed
     results = json.loads((tmp_path / "out/api-may_treat/results.json").read_text())
     assert results["metrics"]["num_queries"] == 200

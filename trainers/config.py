@@ -2,7 +2,7 @@
 
 Each field is a :func:`medlama.settings.setting` carrying its help text and bounds; from those fields come
 the checks (in ``__post_init__``, so no invalid config exists), the ``medlama rewire`` flags
-(``medlama.commands.flags``), the recorded command line (:func:`medlama.settings.to_flags`) and the
+(the CLI's ``flags`` module), the recorded command line (:func:`medlama.settings.to_flags`) and the
 settings a resumed run must share with the run that wrote its checkpoints (:data:`MUST_MATCH_ON_RESUME`:
 every field not marked ``resume="may_change"``).
 """

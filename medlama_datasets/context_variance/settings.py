@@ -8,7 +8,7 @@
 
 Each is checked when made (``medlama.settings.check`` plus the rules below), so no invalid one exists.
 Turning command-line strings (``--corpus NAME:FORMAT:PATH``) into these is the command's job
-(:mod:`medlama.commands.build_context_variance`); the library takes only these typed objects.
+(the CLI's ``build_context_variance`` command); the library takes only these typed objects.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ fields are made with :func:`setting`. From those fields alone come
 * construction from a mapping (:func:`settings_from`): an unknown or misspelt name is an error that
   suggests the nearest real one, never silently ignored;
 * the recorded command line (:func:`to_flags`) and the comparison of two runs (:func:`differences`);
-* the command-line flags, built by ``medlama.commands.flags`` (the only place that knows argparse).
+* the command-line flags, built by the CLI's ``flags`` module (the only place that knows argparse).
 
 Example::
 

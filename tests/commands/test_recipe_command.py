@@ -53,7 +53,9 @@ def test_recipe_json_limit_device_and_reruns(recipe_args, tmp_path, capsys, monk
     assert "before and after rewiring" in captured.err  # the tables went to stderr
     assert "\r" not in captured.err and "it/s" not in captured.err  # no progress bars in a pipe (rewiring's too)
     assert results["query_set"].endswith("[first 2 per relation]")
-    assert Counter(q["relation"] for q in results["runs"][0]["queries"]) == {"umls_UR44": 2, "umls_UR116": 2}
+    predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert Counter(p["relation"] for p in predictions if p["run"] == "un-rewired") == {"umls_UR44": 2,
+                                                                                        "umls_UR116": 2}
     assert owner_kind(out) == "recipe"
     rewired = Path(results["rewired_models"][0])
     assert rewired.resolve().parent == out.resolve()

@@ -231,13 +231,15 @@ def test_archive_source(copy, tmp_path):
 
 
 def test_probe_unknown_method_refused_before_loading_queries(monkeypatch, tmp_path, capsys):
-    import medlama.commands.probe as probe_command
+    import medlama.probers.queries as queries_module
 
-    def load_queries(args):
+    def load_queries(source):
         raise AssertionError("queries loaded (maybe MedLAMA built) before the method names were checked")
 
-    monkeypatch.setattr(probe_command, "load_queries", load_queries)
+    # Patched where the command looks it up on each call, so no command module keeps the patched one.
+    monkeypatch.setattr(queries_module, "load_queries", load_queries)
     status = main(["probe", "--method", "contrastive", "foo", "--data", str(tmp_path), "--out", str(tmp_path / "o")])
     assert status == 2
-    assert capsys.readouterr().err == ("medlama: error: unknown --method 'foo'; known methods: generative, "
-                                       "mask-average, mask-predict, retrieval\n")
+    assert capsys.readouterr().err == ("medlama: error: unknown --method 'foo'; known methods: causal-constrained, "
+                                       "causal-generate, causal-likelihood, generative, mask-average, mask-predict, "
+                                       "retrieval\n")

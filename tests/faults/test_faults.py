@@ -23,7 +23,8 @@ def test_fault_suite_loses_nothing(medlama_source, elicit_corpora):
                         re.MULTILINE)
     assert summary, f"no summary line\n{report}\n{result.stderr[-4000:]}"
     print(report)
-    tried, survived, lost, _unclear = map(int, summary.groups())
+    tried, survived, lost, unclear = map(int, summary.groups())
     assert lost == 0, report
+    assert unclear == 0, report  # every corrupt input gets a clear error, not a traceback
     assert tried >= 20 and survived == tried, report
     assert result.returncode == 0, report
