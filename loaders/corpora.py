@@ -34,6 +34,10 @@ named directly is read whatever its extension.
 :func:`load_corpus` dispatches on a format name; :func:`corpus_fingerprint` identifies a corpus (its
 files' paths, sizes and modification times, the reader options and :data:`READER_VERSION`) so that an
 index built from it can be reused (:class:`medlama.datasets.context_variance.index.CorpusIndex`).
+
+One module although long: the four readers share one contract (file discovery, labels, unique ids, errors
+that name file, line and record, the fingerprint), and splitting them would scatter that contract; the
+strict NOTEEVENTS CSV parsing, which is self-contained, lives in :mod:`medlama.loaders.noteevents`.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ warning, and :attr:`MedlamaRelease.unexpected_files` for the build report).
 Reading validates every row and stops at the first problem with an error that names the file, the
 row and the field: bytes that are not UTF-8, a row with the wrong number of fields, a query (head CUI
 and name) listed twice in one file, a bad value.
+
+One module, a little over the usual length, because fetching, verifying and reading are one contract with
+the pinned release: the file list, the checksums and the row rules change together when the pin does.
 """
 
 from __future__ import annotations
@@ -153,7 +156,7 @@ def verify(root: Path) -> None:
         if actual != expected:
             raise MedlamaInputError(
                 f"checksum mismatch: SHA-256 {actual}, expected {expected} (commit {COMMIT}); "
-                "pass --no-verify (verify=False) to build from a modified copy on purpose", file=path)
+                "pass --no-verify (verify_checksums=False) to build from a modified copy on purpose", file=path)
 
 
 def unexpected_files(root: Path) -> tuple[str, ...]:

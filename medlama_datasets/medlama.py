@@ -18,6 +18,9 @@ config's rows). Every config has one split, ``test``. Config parameters (:class:
 
 :func:`build_medlama` / :func:`load_medlama` are the one-call forms; ``write_medlama`` (the folder that
 ``medlama build medlama`` writes, in ``medlama.datasets.medlama_folder``) is a thin layer over them.
+
+One module, slightly over the usual length, as ``datasets``' packaged builders are: the config, the
+builder and its generation steps are read together; the folder export, prompts and downloads live apart.
 """
 
 from __future__ import annotations

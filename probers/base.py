@@ -155,9 +155,15 @@ class ProbeResult:
                    **{f"hit@{k}": hits[k][i] for k in self.ks}}
 
     def to_json(self, *, queries: bool = True) -> dict:
-        """Everything as plain JSON: scores, ``intervals``, and (``queries``) each query's top 10."""
+        """Everything as plain JSON: scores, ``intervals``, and (``queries``) each query's top 10. A model
+        given as a local path is named by its folder's name in ``settings["model"]`` (a path means nothing on
+        another machine; :meth:`provenance` identifies the model by its content hash)."""
+        from medlama.provenance import public_word
+
         data = asdict(self)
         data.pop("model")
+        if isinstance(data["settings"].get("model"), str):
+            data["settings"]["model"] = public_word(data["settings"]["model"])
         data["intervals"] = self.intervals
         ids, relations, gold, predictions = (data.pop(key) for key in ("ids", "relations", "gold", "predictions"))
         if queries:

@@ -1,6 +1,7 @@
 """The probing front end shared by every prober: queries, gold answers and candidates of a dataset, and
 :func:`load_queries`, which finds them from a :class:`QuerySource` (dataset, built folder or Hub dataset id,
-config, ...). Where the data is, and what identifies it, is :mod:`medlama.datasets.folders`' job."""
+config, ...); :func:`queries_from` takes anything the Python API's ``data`` does through the same route.
+Where the data is, and what identifies it, is :mod:`medlama.datasets.folders`' job."""
 
 from __future__ import annotations
 
@@ -231,3 +232,31 @@ def load_queries(source: QuerySource) -> QuerySet:
     folder = resolve_data(source)
     _check_medlama_config(folder, config)
     return load_medlama_queries(folder, set_name, relations=relations, prompt_column=source.prompt_column)
+
+
+def queries_from(data=None, *, dataset: str = "medlama", config: str | None = None,
+                 relations: Sequence[str] | None = None) -> QuerySet:
+    """The :class:`QuerySet` that ``data`` names, for the Python API and the evaluator.
+
+    ``data``: ``None`` (the build kept in the cache), a built folder, a ``push-dataset`` dry run or a Hub
+    dataset id (``you/medlama``, ``you/medlama@REVISION``), all read by :func:`load_queries` exactly as
+    ``medlama probe --data`` reads them (so the Hub commit goes into :attr:`QuerySet.info`); a loaded
+    MedLAMA ``datasets.Dataset`` / ``DatasetDict`` (:func:`queries_from_dataset`); or a ``QuerySet``
+    (``relations`` picks from it).
+    """
+    if isinstance(data, QuerySet):
+        if not relations:
+            return data
+        wanted = set(relations)
+        return data.subset([i for i, r in enumerate(data.relations) if r in wanted])
+    if data is None or isinstance(data, (str, Path)):
+        folder = None if data is None else Path(data).expanduser()
+        return load_queries(QuerySource(dataset=dataset, data=folder, config=config,
+                                        relations=tuple(relations) if relations else None))
+    if hasattr(data, "column_names"):  # a datasets.Dataset or DatasetDict
+        if dataset != "medlama":
+            raise MedlamaInputError("a loaded Dataset is read as MedLAMA queries; give BioLAMA as a built folder "
+                                    "or a Hub dataset id")
+        return queries_from_dataset(data, relations=relations, name=config or "dataset")
+    raise MedlamaInputError("data must be a built folder, a Hub dataset id, a Dataset/DatasetDict or a QuerySet, "
+                            f"not {type(data).__name__}")

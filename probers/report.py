@@ -48,11 +48,11 @@ def write_json(path: str | Path, payload) -> None:
 def write_probe_results(out: str | Path, results: Sequence[ProbeResult], *,
                         argv: Sequence[str] | None = None) -> tuple[Path, Path]:
     """``medlama probe``'s outputs: ``out/results.json``, a list with one entry per run (its
-    :meth:`~medlama.probers.base.ProbeResult.to_json`, queries included as before, plus ``per_relation`` and
-    the ``provenance`` block), and ``out/predictions.jsonl`` (one line per run and query)."""
+    :meth:`~medlama.probers.base.ProbeResult.results_json`: scores, intervals, ``per_relation`` and the
+    ``provenance`` block, no per-query rows), and ``out/predictions.jsonl`` (one line per run and query, its
+    ``run`` key the run's label)."""
     out = Path(out)
-    write_json(out / RESULTS_FILE, [{**r.to_json(), "per_relation": r.per_relation(),
-                                     "provenance": r.provenance(argv=argv)} for r in results])
+    write_json(out / RESULTS_FILE, [r.results_json(argv=argv) for r in results])
     return out / RESULTS_FILE, write_predictions(out / PREDICTIONS_FILE, results)
 
 
@@ -100,11 +100,12 @@ def _figure(width: float = 9, height: float = 4.5):
     return plt.subplots(figsize=(width, height))
 
 
-def _save(fig, path: Path) -> Path:
+def save_figure(fig, path: Path, *, dpi: int = 130) -> Path:
+    """Lay out ``fig``, write it to ``path`` atomically (a reader never sees half a PNG) and close it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.png")
     fig.tight_layout()
-    fig.savefig(tmp, dpi=130)
+    fig.savefig(tmp, dpi=dpi)
     tmp.replace(path)
     import matplotlib.pyplot as plt
 
@@ -127,7 +128,7 @@ def plot_relations(results: Sequence[ProbeResult], path: str | Path, k: int = 10
     ax.set_ylabel(f"acc@{k} (%)")
     ax.set_title(f"acc@{k} per relation")
     ax.legend()
-    return _save(fig, Path(path))
+    return save_figure(fig, Path(path))
 
 
 def plot_answer_length(results: Sequence[ProbeResult], queries: QuerySet, path: str | Path, k: int = 10) -> Path:
@@ -142,7 +143,7 @@ def plot_answer_length(results: Sequence[ProbeResult], queries: QuerySet, path: 
     ax.set_ylabel(f"acc@{k} (%)")
     ax.set_title("acc@k per answer length")
     ax.legend()
-    return _save(fig, Path(path))
+    return save_figure(fig, Path(path))
 
 
 def plot_series(series: Mapping[str, Mapping[int, ProbeResult]], path: str | Path, xlabel: str,
@@ -156,4 +157,4 @@ def plot_series(series: Mapping[str, Mapping[int, ProbeResult]], path: str | Pat
     ax.set_xlabel(xlabel)
     ax.set_ylabel("acc (%)")
     ax.legend()
-    return _save(fig, Path(path))
+    return save_figure(fig, Path(path))

@@ -19,6 +19,9 @@ A dry-run folder is written atomically and records the command that wrote it (``
 uploaded); only that command replaces it, and two dry runs into one ``DIR`` at once are refused.
 
 No uploaded file names a local path (:mod:`medlama.publishing.public_names`): the local copy keeps them.
+A last check over every text file of the tree (:func:`check_tree_names_no_local_path`, before any upload and
+for dry runs) refuses the push when one still names the home folder, the Python environment
+(``sys.prefix``, ``sys.base_prefix``), a site-packages folder, or the folder being pushed or its parent.
 
 Datasets: the tree is the folder's ``README.md`` (the card with its ``configs``, its load instructions naming
 the repository), ``build_info.json`` and
@@ -59,6 +62,8 @@ import json
 import os
 import re
 import shutil
+import site
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -84,6 +89,94 @@ APP_PLACEHOLDER = 'REPO_ID = "<repo_id>"'
 
 
 # --------------------------------------------------------------------------- shared
+
+#: Files never read by the local-path check: binary by nature (weights, Arrow/Parquet, archives, pickles).
+#: Any other file holding a null byte is taken as binary too.
+BINARY_SUFFIXES = frozenset({
+    ".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".onnx", ".h5", ".msgpack", ".npy", ".npz", ".pkl",
+    ".pickle", ".parquet", ".arrow", ".gz", ".bz2", ".xz", ".zst", ".zip", ".tar", ".model", ".png", ".jpg",
+    ".jpeg", ".gif", ".ico", ".pdf"})
+#: System-wide folders that name nobody's machine: not checked as a "parent" or Python prefix ("/usr").
+_SHARED_FOLDERS = frozenset({"/", "/usr", "/usr/local", "/opt", "/tmp", "/var", "/var/tmp", "/home", "/Users"})
+_CHUNK = 1 << 24
+
+
+def local_paths(source: str | Path) -> dict[str, str]:
+    """{absolute local path: what it is} that no uploaded file may name (``source``: the folder pushed)."""
+    source = Path(source)
+    found: dict[str, str] = {}
+
+    def add(path: Any, what: str) -> None:
+        if not path:
+            return
+        for variant in {str(Path(path)), str(Path(path).absolute()), os.path.realpath(path)}:
+            text = variant.rstrip("/\\") or variant
+            if (os.path.isabs(text) and text not in _SHARED_FOLDERS and not re.fullmatch(r"[A-Za-z]:[\\/]?", text)
+                    and text not in found):
+                found[text] = what
+
+    add(source, "the folder being pushed")
+    add(source.absolute().parent, "the folder holding the folder being pushed")
+    add(Path(os.path.realpath(source)).parent, "the folder holding the folder being pushed")
+    for folder in site.getsitepackages() if hasattr(site, "getsitepackages") else []:
+        add(folder, "a site-packages folder")
+    add(site.getusersitepackages(), "the user site-packages folder")
+    add(sys.prefix, "the Python environment (sys.prefix)")
+    add(sys.base_prefix, "the Python installation (sys.base_prefix)")
+    add(str(Path.home()), "the home folder")
+    return found
+
+
+def _path_pattern(locals_: dict[str, str]) -> re.Pattern[bytes]:
+    """A local path as a whole path: not inside a longer name or a URL, followed by a separator, a quote,
+    a space, a bracket, a sentence's full stop or the end (so home ``/root`` does not match ``/rootfs``)."""
+    forms = set()
+    for local in locals_:
+        forms.add(local.encode("utf-8"))
+        forms.add(json.dumps(local)[1:-1].encode("utf-8"))  # as JSON writes it (backslashes, non-ASCII)
+    alternatives = b"|".join(re.escape(form) for form in sorted(forms, key=len, reverse=True))
+    return re.compile(rb"(?<![\w.~/\\:-])(?P<path>" + alternatives +
+                      rb")(?=[/\\\"'`\s)\]},;<>|]|\.(?:\s|$)|$)")
+
+
+def _named_local(file: Path, pattern: re.Pattern[bytes], overlap: int) -> str | None:
+    """The first local path the text file ``file`` names (None for binary files and clean text)."""
+    if file.suffix.lower() in BINARY_SUFFIXES:
+        return None
+    with open(file, "rb") as handle:
+        window, first = b"", True
+        while True:
+            chunk = handle.read(_CHUNK)
+            if b"\0" in chunk:
+                return None  # binary (a null byte is never text), whatever its name
+            at_end = len(chunk) < _CHUNK
+            window += chunk
+            for match in pattern.finditer(window):
+                # Near a chunk's end the match may go on in the next chunk: decided there (the overlap).
+                if (match.start() > 0 or first) and (at_end or match.end() + 2 <= len(window)):
+                    return match["path"].decode("utf-8")
+            if at_end:
+                return None
+            window, first = window[-overlap:], False
+
+
+def check_tree_names_no_local_path(tree: Path, source: str | Path) -> None:
+    """Refuse the push when a text file of the upload ``tree`` names a local path (:func:`local_paths`):
+    the home folder, the Python environment, a site-packages folder, the folder pushed or its parent."""
+    locals_ = local_paths(source)
+    if not locals_:
+        return
+    pattern = _path_pattern(locals_)
+    overlap = max(len(json.dumps(local).encode("utf-8")) for local in locals_) + 8
+    forms = {json.dumps(local)[1:-1]: local for local in locals_}
+    for file in sorted(path for path in tree.rglob("*") if path.is_file()):
+        named = _named_local(file, pattern, overlap)
+        if named is not None:
+            local = forms.get(named, named)
+            raise MedlamaInputError(
+                f"the upload tree's file {file.relative_to(tree).as_posix()!r} names the local path {local!r} "
+                f"({locals_.get(local, 'a local folder')}), which would be uploaded; remove it from that file "
+                "(nothing was uploaded)", file=source)
 
 
 def check_repo_id(repo_id: str) -> str:
@@ -156,6 +249,7 @@ def _finish(tree_writer, name: str, source: Path, manifest: dict[str, Any], *, k
         _check_dry_run_target(target, source, what, kind)
         with atomic_directory(target, marker=MANIFEST_NAME, kind=kind) as staging:  # holds DIR's lock
             tree_writer(staging / name)
+            check_tree_names_no_local_path(staging / name, source)
             manifest["files"] = _files_of(staging / name)
             (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         return manifest
@@ -163,6 +257,7 @@ def _finish(tree_writer, name: str, source: Path, manifest: dict[str, Any], *, k
     with tempfile.TemporaryDirectory(prefix="medlama-push-") as scratch:
         tree = Path(scratch) / name
         tree_writer(tree)
+        check_tree_names_no_local_path(tree, source)
         manifest["files"] = _files_of(tree)
         _publish(tree, manifest, api=api, gated=gated, space_sdk=space_sdk)
     return manifest

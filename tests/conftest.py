@@ -242,3 +242,36 @@ def biolama_fx() -> SimpleNamespace:
     data)``, ``counts(source=None, split="test")``, and its content ``RELEASE``, ``SPLIT_OF``, ``EXTRA_PROMPT``."""
     return SimpleNamespace(RELEASE=RELEASE, SPLIT_OF=SPLIT_OF, EXTRA_PROMPT=EXTRA_PROMPT, uri=uri, record=record,
                            write_release=write_release, write_archive=write_archive, counts=counts)
+
+
+@pytest.fixture(scope="session")
+def biolama_release_dir(biolama_fx, tmp_path_factory) -> Path:
+    """The fixture BioLAMA release, extracted: a folder holding ``data/``."""
+    root = tmp_path_factory.mktemp("biolama-release")
+    biolama_fx.write_release(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def biolama_dir(biolama_release_dir, tmp_path_factory) -> Path:
+    """The fixture release built by ``medlama build biolama`` (all sources)."""
+    from medlama.datasets.biolama_folder import write_biolama
+
+    out = tmp_path_factory.mktemp("built") / "biolama"
+    write_biolama(out, biolama_release_dir, progress=False)
+    return out
+
+
+@pytest.fixture(scope="session")
+def sets(tmp_path_factory) -> Path:
+    """Context-variance sets built by the real builder from the tiny inputs (both sources)."""
+    import cv_inputs as cvb  # tests/helpers (pytest pythonpath): the tiny MedLAMA folder and corpora
+    from medlama.datasets.context_variance import CorpusSpec, build_context_variance
+    from medlama.datasets.context_variance.kb_adapters import knowledge_base_from_medlama
+
+    root = tmp_path_factory.mktemp("cv-sets")
+    kb = knowledge_base_from_medlama(cvb.write_medlama_folder(root / "medlama"), "full")
+    notes, pmc = cvb.write_corpora(root / "corpora")
+    build_context_variance(kb, [CorpusSpec.make(notes, "mimic"), CorpusSpec.make(pmc, "pmc")], root / "sets",
+                           index_root=root / "indexes", progress=False)
+    return root / "sets"

@@ -21,7 +21,7 @@ try:  # sentence-transformers >= 6 names the base class BaseEvaluator; SentenceE
 except ImportError:  # pragma: no cover - older sentence-transformers
     from sentence_transformers.evaluation import SentenceEvaluator as _Base
 
-from medlama.probers.queries import QuerySet
+from medlama.probers.queries import QuerySet, queries_from
 from medlama.probers.retrieval import PRESETS, RetrievalSettings
 
 #: Queries per relation the evaluator probes by default: enough to follow the trend, quick enough every N steps.
@@ -53,9 +53,7 @@ class MedLAMAEvaluator(_Base):
                  settings: RetrievalSettings = PRESETS["reference"], name: str = "medlama") -> None:
         super().__init__()
         if queries is None:
-            from medlama.api import _queries
-
-            queries = _queries(data, dataset="medlama", config=config, relations=relations)
+            queries = queries_from(data, dataset="medlama", config=config, relations=relations)
             queries = queries.limit_per_relation(limit) if limit is not None else queries
         self.queries = queries
         self.settings = settings

@@ -80,14 +80,16 @@ class RewireResult:
     record: dict[str, Any]
 
 
-def _versions() -> dict[str, str]:
-    import importlib.metadata as md
+#: Packages whose versions the rewiring record (and the model card's "Framework versions") lists.
+RECORD_PACKAGES = ("medlama", "torch", "transformers", "sentence-transformers", "datasets", "accelerate")
 
-    versions = {}
-    for package in ("medlama", "torch", "transformers", "sentence-transformers", "datasets", "accelerate"):
-        with contextlib.suppress(md.PackageNotFoundError):
-            versions[package] = md.version(package)
-    return versions
+
+def _versions() -> dict[str, str]:
+    """Installed versions of :data:`RECORD_PACKAGES` (:func:`medlama.provenance.package_versions`), those not
+    installed left out."""
+    from medlama.provenance import package_versions
+
+    return {name: version for name, version in package_versions(RECORD_PACKAGES).items() if version is not None}
 
 
 def command_line(corpus: Any, out: Path, config: RewireConfig) -> str | None:

@@ -37,6 +37,10 @@ Work shared across the inputs of a sequence (and across sequences): identical in
 per call (``input0``, the prompt alone, is shared by every sequence of a triple); the retrieval ranker
 encodes each pool name once and keeps its vector for later calls; the mask-average ranker tokenises the
 pool once per call and runs one forward pass per (input, name length) for all names of that length.
+
+One module, slightly over the usual length: the interface, the two encoder-side rankers, their settings
+and ``make_ranker``'s ``auto`` rule are read together; the causal ranker, with its own model code, lives in
+:mod:`medlama.ucm.causal_ranker`.
 """
 
 from __future__ import annotations

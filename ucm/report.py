@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from medlama.probers.report import save_figure
 from medlama.ucm.scores import SHARES, ModelResult
 from medlama.ucm.sets import ContextSets
 
@@ -115,13 +116,7 @@ def plot(results: Sequence[ModelResult], path: str | Path, ks: Sequence[int]) ->
     right.set_ylim(0, 1)
     right.set_title("top-k accuracy of O_t")
     right.legend(fontsize=7)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.tight_layout()
-    fig.savefig(tmp, dpi=120)
-    tmp.replace(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def write_outputs(results: Sequence[ModelResult], sets: ContextSets, out: str | Path, ks: Sequence[int], *,

@@ -24,60 +24,37 @@ __all__ = ["load_medlama", "probe", "rewire", "ucm"]
 def load_medlama(config: str = "hard", *, data: str | Path | None = None, source: str | Path | None = None,
                  relations: Sequence[str] | None = None, split: str | None = "test"):
     """MedLAMA as a ``datasets`` object: ``config`` (``hard``, ``full``, ``candidates_hard``, ``hard_<relation>``,
-    ...) of ``data`` (a built folder, ``medlama build medlama --out DIR``) or, without ``data``, of the build
-    kept in the cache (built once from ``source`` / ``$MEDLAMA_SOURCE`` / the pinned download, as the CLI).
+    ...) of ``data`` (a built folder, ``medlama build medlama --out DIR``; a ``push-dataset`` dry run; or a Hub
+    dataset id, ``you/medlama`` or ``you/medlama@REVISION``) or, without ``data``, of the build kept in the
+    cache (built once from ``source`` / ``$MEDLAMA_SOURCE`` / the pinned download, as the CLI).
 
-    Returns the ``split`` (a ``Dataset``; ``split=None``: the ``DatasetDict``), keeping only ``relations``
-    when given. Loads by the folder's path, never by a bare name: ``load_dataset("medlama", ...)`` from
-    another directory could pick up a different folder of that name.
+    Returns the ``split`` (a ``Dataset``; ``split=None``: the ``DatasetDict`` of the config's splits), keeping
+    only ``relations`` when given. The folder is found as ``medlama probe --data`` finds it
+    (:func:`~medlama.datasets.folders.resolve_folder`) and its Parquet files are read by their absolute paths
+    (:func:`~medlama.datasets.folders.load_config`), never as ``load_dataset(<folder>, config)``: ``datasets``
+    caches a local folder by its name, so another folder called ``medlama`` could come back instead.
     """
-    from datasets import load_dataset
-
-    from medlama.probers.queries import QuerySource, data_folder
+    from medlama.datasets.folders import folder_configs, load_config, resolve_folder
+    from medlama.probers.queries import QuerySource, resolve_data
 
     if data is not None:
-        folder = Path(data)
+        folder = resolve_folder(Path(data).expanduser(), dataset="medlama").path
     else:
-        folder = data_folder(QuerySource(source=None if source is None else str(source)))
-    if not (folder / "README.md").is_file():
-        raise MedlamaInputError("not a built dataset folder (no README.md); run `medlama build medlama --out DIR`",
-                                file=folder)
-    loaded = load_dataset(str(folder), config, split=split)
+        folder = resolve_data(QuerySource(source=None if source is None else str(source))).path
+    if split is None:
+        from datasets import DatasetDict
+
+        splits = folder_configs(folder).get(config)
+        if splits is None:  # load_config words the error, with the configs there are
+            load_config(folder, config)
+        loaded = DatasetDict({name: load_config(folder, config, name) for name in splits})
+    else:
+        loaded = load_config(folder, config, split)
     if relations:
         wanted = set(relations)
         keep = lambda batch: [r in wanted for r in batch["relation"]]  # noqa: E731
         loaded = loaded.filter(keep, batched=True)
     return loaded
-
-
-def _queries(data: Any, *, dataset: str, config: str | None, relations: Sequence[str] | None):
-    """The :class:`~medlama.probers.queries.QuerySet` that ``data`` names (see :func:`probe`)."""
-    from medlama.probers.queries import QuerySet, QuerySource, load_queries, queries_from_dataset
-
-    if isinstance(data, QuerySet):
-        return data if not relations else data.subset([i for i, r in enumerate(data.relations) if r in relations])
-    if data is None or (isinstance(data, (str, Path)) and Path(data).expanduser().is_dir()):
-        folder = None if data is None else Path(data).expanduser()
-        return load_queries(QuerySource(dataset=dataset, data=folder, config=config,
-                                        relations=tuple(relations) if relations else None))
-    if isinstance(data, (str, Path)):  # a Hub dataset id (or anything else load_dataset reads)
-        from datasets import load_dataset
-
-        if dataset != "medlama":
-            raise MedlamaInputError("a Hub dataset id is read as MedLAMA; give a built BioLAMA folder instead")
-        name = config or "hard"
-        try:
-            loaded = load_dataset(str(data), name, split="test")
-        except Exception as error:  # noqa: BLE001 - the datasets library raises many kinds; say which data
-            raise MedlamaInputError(f"cannot load config {name!r} of {data}: {error}") from None
-        queries = queries_from_dataset(loaded, relations=relations, name=name)
-        from dataclasses import replace
-
-        return replace(queries, info={**queries.info, "hub_id": str(data), "config": name})
-    if hasattr(data, "column_names"):  # a datasets.Dataset or DatasetDict
-        return queries_from_dataset(data, relations=relations, name=config or "dataset")
-    raise MedlamaInputError(f"data must be a built folder, a Hub dataset id, a Dataset/DatasetDict or a QuerySet, "
-                            f"not {type(data).__name__}")
 
 
 def probe(model: Any = None, data: Any = None, *, config: str | None = None, method: str = "retrieval",
@@ -92,11 +69,17 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     * ``model``: ``None`` (the bundled all-MiniLM-L6-v2 encoder), a folder or Hub id, or a loaded
       ``SentenceTransformer`` or ``transformers.PreTrainedModel`` (with ``tokenizer=``; retrieval only). A
       loaded model is encoded as it is: its own pooling head is not used (``settings["pooling"]`` is).
-    * ``data``: ``None`` (the build kept in the cache, as the CLI), a built folder, a Hub dataset id, a
-      ``datasets.Dataset`` / ``DatasetDict`` of MedLAMA queries (``load_medlama(...)``), or a ``QuerySet``.
-    * ``config``: ``hard`` (default) or ``full`` (BioLAMA: ``all``, ``ctd``, ...); ``relations``: a subset.
-    * ``method``: ``retrieval`` (default), ``mask-average``, ``mask-predict`` or ``generative``; ``preset``:
-      the method's named settings (retrieval: ``reference`` by default, or ``cosine``); ``settings``: fields
+    * ``data``: ``None`` (the build kept in the cache, as the CLI), a built folder, a ``push-dataset`` dry run
+      or a Hub dataset id (``you/medlama``, ``you/medlama@REVISION``), all read as ``medlama probe --data``
+      reads them (:func:`~medlama.probers.queries.queries_from`), a ``datasets.Dataset`` / ``DatasetDict`` of
+      MedLAMA queries (``load_medlama(...)``), or a ``QuerySet``.
+    * ``config``: ``hard`` (default), ``full`` or a per-relation config such as ``hard_may_treat`` (BioLAMA:
+      ``all``, ``ctd``, ...); ``relations``: a subset.
+    * ``method``: any of :data:`medlama.probers.registry.METHODS`, as ``medlama probe --method`` spells it:
+      ``retrieval`` (default; encoders), ``mask-average`` and ``mask-predict`` (masked LMs), ``generative``
+      (seq2seq LMs such as T5), ``causal-likelihood``, ``causal-constrained`` and ``causal-generate``
+      (decoder-only causal LMs: exact ranking, fast constrained ranking, free text). ``preset``: the
+      method's named settings (retrieval: ``reference`` by default, or ``cosine``); ``settings``: fields
       that replace the preset's (e.g. ``{"pooling": "mean"}``) or the method's settings dataclass.
     * ``limit``: probe only the first ``limit`` queries of each relation (the candidates stay the whole set's).
     * ``ks``: cut-offs to score (default 1, 5, 10; BioLAMA 1, 5); ``match``: ``exact`` (MedLAMA) or
@@ -106,6 +89,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     from medlama.probers.base import probe as run_probe
     from medlama.probers.biolama_queries import BIOLAMA_KS, BIOLAMA_MATCH
     from medlama.probers.encoding import loaded_encoder
+    from medlama.probers.queries import queries_from
     from medlama.probers.registry import METHODS, make_prober, method_name, settings_for
     from medlama.probers.retrieval import RetrievalProber
 
@@ -119,7 +103,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     scored = tuple(sorted(set(ks))) if ks else (BIOLAMA_KS if biolama else DEFAULT_KS)
     if scored[0] < 1:
         raise MedlamaInputError(f"every ks value must be >= 1, got {list(scored)}")
-    queries = _queries(data, dataset=dataset, config=config, relations=relations)
+    queries = queries_from(data, dataset=dataset, config=config, relations=relations)
     queries = queries.limit_per_relation(limit) if limit is not None else queries
     if loaded_encoder(model, tokenizer) is not None:  # checks the object early, with a clear message
         if name != "retrieval":

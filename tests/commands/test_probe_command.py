@@ -11,18 +11,9 @@ import pytest
 
 from medlama import progress
 from medlama.cli import main
-from medlama.datasets.biolama import write_biolama
 from medlama.probers.queries import QuerySet
 from medlama.probers.registry import METHODS
-
-
-@pytest.fixture(scope="module")
-def biolama_dir(biolama_fx, tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("biolama-release")
-    biolama_fx.write_release(root)
-    out = tmp_path_factory.mktemp("built") / "biolama"
-    write_biolama(out, root, progress=False)
-    return out
+from probe_outputs import predictions
 
 
 @pytest.fixture(scope="module")
@@ -136,14 +127,15 @@ def test_limit_probes_the_first_queries_of_each_relation(probe_args, biolama_dir
     out = tmp_path / "limited"
     assert main(probe_args(out, "--limit", "2")) == 0
     result = json.loads((out / "results.json").read_text())[0]
-    counts = Counter(query["relation"] for query in result["queries"])
+    rows = predictions(out, result["label"])
+    counts = Counter(row["relation"] for row in rows)
     assert counts == {"umls_UR44": 2, "umls_UR116": 2}
     from medlama.probers.biolama_queries import load_biolama_queries
 
     queries = load_biolama_queries(biolama_dir, "umls")
     assert result["query_set"] == f"{queries.name}[first 2 per relation]" and len(queries) == 8
     first = [i for i, r in enumerate(queries.relations) if queries.relations[:i].count(r) < 2]
-    assert [q["id"] for q in result["queries"]] == [queries.ids[i] for i in first]
+    assert [row["id"] for row in rows] == [queries.ids[i] for i in first]
 
 
 def test_limit_per_relation_keeps_order_and_candidates():

@@ -11,16 +11,6 @@ import pytest
 
 from medlama.atomic import OWNER_NAME, owner_kind
 from medlama.cli import main
-from medlama.datasets.biolama import write_biolama
-
-
-@pytest.fixture(scope="module")
-def biolama_dir(biolama_fx, tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("biolama-release")
-    biolama_fx.write_release(root)
-    out = tmp_path_factory.mktemp("built") / "biolama"
-    write_biolama(out, root, progress=False)
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -13,20 +13,6 @@ from datasets import concatenate_datasets, load_dataset
 from medlama.cli import main
 from medlama.ucm.sets import load_sets
 
-import cv_inputs as cvb  # tests/helpers (pytest pythonpath): the tiny MedLAMA folder and corpora
-
-
-@pytest.fixture(scope="module")
-def sets(tmp_path_factory) -> Path:
-    from medlama.datasets.context_variance import CorpusSpec, build_context_variance
-    from medlama.datasets.context_variance.kb_adapters import knowledge_base_from_medlama
-
-    root = tmp_path_factory.mktemp("cv-sets")
-    kb = knowledge_base_from_medlama(cvb.write_medlama_folder(root / "medlama"), "full")
-    notes, pmc = cvb.write_corpora(root / "corpora")
-    build_context_variance(kb, [CorpusSpec.make(notes, "mimic"), CorpusSpec.make(pmc, "pmc")], root / "sets",
-                           index_root=root / "indexes", progress=False)
-    return root / "sets"
 
 
 @pytest.fixture(scope="module")

@@ -23,16 +23,8 @@ from medlama.loaders import biolama_release as release
 
 
 @pytest.fixture(scope="module")
-def release_dir(biolama_fx, tmp_path_factory) -> Path:
-    """The extracted release: a folder holding ``data/``."""
-    root = tmp_path_factory.mktemp("biolama-release")
-    biolama_fx.write_release(root)
-    return root
-
-
-@pytest.fixture(scope="module")
-def archive(biolama_fx, release_dir, tmp_path_factory) -> Path:
-    return biolama_fx.write_archive(tmp_path_factory.mktemp("archive") / "data.tar.gz", release_dir / "data")
+def archive(biolama_fx, biolama_release_dir, tmp_path_factory) -> Path:
+    return biolama_fx.write_archive(tmp_path_factory.mktemp("archive") / "data.tar.gz", biolama_release_dir / "data")
 
 
 @pytest.fixture(scope="module")
@@ -119,12 +111,12 @@ def test_load_by_name_from_parent_folder(biolama_fx, built, monkeypatch):
     assert load_dataset("biolama", "umls", split="test").num_rows == biolama_fx.counts("umls")
 
 
-def test_declared_features_and_rows_equal_the_release(built, release_dir):
+def test_declared_features_and_rows_equal_the_release(built, biolama_release_dir):
     out, _, _ = built
     data = load_dataset(str(out), "umls_UR44", split="test")
     assert data.features == features()
     assert data.features["obj_aliases"] == List(List(Value("string")))
-    lines = (release_dir / "data/umls/triples_processed/UR44/test.jsonl").read_text().splitlines()
+    lines = (biolama_release_dir / "data/umls/triples_processed/UR44/test.jsonl").read_text().splitlines()
     for row, line in zip(data, lines, strict=True):
         record = json.loads(line)
         assert row["id"] == record["uuid"]
@@ -170,23 +162,23 @@ def test_card_statistics_configs_and_report(built, archive_sha):
     assert stats[-1]["test"] == 24 and build.report.split_overlaps == []
 
 
-def test_folder_and_data_folder_sources_equal_the_archive(built, release_dir):
+def test_folder_and_data_folder_sources_equal_the_archive(built, biolama_release_dir):
     _, from_archive, _ = built
-    for source in (release_dir, release_dir / "data"):
+    for source in (biolama_release_dir, biolama_release_dir / "data"):
         build = build_biolama(source, progress=False)
         assert build.rows == from_archive.rows
         assert not build.report.checksums_verified
         assert build.report.verification == "an extracted folder, which has no checksum to check"
 
 
-def test_python_api_and_sources_subset(biolama_fx, release_dir):
-    data = load_biolama(release_dir, "wikidata", progress=False)
+def test_python_api_and_sources_subset(biolama_fx, biolama_release_dir):
+    data = load_biolama(biolama_release_dir, "wikidata", progress=False)
     assert sorted(data) == ["dev", "test", "train"] and data["test"].num_rows == biolama_fx.counts("wikidata")
-    build = build_biolama(release_dir, sources=["ctd", "wikidata"], progress=False)
+    build = build_biolama(biolama_release_dir, sources=["ctd", "wikidata"], progress=False)
     assert build.config_names() == ["all", "ctd", "wikidata", "ctd_CD1", "ctd_CG1", "wikidata_P780",
                                     "wikidata_P2175"]
     with pytest.raises(MedlamaInputError, match=r"unknown source\(s\) \['mesh'\]"):
-        build_biolama(release_dir, sources=["mesh"], progress=False)
+        build_biolama(biolama_release_dir, sources=["mesh"], progress=False)
 
 
 def test_download_verifies_caches_and_builds(biolama_fx, archive, archive_sha, cache, tmp_path):
@@ -276,9 +268,9 @@ def test_unreachable_url_says_how_to_work_offline(cache):
         build_biolama(url=f"http://127.0.0.1:{port}/data.tar.gz", sha256="0" * 64, progress=False)
 
 
-def test_source_from_environment(release_dir, cache, monkeypatch):
-    monkeypatch.setenv("BIOLAMA_SOURCE", str(release_dir))
-    assert build_biolama(progress=False).report.origin == str(release_dir)
+def test_source_from_environment(biolama_release_dir, cache, monkeypatch):
+    monkeypatch.setenv("BIOLAMA_SOURCE", str(biolama_release_dir))
+    assert build_biolama(progress=False).report.origin == str(biolama_release_dir)
 
 
 def test_cli_build(biolama_fx, archive, archive_sha, tmp_path, capsys, unpinned):

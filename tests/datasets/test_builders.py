@@ -14,7 +14,6 @@ import yaml
 from datasets import load_dataset
 
 from medlama.datasets.biolama import BiolamaBuilder
-from medlama.datasets.biolama_folder import write_biolama
 from medlama.datasets.medlama import CONFIG_NAMES, MedlamaBuilder
 from medlama.errors import MedlamaInputError
 from medlama.loaders import medlama_release as release
@@ -128,12 +127,8 @@ def test_medlama_download_is_cached_and_wrong_bytes_are_not_kept(medlama_source,
 
 
 @pytest.fixture(scope="module")
-def biolama_folder(biolama_fx, tmp_path_factory):
-    root = tmp_path_factory.mktemp("biolama-release")
-    biolama_fx.write_release(root)
-    out = tmp_path_factory.mktemp("built") / "biolama"
-    write_biolama(out, root, progress=False)
-    return root, out
+def biolama_folder(biolama_release_dir, biolama_dir):
+    return biolama_release_dir, biolama_dir
 
 
 @pytest.mark.parametrize("config", ["all", "umls", "umls_UR44", "wikidata_P780"])

@@ -10,26 +10,11 @@ import torch
 from datasets import load_dataset
 
 from medlama.cli import main
-from medlama.datasets.biolama import write_biolama
 from medlama.errors import MedlamaInputError
 from medlama.probers.base import Prober, probe
 from medlama.probers.biolama_queries import by_source, load_biolama_queries
 from medlama.probers.registry import METHODS
-
-
-
-@pytest.fixture(scope="module")
-def release_dir(biolama_fx, tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("biolama-release")
-    biolama_fx.write_release(root)
-    return root
-
-
-@pytest.fixture(scope="module")
-def biolama_dir(release_dir, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("built") / "biolama"
-    write_biolama(out, release_dir, progress=False)
-    return out
+from probe_outputs import predictions
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +96,7 @@ def test_every_prober_by_one_command(biolama_fx, biolama_dir, tiny_mlm, tmp_path
     assert [r["label"] for r in results] == (["tiny"] if len(methods) == 1 else [f"{m}:tiny" for m in methods])
     for result in results:
         assert result["metrics"]["match"] == "normalized" and result["metrics"]["k"] == [1, 5, 10]
-        assert len(result["queries"]) == biolama_fx.counts(None, "test")
+        assert len(predictions(out, result["label"])) == biolama_fx.counts(None, "test")
         assert set(result["extra"]["by_source"]) == {"ctd", "umls", "wikidata"}
         for source, scores in result["extra"]["by_source"].items():
             groups = [g for g in result["metrics"]["groups"] if g.startswith(source + "_")]
@@ -138,7 +123,7 @@ def test_seq2seq_probers(biolama_dir, tmp_path, capsys):
                    "--model", str(model), "--method", *sorted(SEQ2SEQ_METHODS), "--out", str(out)])
     assert status == 0, capsys.readouterr().err[-2000:]
     for result in json.loads((out / "results.json").read_text()):
-        assert set(result["extra"]["by_source"]) == {"wikidata"} and len(result["queries"]) == 8
+        assert set(result["extra"]["by_source"]) == {"wikidata"} and len(predictions(out, result["label"])) == 8
 
 
 def test_probe_options_config_split_match_ks(biolama_dir, tiny_mlm, tmp_path, capsys):
@@ -148,7 +133,8 @@ def test_probe_options_config_split_match_ks(biolama_dir, tiny_mlm, tmp_path, ca
                  "--out", str(out)]) == 0
     assert "acc@3" in capsys.readouterr().out
     result = json.loads((out / "results.json").read_text())[0]
-    assert result["query_set"] == "biolama umls/dev[UR44]" and len(result["queries"]) == 2
+    assert result["query_set"] == "biolama umls/dev[UR44]" and len(predictions(out)) == 2
+    assert "queries" not in result  # per-query rows are in predictions.jsonl only
     assert result["metrics"]["match"] == "exact" and result["metrics"]["k"] == [1, 3, 5, 10]
     assert main(["probe", "--dataset", "biolama", "--data", str(biolama_dir), "--config", "mesh",
                  "--model", str(tiny_mlm), "--out", str(out), "--overwrite"]) == 2
@@ -159,9 +145,9 @@ def test_probe_options_config_split_match_ks(biolama_dir, tiny_mlm, tmp_path, ca
     assert "--prompt-column is a MedLAMA option" in capsys.readouterr().err
 
 
-def test_probe_from_source_builds_once_into_the_cache(release_dir, tiny_mlm, tmp_path, monkeypatch):
+def test_probe_from_source_builds_once_into_the_cache(biolama_release_dir, tiny_mlm, tmp_path, monkeypatch):
     monkeypatch.setenv("MEDLAMA_CACHE", str(tmp_path / "cache"))
-    args = ["probe", "--dataset", "biolama", "--source", str(release_dir), "--config", "ctd",
+    args = ["probe", "--dataset", "biolama", "--source", str(biolama_release_dir), "--config", "ctd",
             "--model", str(tiny_mlm), "--out", str(tmp_path / "probe")]
     assert main(args) == 0
     built = [p for p in (tmp_path / "cache" / "datasets").iterdir()

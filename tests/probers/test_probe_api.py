@@ -88,6 +88,8 @@ def test_result_intervals_tables_and_files(tiny, reference, tmp_path):
     provenance = results["provenance"]
     assert provenance["data"]["release_commit"] and provenance["settings"]["pooling"] == "cls"
     assert provenance["model"]["name"] == tiny.name and "/" not in provenance["settings"]["model"]
+    assert results["settings"]["model"] == tiny.name and str(tiny) not in json.dumps(results)
+    assert reference.settings["model"] == str(tiny)  # the object keeps the path it loaded
     lines = [json.loads(line) for line in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
     assert [line["id"] for line in lines] == reference.ids and lines[0]["predictions"] == reference.predictions[0][:10]
 
@@ -98,15 +100,60 @@ def test_probe_command_results_carry_provenance_and_intervals(tiny, medlama_dir,
                  "--out", str(out)]) == 0
     capsys.readouterr()
     run = json.loads((out / "results.json").read_text())[0]
-    assert len(run["queries"]) == 158  # kept in results.json, as before
+    assert "queries" not in run and run["settings"]["model"] == tiny.name  # no per-query rows, no local path
+    assert str(tiny) not in (out / "results.json").read_text()
     assert set(run["intervals"]) >= {"acc@1", "acc@5", "acc@10", "method"}
     versions = run["provenance"]["versions"]
     assert {"medlama", "torch", "transformers", "sentence-transformers", "datasets"} <= set(versions)
     assert run["provenance"]["model"]["name"] == tiny.name and run["provenance"]["data"]["relations"] == [RELATION]
-    assert len((out / "predictions.jsonl").read_text().splitlines()) == 158
+    lines = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(lines) == 158 and {line["run"] for line in lines} == {run["label"]}
 
 
 def test_mean_std_needs_two_runs(reference):
     mean, std = mean_std([reference], 10)
     assert mean == reference.acc(10) and std is None
     assert mean_std_text(0.0502, None) == "5.02" and mean_std_text(0.0502, 0.001) == "5.02 ± 0.10"
+
+
+def test_probe_docstring_names_every_method():
+    from medlama.probers.registry import METHODS
+
+    assert all(f"``{name}``" in medlama.probe.__doc__ for name in METHODS)
+
+
+CARD = """---
+configs:
+- config_name: hard
+  default: true
+  data_files:
+  - split: test
+    path: data/hard/*.parquet
+---
+"""
+
+
+def test_load_medlama_reads_each_folder_by_its_files(tmp_path, monkeypatch):
+    """Two folders named ``medlama`` with the same card: each gives its own rows (``load_dataset(DIR, config)``
+    would not: ``datasets`` caches a local folder by name and card), and a relative path the one it names."""
+    from datasets import Dataset, DatasetDict
+
+    def make(root, ids):
+        folder = root / "medlama"
+        (folder / "data" / "hard").mkdir(parents=True)
+        Dataset.from_dict({"id": ids, "relation": ["r"] * len(ids)}).to_parquet(
+            str(folder / "data" / "hard" / "rows.parquet"))
+        (folder / "README.md").write_text(CARD)
+        return folder
+
+    first, second = make(tmp_path / "a", ["a1", "a2"]), make(tmp_path / "b", ["b1"])
+    assert medlama.load_medlama("hard", data=first)["id"] == ["a1", "a2"]
+    assert medlama.load_medlama("hard", data=second)["id"] == ["b1"]
+    monkeypatch.chdir(tmp_path / "b")
+    assert medlama.load_medlama("hard", data="medlama")["id"] == ["b1"]
+    whole = medlama.load_medlama("hard", data=first, split=None)
+    assert isinstance(whole, DatasetDict) and list(whole) == ["test"] and whole["test"]["id"] == ["a1", "a2"]
+    with pytest.raises(MedlamaInputError, match="cannot load config 'full'"):
+        medlama.load_medlama("full", data=first, split=None)
+    with pytest.raises(MedlamaInputError, match="no such dataset folder, and not a Hub dataset id"):
+        medlama.load_medlama("hard", data=tmp_path / "missing")

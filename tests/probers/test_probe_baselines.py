@@ -17,6 +17,7 @@ import torch
 from medlama.errors import MedlamaInputError
 from medlama.probers.base import probe
 from medlama.probers.queries import QuerySet
+from probe_outputs import predictions
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "aspirin", "may", "treat", "pain", "fever", "head", "##ache",
          "headache", "back", "chronic", "cold", ".", "the", "relieve", "##s"]
@@ -570,8 +571,9 @@ def test_cli_runs_the_baselines(medlama_dir, tiny_mlm_real_vocab, tiny_t5, tmp_p
     assert [r["label"] for r in results] == ["mask-average:tiny", "mask-predict:tiny"]
     assert results[0]["settings"]["max_tokens"] == 4
     assert results[1]["settings"]["decoding"] == "independent" and results[1]["settings"]["beam_size"] == 2
-    assert len(results[0]["queries"]) == 158 and len(results[0]["queries"][0]["top10"]) == 10
-    assert all(len(q["top10"]) <= 4 for q in results[1]["queries"])  # 2 beams x 2 mask counts at most
+    average, predict = predictions(out, "mask-average:tiny"), predictions(out, "mask-predict:tiny")
+    assert len(average) == 158 and len(average[0]["predictions"]) == 10
+    assert all(len(q["predictions"]) <= 4 for q in predict)  # 2 beams x 2 mask counts at most
     status = main(common + ["--model", str(tiny_t5), "--method", "generative", "--max-answer-tokens", "3",
                             "--out", str(out), "--overwrite"])
     assert status == 0, capsys.readouterr().err

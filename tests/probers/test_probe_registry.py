@@ -11,6 +11,7 @@ from medlama.cli import main
 from medlama.errors import MedlamaInputError
 from medlama.probers.registry import METHODS, OLD_NAMES, make_prober, method_name, settings_for
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
+from probe_outputs import predictions
 
 RELATION = "associated_morphology_of"
 
@@ -57,7 +58,8 @@ def test_contrastive_is_now_retrieval_with_a_note_and_the_same_numbers(medlama_d
     new, old = (json.loads((tmp_path / name / "results.json").read_text()) for name in ("new", "old"))
     assert old[0]["settings"]["method"] == new[0]["settings"]["method"] == "retrieval"
     assert old[0]["metrics"] == new[0]["metrics"]
-    assert [q["top10"] for q in old[0]["queries"]] == [q["top10"] for q in new[0]["queries"]]
+    assert [q["predictions"] for q in predictions(tmp_path / "old")] \
+        == [q["predictions"] for q in predictions(tmp_path / "new")]
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -16,6 +16,7 @@ from medlama.probers.queries import QuerySet, load_medlama_queries
 from medlama.probers.registry import settings_for
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
 from medlama.probers.scoring import search
+from probe_outputs import predictions
 
 HARD_FILES = ("associated_morphology_of_158_hard.csv", "gene_product_has_biochemical_function_491_hard.csv")
 
@@ -85,14 +86,14 @@ def test_reference_preset_equals_reference_code_query_for_query(two_relations, m
     result = probe(RetrievalProber(default_model_path(), PRESETS["reference"]), queries)
     assert len(result.predictions) == len(expected) == 158 + 491
     counters = {rel: 0 for rel in set(queries.relations)}
-    for rel, predictions, gold in zip(queries.relations, result.predictions, queries.gold):
+    for rel, ranked, gold in zip(queries.relations, result.predictions, queries.gold):
         reference = expected[(rel, counters[rel])]
         counters[rel] += 1
-        ours = tuple(int(any(g in predictions[:k] for g in gold)) for k in (1, 5, 10))
+        ours = tuple(int(any(g in ranked[:k] for g in gold)) for k in (1, 5, 10))
         assert ours == reference["hits"]
         gaps = np.diff(reference["distances"])
         if np.all(gaps > 1e-4):  # no near-tie in the reference's top 11: the lists must agree exactly
-            assert predictions[:10] == reference["top10"]
+            assert ranked[:10] == reference["top10"]
     hits = np.array([expected[key]["hits"] for key in sorted(expected)])
     assert result.acc(1) == pytest.approx(hits[:, 0].mean())
     assert result.acc(10) == pytest.approx(hits[:, 2].mean())
@@ -186,7 +187,9 @@ def test_cli_writes_table_json_and_plots(medlama_dir, tiny_encoder, tmp_path, ca
     assert "tiny L1" in printed and "tiny L3" in printed and "associated_morphology_of" in printed
     results = json.loads((out / "results.json").read_text())
     assert [r["label"] for r in results] == ["tiny L1", "tiny L3"]
-    assert len(results[0]["queries"]) == 158 and len(results[0]["queries"][0]["top10"]) == 10
+    rows = predictions(out, "tiny L1")
+    assert len(rows) == 158 and len(rows[0]["predictions"]) == 10 and len(predictions(out)) == 2 * 158
+    assert "queries" not in results[0]
     assert 0 <= results[0]["metrics"]["acc@10"] <= 1
     for plot in ("relations.png", "answer_length.png", "layers.png"):
         assert (out / plot).read_bytes()[:4] == b"\x89PNG"

@@ -16,6 +16,7 @@ from medlama.cli import main
 from medlama.errors import MedlamaInputError
 from medlama.probers.queries import QuerySource, load_medlama_queries, load_queries
 from medlama.publishing.hub import push_dataset
+from probe_outputs import predictions
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 RELATION = "may_treat"
@@ -107,4 +108,26 @@ def test_cli_probes_a_hub_dataset(hub, make_tiny_bert, tmp_path, capsys):
     assert main(["probe", "--data", "someone/medlama", "--config", "hard_may_treat", "--model", str(model),
                  "--out", str(out)]) == 0
     result = json.loads((out / "results.json").read_text())[0]
-    assert result["query_set"] == "hard[may_treat]" and len(result["queries"]) == 977
+    assert result["query_set"] == "hard[may_treat]" and len(predictions(out)) == 977
+    assert result["provenance"]["data"]["revision"] == COMMIT
+
+
+def test_python_api_probes_a_hub_dataset_as_the_cli(hub, pushed, medlama_dir, make_tiny_bert, tmp_path):
+    """``medlama.probe(data=<Hub id>)`` and ``medlama.load_medlama(data=<Hub id>)`` go through the CLI's route:
+    the revision reaches the Hub call and the commit it resolved to is recorded."""
+    import medlama
+
+    model = str(make_tiny_bert("tiny-bert-hub-api"))
+    remote = medlama.probe(model, "someone/medlama@v1", config=f"hard_{RELATION}", limit=20)
+    assert hub[-1] == ("someone/medlama", "dataset", "v1")
+    local = medlama.probe(model, medlama_dir, relations=[RELATION], limit=20)
+    assert remote.ids == local.ids and remote.predictions == local.predictions and len(remote.ids) == 20
+    assert (remote.data["kind"], remote.data["id"], remote.data["revision"]) == ("hub", "someone/medlama", COMMIT)
+    provenance = json.loads((remote.save(tmp_path / "run") / "results.json").read_text())["provenance"]
+    assert provenance["data"]["revision"] == COMMIT and provenance["data"]["release_commit"]
+    rows = medlama.load_medlama("hard", data="someone/medlama", relations=[RELATION])
+    assert hub[-1] == ("someone/medlama", "dataset", None)
+    assert rows["id"] == medlama.load_medlama("hard", data=medlama_dir, relations=[RELATION])["id"]
+    assert len(medlama.load_medlama(f"hard_{RELATION}", data=pushed)) == len(rows) == 977  # a dry-run folder
+    with pytest.raises(MedlamaInputError, match="not in the local Hugging Face cache"):
+        medlama.probe(model, "someone/other")

@@ -38,24 +38,10 @@ def tree_files(tree: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def release_dir(biolama_fx, tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("biolama-release")
-    biolama_fx.write_release(root)
-    return root
-
-
-@pytest.fixture(scope="module")
-def biolama_dir(release_dir, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("built") / "biolama"
-    write_biolama(out, release_dir, progress=False)
-    return out
-
-
-@pytest.fixture(scope="module")
-def biolama_public_dir(release_dir, tmp_path_factory) -> Path:
+def biolama_public_dir(biolama_release_dir, tmp_path_factory) -> Path:
     """BioLAMA without its UMLS source: nothing UMLS-derived."""
     out = tmp_path_factory.mktemp("built-public") / "biolama"
-    write_biolama(out, release_dir, sources=["ctd", "wikidata"], progress=False)
+    write_biolama(out, biolama_release_dir, sources=["ctd", "wikidata"], progress=False)
     return out
 
 
@@ -267,6 +253,68 @@ def test_context_variance_tree_holds_no_local_path(cv_root, tmp_path):
     assert [s["paths"] for s in published["sources"]] == [["NOTEEVENTS.csv"], ["pmc"]]
     assert all(s["index"].startswith(f"{s['source']}-") and "/" not in s["index"] for s in published["sources"])
     assert "triples from MedLAMA `full`;" in (tmp_path / "with-mimic" / "cv" / "README.md").read_text()
+
+
+# --------------------------------------------------------------------------- the last check: no local path
+
+
+def home_folder() -> str:
+    home = str(Path.home())
+    if home in ("/", "/tmp", "/home", "/usr", "/var", "/opt") or not Path(home).is_absolute():
+        pytest.skip(f"the home folder {home!r} is a system folder here, which the check leaves alone")
+    return home
+
+
+def test_a_dataset_card_naming_the_home_folder_is_refused(biolama_public_dir, tmp_path):
+    home = home_folder()
+    folder = tmp_path / "biolama"
+    shutil.copytree(biolama_public_dir, folder)
+    with (folder / "README.md").open("a", encoding="utf-8") as card:
+        card.write(f"\nBuilt from the release in `{home}/medlama-private/biolama`.\n")
+    with pytest.raises(MedlamaInputError) as error:
+        push_dataset(folder, "someone/biolama", dry_run=tmp_path / "dry")
+    message = str(error.value)
+    assert f"the upload tree's file 'README.md' names the local path {home!r} (the home folder)" in message
+    assert "nothing was uploaded" in message and message.startswith(f"{folder}: ")
+    assert not (tmp_path / "dry").exists()
+    api = FakeApi()  # a real upload is refused before any call
+    with pytest.raises(MedlamaInputError, match="names the local path"):
+        push_dataset(folder, "someone/biolama", api=api)
+    assert api.calls == [] and api.uploaded == {}
+
+
+def test_a_metric_card_naming_the_python_environment_is_refused(tmp_path):
+    import sys
+
+    folder = tmp_path / "ucm"
+    shutil.copytree(metric_path("ucm"), folder)
+    with (folder / "README.md").open("a", encoding="utf-8") as card:
+        card.write(f"\nTested with {sys.prefix}/bin/python.\n")
+    if sys.prefix in ("/usr", "/usr/local", "/opt"):
+        pytest.skip(f"Python is installed system-wide here ({sys.prefix}), a folder the check leaves alone")
+    with pytest.raises(MedlamaInputError, match=r"file 'README.md' names the local path .* \(the Python environment "
+                                                r"\(sys.prefix\)\)"):
+        push_metric(folder, "someone/ucm", dry_run=tmp_path / "dry")
+    assert not (tmp_path / "dry").exists()
+
+
+def test_the_check_matches_whole_paths_in_text_files_only(tmp_path):
+    from medlama.publishing.hub import check_tree_names_no_local_path
+
+    home = home_folder()
+    source = tmp_path / "pushed" / "data"
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    # not the home folder: a longer name, a URL's path, a relative path, a name ending like it
+    (tree / "notes.md").write_text(f"{home}fs and https://example.org{home}/x and .{home}/y and pytest-of{home}z\n")
+    (tree / "weights.bin").write_bytes(f"{home}/secret".encode())  # binary by name
+    (tree / "blob").write_bytes(b"\0\1" + f'"{home}/secret"'.encode())  # binary: holds a null byte
+    check_tree_names_no_local_path(tree, source)
+    for text in (f'{{"path": "{home}"}}', f"see {home}.", f"({home}/a)", home, f"x {source}\n",
+                 f"in {source.parent}/other"):
+        (tree / "notes.md").write_text(text)
+        with pytest.raises(MedlamaInputError, match="file 'notes.md' names the local path"):
+            check_tree_names_no_local_path(tree, source)
 
 
 # --------------------------------------------------------------------------- metrics

@@ -266,6 +266,22 @@ def test_a_file_that_would_leak_a_path_stops_the_push(model_folder, tmp_path):
     assert not (tmp_path / "dry").exists()
 
 
+def test_an_extra_file_naming_site_packages_stops_the_push(model_folder, tmp_path):
+    import site
+
+    folder = tmp_path / "model"
+    shutil.copytree(model_folder, folder)
+    packages = site.getsitepackages()[0]
+    (folder / "notes.txt").write_text(f"trained with the packages in {packages}/torch\n")
+    with pytest.raises(MedlamaInputError) as error:
+        push_model(folder, "someone/model", dry_run=tmp_path / "dry")
+    assert f"the upload tree's file 'notes.txt' names the local path {packages!r}" in str(error.value)
+    assert "site-packages folder" in str(error.value) or "Python" in str(error.value)
+    assert not (tmp_path / "dry").exists()
+    (folder / "notes.txt").write_text("trained with the packages in site-packages (no path)\n")
+    assert "notes.txt" in [f["path"] for f in push_model(folder, "someone/model", dry_run=tmp_path / "dry")["files"]]
+
+
 def test_upload_sends_the_dry_run_tree(rewired_from_tmp, tmp_path):
     """The real upload (a stand-in ``HfApi``) sends exactly the dry run's files, path-free, as one commit."""
     _root, model = rewired_from_tmp

@@ -69,10 +69,29 @@ def test_evaluator_on_a_loaded_model_leaves_it_training(make_tiny_bert, medlama_
     assert scores["medlama_acc@10"] == probed.acc(10) and scores["medlama_acc@1"] == probed.acc(1)
 
 
+def test_evaluator_reads_data_as_the_probe_command(medlama_dir):
+    """``data`` goes through :func:`medlama.probers.queries.queries_from`, the CLI's route (config names such
+    as ``hard_<relation>`` included); the trainers never import the top-level ``medlama.api``."""
+    from medlama.probers.queries import QuerySource, load_queries
+    from medlama.trainers import evaluator as module
+
+    evaluator = MedLAMAEvaluator(data=medlama_dir, config=f"hard_{RELATION}", limit=5)
+    expected = load_queries(QuerySource(data=medlama_dir, config=f"hard_{RELATION}")).limit_per_relation(5)
+    assert evaluator.queries.ids == expected.ids and evaluator.queries.info == expected.info
+    assert evaluator.queries.info["kind"] == "folder" and evaluator.queries.info["release_commit"]
+    assert "medlama.api" not in Path(module.__file__).read_text(encoding="utf-8")
+
+
 def test_python_api_rewire(make_tiny_bert, corpus, tmp_path):
     import medlama
 
     result = medlama.rewire(corpus, tmp_path / "api", make_tiny_bert("api-rewire-bert"), preset="demo", steps=1,
                             batch_size=8, max_length=32, save_steps=1, skip_short_lines=True)
     assert result.global_step == 1 and result.record["config"]["steps"] == 1
+    from medlama.provenance import package_versions  # the record's versions are provenance's
+    from medlama.trainers.trainer import RECORD_PACKAGES
+
+    versions = result.record["versions"]
+    assert set(versions) >= {"medlama", "torch", "transformers", "sentence-transformers", "datasets"}
+    assert versions == {k: v for k, v in package_versions(RECORD_PACKAGES).items() if v is not None}
     assert (tmp_path / "api" / "config.json").is_file()

@@ -367,11 +367,26 @@ def test_a_different_run_into_the_same_folder_is_refused(finished_run, tiny_bert
     assert (other / "notes.txt").read_text() == "keep me"
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU path")
-def test_bf16_on_cpu_trains_under_autocast_and_saves_a_loadable_model(tiny_bert, corpus, tmp_path):
+def cpu_bf16_autocast() -> bool:
+    """Whether this torch runs bf16 autocast on the CPU and can be asked about it from a hook
+    (``torch.get_autocast_dtype`` and ``torch.is_autocast_enabled(device)``: torch >= 2.4)."""
+    if not hasattr(torch, "get_autocast_dtype"):
+        return False
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16 and torch.is_autocast_enabled("cpu")
+    except (RuntimeError, TypeError):
+        return False
+
+
+@pytest.mark.skipif(not cpu_bf16_autocast(), reason="this torch has no CPU bf16 autocast to check "
+                                                     "(torch.get_autocast_dtype needs torch >= 2.4)")
+def test_bf16_on_cpu_trains_under_autocast_and_saves_a_loadable_model(tiny_bert, corpus, tmp_path, monkeypatch):
     from sentence_transformers import SentenceTransformer
     from transformers import TrainerCallback
 
+    # The CPU path, also on a machine with CUDA: the trainer and the loader see no GPU.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     seen = []
 
     class WatchALayer(TrainerCallback):

@@ -28,18 +28,3 @@ def tiny_mlm(make_tiny_bert) -> Path:
 def tiny_encoder(make_tiny_bert) -> Path:
     """The same architecture without the MLM head (as `medlama rewire` saves encoders)."""
     return make_tiny_bert("cv-tiny-encoder", seed=1)
-
-
-@pytest.fixture(scope="session")
-def sets(tmp_path_factory) -> Path:
-    """Context-variance sets built by the real builder from the tiny inputs (both sources)."""
-    import cv_inputs as cvb  # tests/helpers (pytest pythonpath): the tiny MedLAMA folder and corpora
-    from medlama.datasets.context_variance import CorpusSpec, build_context_variance
-    from medlama.datasets.context_variance.kb_adapters import knowledge_base_from_medlama
-
-    root = tmp_path_factory.mktemp("cv-sets")
-    kb = knowledge_base_from_medlama(cvb.write_medlama_folder(root / "medlama"), "full")
-    notes, pmc = cvb.write_corpora(root / "corpora")
-    build_context_variance(kb, [CorpusSpec.make(notes, "mimic"), CorpusSpec.make(pmc, "pmc")], root / "sets",
-                           index_root=root / "indexes", progress=False)
-    return root / "sets"

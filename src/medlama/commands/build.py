@@ -17,7 +17,7 @@ def register(subparsers) -> None:
         description="Build MedLAMA from the pinned release (downloaded and verified), or from --source / "
                     "$MEDLAMA_SOURCE (a folder or archive of the release).")
     medlama.add_argument("--out", required=True, type=Path,
-                         help="output folder, e.g. out/medlama; load it with load_dataset(OUT, 'hard')")
+                         help="output folder, e.g. out/medlama; load it with medlama.load_medlama('hard', data=OUT)")
     medlama.add_argument("--source", help="local release: a folder holding prompts.csv and 2021AA/, "
                                           "or a .tar.gz/.zip of it (default: $MEDLAMA_SOURCE, else download)")
     medlama.add_argument("--match-threshold", type=float, default=0.1,
@@ -35,7 +35,7 @@ def register(subparsers) -> None:
                     "$BIOLAMA_SOURCE, else a download of the pinned URL into the cache. The archive's SHA-256 "
                     "is not pinned yet: a download needs --sha256 HASH (or $BIOLAMA_SHA256) or --no-verify.")
     biolama.add_argument("--out", required=True, type=Path,
-                         help="output folder, e.g. out/biolama; load it with load_dataset(OUT, 'umls')")
+                         help="output folder, e.g. out/biolama; load it with medlama.datasets.folders.load_config(OUT, 'umls', 'test')")
     biolama.add_argument("--source", help="local release: data.tar.gz, or the extracted data/ folder (or its "
                                           "parent); default: $BIOLAMA_SOURCE, else download")
     biolama.add_argument("--sha256", metavar="HASH",
@@ -54,8 +54,6 @@ def register(subparsers) -> None:
 
 
 def run_medlama(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
     from medlama.datasets.hardness import HardnessRule
     from medlama.datasets.medlama import check_threshold
     from medlama.datasets.medlama_folder import write_medlama
@@ -69,9 +67,7 @@ def run_medlama(args: argparse.Namespace) -> int:
                                  progress=progress_enabled())
     report = build.report
     if args.json:
-        json.dump({"out": str(args.out), "statistics": stats, "report": asdict(report)}, sys.stdout, indent=2)
-        print()
-        return 0
+        return _print_json(args.out, stats, report)
     print_table(
         "MedLAMA", ["relation", "full", "hard", "answers/query", "distinct answers", "single-token (distinct)",
                      "single-token (all)"],
@@ -96,8 +92,6 @@ def run_medlama(args: argparse.Namespace) -> int:
 
 
 def run_biolama(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
     from medlama.datasets.biolama import SOURCES
     from medlama.datasets.biolama_folder import write_biolama
     from medlama.display import print_table
@@ -107,9 +101,7 @@ def run_biolama(args: argparse.Namespace) -> int:
                                  verify_checksums=not args.no_verify, progress=progress_enabled())
     report = build.report
     if args.json:
-        json.dump({"out": str(args.out), "statistics": stats, "report": asdict(report)}, sys.stdout, indent=2)
-        print()
-        return 0
+        return _print_json(args.out, stats, report)
     print_table(
         "BioLAMA", ["source", "relation", "train", "dev", "test", "objects/query", "answers/query", "prompt"],
         [(r["source"], r["relation"] if r["relation"] != "all" else f"all ({r['relations']})", r["train"], r["dev"],
@@ -121,4 +113,13 @@ def run_biolama(args: argparse.Namespace) -> int:
               f"{report.split_overlaps[0]}")
     for source, relations in report.prompts_without_data.items():
         print(f"{source}: manual prompts without data (ignored): {', '.join(relations)}")
+    return 0
+
+
+def _print_json(out: Path, stats: list[dict], report) -> int:
+    """``--json``: the statistics and the build report on stdout, for machines."""
+    from dataclasses import asdict
+
+    json.dump({"out": str(out), "statistics": stats, "report": asdict(report)}, sys.stdout, indent=2)
+    print()
     return 0

@@ -31,7 +31,7 @@ def register(builders) -> None:
                     "contexts retrieved from corpora (MIMIC-III NOTEEVENTS.csv, PMC JATS XML / text, JSON Lines, "
                     "plain text), cut into segments around the target, in every context type with its "
                     "negative-target counterpart. Each corpus is indexed once and the index reused.")
-    parser.add_argument("--out", required=True, type=Path, help="output folder; load_dataset(OUT, 'ehr_real')")
+    parser.add_argument("--out", required=True, type=Path, help="output folder; load it with medlama.datasets.folders.load_config(OUT, 'ehr_real')")
     kb = parser.add_mutually_exclusive_group(required=True)
     kb.add_argument("--medlama", type=Path, metavar="DIR", help="a built MedLAMA folder (pool: the relation's answers) "
                                                                 "(default: none; give --medlama or --biolama)")
