@@ -11,9 +11,10 @@ names. Random weights make the answers meaningless: the figures measure the prob
 * ``--real-size gpt2-medium`` (24 layers, hidden 1024) or ``--real-size llama-1b`` (16 layers, hidden
   2048, GQA 32/8), for a GPU: ``--device cuda --dtype bf16``.
 
-Memory: peak CUDA memory (``torch.cuda.max_memory_allocated``) on a GPU, peak traced Python/torch CPU
-the peak resident memory above the start of the call (sampled every 0.5 ms) on CPU, for
-``causal-likelihood`` with the KV cache reused and without it (every full sequence run).
+Memory: on a GPU, the peak CUDA memory above the model (``torch.cuda.max_memory_allocated``); on CPU, the
+peak resident memory (RSS) above the start of the call, sampled every 0.5 ms (torch's CPU allocator is
+invisible to ``tracemalloc``). Both for ``causal-likelihood`` with the KV cache reused and without it
+(every full sequence run from scratch).
 
     python benchmarks/bench_causal.py --threads 1                       # CPU, tiny GPT-2
     python benchmarks/bench_causal.py --real-size gpt2-medium --device cuda --dtype bf16 --queries 64

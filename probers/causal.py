@@ -3,17 +3,17 @@
 * ``causal-likelihood`` (exact): every candidate scored by the log-probability of its tokens, then the
   query's text after ``[Y]``, as the continuation of the text before ``[Y]`` (sum, or mean per token with
   ``reduction="mean"``); the prefix runs once and its KV cache serves every candidate (``CausalLM``).
-* ``causal-constrained`` (fast): beam search through ``transformers``' ``generate`` with
-  ``prefix_allowed_tokens_fn`` walking a prefix trie of the candidates' token sequences, each closed by
-  the first ``close_tokens`` tokens after ``[Y]`` (default 1; EOS when nothing follows), and a stopping
-  criterion that finishes a beam where a candidate closes; every output is a candidate and the top-k
-  comes from one decoding pass. A candidate that is a prefix of another ("asthma", "asthma attack") ends
-  halfway down the other's path (``END``); if a closed candidate is itself the start of another's path
-  (a closing token that also continues a name) the shorter one wins. Beams score like the likelihood
-  method (``length_penalty`` 0 for sum, 1 for mean; stopping rule set so beam search is exact), so
-  ``num_beams`` >= the number of candidates gives exactly the likelihood ranking's top-k when the closing
-  tokens are the whole suffix (MedLAMA's one-token `` .``, or ``close_tokens=None``; tested). With no
-  text after ``[Y]`` the beams also score the closing EOS.
+* ``causal-constrained`` (fast): beam search (``transformers``' ``generate``) with a logits processor walking
+  a prefix trie of the candidates' token sequences, each closed by the first ``close_tokens`` tokens after
+  ``[Y]`` (default 1; EOS when nothing follows), and a stopping criterion that finishes a beam where a
+  candidate closes: every output is a candidate, the top-k from one decoding pass. A candidate that is a
+  prefix of another ("asthma", "asthma attack") ends halfway down its path (``END``); if a closing token
+  also continues a name, the shorter candidate wins. Beams score like the likelihood method
+  (``length_penalty`` 0 for sum, 1 for mean; exact stopping rule) and the finished candidates are ordered
+  by the float64 sum (or mean) of the beams' own token log-probabilities, ties in candidate order (the
+  likelihood method's ``rank_unique``): ``num_beams`` >= the number of candidates gives exactly its top-k
+  when the closing tokens are the whole suffix (MedLAMA's `` .``, or ``close_tokens=None``; tested with
+  ties). With no text after ``[Y]`` the beams also score the closing EOS.
 * ``causal-generate``: greedy or beam generation until EOS or the first token after ``[Y]``; the answer
   (the text generated, the suffix removed from its end) is reported as the candidate names with the same
   token ids (``answer_match="exact"``, as the seq2seq ``generative`` prober does) or the same text after
@@ -92,18 +92,19 @@ class _CausalProber(Prober):
                                     "ranks candidates")
         return list(queries.candidates)
 
-    def _closing(self, split: CausalQuery) -> int:
-        """The token that ends an answer: the first of the suffix, or EOS when nothing follows the slot."""
-        return split.suffix[0] if split.suffix else self.lm.need_eos("to end answers of queries with no text "
-                                                                     "after [Y]")
+    def _close(self, split: CausalQuery, tokens: int | None = 1) -> tuple[int, ...]:
+        """The tokens that end an answer: the first ``tokens`` of the suffix (None: all), or EOS if it is empty."""
+        if not split.suffix:
+            return (self.lm.need_eos("to end answers of queries with no text after [Y]"),)
+        return split.suffix[:tokens or len(split.suffix)]
 
     def _generate_chunks(self, splits: list[CausalQuery]):
         """Chunks of query indices with one closing token each (one stop set per call), shortest first."""
-        order = sorted(range(len(splits)), key=lambda i: (self._closing(splits[i]), len(splits[i].prefix)))
+        order = sorted(range(len(splits)), key=lambda i: (self._close(splits[i]), len(splits[i].prefix)))
         step = self.settings_.batch_size
         chunk: list[int] = []
         for i in order:
-            if chunk and (len(chunk) == step or self._closing(splits[chunk[0]]) != self._closing(splits[i])):
+            if chunk and (len(chunk) == step or self._close(splits[chunk[0]]) != self._close(splits[i])):
                 yield chunk
                 chunk = []
             chunk.append(i)
@@ -181,13 +182,39 @@ def walk(trie: dict, tokens) -> dict | None:
     return node
 
 
-class _TrieStop:
-    """Stopping criterion: a beam is finished when it has closed a candidate (or left the trie)."""
+class _TrieTokens:
+    """Logits processor allowing only the trie's next tokens (a beam off the trie or past an end: ``filler``).
 
-    def __init__(self, tries: list[dict], width: int) -> None:
-        self.tries, self.width = tries, width
+    Beam search hands processors log-softmaxed logits, so ``seen[(query, tokens so far)]`` keeps the model's
+    log-probabilities of the allowed next tokens, to score finished candidates without ``output_scores``.
+    """
 
-    def __call__(self, input_ids, scores, **kwargs):
+    def __init__(self, tries: list[dict], width: int, filler: int) -> None:
+        self.tries, self.width, self.filler = tries, width, filler
+        self.seen: dict[tuple[int, tuple[int, ...]], dict[int, float]] = {}
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        per_query = input_ids.shape[0] // len(self.tries)
+        rows, cols, keys = [], [], []
+        for row, sequence in enumerate(input_ids[:, self.width:].tolist()):
+            node = walk(self.tries[row // per_query], sequence)
+            allowed = [token for token in node or () if token != END] or [self.filler]
+            on_trie = node is not None and END not in node
+            keys += [(row // per_query, tuple(sequence)) if on_trie else None] * len(allowed)
+            rows += [row] * len(allowed)
+            cols += allowed
+        at = (torch.tensor(rows, device=scores.device), torch.tensor(cols, device=scores.device))
+        out = torch.full_like(scores, float("-inf"))
+        out[at] = scores[at]
+        for key, token, value in zip(keys, cols, scores[at].tolist()):
+            if key is not None:  # a beam's duplicate (same tokens so far) keeps the first beam's values
+                self.seen.setdefault(key, {}).setdefault(token, value)
+        return out
+
+    def done(self, input_ids, scores=None, **kwargs):
+        """Stopping criterion: a beam is finished when it has closed a candidate (or left the trie)."""
         import torch
 
         per_query = input_ids.shape[0] // len(self.tries)
@@ -210,15 +237,9 @@ class CausalConstrainedProber(_CausalProber):
         # or EOS inherited from the checkpoint's generation config (answers end where the trie says).
         self.lm.model.generation_config = GenerationConfig(pad_token_id=self.lm.pad_id)
 
-    def _close(self, split: CausalQuery) -> tuple[int, ...]:
-        """The tokens that close a candidate: the first ``close_tokens`` of the suffix, or EOS if it is empty."""
-        if not split.suffix:
-            return (self.lm.need_eos("to end answers of queries with no text after [Y]"),)
-        return split.suffix[:self.settings_.close_tokens or len(split.suffix)]
-
     def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
         import torch
-        from transformers import GenerationConfig, StoppingCriteriaList
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
         if top_k < 1:
             raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
@@ -227,28 +248,23 @@ class CausalConstrainedProber(_CausalProber):
         mean = self.settings_.reduction == "mean"
         splits = [self.lm.split(text) for text in queries.texts]
         out: list[list[str]] = [[] for _ in splits]
-        lookups: dict[str, dict] = {}
         tries: dict[tuple[str, tuple[int, ...]], tuple[dict, int]] = {}
         order = sorted(range(len(splits)), key=lambda i: len(splits[i].prefix))
         step = self.settings_.batch_size
         for start in range(0, len(order), step):
             chunk = order[start:start + step]
-            keys = [(splits[i].slot, self._close(splits[i])) for i in chunk]
+            keys = [(splits[i].slot, self._close(splits[i], self.settings_.close_tokens)) for i in chunk]
             for slot, close in keys:
                 if (slot, close) not in tries:
                     ids = self.lm.candidate_ids(names, slot)
-                    lookups.setdefault(slot, candidate_lookup(ids, names))
                     tries[slot, close] = (candidate_trie(ids, close), max(len(s) for s in ids) + len(close))
             longest = max(tries[key][1] for key in keys)
             ids, mask, width = self._left_padded([self.lm.fit_prefix(splits[i].prefix, longest) for i in chunk])
             chunk_tries = [tries[key][0] for key in keys]
-
-            def allowed(batch_id: int, sequence, chunk_tries=chunk_tries, width=width) -> list[int]:
-                node = walk(chunk_tries[batch_id], sequence[width:].tolist())
-                # Off the trie or past an end: a filler beam (fewer paths than beams), whatever it emits.
-                return [token for token in node or () if token != END] or [self.lm.pad_id]
-
-            config = GenerationConfig(num_beams=beams, num_return_sequences=min(top_k, beams), do_sample=False,
+            constraint = _TrieTokens(chunk_tries, width, self.lm.pad_id)
+            # Every finished beam comes back (one per candidate at most), scored by a float64 sum of its own
+            # token log-probabilities and ordered as causal-likelihood orders its scores.
+            config = GenerationConfig(num_beams=beams, num_return_sequences=beams, do_sample=False,
                                       max_new_tokens=longest, pad_token_id=self.lm.pad_id,
                                       length_penalty=1.0 if mean else 0.0,
                                       # exact stopping: with sums a finished beam cannot be beaten by a longer
@@ -256,16 +272,21 @@ class CausalConstrainedProber(_CausalProber):
                                       early_stopping="never" if mean else False)
             with torch.inference_mode():
                 generated = self.lm.model.generate(
-                    input_ids=ids, attention_mask=mask, generation_config=config, prefix_allowed_tokens_fn=allowed,
-                    stopping_criteria=StoppingCriteriaList([_TrieStop(chunk_tries, width)]))
-            generated = generated.view(len(chunk), config.num_return_sequences, -1)[:, :, width:].cpu().tolist()
-            for i, key, trie, sequences in zip(chunk, keys, chunk_tries, generated):
-                found: list[str] = []
+                    input_ids=ids, attention_mask=mask, generation_config=config,
+                    logits_processor=LogitsProcessorList([constraint]),
+                    stopping_criteria=StoppingCriteriaList([constraint.done]))
+            generated = generated.view(len(chunk), beams, -1)[:, :, width:].cpu().tolist()
+            for b, (i, (slot, close), trie, sequences) in enumerate(zip(chunk, keys, chunk_tries, generated)):
+                scored: dict[tuple[int, ...], float] = {}
                 for tokens in sequences:
                     node = walk(trie, tokens)
                     if node is not None and END in node:
-                        found.extend(lookups[key[0]].get(node[END], []))
-                out[i] = list(dict.fromkeys(found))[:top_k]
+                        path = tokens[:len(node[END]) + len(close)]  # the candidate and its closing tokens
+                        total = sum(constraint.seen[b, tuple(path[:t])][path[t]] for t in range(len(path)))
+                        scored[node[END]] = total / len(path) if mean else total
+                ranked = [(name, scored[key]) for name, key in zip(names, self.lm.candidate_ids(names, slot))
+                          if key in scored]
+                out[i] = rank_unique(ranked, top_k)  # (-score, candidate index), exactly as causal-likelihood
         return out
 
 
@@ -297,7 +318,7 @@ class CausalGenerateProber(_CausalProber):
         out: list[list[str]] = [[] for _ in splits]
         extra = settings.max_answer_tokens
         for chunk in self._generate_chunks(splits):
-            close = self._closing(splits[chunk[0]])
+            (close,) = self._close(splits[chunk[0]])
             stops = sorted({close} | ({self.lm.eos_id} if self.lm.eos_id is not None else set()))
             ids, mask, width = self._left_padded([self.lm.fit_prefix(splits[i].prefix, extra) for i in chunk])
             with torch.inference_mode():
@@ -316,19 +337,16 @@ class CausalGenerateProber(_CausalProber):
 
     def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
         settings = self.settings_
-        names = list(queries.candidates) if settings.to_candidates else []
+        names = self._need_candidates(queries) if settings.to_candidates else []  # raw answers need none
         by_text: dict[str, list[str]] = {}
-        if settings.answer_match == "normalized":
-            for name in names:
-                by_text.setdefault(_normalize(name), []).append(name)
+        for name in names if settings.answer_match == "normalized" else ():
+            by_text.setdefault(_normalize(name), []).append(name)
         ranked = []
         for text, answers in zip(queries.texts, self.generate(queries, top_k)):
             slot = self.lm.split(text).slot
             lookup = candidate_lookup(self.lm.candidate_ids(names, slot), names) if names else {}
             found: list[str] = []
-            for answer in answers:
-                if not answer:
-                    continue
+            for answer in filter(None, answers):  # empty answers dropped
                 if settings.answer_match == "normalized":
                     found.extend(by_text.get(_normalize(answer)) or [answer])
                 else:

@@ -47,7 +47,13 @@ def llama_tokenizer(eos: bool = True):
                                    **({"eos_token": "</s>"} if eos else {}))
 
 
-def save_causal(folder, kind: str, *, eos: bool = True, seed: int = 0):
+def save_causal(folder, kind: str, *, eos: bool = True, seed: int = 0, flat: bool = False):
+    """A tiny ``kind`` ("gpt2" or "llama") model and its tokenizer saved in ``folder``.
+
+    ``flat``: the LM head (GPT-2: tied to the token embeddings) is all zeros, so every logit is exactly 0
+    and every next token has log-probability ``-log(vocabulary)``: candidates with as many tokens tie
+    exactly (all of them under a mean).
+    """
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     tokenizer = gpt2_tokenizer() if kind == "gpt2" else llama_tokenizer(eos)
@@ -60,8 +66,9 @@ def save_causal(folder, kind: str, *, eos: bool = True, seed: int = 0):
                                              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                                              max_position_embeddings=64, bos_token_id=1,
                                              eos_token_id=2 if eos else None, tie_word_embeddings=False))
-    with torch.no_grad():  # spread the output distribution so that scores are well apart (no near-ties)
-        model.get_output_embeddings().weight.mul_(60)
+    with torch.no_grad():  # spread the output distribution so that scores are well apart (no near-ties), or flatten it
+        weight = model.get_output_embeddings().weight
+        weight.zero_() if flat else weight.mul_(60)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder

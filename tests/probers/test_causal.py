@@ -120,7 +120,7 @@ def test_wrong_models_and_tokenizers_get_clear_errors(tmp_path, tiny_gpt2):
             prober.rank(queries(["aspirin may treat [Y] ."], candidates=[]), 3)
     with pytest.raises(MedlamaInputError, match="no chat template"):
         CausalLikelihoodProber(tiny_gpt2, _settings("causal-likelihood", chat_template=True))
-    with pytest.raises(MedlamaInputError, match="'reduction' must be one of"):
+    with pytest.raises(MedlamaInputError, match=r"unknown reduction 'max'; choose from \['sum', 'mean'\]"):
         _settings("causal-likelihood", reduction="max")
     with pytest.raises(MedlamaInputError, match="unknown LikelihoodSettings setting.*did you mean 'kv_cache'"):
         _settings("causal-likelihood", kv_cahce=False)
@@ -157,8 +157,8 @@ def test_kv_cached_scores_equal_full_passes(tiny_causal):
     cached = CausalLikelihoodProber(tiny_causal, LikelihoodSettings(batch_size=3))
     naive = CausalLikelihoodProber(tiny_causal, LikelihoodSettings(batch_size=4, kv_cache=False))
     assert np.isfinite(cached.scores(qs)).all()
-    # float32: equal up to float32 rounding of sums of ~-50 (1e-7 relative)
-    np.testing.assert_allclose(cached.scores(qs), naive.scores(qs), rtol=1e-6, atol=1e-5)
+    # float32 weights: equal to 1e-5 absolute, whatever the score (they reach -780; seen: at most 6e-6 apart)
+    np.testing.assert_allclose(cached.scores(qs), naive.scores(qs), rtol=0, atol=1e-5)
     for prober in (cached, naive):
         prober.lm.model.double()  # float64: the two computations agree far below 1e-5
     np.testing.assert_allclose(cached.scores(qs), naive.scores(qs), rtol=0, atol=1e-9)
@@ -205,6 +205,41 @@ def test_constrained_beam_search_equals_the_exhaustive_ranking(tiny_causal, redu
     assert whole.rank(queries(longer), 5) == exhaustive.rank(queries(longer), 5)
 
 
+@pytest.fixture(scope="module", params=["gpt2", "llama"])
+def flat_causal(request, tmp_path_factory):
+    """A tiny model with an all-zero LM head: every token has log-probability -log(V), so candidates tie."""
+    return save_causal(tmp_path_factory.mktemp(f"flat-{request.param}"), request.param, flat=True)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_constrained_breaks_ties_as_the_exhaustive_ranking(flat_causal, reduction):
+    from medlama.probers.causal import CausalConstrainedProber, CausalLikelihoodProber, ConstrainedSettings, \
+        LikelihoodSettings
+
+    exhaustive = CausalLikelihoodProber(flat_causal, LikelihoodSettings(reduction=reduction))
+    texts = ["aspirin may treat [Y] .", "the cold may cause [Y] ."]
+    for names in (NAMES, NAMES[::-1]):
+        qs = queries(texts, names)
+        scores = exhaustive.scores(qs)
+        # exact ties: under a mean every candidate, under a sum every candidate with as many tokens
+        counts = [len(ids) for ids in exhaustive.lm.candidate_ids(names, "space")]
+        assert all(len(set(row)) == (1 if reduction == "mean" else len(set(counts))) for row in scores)
+        # ties in candidate order: best score first, then the earlier candidate
+        by_hand = sorted(names, key=lambda n: (0 if reduction == "mean" else counts[names.index(n)], names.index(n)))
+        assert exhaustive.rank(qs, len(names)) == [by_hand] * 2
+        for beams in (len(names), len(names) + 2):
+            constrained = CausalConstrainedProber(flat_causal, ConstrainedSettings(num_beams=beams,
+                                                                                   reduction=reduction))
+            for k in (1, 3, 5, len(names)):
+                assert constrained.rank(qs, k) == exhaustive.rank(qs, k) == [by_hand[:k]] * 2, (names, beams, k)
+    # the whole suffix closing a candidate: ties broken the same way too
+    longer = queries(["the cold may cause [Y] and headache .", "[Y] may cause cough ."])
+    whole = CausalConstrainedProber(flat_causal, ConstrainedSettings(num_beams=len(NAMES), close_tokens=None,
+                                                                     reduction=reduction))
+    for k in (1, 4, len(NAMES)):
+        assert whole.rank(longer, k) == exhaustive.rank(longer, k)
+
+
 def test_constrained_predictions_are_candidates_with_narrow_beams_and_eos(tiny_causal):
     from medlama.probers.causal import CausalConstrainedProber, ConstrainedSettings
 
@@ -248,6 +283,18 @@ def test_generate_matches_answers_to_candidates(tiny_causal, monkeypatch):
     assert prober.rank(queries(["aspirin may treat [Y] ."]), 3) == [["asthma", "back pain", "not a name"]]
     prober.settings_ = GenerateSettings(to_candidates=False, answer_match="normalized")
     assert prober.rank(queries(["aspirin may treat [Y] ."]), 3) == designed
+
+
+def test_generate_with_no_candidates_fails_unless_raw(tiny_gpt2):
+    from medlama.probers.causal import CausalGenerateProber, GenerateSettings
+
+    empty = queries(["aspirin may treat [Y] ."], candidates=[])
+    prober = CausalGenerateProber(tiny_gpt2, GenerateSettings(num_beams=2, max_answer_tokens=3))
+    with pytest.raises(MedlamaInputError, match=r"^the candidate set of 'q' is empty; --method causal-generate "
+                                                r"ranks candidates$"):
+        prober.rank(empty, 2)
+    raw = CausalGenerateProber(tiny_gpt2, GenerateSettings(num_beams=2, max_answer_tokens=3, to_candidates=False))
+    assert raw.rank(empty, 2) == [list(dict.fromkeys(a for a in raw.generate(empty, 2)[0] if a))]
 
 
 def test_greedy_generation_is_the_argmax_continuation(tiny_gpt2):
