@@ -75,6 +75,18 @@ def medlama_dir(medlama_build) -> Path:
     return medlama_build[0]
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models run far faster on one thread than on busy shared cores; restored afterwards. Modules of
+    tiny-model tests use it with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def make_tiny_bert(tmp_path_factory):
     """``make_tiny_bert(name, *, mlm=False, layers=2, seed=0)``: a random BERT (hidden 32, 2 heads, 128

@@ -22,12 +22,7 @@ from medlama.probers.queries import QuerySet
 from tiny_causal import NAMES, gpt2_tokenizer, save_causal  # tests/helpers (pytest pythonpath)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
 
 
 @pytest.fixture(scope="module", params=["gpt2", "llama"])

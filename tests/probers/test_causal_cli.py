@@ -26,12 +26,7 @@ from tiny_causal import NAMES, save_causal  # tests/helpers: tiny causal LMs wit
 CAUSAL = ("causal-likelihood", "causal-constrained", "causal-generate")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -6,16 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 
 @pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run faster on one thread than on busy shared cores; restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _one_thread(one_thread):
+    """Every UCM test module runs its tiny models on one thread (the ``one_thread`` fixture)."""
     yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
