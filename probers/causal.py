@@ -249,6 +249,7 @@ class CausalConstrainedProber(_CausalProber):
         splits = [self.lm.split(text) for text in queries.texts]
         out: list[list[str]] = [[] for _ in splits]
         tries: dict[tuple[str, tuple[int, ...]], tuple[dict, int]] = {}
+        positions: dict[str, dict[tuple[int, ...], list[int]]] = {}
         order = sorted(range(len(splits)), key=lambda i: len(splits[i].prefix))
         step = self.settings_.batch_size
         for start in range(0, len(order), step):
@@ -258,6 +259,10 @@ class CausalConstrainedProber(_CausalProber):
                 if (slot, close) not in tries:
                     ids = self.lm.candidate_ids(names, slot)
                     tries[slot, close] = (candidate_trie(ids, close), max(len(s) for s in ids) + len(close))
+                if slot not in positions:  # token ids -> the candidates' indices, built once per slot
+                    positions[slot] = {}
+                    for index, key in enumerate(self.lm.candidate_ids(names, slot)):
+                        positions[slot].setdefault(key, []).append(index)
             longest = max(tries[key][1] for key in keys)
             ids, mask, width = self._left_padded([self.lm.fit_prefix(splits[i].prefix, longest) for i in chunk])
             chunk_tries = [tries[key][0] for key in keys]
@@ -284,8 +289,8 @@ class CausalConstrainedProber(_CausalProber):
                         path = tokens[:len(node[END]) + len(close)]  # the candidate and its closing tokens
                         total = sum(constraint.seen[b, tuple(path[:t])][path[t]] for t in range(len(path)))
                         scored[node[END]] = total / len(path) if mean else total
-                ranked = [(name, scored[key]) for name, key in zip(names, self.lm.candidate_ids(names, slot))
-                          if key in scored]
+                ranked = [(names[index], score) for index, score in
+                          sorted((index, score) for key, score in scored.items() for index in positions[slot][key])]
                 out[i] = rank_unique(ranked, top_k)  # (-score, candidate index), exactly as causal-likelihood
         return out
 

@@ -247,8 +247,12 @@ def queries_from(data=None, *, dataset: str = "medlama", config: str | None = No
     if isinstance(data, QuerySet):
         if not relations:
             return data
-        wanted = set(relations)
-        return data.subset([i for i, r in enumerate(data.relations) if r in wanted])
+        unknown = sorted(set(relations) - set(data.relations))
+        if unknown:
+            raise MedlamaInputError(f"unknown relation(s) {unknown}; known: {sorted(set(data.relations))}")
+        wanted = set(relations)  # the candidates stay the QuerySet's own
+        return data.subset([i for i, r in enumerate(data.relations) if r in wanted],
+                           name=f"{data.name}[{','.join(relations)}]")
     if data is None or isinstance(data, (str, Path)):
         folder = None if data is None else Path(data).expanduser()
         return load_queries(QuerySource(dataset=dataset, data=folder, config=config,

@@ -6,14 +6,13 @@ per checkpoint step (figure 4). Every number comes from the acc@k metric module.
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from medlama.atomic import atomic_write_text
 from medlama.display import print_table
-from medlama.probers.base import DEFAULT_KS, PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, score, write_predictions
+from medlama.probers.base import (DEFAULT_KS, PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, score, write_predictions,
+                                  write_results)
 from medlama.probers.queries import QuerySet
 
 #: Answer-length bins in characters (figure 3): [0, 10), [10, 20), ... and 60 or more.
@@ -41,8 +40,19 @@ def print_per_relation(results: Sequence[ProbeResult], k_values: Sequence[int] =
     print_table("acc@k per relation (%)", columns, rows)
 
 
-def write_json(path: str | Path, payload) -> None:
-    atomic_write_text(path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+def scoring_plan(dataset: str = "medlama", ks: Sequence[int] | None = None,
+                 match: str | None = None) -> tuple[tuple[int, ...], tuple[int, ...], str]:
+    """``(cut-offs to report, cut-offs to score, matching)`` of a probe of ``dataset``: the given ``ks`` (else
+    the dataset's: MedLAMA 1, 5, 10; BioLAMA 1, 5), always scoring acc@1/5/10 too (tables and plots read them),
+    and the dataset's matching unless ``match`` is given. The one rule of the CLI and the Python API."""
+    from medlama.errors import MedlamaInputError
+    from medlama.probers.biolama_queries import BIOLAMA_KS, BIOLAMA_MATCH
+
+    biolama = dataset == "biolama"
+    report = tuple(sorted(set(ks))) if ks else (BIOLAMA_KS if biolama else DEFAULT_KS)
+    if report[0] < 1:
+        raise MedlamaInputError(f"every ks value must be >= 1, got {list(report)}")
+    return report, tuple(sorted(set(report) | set(DEFAULT_KS))), match or (BIOLAMA_MATCH if biolama else "exact")
 
 
 def write_probe_results(out: str | Path, results: Sequence[ProbeResult], *,
@@ -52,7 +62,7 @@ def write_probe_results(out: str | Path, results: Sequence[ProbeResult], *,
     ``provenance`` block, no per-query rows), and ``out/predictions.jsonl`` (one line per run and query, its
     ``run`` key the run's label)."""
     out = Path(out)
-    write_json(out / RESULTS_FILE, [r.results_json(argv=argv) for r in results])
+    write_results(out / RESULTS_FILE, [r.results_json(argv=argv) for r in results])
     return out / RESULTS_FILE, write_predictions(out / PREDICTIONS_FILE, results)
 
 

@@ -59,15 +59,17 @@ class RecipeResult:
         scores, intervals and per-relation table (no per-query predictions: those go to ``predictions.jsonl``),
         and the provenance block (data, the base and rewired models, the settings, command, date, device)."""
         from medlama.probers.base import _is_bundled
-        from medlama.provenance import provenance
+        from medlama.provenance import provenance, public_word
 
         runs = [self.base, *self.rewired]
         settings = {"probe": self.base.settings, "rewire": self.rewire_config}
         block = provenance(settings=settings, data=self.base.data or {"query_set": self.base.query_set},
                            models=[None if _is_bundled(self.base.model) else self.base.model, *map(str, self.models)],
                            device=self.base.device, argv=argv)
-        if isinstance(settings["probe"].get("model"), str):  # a model's local path is no part of the record
-            block["settings"]["probe"]["model"] = Path(settings["probe"]["model"]).name
+        for part in ("probe", "rewire"):  # a model's local path is no part of the record; a Hub id stays whole
+            value = (block["settings"].get(part) or {}).get("model")
+            if isinstance(value, str):
+                block["settings"][part]["model"] = public_word(value)
         return {"summary": self.summary(), "query_set": self.base.query_set, "probe_settings": self.base.settings,
                 "rewire_config": self.rewire_config, "corpora": self.corpora,
                 "rewired_models": [str(m) for m in self.models], "rewire_seconds": self.rewire_seconds,

@@ -14,12 +14,13 @@ import types as _types
 
 class _CallableModule(_types.ModuleType):
     """``medlama.ucm`` is both this package and the Python API's function :func:`medlama.api.ucm`: once the
-    package is imported it shadows the lazily exported function, so calling the package calls the function."""
+    package is imported it shadows the lazily exported function, so calling the package does what that function
+    does (:func:`medlama.ucm.evaluation.score_sets`; nothing here imports the API above it)."""
 
     def __call__(self, *args, **kwargs):
-        from medlama.api import ucm
+        from medlama.ucm.evaluation import score_sets
 
-        return ucm(*args, **kwargs)
+        return score_sets(*args, **kwargs)
 
 
 _sys.modules[__name__].__class__ = _CallableModule

@@ -107,3 +107,31 @@ def run_ucm(rankers: Sequence[tuple[str, ContextRanker]], sets_dir: str | Path, 
     if show:
         print_tables(results, ks)
     return results, write_outputs(results, sets, out, ks, records=settings.records)
+
+
+def score_sets(sets: str | Path, model=None, *, method: str = "auto", out: str | Path | None = None,
+               label=None, device: str | None = None, **settings):
+    """The body of :func:`medlama.api.ucm` (see there): rankers for ``model`` (one or several), scored on
+    ``sets``; ``out``, when given, is written as ``medlama ucm --out`` writes it (atomically, refusing a
+    folder that is not an earlier UCM output)."""
+    import tempfile
+
+    from medlama.atomic import atomic_directory
+    from medlama.defaults import default_model_path
+    from medlama.settings import settings_from
+    from medlama.ucm.rankers import make_ranker
+
+    several = isinstance(model, (list, tuple))
+    models = list(model) if several else [model]
+    paths = [str(default_model_path()) if m is None else str(m) for m in models]
+    labels = list(label) if isinstance(label, (list, tuple)) else [label] if label else \
+        ["bundled" if m is None else Path(str(m)).name for m in models]
+    if len(labels) != len(paths):
+        raise MedlamaInputError(f"{len(labels)} labels for {len(paths)} models")
+    config = settings_from(UcmSettings, settings, what="ucm")
+    target = (atomic_directory(out, marker="results.json", kind="ucm") if out is not None
+              else tempfile.TemporaryDirectory(prefix="medlama-ucm-"))
+    with target as folder:  # the output is claimed before any model loads
+        rankers = [(name, make_ranker(method, path, device=device)) for name, path in zip(labels, paths)]
+        results, _ = run_ucm(rankers, sets, folder, config, show=False)
+    return results if several else results[0]

@@ -82,14 +82,13 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       method's named settings (retrieval: ``reference`` by default, or ``cosine``); ``settings``: fields
       that replace the preset's (e.g. ``{"pooling": "mean"}``) or the method's settings dataclass.
     * ``limit``: probe only the first ``limit`` queries of each relation (the candidates stay the whole set's).
-    * ``ks``: cut-offs to score (default 1, 5, 10; BioLAMA 1, 5); ``match``: ``exact`` (MedLAMA) or
+    * ``ks``: cut-offs to score (default 1, 5, 10; BioLAMA 1, 5; acc@1/5/10 are always scored too); ``match``: ``exact`` (MedLAMA) or
       ``normalized`` (BioLAMA's default).
     """
-    from medlama.probers.base import DEFAULT_KS
     from medlama.probers.base import probe as run_probe
-    from medlama.probers.biolama_queries import BIOLAMA_KS, BIOLAMA_MATCH
     from medlama.probers.encoding import loaded_encoder
     from medlama.probers.queries import queries_from
+    from medlama.probers.report import scoring_plan
     from medlama.probers.registry import METHODS, make_prober, method_name, settings_for
     from medlama.probers.retrieval import RetrievalProber
 
@@ -99,10 +98,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     elif not isinstance(settings, METHODS[name].settings):
         raise MedlamaInputError(f"{name} takes {METHODS[name].settings.__name__} settings, not "
                                 f"{type(settings).__name__}")
-    biolama = dataset == "biolama"
-    scored = tuple(sorted(set(ks))) if ks else (BIOLAMA_KS if biolama else DEFAULT_KS)
-    if scored[0] < 1:
-        raise MedlamaInputError(f"every ks value must be >= 1, got {list(scored)}")
+    _, scored, match = scoring_plan(dataset, ks, match)
     queries = queries_from(data, dataset=dataset, config=config, relations=relations)
     queries = queries.limit_per_relation(limit) if limit is not None else queries
     if loaded_encoder(model, tokenizer) is not None:  # checks the object early, with a clear message
@@ -117,8 +113,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     if label is None:
         label = "bundled" if model is None else Path(str(model)).name if isinstance(model, (str, Path)) else \
             Path(str(prober.settings().get("model", name))).name
-    return run_probe(prober, queries, label=str(label), top_k=max(top_k, max(scored)), ks=scored,
-                     match=match or (BIOLAMA_MATCH if biolama else "exact"))
+    return run_probe(prober, queries, label=str(label), top_k=max(top_k, max(scored)), ks=scored, match=match)
 
 
 def rewire(corpus: Any, out: str | Path, model: str | Path | None = None, *, preset: str = "demo",
@@ -144,26 +139,12 @@ def ucm(sets: str | Path, model: str | Path | Sequence[str | Path] | None = None
     ``medlama ucm`` computes it: a :class:`~medlama.ucm.scores.ModelResult` (a list for several models), with
     U/C/M shares, their bootstrap ``intervals``, rank changes and acc@k with and without context.
 
-    ``method``: ``auto`` (mask-average with an MLM head, else retrieval), ``mask-average`` or ``retrieval``;
+    ``method``: ``auto`` (causal-likelihood for a decoder-only causal LM, else mask-average with an MLM head,
+    else retrieval), ``mask-average``, ``retrieval`` or ``causal-likelihood``;
     ``settings``: fields of :class:`~medlama.ucm.evaluation.UcmSettings` (``ks``, ``relations``, ...);
-    ``out``: also write ``results.json`` and ``ucm.png`` there (default: nothing is kept).
+    ``out``: also write ``results.json`` and ``ucm.png`` there, atomically, as ``medlama ucm --out`` does
+    (default: nothing is kept).
     """
-    import tempfile
+    from medlama.ucm.evaluation import score_sets
 
-    from medlama.defaults import default_model_path
-    from medlama.settings import settings_from
-    from medlama.ucm.evaluation import UcmSettings, run_ucm
-    from medlama.ucm.rankers import make_ranker
-
-    several = isinstance(model, (list, tuple))
-    models = list(model) if several else [model]
-    paths = [str(default_model_path()) if m is None else str(m) for m in models]
-    labels = list(label) if isinstance(label, (list, tuple)) else [label] if label else \
-        ["bundled" if m is None else Path(str(m)).name for m in models]
-    if len(labels) != len(paths):
-        raise MedlamaInputError(f"{len(labels)} labels for {len(paths)} models")
-    rankers = [(name, make_ranker(method, path, device=device)) for name, path in zip(labels, paths)]
-    config = settings_from(UcmSettings, settings, what="ucm")
-    with tempfile.TemporaryDirectory(prefix="medlama-ucm-") as scratch:
-        results, _ = run_ucm(rankers, sets, out if out is not None else scratch, config, show=False)
-    return results if several else results[0]
+    return score_sets(sets, model, method=method, out=out, label=label, device=device, **settings)

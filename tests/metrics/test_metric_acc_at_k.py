@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import random
 import re
 import sys
@@ -14,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import medlama.metrics
+from doctests import run_doctest  # tests/helpers
 
 REPO = Path(__file__).resolve().parents[2]
 METRICS_DIR = REPO / "metrics"
@@ -377,16 +377,6 @@ def test_card_has_evaluate_front_matter_and_sections():
                     "## Limitations and Bias", "## Citation"):
         assert section in card, section
     assert "Rewire-then-Probe" in card and "Can Language Models be Biomedical Knowledge Bases?" in card
-
-
-def run_doctest(text, name, monkeypatch, cache_dir):
-    """Run the `>>>` examples in ``text`` from the repository root; return (results, report)."""
-    monkeypatch.chdir(REPO)
-    monkeypatch.setattr(evaluate.config, "HF_METRICS_CACHE", cache_dir)
-    test = doctest.DocTestParser().get_doctest(text, {"evaluate": evaluate}, name, None, 0)
-    report = []
-    results = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE).run(test, out=report.append)
-    return results, "".join(report)
 
 
 def test_card_examples_are_correct(monkeypatch, cache_dir):

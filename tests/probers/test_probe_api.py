@@ -157,3 +157,21 @@ def test_load_medlama_reads_each_folder_by_its_files(tmp_path, monkeypatch):
         medlama.load_medlama("full", data=first, split=None)
     with pytest.raises(MedlamaInputError, match="no such dataset folder, and not a Hub dataset id"):
         medlama.load_medlama("hard", data=tmp_path / "missing")
+
+
+def test_a_query_set_as_data_and_the_scoring_plan(medlama_dir):
+    from medlama.probers.queries import queries_from
+    from medlama.probers.report import scoring_plan
+
+    queries = load_medlama_queries(medlama_dir, "hard", relations=[RELATION, "may_treat"])
+    picked = queries_from(queries, relations=[RELATION])
+    assert set(picked.relations) == {RELATION} and len(picked) == 158
+    assert picked.name == f"hard[{RELATION},may_treat][{RELATION}]" and picked.candidates == queries.candidates
+    with pytest.raises(MedlamaInputError, match=r"unknown relation\(s\) \['may_cure'\]"):
+        queries_from(queries, relations=["may_cure"])
+    # The CLI's rule, the API's too: the cut-offs asked for are reported, acc@1/5/10 always scored.
+    assert scoring_plan("medlama", [1]) == ((1,), (1, 5, 10), "exact")
+    assert scoring_plan("biolama") == ((1, 5), (1, 5, 10), "normalized")
+    assert scoring_plan("medlama", [20, 1], "normalized") == ((1, 20), (1, 5, 10, 20), "normalized")
+    with pytest.raises(MedlamaInputError, match=r"every ks value must be >= 1, got \[0, 1\]"):
+        scoring_plan("medlama", [1, 0])

@@ -84,17 +84,10 @@ def load_queries(args: argparse.Namespace):
 
 
 def scoring(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...], str]:
-    """(cut-offs to report, cut-offs to score, matching) for the dataset; acc@10 is always scored for the plots."""
-    from medlama.errors import MedlamaInputError
-    from medlama.probers.base import DEFAULT_KS
-    from medlama.probers.biolama_queries import BIOLAMA_KS, BIOLAMA_MATCH
+    """(cut-offs to report, cut-offs to score, matching) for the dataset (``probers.report.scoring_plan``)."""
+    from medlama.probers.report import scoring_plan
 
-    biolama = query_source(args).dataset == "biolama"
-    ks = tuple(sorted(set(args.ks))) if args.ks else (BIOLAMA_KS if biolama else DEFAULT_KS)
-    if ks[0] < 1:
-        raise MedlamaInputError(f"every --ks value must be >= 1, got {list(ks)}")
-    match = args.match or (BIOLAMA_MATCH if biolama else "exact")
-    return ks, tuple(sorted(set(ks) | set(DEFAULT_KS))), match
+    return scoring_plan(query_source(args).dataset, args.ks, args.match)
 
 
 def run(args: argparse.Namespace) -> int:
