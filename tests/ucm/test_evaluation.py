@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from medlama.cli import main
+from medlama.errors import MedlamaInputError
 from medlama.ucm.evaluation import evaluate_model
 from medlama.ucm.rankers import RetrievalRanker, RetrievalRankerSettings
 from medlama.ucm.sets import load_sets
@@ -178,3 +179,12 @@ def test_python_api_ucm_equals_the_command(sets, tiny_encoder, tmp_path, capsys)
     result = medlama.ucm(sets, tiny_encoder, method="retrieval")
     assert result.target == cli["target"] and result.accuracy == cli["accuracy"]
     assert result.intervals == cli["intervals"]
+    # out=: written as the command writes it, and only over an earlier UCM output
+    medlama.ucm(sets, tiny_encoder, method="retrieval", out=tmp_path / "cli")  # the command's own output
+    assert json.loads((tmp_path / "cli" / "results.json").read_text())["models"][0]["target"] == cli["target"]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(MedlamaInputError, match="mine"):
+        medlama.ucm(sets, tiny_encoder, method="retrieval", out=mine)
+    assert (mine / "notes.txt").read_text() == "keep me" and not (mine / "results.json").exists()
