@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import re
-import sys
 from pathlib import Path
 
 import evaluate
@@ -13,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import medlama.metrics
-from doctests import run_doctest  # tests/helpers
+from metric_module import assert_card_sections, assert_self_contained, run_doctest  # tests/helpers
 
 REPO = Path(__file__).resolve().parents[2]
 METRICS_DIR = REPO / "metrics"
@@ -349,18 +348,7 @@ def test_no_queries(acc):
 
 
 def test_script_is_self_contained():
-    """evaluate 0.4.6 scans one `import` per line; the script is published alone, so no medlama import."""
-    from evaluate.loading import get_imports
-
-    script = MODULE_DIR / "acc_at_k.py"
-    text = script.read_text(encoding="utf-8")
-    assert not re.search(r"^\s*import\s+\w+(\.\w+)*\s*,", text, flags=re.M), "one import per line"
-    assert "medlama" not in {name for _, name, _, _ in get_imports(str(script))}
-    libraries = {name for kind, name, _, _ in get_imports(str(script)) if kind == "library"}
-    assert libraries - set(sys.stdlib_module_names) <= {"datasets", "evaluate", "numpy"}
-    requirements = (MODULE_DIR / "requirements.txt").read_text(encoding="utf-8")
-    for library in libraries - set(sys.stdlib_module_names):
-        assert library in requirements
+    assert_self_contained(MODULE_DIR / "acc_at_k.py")
 
 
 def _card():
@@ -369,13 +357,7 @@ def _card():
 
 def test_card_has_evaluate_front_matter_and_sections():
     card = _card()
-    front = card.split("---")[1]
-    for key in ("title:", "emoji:", "colorFrom:", "colorTo:", "sdk: gradio", "sdk_version:", "app_file: app.py",
-                "pinned: false", "- evaluate", "- metric", "description:"):
-        assert key in front, key
-    for section in ("## Metric Description", "## How to Use", "### Inputs", "### Output Values", "### Examples",
-                    "## Limitations and Bias", "## Citation"):
-        assert section in card, section
+    assert_card_sections(card)
     assert "Rewire-then-Probe" in card and "Can Language Models be Biomedical Knowledge Bases?" in card
 
 
