@@ -8,32 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
-from datasets import Dataset
 
 from medlama.datasets.folders import folder_configs, load_config
 from medlama.errors import MedlamaInputError
-
-CARD = """---
-configs:
-- config_name: hard
-  default: true
-  data_files:
-  - split: test
-    path: data/hard/*.parquet
-- config_name: pools
-  data_files: pools.parquet
----
-"""
-
-
-def make(root: Path, ids: list[str]) -> Path:
-    """A folder named ``medlama`` with the same card as every other one here, and its own rows."""
-    folder = root / "medlama"
-    (folder / "data" / "hard").mkdir(parents=True, exist_ok=True)
-    Dataset.from_dict({"id": ids}).to_parquet(str(folder / "data" / "hard" / "rows.parquet"))
-    Dataset.from_dict({"name": ["x"]}).to_parquet(str(folder / "pools.parquet"))
-    (folder / "README.md").write_text(CARD)
-    return folder
+from named_folders import medlama_named_folder as make  # tests/helpers
 
 
 def test_two_folders_named_medlama_load_their_own_rows(tmp_path, monkeypatch):

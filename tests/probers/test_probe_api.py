@@ -122,29 +122,12 @@ def test_probe_docstring_names_every_method():
     assert all(f"``{name}``" in medlama.probe.__doc__ for name in METHODS)
 
 
-CARD = """---
-configs:
-- config_name: hard
-  default: true
-  data_files:
-  - split: test
-    path: data/hard/*.parquet
----
-"""
-
-
 def test_load_medlama_reads_each_folder_by_its_files(tmp_path, monkeypatch):
     """Two folders named ``medlama`` with the same card: each gives its own rows (``load_dataset(DIR, config)``
     would not: ``datasets`` caches a local folder by name and card), and a relative path the one it names."""
-    from datasets import Dataset, DatasetDict
+    from datasets import DatasetDict
 
-    def make(root, ids):
-        folder = root / "medlama"
-        (folder / "data" / "hard").mkdir(parents=True)
-        Dataset.from_dict({"id": ids, "relation": ["r"] * len(ids)}).to_parquet(
-            str(folder / "data" / "hard" / "rows.parquet"))
-        (folder / "README.md").write_text(CARD)
-        return folder
+    from named_folders import medlama_named_folder as make  # tests/helpers
 
     first, second = make(tmp_path / "a", ["a1", "a2"]), make(tmp_path / "b", ["b1"])
     assert medlama.load_medlama("hard", data=first)["id"] == ["a1", "a2"]
