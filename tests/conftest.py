@@ -60,6 +60,18 @@ def elicit_corpora() -> Path:
 
 
 @pytest.fixture(scope="session")
+def corpus_head(elicit_corpora, tmp_path_factory):
+    """``corpus_head(index, lines)``: the first ``lines`` real sentences of ``pubmed_sents_no_punkt_10k_<index>``
+    as a file ``pubmed_<index>`` of its own (a rewiring corpus small enough for a test)."""
+    def head(index: int, lines: int) -> Path:
+        text = (elicit_corpora / f"pubmed_sents_no_punkt_10k_{index}").read_text(encoding="utf-8")
+        path = tmp_path_factory.mktemp(f"pubmed-{index}-head-{lines}") / f"pubmed_{index}"
+        path.write_text("".join(text.splitlines(True)[:lines]), encoding="utf-8")
+        return path
+    return head
+
+
+@pytest.fixture(scope="session")
 def medlama_build(tmp_path_factory, medlama_source):
     """MedLAMA built once per session with the real builder: ``(folder, MedlamaBuild, statistics)``."""
     from medlama.datasets.medlama import write_medlama

@@ -14,11 +14,8 @@ from medlama.cli import main
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory, elicit_corpora) -> Path:
-    lines = (elicit_corpora / "pubmed_sents_no_punkt_10k_0").read_text(encoding="utf-8").splitlines(True)
-    path = tmp_path_factory.mktemp("recipe-cli-corpus") / "pubmed_0"
-    path.write_text("".join(lines[:60]), encoding="utf-8")
-    return path
+def corpus(corpus_head) -> Path:
+    return corpus_head(0, 60)
 
 
 @pytest.fixture

@@ -26,16 +26,9 @@ def tiny_encoder(make_tiny_bert) -> Path:
 
 
 @pytest.fixture(scope="module")
-def sentence_files(tmp_path_factory, elicit_corpora) -> list[Path]:
+def sentence_files(corpus_head) -> list[Path]:
     """150 real PubMed lines from each of three released files: two to rewire on, one held out."""
-    folder = tmp_path_factory.mktemp("recipe-corpora")
-    files = []
-    for index in (0, 1, 9):
-        lines = (elicit_corpora / f"pubmed_sents_no_punkt_10k_{index}").read_text(encoding="utf-8").splitlines(True)
-        path = folder / f"pubmed_{index}"
-        path.write_text("".join(lines[:150]), encoding="utf-8")
-        files.append(path)
-    return files
+    return [corpus_head(index, 150) for index in (0, 1, 9)]
 
 
 def cls_vectors(model_path: Path, texts: list[str], max_length: int) -> np.ndarray:
