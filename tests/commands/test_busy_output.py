@@ -4,14 +4,11 @@ at once, with exit status 2 and a message naming the holder, before any work (no
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from medlama.atomic import _lock_path, _tag
+from locks import lock_held_elsewhere  # tests/helpers
 from medlama.cli import main
 
 
@@ -50,20 +47,6 @@ def rewire_args(tmp_path: Path, out: Path) -> list[str]:
 COMMANDS = {"probe": probe_args, "ucm": ucm_args, "recipe": recipe_args, "rewire": rewire_args}
 
 
-def hold_lock(out: Path) -> subprocess.Popen:
-    """Another process holding ``out``'s lock (until it is killed), once the lock file names it."""
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys\nfrom medlama.atomic import lock_directory\n"
-        f"with lock_directory({str(out)!r}):\n    sys.stdin.read()\n")], stdin=subprocess.PIPE)
-    lock, expected, deadline = _lock_path(out.resolve()), _tag(holder.pid), time.monotonic() + 60
-    while not (lock.is_file() and lock.read_text(encoding="utf-8").strip() == expected):
-        if holder.poll() is not None or time.monotonic() > deadline:
-            holder.kill()
-            pytest.fail(f"the lock-holding process did not take the lock (exit status {holder.poll()})")
-        time.sleep(0.05)
-    return holder
-
-
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_a_busy_output_folder_is_refused_before_any_work(command, tmp_path, capsys, monkeypatch):
     import medlama.probers.queries as queries
@@ -84,13 +67,9 @@ def test_a_busy_output_folder_is_refused_before_any_work(command, tmp_path, caps
 
     out = tmp_path / "out"
     args = COMMANDS[command](tmp_path, out)
-    holder = hold_lock(out)
-    try:
+    with lock_held_elsewhere(out) as holder:
         status = main(args)
         err = capsys.readouterr().err
-    finally:
-        holder.kill()
-        holder.wait()
     assert status == 2, err
     assert "is writing this output folder right now" in err and f"pid {holder.pid}" in err, err
     assert "nothing was changed" in err and "Traceback" not in err

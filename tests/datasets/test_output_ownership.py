@@ -4,8 +4,6 @@ folder is busy (issue 12, defects 1 and 7), for every folder writer outside prob
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import pytest
 
 from medlama.atomic import OWNER_NAME, lock_directory, owner_kind, write_owner
 from medlama.cli import main
+from locks import lock_held_elsewhere  # tests/helpers
 
 BUILDS = {  # command -> the arguments after --out DIR (a source that does not exist: the check comes first)
     "build medlama": ["build", "medlama", "--source", "/nonexistent/medlama-release"],
@@ -70,17 +69,10 @@ def test_only_the_writing_command_replaces_a_folder(tmp_path, capsys, command, o
 def test_a_second_writer_is_told_the_folder_is_busy(tmp_path, capsys, command):
     out = earlier_output(tmp_path / "out", command)
     before = snapshot(out)
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time\nfrom medlama.atomic import lock_directory\n"
-        f"with lock_directory({str(out)!r}):\n    print('held', flush=True)\n    sys.stdin.read()\n")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_held_elsewhere(out) as holder:
         err = run(command, out, capsys)
         assert "is writing this output folder right now" in err and f"pid {holder.pid}" in err
         assert "/nonexistent/" not in err  # told before any work
-    finally:
-        holder.communicate("")
     assert snapshot(out) == before
 
 

@@ -4,13 +4,12 @@ folder is taken over, and a second run into the same OUT is refused at once (iss
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from medlama.atomic import write_owner
 from medlama.cli import main
+from locks import lock_held_elsewhere  # tests/helpers
 
 
 def rewire_into(out, tmp_path, capsys) -> tuple[int, str]:
@@ -47,13 +46,6 @@ def test_hand_written_record_is_refused_and_an_earlier_versions_folder_taken_ove
 
 def test_a_second_rewire_into_one_out_is_refused(tmp_path, capsys):
     out = tmp_path / "out"
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys\nfrom medlama.atomic import lock_directory\n"
-        f"with lock_directory({str(out)!r}):\n    print('held', flush=True)\n    sys.stdin.read()\n")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_held_elsewhere(out):
         status, err = rewire_into(out, tmp_path, capsys)
-    finally:
-        holder.communicate("")
     assert status == 2 and "is writing this output folder right now" in err and "no-model" not in err
