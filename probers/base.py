@@ -252,9 +252,16 @@ def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k:
     """Run ``prober`` on ``queries`` and score its top ``top_k`` predictions."""
     start = time.perf_counter()
     predictions = prober.rank(queries, top_k=top_k)
-    seconds = time.perf_counter() - start
-    settings = prober.settings()
-    return ProbeResult(label=label or prober.method, query_set=queries.name, settings=settings,
+    return result_of(prober, queries, predictions, time.perf_counter() - start, label=label or prober.method,
+                     ks=ks, match=match)
+
+
+def result_of(prober: Prober, queries: QuerySet, predictions: list[list[str]], seconds: float, *, label: str,
+              ks=DEFAULT_KS, match: str = "exact", **more_settings) -> ProbeResult:
+    """The scored :class:`ProbeResult` of ``prober``'s ``predictions`` for ``queries``, with its provenance
+    (data, model, device); ``more_settings`` are recorded beside the prober's (e.g. the ``layer`` probed)."""
+    settings = {**prober.settings(), **more_settings}
+    return ProbeResult(label=label, query_set=queries.name, settings=settings,
                        ids=queries.ids, relations=queries.relations, gold=queries.gold, predictions=predictions,
                        metrics=score(queries, predictions, ks=ks, match=match), seconds=seconds,
                        data=dict(queries.info), model=settings.get("model"), device=device_of(prober))

@@ -189,11 +189,6 @@ def resolve_data(source: QuerySource) -> DataFolder:
     return DataFolder(folder, identity(folder, "build", source.dataset))
 
 
-def data_folder(source: QuerySource) -> Path:
-    """The local dataset folder of ``source`` (:func:`resolve_data`)."""
-    return resolve_data(source).path
-
-
 def medlama_config(config: str, relations: Sequence[str] | None = None) -> tuple[str, list[str] | None]:
     """``(set, relations)`` of a MedLAMA config name: ``hard``, ``full``, or ``hard_<relation>`` /
     ``full_<relation>`` (the folder's per-relation configs), which selects that relation."""

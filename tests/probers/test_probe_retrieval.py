@@ -191,5 +191,8 @@ def test_cli_writes_table_json_and_plots(medlama_dir, tiny_encoder, tmp_path, ca
     assert len(rows) == 158 and len(rows[0]["predictions"]) == 10 and len(predictions(out)) == 2 * 158
     assert "queries" not in results[0]
     assert 0 <= results[0]["metrics"]["acc@10"] <= 1
+    assert [r["settings"]["layer"] for r in results] == [1, 3]
+    for result in results:  # each layer's run carries the same provenance as any probe's
+        assert result["provenance"]["data"]["release_commit"] and result["provenance"]["device"]["device"] == "cpu"
     for plot in ("relations.png", "answer_length.png", "layers.png"):
         assert (out / plot).read_bytes()[:4] == b"\x89PNG"

@@ -125,7 +125,7 @@ def _probe(args: argparse.Namespace, methods: list[str], settings: dict, labels:
     from medlama.atomic import atomic_directory
     from medlama.errors import MedlamaInputError
     from medlama.probers import report
-    from medlama.probers.base import probe
+    from medlama.probers.base import probe, result_of
     from medlama.probers.registry import make_prober
 
     queries = load_queries(args)
@@ -145,9 +145,8 @@ def _probe(args: argparse.Namespace, methods: list[str], settings: dict, labels:
             seconds = time.perf_counter() - start
             by_layer[label] = {}
             for layer, predictions in ranked.items():
-                result = report.ProbeResult(f"{label} L{layer}", queries.name, {**prober.settings(), "layer": layer},
-                                            queries.ids, queries.relations, queries.gold, predictions,
-                                            report.score(queries, predictions, ks=scored, match=match), seconds)
+                result = result_of(prober, queries, predictions, seconds, label=f"{label} L{layer}", ks=scored,
+                                   match=match, layer=layer)
                 by_layer[label][layer] = result
                 results.append(result)
         else:
