@@ -15,6 +15,7 @@ import dataclasses
 import sys
 import typing
 from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from medlama import settings as S
@@ -60,12 +61,13 @@ class _OldFlag(argparse.Action):
 
 def add_settings_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, *,
                        exclude: tuple[str, ...] = (), defaults: Any = None, title: str | None = None,
-                       prefix: str = "") -> None:
+                       prefix: str = "", helps: Mapping[str, Callable[[str], str]] | None = None) -> None:
     """Add a flag for every command-line field of the settings class ``cls`` (less ``exclude``).
 
     ``defaults``: an instance (a preset) whose values ``--help`` shows as the defaults; by default the
     class's own. ``title``: put the flags in an argument group. ``prefix``: prepended to each flag name
-    (``--rewire-`` for the recipe's rewiring flags); the namespace keys become ``prefix_field``.
+    (``--rewire-`` for the recipe's rewiring flags); the namespace keys become ``prefix_field``. ``helps``:
+    field name -> a function rewording that field's help for this command (its default is still appended).
     """
     target = parser.add_argument_group(title) if title else parser
     hints = S.type_hints(cls)
@@ -82,6 +84,8 @@ def add_settings_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         shown = "none" if default is None else (
             " ".join(map(str, default)) if isinstance(default, (tuple, list)) else default)
         help_text = S.help_of(field)
+        if helps and field.name in helps:
+            help_text = helps[field.name](help_text)
         if default is not dataclasses.MISSING:
             help_text += f" (default: {shown})"
         help_text = help_text.replace("%", "%%")  # argparse formats help with %

@@ -40,9 +40,7 @@ def add_retrieval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", choices=list(method.presets), default=argparse.SUPPRESS,
                         help="a named bundle of the probe's retrieval settings; the flags given replace its values. "
                              + PRESET_HELP["retrieval"] + " (default: reference)")
-    add_settings_flags(parser, method.settings, exclude=("layers",))
-    batch = parser._option_string_actions["--batch-size"]  # noqa: SLF001 - the flag made just above
-    batch.help = BATCH_SIZE_LEAD + batch.help[batch.help.index(" (default"):]
+    add_settings_flags(parser, method.settings, exclude=("layers",), helps={"batch_size": lambda _: BATCH_SIZE_LEAD})
 
 
 def retrieval_settings(args: argparse.Namespace) -> RetrievalSettings:

@@ -31,10 +31,9 @@ def register(subparsers) -> None:
     settings = parser.add_argument_group(
         "rewiring settings", "each defaults to the preset's value (shown: the paper preset's); an optional "
                              "setting takes 'none'")
-    add_settings_flags(settings, RewireConfig, exclude=("dropout",), defaults=PRESETS["paper"])
-    batch = parser._option_string_actions["--batch-size"]  # noqa: SLF001 - the flag made just above
-    batch.help = batch.help.replace("pairs per optimiser step", "pairs per optimiser step (not inputs per forward pass "
-                                    "as in probe, ucm and recipe)", 1)
+    add_settings_flags(settings, RewireConfig, exclude=("dropout",), defaults=PRESETS["paper"], helps={
+        "batch_size": lambda text: text.replace("pairs per optimiser step", "pairs per optimiser step (not inputs "
+                                                "per forward pass as in probe, ucm and recipe)", 1)})
     dropout = settings.add_mutually_exclusive_group()
     add_settings_flags(dropout, RewireConfig, defaults=PRESETS["paper"],
                        exclude=tuple(f.name for f in fields_of(RewireConfig) if f.name != "dropout"))
