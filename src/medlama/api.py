@@ -86,7 +86,6 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       ``normalized`` (BioLAMA's default).
     """
     from medlama.probers.base import probe as run_probe
-    from medlama.probers.encoding import loaded_encoder
     from medlama.probers.queries import queries_from
     from medlama.probers.report import scoring_plan
     from medlama.probers.registry import METHODS, make_prober, method_name, settings_for
@@ -101,7 +100,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     _, scored, match = scoring_plan(dataset, ks, match)
     queries = queries_from(data, dataset=dataset, config=config, relations=relations)
     queries = queries.limit_per_relation(limit) if limit is not None else queries
-    if loaded_encoder(model, tokenizer) is not None:  # checks the object early, with a clear message
+    if model is not None and not isinstance(model, (str, Path)):  # a loaded object (the encoder checks which)
         if name != "retrieval":
             raise MedlamaInputError(f"a loaded model object is probed by retrieval only; give {name} a model "
                                     "folder or Hub id")
