@@ -19,6 +19,7 @@ its cache by the files' absolute paths and modification times instead.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -125,14 +126,31 @@ def resolve_folder(data: str | Path, *, dataset: str = "medlama") -> DataFolder:
 
 
 def folder_configs(folder: str | Path) -> dict[str, dict[str, list[str]]]:
-    """Config name -> split -> data file patterns, as the folder's card (YAML ``configs``) declares them."""
+    """Config name -> split -> data file patterns, as the folder's card (YAML ``configs``) declares them.
+
+    The card is parsed once per version of the file (its path, size and modification time): a probe of
+    several relations reads a config per relation."""
+    readme = (Path(folder) / "README.md").resolve()
+    try:
+        stat = readme.stat()
+    except OSError:
+        return _parse_configs(str(readme), None)  # not cached: the error says what is wrong
+    parsed = _cached_configs(str(readme), (stat.st_size, stat.st_mtime_ns))
+    return {name: {split: list(paths) for split, paths in splits.items()} for name, splits in parsed.items()}
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_configs(readme: str, version: tuple[int, int]) -> dict[str, dict[str, list[str]]]:
+    return _parse_configs(readme, version)
+
+
+def _parse_configs(readme: str, _version) -> dict[str, dict[str, list[str]]]:
     from huggingface_hub import DatasetCard
 
-    readme = Path(folder) / "README.md"
     try:
         configs = DatasetCard.load(readme).data.get("configs") or []
     except Exception as error:  # a card that does not parse: say where
-        raise MedlamaInputError(f"cannot read the dataset card: {error}", file=readme) from None
+        raise MedlamaInputError(f"cannot read the dataset card: {error}", file=Path(readme)) from None
     out: dict[str, dict[str, list[str]]] = {}
     for config in configs:
         entries = config.get("data_files") or []
