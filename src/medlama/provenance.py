@@ -7,6 +7,7 @@ local folder (file names, sizes and bytes; never its local path, which means not
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import platform
@@ -39,15 +40,26 @@ def package_versions(packages: Sequence[str] = PACKAGES) -> dict[str, str | None
 
 def folder_hash(folder: str | Path, *, ignore: Sequence[str] = tuple(_IGNORED)) -> str:
     """SHA-256 over the relative paths and bytes of every file below ``folder`` (sorted; ``ignore``d names
-    skipped at any depth). Two copies of one model or dataset on different machines hash the same."""
-    root = Path(folder)
-    digest = hashlib.sha256()
+    skipped at any depth). Two copies of one model or dataset on different machines hash the same.
+
+    The bytes are read once per version of the folder (its files' paths, sizes and modification times): a run
+    that records one model or dataset in several results hashes it once."""
+    root = Path(folder).resolve()
+    files = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         relative = path.relative_to(root)
-        if any(part in ignore for part in relative.parts):
-            continue
-        digest.update(relative.as_posix().encode() + b"\0")
-        with path.open("rb") as handle:
+        if not any(part in ignore for part in relative.parts):
+            stat = path.stat()
+            files.append((relative.as_posix(), stat.st_size, stat.st_mtime_ns))
+    return _hash_files(str(root), tuple(files))
+
+
+@functools.lru_cache(maxsize=32)
+def _hash_files(root: str, files: tuple[tuple[str, int, int], ...]) -> str:
+    digest = hashlib.sha256()
+    for relative, _size, _mtime in files:
+        digest.update(relative.encode() + b"\0")
+        with (Path(root) / relative).open("rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
         digest.update(b"\0")
