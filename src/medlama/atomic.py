@@ -297,10 +297,7 @@ def atomic_directory(target: str | Path, *, marker: str, kind: str | None = None
     staging folder from a killed run is removed by the next run into the same target.
     """
     target = Path(target).resolve()
-    check_replaceable(target, marker=marker, kind=kind)  # a user's folder is refused with nothing created
-    with lock_directory(target):
-        _clean_leftovers(target)
-        check_replaceable(target, marker=marker, kind=kind)  # again, now that no one else writes it
+    with claim_directory(target, marker=marker, kind=kind):  # checked before and after taking the lock
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{_tag()}+", dir=target.parent))
         try:
             yield staging
