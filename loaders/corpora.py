@@ -19,11 +19,13 @@ the labels are, and two text files with the same label are refused before anythi
 Folders are searched recursively for the format's file extensions; hidden files are skipped. A file
 named directly is read whatever its extension.
 
-* :func:`read_mimic_notes`: MIMIC-III ``NOTEEVENTS.csv`` or ``.csv.gz`` (ROW_ID, SUBJECT_ID, HADM_ID,
-  CHARTDATE, CHARTTIME, STORETIME, CATEGORY, DESCRIPTION, CGID, ISERROR, TEXT). ``ROW_ID`` and ``TEXT``
-  are required, the other columns are carried along when present; notes flagged ``ISERROR`` are
-  skipped unless asked for. The CSV is read strictly (:mod:`medlama.loaders.noteevents`): a broken
-  record stops the reading, or is left out and reported with ``on_bad_record="skip"``.
+* :func:`read_mimic_notes`: MIMIC notes, ``.csv`` or ``.csv.gz``: MIMIC-III ``NOTEEVENTS.csv`` (ROW_ID,
+  SUBJECT_ID, HADM_ID, CHARTDATE, CHARTTIME, STORETIME, CATEGORY, DESCRIPTION, CGID, ISERROR, TEXT) or
+  MIMIC-IV-Note ``discharge.csv`` / ``radiology.csv`` (note_id, subject_id, hadm_id, note_type, note_seq,
+  charttime, storetime, text). The id (``ROW_ID`` / ``note_id``) and the text are required, the other
+  columns are carried along when present; notes flagged ``ISERROR`` (III) are skipped unless asked for.
+  The CSV is read strictly (:mod:`medlama.loaders.noteevents`): a broken record stops the reading, or is
+  left out and reported with ``on_bad_record="skip"``.
 * :func:`read_pmc_articles`: PMC open-access articles as JATS XML (``.xml``/``.nxml``: title, abstract
   and body paragraphs) or plain text (``.txt``, one article per file).
 * :func:`read_jsonl`: JSON Lines (``.jsonl``/``.json``, optionally ``.gz``) with a configurable text field.
@@ -54,14 +56,18 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from medlama.errors import MedlamaInputError
-from medlama.loaders.noteevents import BadRecord, NoteRecords
+from medlama.loaders.noteevents import BadRecord, NoteRecords, column_names, id_column
 
 #: Columns of MIMIC-III NOTEEVENTS.csv, in file order.
 MIMIC_COLUMNS = ("ROW_ID", "SUBJECT_ID", "HADM_ID", "CHARTDATE", "CHARTTIME", "STORETIME", "CATEGORY",
                  "DESCRIPTION", "CGID", "ISERROR", "TEXT")
+#: Columns of MIMIC-IV-Note's ``discharge.csv`` and ``radiology.csv``, in file order (lower case there).
+MIMIC_IV_COLUMNS = ("note_id", "subject_id", "hadm_id", "note_type", "note_seq", "charttime", "storetime", "text")
 MIMIC_REQUIRED = ("ROW_ID", "TEXT")
-#: Metadata kept from a note besides ``doc_id`` (ROW_ID) and ``text`` (TEXT).
+#: Metadata kept from a note besides ``doc_id`` (ROW_ID / note_id) and ``text`` (TEXT).
 MIMIC_METADATA = ("SUBJECT_ID", "HADM_ID", "CHARTDATE", "CATEGORY", "DESCRIPTION")
+#: MIMIC-IV's note types as MIMIC-III names the category (``--categories "Discharge summary"`` reads both).
+MIMIC_IV_CATEGORIES = {"DS": "Discharge summary", "RR": "Radiology", "AR": "Radiology"}
 #: What a MIMIC reader does with a record the CSV does not hold cleanly: stop with an error, or leave it out.
 ON_BAD_RECORD = ("error", "skip")
 #: How many left-out records the note on stderr lists.
@@ -147,7 +153,7 @@ def _expand(paths: str | Path | Iterable[str | Path], suffixes: tuple[str, ...],
 def _files(paths: str | Path | Iterable[str | Path], format: str) -> list[CorpusFile]:
     """The (file, label) pairs a reader of ``format`` reads for ``paths``."""
     if format == "mimic":
-        return _expand(paths, MIMIC_SUFFIXES, "NOTEEVENTS CSV")
+        return _expand(paths, MIMIC_SUFFIXES, "MIMIC notes CSV")
     if format == "pmc":
         return _expand(paths, PMC_SUFFIXES, "PMC article")
     if format == "jsonl":
@@ -268,33 +274,39 @@ def load_corpus(paths: str | Path | Iterable[str | Path], format: str | None = N
 
 # ------------------------------------------------------------------------------------------ MIMIC
 def _mimic_header(file: str) -> dict[str, int]:
-    """Column positions by upper-cased name; raises when a required column is missing."""
+    """Column positions by upper-cased name; raises when the note id (ROW_ID or note_id) or the text is missing."""
     try:
         with _open_text(file) as handle:
             header = next(csv.reader(handle), None)
     except (OSError, UnicodeDecodeError, csv.Error, EOFError) as error:
         raise MedlamaInputError(f"cannot read the CSV header: {error}", file=file) from None
     if not header:
-        raise MedlamaInputError("empty file: a NOTEEVENTS CSV needs a header row", file=file, row=1)
-    positions = {name.strip().strip("\ufeff").upper(): i for i, name in enumerate(header)}
+        raise MedlamaInputError("empty file: a MIMIC notes CSV needs a header row", file=file, row=1)
+    positions = {name: i for i, name in enumerate(column_names(header))}
     missing = [name for name in MIMIC_REQUIRED if name not in positions]
+    if "NOTE_ID" in positions:  # MIMIC-IV: note_id is the id
+        missing.remove("ROW_ID")
     if missing:
         raise MedlamaInputError(
-            f"missing column(s) {', '.join(missing)} (NOTEEVENTS.csv has {', '.join(MIMIC_COLUMNS)}); "
-            f"found {', '.join(header)}", file=file, row=1, field=missing[0])
+            f"missing column(s) {', '.join(missing)} (MIMIC-III's NOTEEVENTS.csv has {', '.join(MIMIC_COLUMNS)}; "
+            f"MIMIC-IV-Note's discharge.csv and radiology.csv have {', '.join(MIMIC_IV_COLUMNS)}); found "
+            f"{', '.join(header)}", file=file, row=1, field=missing[0])
     return positions
 
 
 def read_mimic_notes(paths: str | Path | Iterable[str | Path], *, categories: Iterable[str] | None = None,
                      include_errors: bool = False, on_bad_record: str = "error"):
-    """MIMIC-III notes: ``doc_id`` (ROW_ID), ``text`` (TEXT) and the :data:`MIMIC_METADATA` columns
-    (lower-cased names; empty when the file lacks them).
+    """MIMIC-III or MIMIC-IV notes: ``doc_id`` (ROW_ID / note_id), ``text`` (TEXT / text) and the
+    :data:`MIMIC_METADATA` columns (lower-cased names; empty when the file lacks them). For MIMIC-IV,
+    ``chartdate`` is the date of ``charttime``, ``category`` the note type as MIMIC-III names it
+    (:data:`MIMIC_IV_CATEGORIES`: ``DS`` is ``Discharge summary``) and ``description`` is empty.
 
-    ``categories`` keeps only notes of these categories (case-insensitive, e.g. ``["Discharge summary"]``);
+    ``categories`` keeps only notes of these categories (case-insensitive, e.g. ``["Discharge summary"]``;
+    for MIMIC-IV the note type's code, ``DS``, works too);
     notes with ``ISERROR`` set are skipped unless ``include_errors``.
 
     A record the CSV does not hold cleanly (an unterminated or stray quote, a field that swallowed the
-    records after it, too many or too few fields, a ROW_ID that is no whole number: see
+    records after it, too many or too few fields, a note id not in its version's form: see
     :mod:`medlama.loaders.noteevents`) stops the reading with an error naming the file, the line the
     record starts on and its number (``on_bad_record="error"``), or is left out (``"skip"``); then each
     file with bad records gets one note on stderr when it has been read: how many were left out and
@@ -324,7 +336,7 @@ def _mimic_error(message: str, file: str, line: int, record: int, field: str | N
 def _mimic_records(files: tuple[CorpusFile, ...], categories: tuple[str, ...] | None,
                    include_errors: bool, skip: bool = False) -> Iterator[dict]:
     yield from _unique_ids(lambda: _mimic_located(files, categories, include_errors, skip),
-                           "ROW_ID repeats: is a notes file read twice?")
+                           "a note id repeats: is a notes file read twice?")
 
 
 def _report_skipped(file: str, skipped: list[BadRecord]) -> None:
@@ -340,21 +352,32 @@ def _mimic_located(files: tuple[CorpusFile, ...], categories: tuple[str, ...] | 
     wanted = None if categories is None else set(categories)
     for file, _ in files:
         positions = _mimic_header(file)
-        row_id, text_at = positions["ROW_ID"], positions["TEXT"]
-        error_at, category_at = positions.get("ISERROR"), positions.get("CATEGORY")
+        row_id, text_at = positions[id_column(list(positions))], positions["TEXT"]
+        error_at = positions.get("ISERROR")
+        note_type = positions.get("NOTE_TYPE") if "NOTE_ID" in positions else None
+        category_at = positions.get("CATEGORY") if note_type is None else note_type
         metadata = [(name.lower(), positions.get(name)) for name in MIMIC_METADATA]
+        if note_type is not None:  # MIMIC-IV: the date of charttime; no description; the type named as in III
+            metadata = [("subject_id", positions.get("SUBJECT_ID")), ("hadm_id", positions.get("HADM_ID"))]
+            chart_at = positions.get("CHARTTIME")
         with _open_text(file) as handle:
             records = NoteRecords(handle, skip=skip)
             try:
                 for row, line, number in records:
                     if not include_errors and error_at is not None and row[error_at].strip() not in ("", "0"):
                         continue
-                    if wanted is not None and (category_at is None
-                                               or row[category_at].strip().lower() not in wanted):
+                    category = row[category_at].strip() if category_at is not None else ""
+                    if note_type is not None:
+                        category = MIMIC_IV_CATEGORIES.get(category, category)
+                    if wanted is not None and category.lower() not in wanted and (
+                            note_type is None or row[note_type].strip().lower() not in wanted):
                         continue
                     record = {"doc_id": row[row_id].strip(), "text": row[text_at]}
                     for name, at in metadata:
                         record[name] = row[at] if at is not None else ""
+                    if note_type is not None:
+                        record["chartdate"] = row[chart_at].strip()[:10] if chart_at is not None else ""
+                        record["category"], record["description"] = category, ""
                     record["source"] = file
                     yield record, line, number
             except BadRecord as bad:

@@ -28,7 +28,7 @@ def register(builders) -> None:
     parser = builders.add_parser(
         "context-variance", help="context-variance probing sets (EHR / PMC / other corpora) for UCM",
         description="Build context-variance sets (Yao et al. 2023): triples of a built MedLAMA or BioLAMA folder, "
-                    "contexts retrieved from corpora (MIMIC-III NOTEEVENTS.csv, PMC JATS XML / text, JSON Lines, "
+                    "contexts retrieved from corpora (MIMIC-III / MIMIC-IV notes CSV, PMC JATS XML / text, JSON Lines, "
                     "plain text), cut into segments around the target, in every context type with its "
                     "negative-target counterpart. Each corpus is indexed once and the index reused.")
     parser.add_argument("--out", required=True, type=Path, help="output folder; load it with medlama.datasets.folders.load_config(OUT, 'ehr_real')")
@@ -39,8 +39,9 @@ def register(builders) -> None:
                                                                 "entities) (default: none)")
     add_settings_flags(parser, KnowledgeSpec)
     corpora = parser.add_argument_group("corpora (at least one)")
-    corpora.add_argument("--mimic", nargs="+", metavar="PATH", help="MIMIC-III NOTEEVENTS.csv[.gz] (source 'ehr') "
-                                                                   "(default: none)")
+    corpora.add_argument("--mimic", nargs="+", metavar="PATH",
+                         help="MIMIC notes: MIMIC-III NOTEEVENTS.csv[.gz] or MIMIC-IV-Note discharge.csv[.gz] / "
+                              "radiology.csv[.gz] (source 'ehr') (default: none)")
     corpora.add_argument("--pmc", nargs="+", metavar="PATH", help="PMC articles, .xml/.nxml/.txt or folders (source "
                                                                   "'pmc') (default: none)")
     corpora.add_argument("--corpus", action="append", metavar="[NAME:]FORMAT:PATH",
@@ -66,12 +67,17 @@ def register(builders) -> None:
 
 
 def parse_corpus(spec: str, **options):
-    """A :class:`CorpusSpec` from ``FORMAT:PATH`` or ``NAME:FORMAT:PATH`` (e.g. ``pubmed:text:sentences.txt``)."""
+    """A :class:`CorpusSpec` from ``NAME:FORMAT:PATH`` (e.g. ``pubmed:text:sentences.txt``; read so whenever the
+    second part is a format, even with a NAME that is a format name too) or ``FORMAT:PATH``."""
     from medlama.datasets.context_variance.settings import CorpusSpec
     from medlama.errors import MedlamaInputError
     from medlama.loaders.corpora import FORMATS
 
     parts = spec.split(":", 2)
+    # NAME:FORMAT:PATH first, whatever NAME is (a source may be named like a format: mimic:jsonl:notes.jsonl);
+    # FORMAT:PATH when the second part is no format (the path may hold ':', as in text:C:/data/x.txt).
+    if len(parts) == 3 and parts[1] in FORMATS:
+        return CorpusSpec.make(parts[2], parts[1], parts[0], **options)
     if len(parts) >= 2 and parts[0] in FORMATS:
         return CorpusSpec.make(spec.split(":", 1)[1], parts[0], **options)
     if len(parts) == 3:

@@ -264,7 +264,7 @@ def test_bad_input_is_reported(medlama_folder, corpora, tmp_path, capsys):
     assert main([*base, "--corpus", "nonsense", "--out", str(tmp_path / "o")]) == 2
     assert "write FORMAT:PATH or NAME:FORMAT:PATH" in capsys.readouterr().err
     assert main([*base, "--mimic", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "o")]) == 2
-    assert "missing.csv: no such NOTEEVENTS CSV file or folder" in capsys.readouterr().err
+    assert "missing.csv: no such MIMIC notes CSV file or folder" in capsys.readouterr().err
     assert main([*base, "--mimic", str(notes), "--context-types", "fake", "--out", str(tmp_path / "o")]) == 2
     assert "unknown context type(s) ['fake']" in capsys.readouterr().err
     with pytest.raises(MedlamaInputError, match="bad source name 'pools'"):
