@@ -71,7 +71,15 @@ from typing import Any
 
 from medlama.atomic import atomic_directory, check_replaceable
 from medlama.checksums import sha256_of
-from medlama.datasets.licences import GATED_FIELDS, GATED_PROMPT, MIMIC_TAG, UMLS_TAG  # noqa: F401
+from medlama.datasets.licences import (  # noqa: F401  (GATED_FIELDS: this module's API too)
+    GATED_FIELDS,
+    GATED_PROMPT,
+    MIMIC_TAG,
+    UMLS_TAG,
+    SourceLicence,
+    is_physionet,
+    recorded_licence,
+)
 from medlama.errors import MedlamaInputError
 from medlama.publishing.public_names import public_build_info, public_rewire_record, replace_local
 from medlama.trainers.model_card import CARD_NAME, card_for_repo, checkpoint_card
@@ -222,17 +230,62 @@ def _api(token: str | None):
     return HfApi(token=token)
 
 
+#: The packages whose exceptions mean the Hub could not be reached or refused a request (not a bug here).
+_NETWORK_PACKAGES = frozenset({"huggingface_hub", "httpx", "httpx2", "httpcore", "requests", "urllib3", "ssl"})
+
+
+def _is_hub_failure(error: BaseException) -> bool:
+    """Whether ``error`` says the Hub could not be reached or refused the request (a network or HTTP error)."""
+    if isinstance(error, (OSError, TimeoutError)):
+        return True
+    return any(cls.__module__.split(".")[0] in _NETWORK_PACKAGES for cls in type(error).__mro__[:-2])
+
+
+def _hub_error(error: BaseException, step: str, manifest: dict[str, Any], api, done: list[str]) -> MedlamaInputError:
+    """A clear error for a Hub call that failed: the repository, the step, the cause (no token in it)."""
+    cause = f"{type(error).__name__}: {error}".strip().rstrip(":")
+    token = getattr(api, "token", None)
+    if isinstance(token, str) and token:
+        cause = cause.replace(token, "<token>")
+    endpoint = getattr(api, "endpoint", None) or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    state = (f"the repository was created{' and gated' if 'gate' in done else ''} but nothing was uploaded"
+             if done else "nothing was created or uploaded")
+    return MedlamaInputError(
+        f"could not {step} the {manifest['repo_type']} repository {manifest['repo_id']} on the Hugging Face Hub "
+        f"({endpoint}): {cause}; {state}. Check the network connection, HF_ENDPOINT and the token's rights, then "
+        "run the command again (or use --dry-run DIR to write the upload tree without uploading)")
+
+
 def _publish(tree: Path, manifest: dict[str, Any], *, api, gated: str | None, space_sdk: str | None = None) -> None:
-    """Create the repository (and branch), gate it first if asked, then upload the tree as one commit."""
+    """Create the repository (and branch), gate it first if asked, then upload the tree as one commit.
+
+    A network or Hub failure at any step is a :class:`MedlamaInputError` naming the repository, the step and
+    the cause (never the token), not a traceback."""
     repo_id, repo_type, revision = manifest["repo_id"], manifest["repo_type"], manifest["revision"]
     extra = {"space_sdk": space_sdk} if space_sdk else {}
-    api.create_repo(repo_id, repo_type=repo_type, private=manifest["private"], exist_ok=True, **extra)
+    steps: list[tuple[str, str, Callable[[], Any]]] = [
+        ("create", "create", lambda: api.create_repo(repo_id, repo_type=repo_type, private=manifest["private"],
+                                                     exist_ok=True, **extra))]
     if gated:  # before the data lands in the repository, never after
-        api.update_repo_settings(repo_id, gated=gated, repo_type=repo_type)
+        steps.append(("gate", "gate", lambda: api.update_repo_settings(repo_id, gated=gated, repo_type=repo_type)))
     if revision:
-        api.create_branch(repo_id, branch=revision, repo_type=repo_type, exist_ok=True)
-    info = api.upload_folder(repo_id=repo_id, folder_path=str(tree), repo_type=repo_type, revision=revision,
-                             commit_message=manifest["commit_message"])
+        steps.append(("branch", f"create the branch {revision!r} of",
+                      lambda: api.create_branch(repo_id, branch=revision, repo_type=repo_type, exist_ok=True)))
+    steps.append(("upload", "upload to", lambda: api.upload_folder(
+        repo_id=repo_id, folder_path=str(tree), repo_type=repo_type, revision=revision,
+        commit_message=manifest["commit_message"])))
+    done: list[str] = []
+    info = None
+    for name, words, call in steps:
+        try:
+            info = call()
+        except MedlamaInputError:
+            raise
+        except Exception as error:
+            if not _is_hub_failure(error):
+                raise
+            raise _hub_error(error, words, manifest, api, done) from None
+        done.append(name)
     manifest["commit_url"] = getattr(info, "commit_url", None)
 
 
@@ -309,15 +362,43 @@ def is_umls_derived(card, info: dict[str, Any] | None = None) -> bool:
         str(relation).startswith("umls_") for source in sources for relation in source.get("relations") or {}))
 
 
+def source_licences(info: dict[str, Any] | None) -> dict[str, SourceLicence]:
+    """Source name -> licence of a context-variance ``build_info`` (:func:`medlama.datasets.licences.recorded_licence`:
+    a build made before licences were recorded has PhysioNet's for a ``mimic`` source, else unknown)."""
+    return {str(source.get("source")): recorded_licence(source) for source in _cv_sources(info or {})}
+
+
 def mimic_source_names(info: dict[str, Any] | None) -> list[str]:
-    """The sources of a context-variance ``build_info`` that quote MIMIC-III notes (format ``mimic``)."""
-    return [str(source.get("source")) for source in _cv_sources(info or {}) if source.get("format") == "mimic"]
+    """The sources of a context-variance ``build_info`` that quote MIMIC notes (PhysioNet's licence, whatever
+    reader read them)."""
+    return [name for name, licence in source_licences(info).items() if is_physionet(licence.licence)]
 
 
 def is_mimic_derived(card, info: dict[str, Any] | None = None) -> bool:
-    """Whether the data quotes MIMIC-III notes: the card's ``mimic`` tag, or (builds made before the tag) a
-    ``mimic`` source in ``build_info`` (``info``)."""
+    """Whether the data quotes MIMIC notes: the card's ``mimic`` tag, or a source under PhysioNet's licence in
+    ``build_info`` (``info``; builds made before the tag: a ``mimic`` source)."""
     return MIMIC_TAG in (card.data.get("tags") or []) or bool(mimic_source_names(info))
+
+
+def check_licences_allow(folder: Path, card, info: dict[str, Any], *, private: bool) -> None:
+    """Deny by default: a public push needs every source's licence to allow redistribution (MIMIC notes and
+    sources of unknown licence are pushed only ``private``)."""
+    if private:
+        return
+    if is_mimic_derived(card, info):  # before gating: a gate does not make redistribution allowed
+        names = mimic_source_names(info)
+        named = f" (source{'s' if len(names) > 1 else ''} {', '.join(names)})" if names else ""
+        raise MedlamaInputError(f"this dataset quotes MIMIC clinical notes{named}, which the PhysioNet data use "
+                                "agreement forbids redistributing: it can only be pushed --private (nothing was "
+                                "uploaded)", file=folder)
+    held = {name: licence for name, licence in source_licences(info).items() if not licence.redistributable}
+    if held:
+        listed = ", ".join(f"{name} ({licence.describe()})" for name, licence in held.items())
+        raise MedlamaInputError(
+            f"the licence of source{'s' if len(held) > 1 else ''} {listed} does not allow redistribution, and a set "
+            "is pushed publicly only when every source's licence does: push it --private, or rebuild it declaring "
+            f"the licence (`medlama build context-variance ... --corpus-licence {next(iter(held))}=LICENCE`, an "
+            "SPDX id or text, recorded in the card) (nothing was uploaded)", file=folder)
 
 
 def plan_dataset(path: str | Path) -> tuple[list[str], list[str]]:
@@ -380,12 +461,7 @@ def push_dataset(path: str | Path, repo_id: str, *, private: bool = False, revis
     info = _build_info(folder)
     umls = is_umls_derived(card, info)
     mimic = is_mimic_derived(card, info)
-    if mimic and not private:  # before gating: a gate does not make redistribution allowed
-        names = mimic_source_names(info)
-        named = f" (source{'s' if len(names) > 1 else ''} {', '.join(names)})" if names else ""
-        raise MedlamaInputError(f"this dataset quotes MIMIC-III clinical notes{named}, which the PhysioNet data use "
-                                "agreement forbids redistributing: it can only be pushed --private (nothing was "
-                                "uploaded)", file=folder)
+    check_licences_allow(folder, card, info, private=private)
     if gated is None:
         gated = "manual" if umls else "none"
     if gated not in (*GATE_MODES, "none"):
@@ -400,6 +476,7 @@ def push_dataset(path: str | Path, repo_id: str, *, private: bool = False, revis
         "umls_derived": umls, "commit_message": commit_message or f"Upload {card.data.get('pretty_name') or name} "
                                                                    "built with medlama",
         "mimic_derived": mimic, "source": str(folder.resolve()), "left_out": left_out,
+        "licences": {name: licence.licence for name, licence in source_licences(info).items()},
     }
 
     def write_tree(tree: Path) -> None:

@@ -177,6 +177,7 @@ class ContextVarianceBuilder(datasets.GeneratorBasedBuilder):
                 continue
             if spec.name not in self._indexes:
                 fingerprint = spec.fingerprint()  # also checks that the files exist
+                licence = spec.source_licence()  # before the index: a bad declaration stops the build at once
                 entities_key = entities_fingerprint(kb.entities.values())
                 key = hashlib.sha256(f"{fingerprint}\n{entities_key}".encode()).hexdigest()[:16]
                 directory = root / f"{spec.name}-{key}"
@@ -190,7 +191,8 @@ class ContextVarianceBuilder(datasets.GeneratorBasedBuilder):
                 self._indexes[spec.name] = (str(index.directory), SourceStats(
                     spec.name, spec.format, list(spec.paths), documents=index.num_documents,
                     stored_documents=index.num_stored_documents, index=str(directory), index_reused=reused,
-                    triples=len(kb.triples), seconds=round(time.perf_counter() - started, 3)))
+                    triples=len(kb.triples), seconds=round(time.perf_counter() - started, 3),
+                    licence=licence.licence, licence_basis=licence.basis, licence_evidence=licence.evidence))
             out.append(dataclasses.replace(self._indexes[spec.name][1], sequences={}, relations={}))
         return out
 

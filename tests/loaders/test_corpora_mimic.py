@@ -217,3 +217,20 @@ def test_mimic_iv_header_without_text_is_refused_before_reading(tmp_path):
     with pytest.raises(MedlamaInputError, match=r"missing column\(s\) TEXT .*MIMIC-IV-Note's discharge.csv") as error:
         read_mimic_notes(path)
     assert error.value.field == "TEXT" and error.value.row == 1
+
+
+def test_mimic_signature_follows_the_text_whatever_the_reader(tmp_path):
+    from medlama.loaders.corpora import mimic_signature
+
+    iii = write(tmp_path / "NOTEEVENTS.csv", CLEAN, compress=True)  # a MIMIC-III CSV read as plain text
+    assert mimic_signature(iii, "text") == ("a CSV header with CGID, CHARTDATE, HADM_ID, ISERROR, ROW_ID, "
+                                            "SUBJECT_ID in NOTEEVENTS.csv.gz")
+    assert mimic_signature(iii, "mimic") == "read by the MIMIC notes reader"
+    renamed = tmp_path / "notes.jsonl"  # only the id and the text kept, but the ids are MIMIC-IV note ids
+    renamed.write_text('\n{"id": "10000032-DS-21", "text": "a note"}\n', encoding="utf-8")
+    assert mimic_signature(renamed, "jsonl") == "MIMIC-IV note ids (id '10000032-DS-21') in notes.jsonl"
+    plain = tmp_path / "pubmed.jsonl"
+    plain.write_text('{"id": "PMID1", "text": "aspirin", "subject": "cardiology"}\n', encoding="utf-8")
+    (tmp_path / "sentences.txt").write_text("row_id is a word here, subject too\n", encoding="utf-8")
+    assert mimic_signature(plain, "jsonl") is None and mimic_signature(tmp_path / "sentences.txt", "text") is None
+    assert mimic_signature(tmp_path / "sentences.txt", "pmc") is None
