@@ -13,7 +13,7 @@ import yaml
 from datasets import load_dataset
 from huggingface_hub import DatasetCard
 
-from medlama.atomic import OWNER_NAME
+from medlama.atomic import OWNER_NAME, write_owner
 from medlama.cli import main
 from medlama.datasets.biolama import write_biolama
 from medlama.errors import MedlamaInputError
@@ -68,6 +68,7 @@ def medlama_like_dir(tmp_path_factory) -> Path:
                                                statistics="| table |"))
     (out / "build_info.json").write_text(json.dumps({"report": {"source": "/home/someone/private/medlama"}}))
     (out / "notes.txt").write_text("not named by any config")
+    write_owner(out, "build medlama", files=True)  # as `medlama build medlama` records what it wrote
     return out
 
 
@@ -223,22 +224,33 @@ def test_context_variance_with_mimic_is_pushed_private_only(cv_root, tmp_path):
     assert load_dataset(str(tmp_path / "private" / "cv"), "ehr_real", split="test").num_rows > 0
 
 
-def test_context_variance_built_before_the_tags_is_recognised(cv_root, tmp_path):
-    """A folder from an earlier version (no umls/mimic tags, the MedLAMA path in origin) is still held back."""
-    folder = tmp_path / "old"
+def test_a_hand_edited_folder_is_refused_naming_what_failed(cv_root, biolama_public_dir, tmp_path):
+    """A folder whose card was edited by hand (here: the umls and mimic tags taken off), one no medlama build
+    wrote, and one written by another command are not uploaded, whatever they claim."""
+    folder = tmp_path / "edited"
     shutil.copytree(cv_root / "with-mimic", folder)
     card = DatasetCard.load(folder / "README.md")
     card.data.tags = [tag for tag in card.data.tags if tag not in ("umls", "mimic")]
     card.save(folder / "README.md")
-    assert not {"umls", "mimic"} & set(front_matter((folder / "README.md").read_text())["tags"])
-    info = json.loads((folder / "build_info.json").read_text())
-    info["origin"] = f"MedLAMA `full` ({cv_root / 'medlama'})"
-    (folder / "build_info.json").write_text(json.dumps(info))
-    with pytest.raises(MedlamaInputError, match=r"quotes MIMIC clinical notes \(source ehr\)"):
-        push_dataset(folder, "someone/cv", dry_run=tmp_path / "dry")
-    manifest = push_dataset(folder, "someone/cv", private=True, dry_run=tmp_path / "dry")
-    assert manifest["umls_derived"] and manifest["gated"] == "manual"
-    assert json.loads((tmp_path / "dry" / "cv" / "build_info.json").read_text())["origin"] == "MedLAMA `full` (medlama)"
+    api = FakeApi()
+    for private in (False, True):
+        with pytest.raises(MedlamaInputError, match=r"edited: 'README.md' has changed since `medlama build "
+                                                    r"context-variance` wrote it \(.* bytes when written, .* now\)"):
+            push_dataset(folder, "someone/cv", private=private, api=api)
+    assert api.calls == []
+    unowned = tmp_path / "unowned"
+    shutil.copytree(biolama_public_dir, unowned, ignore=shutil.ignore_patterns(OWNER_NAME))
+    with pytest.raises(MedlamaInputError, match=r"unowned: `medlama push-dataset` uploads only a folder written by "
+                                                r"`medlama build medlama` or `medlama build biolama` or `medlama build "
+                                                r"context-variance`, and this one has no ownership record"):
+        push_dataset(unowned, "someone/biolama", dry_run=tmp_path / "dry")
+    write_owner(unowned, "probe", files=True)
+    with pytest.raises(MedlamaInputError, match="this folder was written by `medlama probe`"):
+        push_dataset(unowned, "someone/biolama", dry_run=tmp_path / "dry")
+    write_owner(unowned, "build biolama")  # an ownership record without file records (an earlier version's)
+    with pytest.raises(MedlamaInputError, match="the ownership record lists no files with their sizes and SHA-256"):
+        push_dataset(unowned, "someone/biolama", dry_run=tmp_path / "dry")
+    assert not (tmp_path / "dry").exists()
 
 
 def test_context_variance_tree_holds_no_local_path(cv_root, tmp_path):
@@ -332,6 +344,7 @@ def test_a_dataset_card_naming_the_home_folder_is_refused(biolama_public_dir, tm
     shutil.copytree(biolama_public_dir, folder)
     with (folder / "README.md").open("a", encoding="utf-8") as card:
         card.write(f"\nBuilt from the release in `{home}/medlama-private/biolama`.\n")
+    write_owner(folder, "build biolama", files=True)  # as if the build itself had written it
     with pytest.raises(MedlamaInputError) as error:
         push_dataset(folder, "someone/biolama", dry_run=tmp_path / "dry")
     message = str(error.value)
