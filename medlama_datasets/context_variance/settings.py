@@ -178,7 +178,8 @@ def merge_specs(specs: Sequence[CorpusSpec]) -> list[CorpusSpec]:
         elif ((known.format, known.options, known.on_bad_record, known.licence)
               != (spec.format, spec.options, spec.on_bad_record, spec.licence)):
             raise MedlamaInputError(f"source {spec.name!r} is given as {known.format!r} and as {spec.format!r} (or "
-                                    "with other reader options or licence); name the corpora differently", field="corpus")
+                                    "with other reader options or licence); name the corpora differently",
+                                    field="corpus")
         else:
             merged[spec.name] = dataclasses.replace(known, paths=known.paths + spec.paths)
     return list(merged.values())

@@ -197,19 +197,20 @@ def write_owner(folder: str | Path, kind: str, *, files: bool = False, previous:
     folder.mkdir(parents=True, exist_ok=True)
     record: dict = {"kind": kind}
     if files:
-        earlier = _record(Path(previous)) if previous is not None else None
+        earlier = owner_record(previous) if previous is not None else None
         known = earlier.get(FILES_KEY) if earlier and earlier.get("kind") == kind else None
         record[FILES_KEY] = file_records(folder, known if isinstance(known, dict) else None)
     else:
-        earlier = _record(folder)
+        earlier = owner_record(folder)
         if earlier and earlier.get("kind") == kind and isinstance(earlier.get(FILES_KEY), dict):
             record[FILES_KEY] = earlier[FILES_KEY]
     (folder / OWNER_NAME).write_text(json.dumps(record) + "\n", encoding="utf-8")
 
 
-def _record(folder: Path) -> dict | None:
+def owner_record(folder: str | Path) -> dict | None:
+    """The ownership record of ``folder`` (``kind`` and, when recorded, ``files``), or None when unreadable."""
     try:
-        record = json.loads((folder / OWNER_NAME).read_text(encoding="utf-8"))
+        record = json.loads((Path(folder) / OWNER_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
@@ -217,11 +218,8 @@ def _record(folder: Path) -> dict | None:
 
 def owner_kind(folder: str | Path) -> str | None:
     """The ``kind`` recorded in ``folder``, or None when it has no readable ownership record."""
-    try:
-        record = json.loads((Path(folder) / OWNER_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    kind = record.get("kind") if isinstance(record, dict) else None
+    record = owner_record(folder)
+    kind = record.get("kind") if record is not None else None
     return kind if isinstance(kind, str) and kind else None
 
 

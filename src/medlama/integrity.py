@@ -50,23 +50,13 @@ def file_records(folder: str | Path, previous: dict | None = None) -> dict[str, 
     return records
 
 
-def _owner_record(folder: Path) -> dict | None:
-    from medlama.atomic import OWNER_NAME
-
-    try:
-        record = json.loads((folder / OWNER_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
-
-
 def record_again(folder: str | Path, names: Iterable[str]) -> None:
     """Record anew the files ``names`` (relative paths) of a finished output that a medlama command has just
     rewritten in place; a folder without an ownership record is left as it is."""
-    from medlama.atomic import OWNER_NAME, atomic_write_text
+    from medlama.atomic import OWNER_NAME, atomic_write_text, owner_record
 
     folder = Path(folder)
-    record = _owner_record(folder)
+    record = owner_record(folder)
     if record is None or not isinstance(record.get(FILES_KEY), dict):
         return
     for name in names:
@@ -105,12 +95,12 @@ def check_vouched(folder: str | Path, files: Iterable[str], *, kinds: Iterable[s
     and list every file with the size and SHA-256 it has now; safetensors weights must be whole. Raises
     :class:`MedlamaInputError` naming the folder, the file and what failed.
     """
-    from medlama.atomic import OWNER_NAME
+    from medlama.atomic import OWNER_NAME, owner_record
 
     folder = Path(folder)
     kinds = tuple(kinds)
     writers = " or ".join(f"`medlama {kind}`" for kind in kinds)
-    record = _owner_record(folder)
+    record = owner_record(folder)
     kind = record.get("kind") if record else None
     if not isinstance(kind, str) or not kind:
         raise MedlamaInputError(

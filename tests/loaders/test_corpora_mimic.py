@@ -30,8 +30,8 @@ TEXTS = {"1": 'Admission Date: [**2150-1-1**]\nHPI: "postnasal drip", heartburn.
          "2": "note two, on one line", "3": "note three\n2150-01-01 follow-up\n", "4": "note four"}
 
 
-def write(path, lines, compress):
-    text = HEADER + "\n" + "".join(lines)
+def write(path, lines, compress, header=HEADER):
+    text = header + "\n" + "".join(lines)
     if compress:
         path = path.with_name(path.name + ".gz")
         with gzip.open(path, "wt", encoding="utf-8", newline="") as handle:
@@ -131,7 +131,7 @@ def test_on_bad_record_option_checked_and_passed_by_load_corpus(tmp_path):
         list(load_corpus(path, "mimic"))
 
 
-# --------------------------------------------------------------------------- MIMIC-IV-Note (discharge.csv, radiology.csv)
+# ------------------------------------------------------------------ MIMIC-IV-Note (discharge.csv, radiology.csv)
 
 IV_HEADER = ",".join(MIMIC_IV_COLUMNS)
 
@@ -152,14 +152,7 @@ TEXTS_IV = {"10000032-DS-21": 'Name: ___\nChief Complaint: "worsening" dyspnea, 
 
 
 def write_iv(path, lines, compress):
-    text = IV_HEADER + "\n" + "".join(lines)
-    if compress:
-        path = path.with_name(path.name + ".gz")
-        with gzip.open(path, "wt", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-    else:
-        path.write_text(text, encoding="utf-8", newline="")
-    return path
+    return write(path, lines, compress, header=IV_HEADER)
 
 
 def test_mimic_iv_discharge_notes_read_with_their_note_ids(tmp_path, compress):
