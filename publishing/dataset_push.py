@@ -19,6 +19,7 @@ from medlama.publishing.upload import check_repo_id, finish
 GATE_MODES = ("auto", "manual")
 DATASET_EXTRA_FILES = ("README.md", "build_info.json")
 
+
 def _load_card(folder: Path):
     from huggingface_hub import DatasetCard
 

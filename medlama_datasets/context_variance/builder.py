@@ -1,9 +1,10 @@
 """Context-variance probing sets as a ``datasets`` builder class (``ContextVarianceBuilder``).
 
-For every corpus (a *source*: ``ehr`` for MIMIC-III notes, ``pmc`` for PMC articles, or a name of the
+For every corpus (a *source*: ``ehr`` for MIMIC notes, ``pmc`` for PMC articles, or a name of the
 user's choosing for JSON Lines / plain text), the builder
 
-1. reads the corpus with :mod:`medlama.loaders.corpora` (streaming) and opens, or builds once, its
+1. settles its licence (:meth:`~.settings.CorpusSpec.source_licence`), reads the corpus with
+   :mod:`medlama.loaders.corpora` (streaming) and opens, or builds once, its
    entity index (:class:`~.index.CorpusIndex`, cached by corpus fingerprint and entity set, built with
    ``num_proc`` matching workers, bounded memory);
 2. makes the rows of every triple (:mod:`.pipeline`): at most ``max_docs`` documents mentioning both its
