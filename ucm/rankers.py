@@ -359,7 +359,7 @@ def make_ranker(method: str, model_path: str | Path, settings: AnySettings | Non
             raise MedlamaInputError(f"ranker settings must be RankerSettings or a method's settings, "
                                     f"got {type(settings).__name__}")
         settings = RankerSettings(**part)
-    from medlama.probers.causal_lm import is_causal_lm
+    from medlama.probers.causal_scoring import is_causal_lm
 
     if is_causal_lm(model_path):
         return ranker_class("causal-likelihood")(model_path, settings.causal_likelihood, device=device)
