@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from medlama.datasets.context_variance.segmentation import CONTEXT_TYPES
+from medlama.datasets.context_variance.contexts import CONTEXT_TYPES
 from medlama.errors import MedlamaInputError
 from medlama.settings import check, setting
 
