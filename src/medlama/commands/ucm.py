@@ -40,7 +40,9 @@ def register(subparsers) -> None:
                              "model (default: auto)")
     parser.add_argument("--ranker", nargs="+", choices=CHOICES, help=argparse.SUPPRESS)
     add_settings_flags(parser, UcmSettings, title="what to score")
-    add_settings_flags(parser, MaskAverageSettings, exclude=("batch_size",), title="mask-average ranker")
+    add_settings_flags(parser, MaskAverageSettings, exclude=("batch_size",), title="mask-average ranker",
+                       helps={"max_tokens": lambda _: "mask-average: most masks per name, longer names are scored "
+                                                      "on their first N tokens; none: the longest name's token count"})
     add_settings_flags(parser, RetrievalRankerSettings, exclude=("batch_size",), title="retrieval ranker")
     add_settings_flags(parser, LikelihoodSettings, exclude=("batch_size",), title="causal-likelihood ranker")
     parser.add_argument("--batch-size", type=int, metavar="N",
