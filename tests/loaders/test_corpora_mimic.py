@@ -1,4 +1,4 @@
-"""The MIMIC NOTEEVENTS reader on broken CSV (issue 12, defect 2): hand-written files, plain and gzip."""
+"""The MIMIC NOTEEVENTS reader on broken CSV: hand-written files, plain and gzip."""
 
 from __future__ import annotations
 
