@@ -1,5 +1,5 @@
 """Only the command that wrote an output folder replaces it, and a second writer is told at once that the
-folder is busy (issue 12, defects 1 and 7), for every folder writer outside probe/ucm/recipe."""
+folder is busy, for every folder writer outside probe/ucm/recipe."""
 
 from __future__ import annotations
 
