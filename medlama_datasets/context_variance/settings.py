@@ -21,12 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-<<<<<<< HEAD
-from medlama.datasets.context_variance.segmentation import CONTEXT_TYPES
-from medlama.datasets.licences import PHYSIONET, UNKNOWN, SourceLicence
-=======
 from medlama.datasets.context_variance.contexts import CONTEXT_TYPES
->>>>>>> tidy
+from medlama.datasets.licences import PHYSIONET, UNKNOWN, SourceLicence
 from medlama.errors import MedlamaInputError
 from medlama.settings import check, setting
 
