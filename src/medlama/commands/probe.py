@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"medlama: --method {old} is now {OLD_NAMES[old]}", file=sys.stderr)
     methods = list(dict.fromkeys(OLD_NAMES.get(method, method) for method in args.method))
     settings = method_settings(args, methods)
+    scoring(args)  # --ks, before the data is read
     check_device(args.device)
     for model in models:
         resolve_model(model)  # a missing model folder is an error now, not after the queries are built

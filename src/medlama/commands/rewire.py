@@ -60,10 +60,10 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run_rewire(args: argparse.Namespace) -> int:
+    config = config_from_args(args)  # checked before torch is imported (the trainer's modules import it)
     from medlama.trainers.devices import is_main_process
     from medlama.trainers.trainer import rewire
 
-    config = config_from_args(args)
     resume = False if args.no_resume else (args.resume_from if args.resume_from else True)
     result = rewire(args.corpus, args.out, config, resume=resume)
     if not is_main_process():  # under torchrun, one report
