@@ -1,0 +1,49 @@
+"""Every command refuses a bad argument before its long work: before torch, transformers or datasets are
+imported, and so before any data is read or model loaded (each case runs ``medlama`` in a fresh interpreter)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+#: Runs ``medlama ARGS`` and says which heavy libraries the run imported.
+SCRIPT = """
+import sys
+from medlama.cli import main
+status = main(sys.argv[1:])
+print("status", status, "imported", sorted(m for m in ("torch", "transformers", "datasets", "sentence_transformers")
+                                           if m in sys.modules))
+"""
+
+CASES = [
+    (["rewire", "--corpus", "{corpus}", "--out", "{out}", "--steps", "0"], "setting 'steps' must be at least 1, got 0"),
+    (["rewire", "--corpus", "{corpus}", "--out", "{out}", "--dropout", "1.0"],
+     "setting 'dropout' must be below 1, got 1.0"),
+    (["rewire", "--corpus", "{corpus}", "--out", "{out}", "--batch-size", "1"],
+     "setting 'batch_size' must be at least 2, got 1"),
+    (["probe", "--ks", "0", "--out", "{out}"], "every ks value must be >= 1, got [0]"),
+    (["probe", "--relations", "may_treet", "--out", "{out}"],
+     "unknown relation(s) 'may_treet' (did you mean 'may_treat'?); known: associated_morphology_of"),
+    (["probe", "--batch-size", "0", "--out", "{out}"], "batch size must be >= 1, got 0"),
+    (["recipe", "--corpus", "{corpus}", "--steps", "0", "--out", "{out}"], "setting 'steps' must be at least 1, got 0"),
+    (["ucm", "--sets", "{sets}", "--ks", "0", "--out", "{out}"], "setting 'ks' must be at least 1, got 0"),
+]
+
+
+@pytest.mark.parametrize("argv, message", CASES, ids=[" ".join(a[:1] + a[-2:]) for a, _ in CASES])
+def test_a_bad_argument_is_refused_before_heavy_imports(argv, message, tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("aspirin may treat a headache in adults\n", encoding="utf-8")
+    (tmp_path / "sets").mkdir()
+    words = [word.format(corpus=corpus, out=tmp_path / "out", sets=tmp_path / "sets") for word in argv]
+    # No release and an empty cache: a command that read its data before checking would fail on them instead.
+    env = {**os.environ, "MEDLAMA_CACHE": str(tmp_path / "cache"), "MEDLAMA_SOURCE": str(tmp_path / "no-release"),
+           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", SCRIPT, *words], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=600)
+    assert f"medlama: error: {message}" in done.stderr, done.stderr
+    assert done.stdout.strip() == "status 2 imported []", done.stdout + done.stderr
+    assert not (tmp_path / "out").exists()
