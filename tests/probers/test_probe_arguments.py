@@ -30,15 +30,16 @@ def queries(medlama_dir):
 
 @pytest.fixture(scope="module")
 def result(tiny, queries):
-    return medlama.probe(str(tiny), queries, relations="may_treat")
+    return medlama.probe(str(tiny), queries, relations=["may_treat"])
 
 
-def test_one_relation_given_as_its_name(medlama_dir, queries, result):
+def test_one_relation_given_as_its_name(tiny, medlama_dir, queries, result):
     one = medlama.load_medlama("hard", data=medlama_dir, relations="may_treat")
     assert len(one) > 0 and set(one["relation"]) == {"may_treat"}
     assert one["id"] == medlama.load_medlama("hard", data=medlama_dir, relations=["may_treat"])["id"]
-    assert set(result.relations) == {"may_treat"}
-    assert result.ids == [i for i, r in zip(queries.ids, queries.relations) if r == "may_treat"]
+    named = medlama.probe(str(tiny), queries, relations="may_treat")
+    assert named.ids == result.ids == [i for i, r in zip(queries.ids, queries.relations) if r == "may_treat"]
+    assert named.predictions == result.predictions
 
 
 def test_an_unknown_relation_is_an_error_naming_the_nearest_and_the_known(medlama_dir, queries):
