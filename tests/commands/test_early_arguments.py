@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from medlama.defaults import default_model_path
+
 #: Runs ``medlama ARGS`` and says which heavy libraries the run imported.
 SCRIPT = """
 import sys
@@ -30,17 +32,29 @@ CASES = [
     (["probe", "--batch-size", "0", "--out", "{out}"], "batch size must be >= 1, got 0"),
     (["recipe", "--corpus", "{corpus}", "--steps", "0", "--out", "{out}"], "setting 'steps' must be at least 1, got 0"),
     (["ucm", "--sets", "{sets}", "--ks", "0", "--out", "{out}"], "setting 'ks' must be at least 1, got 0"),
+    # paths a command would otherwise find missing only after importing torch, reading data or loading a model
+    (["rewire", "--corpus", "{missing}", "--out", "{out}"], "{missing}: corpus file not found"),
+    (["rewire", "--corpus", "{corpus}", "--out", "{out}", "--model", "{missing}"],
+     "{missing}: model path does not exist"),
+    (["recipe", "--corpus", "{corpus}", "--model", "{missing}", "--out", "{out}"], "{missing}: model path does not exist"),
+    (["ucm", "--sets", "{sets}", "--model", "{bundled}", "{missing}", "--out", "{out}"],
+     "{missing}: model path does not exist"),
 ]
 
 
 @pytest.mark.parametrize("argv, message", CASES,
                          ids=[" ".join([a[0], *(w for w in a[1:] if w.startswith("--") and w not in
-                                                 ("--corpus", "--out", "--sets"))]) for a, _ in CASES])
+                                                 ("--corpus", "--out", "--sets"))]) + (" path" if "{missing}" in m else "")
+                             for a, m in CASES])
 def test_a_bad_argument_is_refused_before_heavy_imports(argv, message, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("aspirin may treat a headache in adults\n", encoding="utf-8")
-    (tmp_path / "sets").mkdir()
-    words = [word.format(corpus=corpus, out=tmp_path / "out", sets=tmp_path / "sets") for word in argv]
+    (tmp_path / "sets").mkdir()  # as much of a context-variance folder as the commands read before the models
+    (tmp_path / "sets" / "build_info.json").write_text('{"dataset": "context-variance"}', encoding="utf-8")
+    paths = {"corpus": corpus, "out": tmp_path / "out", "sets": tmp_path / "sets", "missing": tmp_path / "missing",
+             "bundled": default_model_path()}
+    words = [word.format(**paths) for word in argv]
+    message = message.format(**paths)
     # No release and an empty cache: a command that read its data before checking would fail on them instead.
     env = {**os.environ, "MEDLAMA_CACHE": str(tmp_path / "cache"), "MEDLAMA_SOURCE": str(tmp_path / "no-release"),
            "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}

@@ -60,7 +60,14 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run_rewire(args: argparse.Namespace) -> int:
-    config = config_from_args(args)  # checked before torch is imported (the trainer's modules import it)
+    from medlama.models import resolve_model
+    from medlama.trainers.cloze import check_corpus_files
+
+    # Checked before torch is imported (the trainer's modules import it) and before the model loads.
+    config = config_from_args(args)
+    check_corpus_files(args.corpus)
+    if config.model is not None:
+        resolve_model(config.model)
     from medlama.trainers.devices import is_main_process
     from medlama.trainers.trainer import rewire
 
