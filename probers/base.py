@@ -93,7 +93,7 @@ class ProbeResult:
         if average not in AVERAGES:
             raise MedlamaInputError(f"unknown average {did_you_mean(str(average), AVERAGES)}; choose 'micro' (over "
                                     "queries) or 'macro' (mean over relations)")
-        if isinstance(k, bool) or k not in self.ks:
+        if isinstance(k, bool) or not isinstance(k, int) or k not in self.ks:
             raise MedlamaInputError(f"acc@{k} was not scored; the scored cut-offs are {self.ks} (probe with "
                                     f"ks=[..., {k}] to score it)")
         return self.metrics[f"acc@{k}" if average == "micro" else f"acc@{k}_macro"]

@@ -137,10 +137,18 @@ def rewire(corpus: Any, out: str | Path, model: str | Path | None = None, *, pre
     :class:`~medlama.trainers.config.RewireConfig` that replace the preset's (``steps=20``,
     ``eval_steps=10``, ...). Returns the :class:`~medlama.trainers.trainer.RewireResult`.
     """
+    from medlama.models import resolve_model
+    from medlama.trainers.cloze import check_corpus_files
     from medlama.trainers.config import RewireConfig
 
+    # As the CLI: the settings, the corpus files and the model checked before torch and the model load.
     config = RewireConfig.preset(preset, **({"model": str(model)} if model is not None else {}), **settings)
-    from medlama.trainers.trainer import rewire as run_rewire  # torch: after the settings are checked
+    if isinstance(corpus, (str, Path)) or (isinstance(corpus, (list, tuple))
+                                           and all(isinstance(c, (str, Path)) for c in corpus)):
+        check_corpus_files([corpus] if isinstance(corpus, (str, Path)) else corpus)
+    if config.model is not None:
+        resolve_model(config.model)
+    from medlama.trainers.trainer import rewire as run_rewire
     return run_rewire(corpus, out, config, resume=resume)
 
 

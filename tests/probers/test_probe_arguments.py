@@ -60,8 +60,9 @@ def test_acc_refuses_an_unknown_average_or_an_unscored_cut_off(result):
     assert result.acc(10, "macro") == result.metrics["acc@10_macro"] and result.acc(1) == result.metrics["acc@1"]
     with pytest.raises(MedlamaInputError, match=r"unknown average 'mciro' \(did you mean 'micro'\?\)"):
         result.acc(10, "mciro")
-    with pytest.raises(MedlamaInputError, match=r"acc@3 was not scored; the scored cut-offs are \[1, 5, 10\]"):
-        result.acc(3)
+    for k in (3, 10.0, "10"):
+        with pytest.raises(MedlamaInputError, match=rf"acc@{k} was not scored; the scored cut-offs are \[1, 5, 10\]"):
+            result.acc(k)
 
 
 @pytest.fixture
