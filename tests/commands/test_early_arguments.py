@@ -40,6 +40,10 @@ CASES = [
     (["ucm", "--sets", "{sets}", "--model", "{bundled}", "{missing}", "--out", "{out}"],
      "{missing}: model path does not exist"),
 ]
+#: Cases that may import torch (to look into a model folder), but must not read data or load a model first.
+LATER_CASES = [
+    (["probe", "--model", "{sets}", "--checkpoints", "--out", "{out}"], "{sets}: no checkpoint-N folders to probe"),
+]
 
 
 @pytest.mark.parametrize("argv, message", CASES,
@@ -47,6 +51,18 @@ CASES = [
                                                  ("--corpus", "--out", "--sets"))]) + (" path" if "{missing}" in m else "")
                              for a, m in CASES])
 def test_a_bad_argument_is_refused_before_heavy_imports(argv, message, tmp_path):
+    assert run_refused(argv, message, tmp_path) == "status 2 imported []"
+
+
+@pytest.mark.parametrize("argv, message", LATER_CASES)
+def test_a_bad_argument_is_refused_before_any_data_or_model(argv, message, tmp_path):
+    """With no release to build MedLAMA from, a command that read the data first would fail on that instead."""
+    assert run_refused(argv, message, tmp_path).startswith("status 2")
+
+
+def run_refused(argv: list[str], message: str, tmp_path) -> str:
+    """Run ``medlama ARGV`` in a fresh interpreter; assert it is refused with ``message`` and wrote nothing;
+    return its report of the status and the heavy libraries it imported."""
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("aspirin may treat a headache in adults\n", encoding="utf-8")
     (tmp_path / "sets").mkdir()  # as much of a context-variance folder as the commands read before the models
@@ -61,5 +77,5 @@ def test_a_bad_argument_is_refused_before_heavy_imports(argv, message, tmp_path)
     done = subprocess.run([sys.executable, "-c", SCRIPT, *words], capture_output=True, text=True, env=env,
                           cwd=tmp_path, timeout=600)
     assert f"medlama: error: {message}" in done.stderr, done.stderr
-    assert done.stdout.strip() == "status 2 imported []", done.stdout + done.stderr
     assert not (tmp_path / "out").exists()
+    return done.stdout.strip()
