@@ -29,16 +29,18 @@ def load_medlama(config: str = "hard", *, data: str | Path | None = None, source
     cache (built once from ``source`` / ``$MEDLAMA_SOURCE`` / the pinned download, as the CLI).
 
     Returns the ``split`` (a ``Dataset``; ``split=None``: the ``DatasetDict`` of the config's splits), keeping
-    only ``relations`` when given (a list of names, or one name; an unknown one is an error). The folder is found as ``medlama probe --data`` finds it
-    (:func:`~medlama.datasets.folders.resolve_folder`) and its Parquet files are read by their absolute paths
+    only ``relations`` when given (a list of names, or one name; an unknown one is an error). The folder is
+    found as ``medlama probe --data`` finds it (:func:`~medlama.datasets.folders.resolve_folder`) and its
+    Parquet files are read by their absolute paths
     (:func:`~medlama.datasets.folders.load_config`), never as ``load_dataset(<folder>, config)``: ``datasets``
     caches a local folder by its name, so another folder called ``medlama`` could come back instead.
     """
     from medlama.datasets.folders import folder_configs, load_config, resolve_folder
-    from medlama.probers.arguments import check_relations, relation_names
+    from medlama.probers.arguments import check_relations, check_release_relations, relation_names
     from medlama.probers.queries import QuerySource, resolve_data
 
     relations = relation_names(relations)
+    check_release_relations("medlama", data, relations)  # before MedLAMA is built from its release
     if data is not None:
         folder = resolve_folder(Path(data).expanduser(), dataset="medlama").path
     else:
@@ -53,8 +55,8 @@ def load_medlama(config: str = "hard", *, data: str | Path | None = None, source
     else:
         loaded = load_config(folder, config, split)
     if relations:
-        check_relations(relations, [r for part in getattr(loaded, "values", lambda: [loaded])()
-                                    for r in part.unique("relation")], file=folder)
+        parts = list(loaded.values()) if split is None else [loaded]
+        check_relations(relations, {r for part in parts for r in part.unique("relation")}, file=folder)
         wanted = set(relations)
         keep = lambda batch: [r in wanted for r in batch["relation"]]  # noqa: E731
         loaded = loaded.filter(keep, batched=True)
@@ -96,6 +98,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     from medlama.probers.arguments import ProbeArguments, relation_names
 
     # Every argument checked before any data is read or model loaded (torch comes with the probers).
+    ks = tuple(ks) if isinstance(ks, range) else ks
     device = ProbeArguments(ks=ks, top_k=top_k, match=match, limit=limit, device=device).device
     relations = relation_names(relations)
     from medlama.probers.base import probe as run_probe
