@@ -26,6 +26,8 @@ CASES = [
      "setting 'dropout' must be below 1, got 1.0"),
     (["rewire", "--corpus", "{corpus}", "--out", "{out}", "--batch-size", "1"],
      "setting 'batch_size' must be at least 2, got 1"),
+    (["rewire", "--corpus", "{corpus}", "--out", "{out}", "--eval-steps", "5", "--eval-relations", "may_treet"],
+     "unknown relation(s) 'may_treet' (did you mean 'may_treat'?)"),
     (["probe", "--ks", "0", "--out", "{out}"], "every ks value must be >= 1, got [0]"),
     (["probe", "--relations", "may_treet", "--out", "{out}"],
      "unknown relation(s) 'may_treet' (did you mean 'may_treat'?); known: associated_morphology_of"),
