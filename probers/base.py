@@ -15,12 +15,14 @@ from typing import Any, TypeVar
 
 from medlama.errors import MedlamaInputError
 from medlama.probers.queries import QuerySet
-from medlama.settings import check, choices_of, fields_of, type_hints
+from medlama.settings import check, choices_of, did_you_mean, fields_of, type_hints
 
 S = TypeVar("S")
 
 #: The cut-offs every report shows.
 DEFAULT_KS = (1, 5, 10)
+#: How :meth:`ProbeResult.acc` averages: over queries, or the mean over relations.
+AVERAGES = ("micro", "macro")
 
 
 class Prober(ABC):
@@ -86,7 +88,14 @@ class ProbeResult:
     device: str | None = None
 
     def acc(self, k: int, average: str = "micro") -> float:
-        """acc@k in [0, 1]; ``average`` is ``micro`` (over queries) or ``macro`` (mean over relations)."""
+        """acc@k in [0, 1]; ``average`` is ``micro`` (over queries) or ``macro`` (mean over relations). ``k``
+        must be one of the cut-offs scored (:attr:`ks`)."""
+        if average not in AVERAGES:
+            raise MedlamaInputError(f"unknown average {did_you_mean(str(average), AVERAGES)}; choose 'micro' (over "
+                                    "queries) or 'macro' (mean over relations)")
+        if isinstance(k, bool) or not isinstance(k, int) or k not in self.ks:
+            raise MedlamaInputError(f"acc@{k} was not scored; the scored cut-offs are {self.ks} (probe with "
+                                    f"ks=[..., {k}] to score it)")
         return self.metrics[f"acc@{k}" if average == "micro" else f"acc@{k}_macro"]
 
     @property

@@ -33,7 +33,8 @@ from typing import Literal
 
 from medlama.defaults import MASK_PLACEHOLDER
 from medlama.errors import MedlamaInputError
-from medlama.models import load_tokenizer, pick_device, quiet_transformers, read_config, resolve_model
+from medlama.models import (load_tokenizer, loading_weights, pick_device, quiet_transformers, read_config,
+                            resolve_model)
 from medlama.probers.mlm import MAX_LOGPROB_ELEMENTS
 from medlama.probers.base import check_settings
 from medlama.settings import setting
@@ -125,11 +126,8 @@ def load_causal_lm(model_path: str | Path, method: str, *, dtype: str = "fp32", 
         if device_map != "auto":
             raise MedlamaInputError(f"unknown device map {device_map!r}; the only choice is 'auto'")
         kwargs["device_map"] = "auto"
-    try:
-        with quiet_transformers():
-            model, info = AutoModelForCausalLM.from_pretrained(path, **kwargs)
-    except (OSError, ValueError, KeyError) as error:
-        raise MedlamaInputError(f"cannot load the causal LM: {error}", file=path) from None
+    with loading_weights(path, "the causal LM"), quiet_transformers():
+        model, info = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     missing = sorted(info.get("missing_keys") or [])
     if missing:
         raise MedlamaInputError(f"incomplete weights: {len(missing)} tensors missing ({', '.join(missing[:4])}"

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from medlama.errors import MedlamaInputError
-from medlama.models import load_tokenizer, pick_device, read_config, resolve_model
+from medlama.models import load_tokenizer, loading_weights, pick_device, read_config, resolve_model
 
 POOLINGS = ("cls", "mean")
 
@@ -34,10 +34,8 @@ def load_encoder(model_path: str | Path):
         raise MedlamaInputError(f"{config.model_type!r} is not an encoder-only model; retrieval probing needs "
                                 "an encoder such as BERT", file=path)
     tokenizer = load_tokenizer(path)
-    try:
+    with loading_weights(path, "the encoder"):
         model = AutoModel.from_pretrained(path)
-    except (OSError, ValueError, KeyError) as error:
-        raise MedlamaInputError(f"cannot load the encoder: {error}", file=path) from None
     return tokenizer, model
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from medlama.defaults import MASK_PLACEHOLDER
 from medlama.errors import MedlamaInputError
-from medlama.models import load_tokenizer, pick_device, quiet_transformers, read_config, resolve_model
+from medlama.models import (load_tokenizer, loading_weights, pick_device, quiet_transformers, read_config,
+                            resolve_model)
 
 #: Log-probabilities (rows x positions x vocabulary) materialised at once, at most (256 MB in float32).
 MAX_LOGPROB_ELEMENTS = 1 << 26
@@ -51,16 +52,15 @@ def load_masked_lm(model_path: str | Path):
     if getattr(config, "is_encoder_decoder", False):
         raise MedlamaInputError(f"{config.model_type!r} is a sequence-to-sequence model; {need} "
                                 "(use --method generative for BART/T5 models)", file=path)
-    try:
-        with quiet_transformers():
-            model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
-    except ValueError as error:
-        if "Unrecognized configuration class" in str(error):
-            raise MedlamaInputError(f"{config.model_type!r} has no masked-LM architecture; {need}"
-                                    f"{causal_hint(config)}", file=path) from None
-        raise MedlamaInputError(f"cannot load the masked LM: {error}", file=path) from None
-    except (OSError, KeyError) as error:
-        raise MedlamaInputError(f"cannot load the masked LM: {error}", file=path) from None
+    with loading_weights(path, "the masked LM"):
+        try:
+            with quiet_transformers():
+                model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+        except ValueError as error:
+            if "Unrecognized configuration class" in str(error):
+                raise MedlamaInputError(f"{config.model_type!r} has no masked-LM architecture; {need}"
+                                        f"{causal_hint(config)}", file=path) from None
+            raise
     missing = sorted(info.get("missing_keys") or [])
     base = f"{model.base_model_prefix}."
     head = [key for key in missing if not key.startswith(base)]
@@ -87,11 +87,8 @@ def load_seq2seq_lm(model_path: str | Path):
         hint = causal_hint(config) or " (use --method mask-predict or mask-average for BERT-style masked LMs)"
         raise MedlamaInputError(f"{config.model_type!r} is not a sequence-to-sequence model; {need}{hint}",
                                 file=path)
-    try:
-        with quiet_transformers():
-            model, info = AutoModelForSeq2SeqLM.from_pretrained(path, output_loading_info=True)
-    except (OSError, ValueError, KeyError) as error:
-        raise MedlamaInputError(f"cannot load the sequence-to-sequence model: {error}", file=path) from None
+    with loading_weights(path, "the sequence-to-sequence model"), quiet_transformers():
+        model, info = AutoModelForSeq2SeqLM.from_pretrained(path, output_loading_info=True)
     missing = sorted(info.get("missing_keys") or [])
     if missing:
         raise MedlamaInputError(f"incomplete weights: {len(missing)} tensors missing ({', '.join(missing[:4])}"

@@ -12,6 +12,7 @@ from pathlib import Path
 from medlama.datasets.folders import DataFolder, folder_configs, identity, load_config, resolve_folder
 from medlama.defaults import MASK_PLACEHOLDER
 from medlama.errors import MedlamaInputError
+from medlama.probers.arguments import check_query_rows, check_relations, check_release_relations, relation_names
 from medlama.settings import check, setting
 
 PROMPT_COLUMNS = ("query_human", "query_default")
@@ -87,11 +88,9 @@ def load_medlama_queries(data: str | Path | DataFolder, config: str = "hard", *,
     if prompt_column not in PROMPT_COLUMNS:
         raise MedlamaInputError(f"unknown prompt column {prompt_column!r}; choose from {list(PROMPT_COLUMNS)}")
     rows = load_config(folder.path, config, "test")
-    known = sorted(set(rows["relation"]))
+    relations = relation_names(relations)
     if relations:
-        unknown = sorted(set(relations) - set(known))
-        if unknown:
-            raise MedlamaInputError(f"unknown relation(s) {unknown}; known: {known}", file=folder.path)
+        check_relations(relations, rows["relation"], file=folder.path)
         rows = rows.filter(lambda batch: [r in set(relations) for r in batch["relation"]], batched=True)
         names: set[str] = set()
         for rel in relations:
@@ -125,10 +124,10 @@ def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt
     missing = {"id", "relation", "head_name", "answer_names", prompt_column} - set(data.column_names)
     if missing:
         raise MedlamaInputError(f"not MedLAMA queries: the dataset has no column(s) {sorted(missing)}")
+    check_query_rows(data, prompt_column)
+    relations = relation_names(relations)
     if relations:
-        unknown = sorted(set(relations) - set(data.unique("relation")))
-        if unknown:
-            raise MedlamaInputError(f"unknown relation(s) {unknown}; known: {sorted(set(data.unique('relation')))}")
+        check_relations(relations, data.unique("relation"))
         wanted = set(relations)
         data = data.filter(lambda batch: [r in wanted for r in batch["relation"]], batched=True)
         name = f"{name}[{','.join(relations)}]"
@@ -171,6 +170,7 @@ class QuerySource:
 
     def __post_init__(self) -> None:
         check(self)
+        check_release_relations(self.dataset, self.data, self.relations)
 
 
 def resolve_data(source: QuerySource) -> DataFolder:
@@ -239,12 +239,11 @@ def queries_from(data=None, *, dataset: str = "medlama", config: str | None = No
     MedLAMA ``datasets.Dataset`` / ``DatasetDict`` (:func:`queries_from_dataset`); or a ``QuerySet``
     (``relations`` picks from it).
     """
+    relations = relation_names(relations)
     if isinstance(data, QuerySet):
         if not relations:
             return data
-        unknown = sorted(set(relations) - set(data.relations))
-        if unknown:
-            raise MedlamaInputError(f"unknown relation(s) {unknown}; known: {sorted(set(data.relations))}")
+        check_relations(relations, data.relations)
         wanted = set(relations)  # the candidates stay the QuerySet's own
         return data.subset([i for i, r in enumerate(data.relations) if r in wanted],
                            name=f"{data.name}[{','.join(relations)}]")

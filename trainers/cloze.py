@@ -146,9 +146,18 @@ def cloze_pair(line: str, rng: random.Random, *, mask_token: str = "[MASK]",
     return ClozePair(query=query, answer=" ".join(words[start:end]))
 
 
+def check_corpus_files(paths: Iterable[str | Path]) -> None:
+    """Refuse a corpus path that is a folder or no file, as reading it would: commands call this before any
+    model loads."""
+    for path in map(Path, paths):
+        if path.is_dir():
+            raise MedlamaInputError("is a folder; pass the sentence files themselves (e.g. DIR/*)", file=path)
+        if not path.exists():
+            raise MedlamaInputError("corpus file not found", file=path)
+
+
 def _read_file(path: Path) -> tuple[list[Sentence], CorpusFile]:
-    if path.is_dir():
-        raise MedlamaInputError("is a folder; pass the sentence files themselves (e.g. DIR/*)", file=path)
+    check_corpus_files([path])
     try:
         data = path.read_bytes()
     except FileNotFoundError:

@@ -87,6 +87,9 @@ class RewireConfig:
                                         f"got {getattr(self, name)!r}")
         if self.dropout is not None and not self.dropout < 1:
             raise MedlamaInputError(f"setting 'dropout' must be below 1, got {self.dropout!r}")
+        from medlama.probers.arguments import check_release_relations
+
+        check_release_relations("medlama", self.eval_data, self.eval_relations)  # not after hours of training
         return self
 
     @classmethod

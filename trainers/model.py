@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from medlama.errors import MedlamaInputError
-from medlama.models import pick_device, quiet_transformers, read_config, resolve_model
+from medlama.models import loading_weights, pick_device, quiet_transformers, read_config, resolve_model
 
 if TYPE_CHECKING:  # imported when a model is built: listing checkpoints needs no torch
     from sentence_transformers import SentenceTransformer
@@ -131,12 +131,9 @@ def build_rewire_model(model: str | Path | None = None, *, layer: int | None = N
             logger.warning("%s: no known dropout setting in its configuration; dropout left as the model has it",
                            name)
         config_kwargs.update({key: float(dropout) for key in dropout_keys})
-    try:
-        with quiet_transformers():  # the chopped layers' weights would be listed as unexpected
-            transformer = Transformer(path, config_kwargs=config_kwargs, max_seq_length=max_length)
-    except (OSError, ValueError, KeyError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise MedlamaInputError(f"cannot load the encoder: {reason}", file=name) from None
+    # the chopped layers' weights would be listed as unexpected: quiet
+    with loading_weights(path, "the encoder", name=name), quiet_transformers():
+        transformer = Transformer(path, config_kwargs=config_kwargs, max_seq_length=max_length)
     tokenizer = transformer.tokenizer
     if tokenizer is None:
         raise MedlamaInputError("the model has no text tokenizer", file=name)

@@ -118,8 +118,10 @@ def score_sets(sets: str | Path, model=None, *, method: str = "auto", out: str |
 
     from medlama.atomic import atomic_directory
     from medlama.defaults import default_model_path
+    from medlama.models import check_device, resolve_model
     from medlama.settings import settings_from
-    from medlama.ucm.rankers import make_ranker
+    from medlama.ucm.rankers import canonical_method, make_ranker
+    from medlama.ucm.sets import read_build_info
 
     several = isinstance(model, (list, tuple))
     models = list(model) if several else [model]
@@ -129,6 +131,12 @@ def score_sets(sets: str | Path, model=None, *, method: str = "auto", out: str |
     if len(labels) != len(paths):
         raise MedlamaInputError(f"{len(labels)} labels for {len(paths)} models")
     config = settings_from(UcmSettings, settings, what="ucm")
+    # As the CLI: every argument checked before the output is claimed or any model loads.
+    read_build_info(Path(sets))
+    canonical_method(method)
+    for path in paths:
+        resolve_model(path)
+    device = check_device(device, name="device")
     target = (atomic_directory(out, marker="results.json", kind="ucm") if out is not None
               else tempfile.TemporaryDirectory(prefix="medlama-ucm-"))
     with target as folder:  # the output is claimed before any model loads

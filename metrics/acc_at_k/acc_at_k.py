@@ -21,6 +21,7 @@ import math
 import numbers
 import re
 import string
+import sys
 from collections.abc import Sequence as _AbcSequence
 
 import datasets
@@ -260,6 +261,18 @@ class AccAtK(evaluate.Metric):
     # evaluate stores one row per query with every feature column, so a missing optional `groups`
     # column is filled in here (and a given one checked) before evaluate sees the batch.
 
+    def _feature_names(self):
+        names = super()._feature_names()
+        # evaluate.combine(...).add/add_batch pass each module the inputs its feature names list, looking every
+        # one up among those the caller gave: `groups`, optional here, would be a KeyError when left out. So
+        # combine is told of `groups` only when its caller gave them (and then they are passed on, never dropped).
+        caller = sys._getframe(1).f_locals
+        given = caller.get("kwargs")
+        if isinstance(caller.get("self"), evaluate.CombinedEvaluations) and isinstance(given, dict) \
+                and "groups" not in given:
+            return [name for name in names if name != "groups"]
+        return names
+
     def add_batch(self, *, predictions=None, references=None, groups=None, **kwargs):
         """Add a batch of queries: `predictions`, `references` and optionally `groups` (one entry per query)."""
         if kwargs:
@@ -268,21 +281,25 @@ class AccAtK(evaluate.Metric):
                 "optionally `groups` (compute arguments such as `k` and `match` go to `compute`)."
             )
         _check_columns(predictions, references, groups, offset=len(self))
+        return self._store(predictions, references, groups)
+
+    def _store(self, predictions, references, groups):
+        """Store a checked batch (with the empty group key for every query when `groups` is left out)."""
         if groups is None:
             groups = [_NO_GROUP] * len(predictions)
         return super().add_batch(predictions=predictions, references=references, groups=groups)
 
     def add(self, *, prediction=None, reference=None, groups=None, **kwargs):
         """Add one query: `prediction` (ranked list of str), `reference` (gold list), optionally `groups` (its key)."""
+        if prediction is None and reference is None and set(kwargs) <= {"predictions", "references"}:
+            # evaluate.combine(...).add passes the query under the column names
+            prediction, reference = kwargs.pop("predictions", None), kwargs.pop("references", None)
         if kwargs:
             raise ValueError(f"acc_at_k: unexpected inputs {sorted(kwargs)} for `add`.")
-        _check_columns(
-            None if prediction is None else [prediction],
-            None if reference is None else [reference],
-            None if groups is None else [groups],
-            offset=len(self),
-        )
-        return super().add(prediction=prediction, reference=reference, groups=_NO_GROUP if groups is None else groups)
+        batch = (None if prediction is None else [prediction], None if reference is None else [reference],
+                 None if groups is None else [groups])
+        _check_columns(*batch, offset=len(self))
+        return self._store(*batch)
 
     def compute(self, *, predictions=None, references=None, groups=None, **kwargs):
         """Compute acc@k over the queries given here and/or added before with `add`/`add_batch`."""
@@ -306,7 +323,7 @@ class AccAtK(evaluate.Metric):
             _gold_keys(golds, key, len(self) + position, match)
         if known is not None and groups is not None:
             _check_groups_known(_as_list(groups), known)
-        self.add_batch(predictions=predictions, references=references, groups=groups)
+        self._store(predictions, references, groups)  # checked above: stored as it is
         return super().compute(**kwargs)
 
     def _compute(self, predictions, references, groups, k=None, match="exact", known_groups=None):

@@ -29,14 +29,18 @@ def load_medlama(config: str = "hard", *, data: str | Path | None = None, source
     cache (built once from ``source`` / ``$MEDLAMA_SOURCE`` / the pinned download, as the CLI).
 
     Returns the ``split`` (a ``Dataset``; ``split=None``: the ``DatasetDict`` of the config's splits), keeping
-    only ``relations`` when given. The folder is found as ``medlama probe --data`` finds it
-    (:func:`~medlama.datasets.folders.resolve_folder`) and its Parquet files are read by their absolute paths
+    only ``relations`` when given (a list of names, or one name; an unknown one is an error). The folder is
+    found as ``medlama probe --data`` finds it (:func:`~medlama.datasets.folders.resolve_folder`) and its
+    Parquet files are read by their absolute paths
     (:func:`~medlama.datasets.folders.load_config`), never as ``load_dataset(<folder>, config)``: ``datasets``
     caches a local folder by its name, so another folder called ``medlama`` could come back instead.
     """
     from medlama.datasets.folders import folder_configs, load_config, resolve_folder
+    from medlama.probers.arguments import check_relations, check_release_relations, relation_names
     from medlama.probers.queries import QuerySource, resolve_data
 
+    relations = relation_names(relations)
+    check_release_relations("medlama", data, relations)  # before MedLAMA is built from its release
     if data is not None:
         folder = resolve_folder(Path(data).expanduser(), dataset="medlama").path
     else:
@@ -51,6 +55,8 @@ def load_medlama(config: str = "hard", *, data: str | Path | None = None, source
     else:
         loaded = load_config(folder, config, split)
     if relations:
+        parts = list(loaded.values()) if split is None else [loaded]
+        check_relations(relations, {r for part in parts for r in part.unique("relation")}, file=folder)
         wanted = set(relations)
         keep = lambda batch: [r in wanted for r in batch["relation"]]  # noqa: E731
         loaded = loaded.filter(keep, batched=True)
@@ -74,7 +80,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       reads them (:func:`~medlama.probers.queries.queries_from`), a ``datasets.Dataset`` / ``DatasetDict`` of
       MedLAMA queries (``load_medlama(...)``), or a ``QuerySet``.
     * ``config``: ``hard`` (default), ``full`` or a per-relation config such as ``hard_may_treat`` (BioLAMA:
-      ``all``, ``ctd``, ...); ``relations``: a subset.
+      ``all``, ``ctd``, ...); ``relations``: a subset (a list of names, or one name).
     * ``method``: any of :data:`medlama.probers.registry.METHODS`, as ``medlama probe --method`` spells it:
       ``retrieval`` (default; encoders), ``mask-average`` and ``mask-predict`` (masked LMs), ``generative``
       (seq2seq LMs such as T5), ``causal-likelihood``, ``causal-constrained`` and ``causal-generate``
@@ -83,8 +89,18 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       that replace the preset's (e.g. ``{"pooling": "mean"}``) or the method's settings dataclass.
     * ``limit``: probe only the first ``limit`` queries of each relation (the candidates stay the whole set's).
     * ``ks``: cut-offs to score (default 1, 5, 10; BioLAMA 1, 5; acc@1/5/10 are always scored too); ``match``: ``exact`` (MedLAMA) or
-      ``normalized`` (BioLAMA's default).
+      ``normalized`` (BioLAMA's default). ``top_k``: predictions kept per query. ``device``: ``cpu``,
+      ``cuda``, ``cuda:N`` or ``mps`` (default: CUDA when there is one).
+
+    Every argument is checked (:class:`~medlama.probers.arguments.ProbeArguments`) before any data is read or
+    model loaded; a bad one is a :class:`~medlama.errors.MedlamaInputError` naming it.
     """
+    from medlama.probers.arguments import ProbeArguments, relation_names
+
+    # Every argument checked before any data is read or model loaded (torch comes with the probers).
+    ks = tuple(ks) if isinstance(ks, range) else ks
+    device = ProbeArguments(ks=ks, top_k=top_k, match=match, limit=limit, device=device).device
+    relations = relation_names(relations)
     from medlama.probers.base import probe as run_probe
     from medlama.probers.queries import queries_from
     from medlama.probers.report import scoring_plan
@@ -124,10 +140,18 @@ def rewire(corpus: Any, out: str | Path, model: str | Path | None = None, *, pre
     :class:`~medlama.trainers.config.RewireConfig` that replace the preset's (``steps=20``,
     ``eval_steps=10``, ...). Returns the :class:`~medlama.trainers.trainer.RewireResult`.
     """
+    from medlama.models import resolve_model
+    from medlama.trainers.cloze import check_corpus_files
     from medlama.trainers.config import RewireConfig
-    from medlama.trainers.trainer import rewire as run_rewire
 
+    # As the CLI: the settings, the corpus files and the model checked before torch and the model load.
     config = RewireConfig.preset(preset, **({"model": str(model)} if model is not None else {}), **settings)
+    if isinstance(corpus, (str, Path)) or (isinstance(corpus, (list, tuple))
+                                           and all(isinstance(c, (str, Path)) for c in corpus)):
+        check_corpus_files([corpus] if isinstance(corpus, (str, Path)) else corpus)
+    if config.model is not None:
+        resolve_model(config.model)
+    from medlama.trainers.trainer import rewire as run_rewire
     return run_rewire(corpus, out, config, resume=resume)
 
 

@@ -7,13 +7,17 @@
 * :func:`read_config` and :func:`load_tokenizer`: the model's config and tokenizer, with errors naming it.
 * :func:`quiet_transformers`: silence transformers' load report while loading (callers raise their own
   error when weights are missing).
-* :func:`pick_device`: the device asked for, else CUDA when there is one, else the CPU.
+* :func:`loading_weights`: the one wording of a model that cannot be loaded (a damaged, truncated or empty
+  ``model.safetensors`` is named, not shown as a safetensors traceback).
+* :func:`check_device` (before any model loads) and :func:`pick_device`: the device asked for, else CUDA when
+  there is one, else the CPU.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -98,7 +102,83 @@ def quiet_transformers() -> Iterator[None]:
 
 
 def pick_device(device: str | None = None) -> Any:
-    """``torch.device(device)``, or CUDA when available, else the CPU."""
+    """``torch.device(device)``, or CUDA when available, else the CPU (see :func:`check_device`)."""
     import torch
 
     return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+#: The devices a model may be put on, as ``--device`` and ``device=`` spell them.
+DEVICE_PATTERN = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
+DEVICE_WORDS = "cpu, cuda, cuda:N or mps"
+
+
+def device_spelling(device: Any, *, name: str = "device") -> str | None:
+    """``device`` as a string (a ``torch.device`` is spelt as torch spells it), or an error naming ``name`` when
+    it is not spelt cpu, cuda, cuda:N or mps. Imports nothing: the CLI checks it before torch loads."""
+    if device is None:
+        return None
+    if not isinstance(device, str) and type(device).__name__ == "device" and hasattr(device, "type"):
+        device = str(device)  # a torch.device
+    if not isinstance(device, str) or not DEVICE_PATTERN.match(device):
+        raise MedlamaInputError(f"{name} {device!r} is not a device; give {DEVICE_WORDS}")
+    return device
+
+
+def check_device(device: Any, *, name: str = "device") -> str | None:
+    """Refuse, before any model loads, a device that is misspelt or that this machine does not have; returns
+    it as a string. ``name``: how messages name the argument (``--device`` on the command line)."""
+    device = device_spelling(device, name=name)
+    if device is None or device == "cpu":
+        return device
+    import torch
+
+    if device.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(device.partition(":")[2] or 0)
+        if index >= count:
+            have = f"{count} CUDA device(s) (cuda:0 to cuda:{count - 1})" if count else "no CUDA device"
+            raise MedlamaInputError(f"{name} {device}: this machine has {have}")
+    elif device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise MedlamaInputError(f"{name} mps: MPS is not available on this machine")
+    return device
+
+
+def damaged_weights(model: str | Path) -> Path | None:
+    """The first ``*.safetensors`` file of the model folder ``model`` whose header cannot be read (empty,
+    truncated, not safetensors), or ``None``. Reads headers only."""
+    from safetensors import safe_open
+
+    folder = Path(str(model))
+    if not folder.is_dir():
+        return None
+    for path in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(str(path), framework="numpy"):
+                pass
+        except Exception:  # noqa: BLE001 - safetensors raises its own SafetensorError and OSError alike
+            return path
+    return None
+
+
+@contextlib.contextmanager
+def loading_weights(model: str | Path, what: str, *, name: str | None = None) -> Iterator[None]:
+    """Turn what ``from_pretrained`` raises while loading ``what`` (``"the encoder"``, ...) from ``model`` into
+    a :class:`MedlamaInputError` naming the file: a damaged weights file (safetensors' own error names none),
+    else the model (as ``name``, default ``model``). A :class:`MedlamaInputError` raised inside passes through
+    unchanged."""
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except MedlamaInputError:
+        raise
+    except (SafetensorError, OSError, ValueError, KeyError, EOFError) as error:
+        damaged = damaged_weights(model)
+        if damaged is not None:
+            size = damaged.stat().st_size
+            raise MedlamaInputError(f"cannot load {what}: the weights file is damaged, truncated or empty "
+                                    f"({size:,} bytes; {error}); copy or save the model again",
+                                    file=damaged) from None
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise MedlamaInputError(f"cannot load {what}: {reason}", file=name or str(model)) from None

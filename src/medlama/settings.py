@@ -189,15 +189,18 @@ def unknown_names(cls: type, names: Sequence[str]) -> list[str]:
     return [name for name in names if name not in known]
 
 
+def did_you_mean(name: str, known: Sequence[str]) -> str:
+    """``name`` quoted, with the nearest of ``known`` when one is close: ``'mciro' (did you mean 'micro'?)``."""
+    near = difflib.get_close_matches(name, list(known), n=1)
+    return f"{name!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
+
+
 def _refuse_unknown(cls: type, names: Sequence[str], what: str) -> None:
     unknown = unknown_names(cls, names)
     if not unknown:
         return
     known = [f.name for f in fields_of(cls)]
-    notes = []
-    for name in unknown:
-        near = difflib.get_close_matches(name, known, n=1)
-        notes.append(f"{name!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+    notes = [did_you_mean(name, known) for name in unknown]
     raise MedlamaInputError(f"unknown {what} setting(s): {', '.join(notes)}; known: {', '.join(known)}")
 
 

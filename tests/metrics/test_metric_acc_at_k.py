@@ -247,6 +247,28 @@ def test_add_batch_without_groups(acc):
     assert results["acc@1"] == 0.5 and results["groups"] is None
 
 
+def test_combine_takes_groups_as_optional(cache_dir, acc):
+    """evaluate.combine routes inputs by the module's feature names: groups stay optional there, and when
+    given they reach the module (never dropped), so combine scores as the module alone does."""
+    predictions = [["fever", "cough"], ["rash"], ["cough", "pain"]]
+    references = [["cough"], ["rash"], ["fever"]]
+    groups = ["a", "b", "b"]
+
+    def combined():
+        return evaluate.combine([evaluate.load(str(MODULE_DIR), keep_in_memory=True, cache_dir=cache_dir)])
+
+    plain = combined()
+    plain.add_batch(predictions=predictions[:2], references=references[:2])
+    plain.add(prediction=predictions[2], reference=references[2])
+    assert plain.compute(k=[1, 2]) == acc.compute(predictions=predictions, references=references, k=[1, 2])
+    grouped = combined()
+    grouped.add_batch(predictions=predictions[:2], references=references[:2], groups=groups[:2])
+    grouped.add(prediction=predictions[2], reference=references[2], groups=groups[2])
+    result = grouped.compute(k=[1, 2])
+    assert result == acc.compute(predictions=predictions, references=references, groups=groups, k=[1, 2])
+    assert result["num_groups"] == 2 and result["acc@1_macro"] == 0.25
+
+
 def test_numpy_inputs(acc):
     np = pytest.importorskip("numpy")
     results = acc.compute(predictions=np.array([["a", "b"], ["c", "d"]]), references=[["b"], ["x"]], k=2)

@@ -166,7 +166,7 @@ def test_bad_inputs(tiny_encoder, tmp_path, medlama_dir):
     T5Config(vocab_size=100, d_model=8, d_ff=16, num_layers=1, num_heads=1, d_kv=8).save_pretrained(tmp_path / "t5")
     with pytest.raises(MedlamaInputError, match="'t5' is not an encoder-only model"):
         RetrievalProber(tmp_path / "t5")
-    with pytest.raises(MedlamaInputError, match=r"unknown relation\(s\) \['may_cure'\]"):
+    with pytest.raises(MedlamaInputError, match=r"unknown relation\(s\) 'may_cure'"):
         load_medlama_queries(medlama_dir, "hard", relations=["may_cure"])
     with pytest.raises(MedlamaInputError, match="unknown distance 'dot'"):
         RetrievalProber(tiny_encoder, RetrievalSettings(distance="dot"))

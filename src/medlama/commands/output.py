@@ -16,12 +16,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from medlama.errors import MedlamaInputError
+from medlama.models import DEVICE_PATTERN, DEVICE_WORDS
+from medlama.models import check_device as check_model_device
 
 #: The file every output of ``probe``, ``ucm`` and ``recipe`` holds once its run finished.
 RESULTS = "results.json"
@@ -29,13 +30,10 @@ RESULTS = "results.json"
 #: ``--batch-size``'s meaning for every command that runs a model forward (not ``rewire``'s).
 BATCH_SIZE_LEAD = "inputs per forward pass"
 
-_DEVICE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
-
-
 def device_word(word: str) -> str:
     """argparse type of ``--device``: ``cpu``, ``cuda``, ``cuda:N`` or ``mps``."""
-    if not _DEVICE.match(word):
-        raise argparse.ArgumentTypeError(f"{word!r} is not a device; give cpu, cuda, cuda:N or mps")
+    if not DEVICE_PATTERN.match(word):
+        raise argparse.ArgumentTypeError(f"{word!r} is not a device; give {DEVICE_WORDS}")
     return word
 
 
@@ -75,19 +73,8 @@ def add_output_arguments(parser: argparse.ArgumentParser, *, default_out: Path, 
 
 
 def check_device(device: str | None) -> None:
-    """Refuse, before any work, a device this machine does not have."""
-    if device is None or device == "cpu":
-        return
-    import torch
-
-    if device.startswith("cuda"):
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        index = int(device.partition(":")[2] or 0)
-        if index >= count:
-            have = f"{count} CUDA device(s) (cuda:0 to cuda:{count - 1})" if count else "no CUDA device"
-            raise MedlamaInputError(f"--device {device}: this machine has {have}")
-    elif device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise MedlamaInputError("--device mps: MPS is not available on this machine")
+    """Refuse, before any work, a device this machine does not have (:func:`medlama.models.check_device`)."""
+    check_model_device(device, name="--device")
 
 
 def check_output(out: Path, *, kind: str, overwrite: bool) -> None:

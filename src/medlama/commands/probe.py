@@ -99,9 +99,16 @@ def run(args: argparse.Namespace) -> int:
     # Before the queries: loading them may build MedLAMA first, minutes lost to a typo.
     methods = list(dict.fromkeys(current_names(args.method)))
     settings = method_settings(args, methods)
+    scoring(args)  # --ks, before the data is read
     check_device(args.device)
     for model in models:
         resolve_model(model)  # a missing model folder is an error now, not after the queries are built
+    if args.checkpoints:  # before the first model is probed, not after
+        from medlama.trainers.checkpoints import list_checkpoints
+
+        for model in models:
+            if not list_checkpoints(model):
+                raise MedlamaInputError("no checkpoint-N folders to probe", file=model)
     with claimed_output(args.out, kind="probe", overwrite=args.overwrite):
         with human_output(args):
             _probe(args, methods, settings, labels, models)
@@ -114,7 +121,6 @@ def _probe(args: argparse.Namespace, methods: list[str], settings: dict, labels:
            ) -> None:
     """Probe, print the tables, and write OUT (replaced whole once everything is written)."""
     from medlama.atomic import atomic_directory
-    from medlama.errors import MedlamaInputError
     from medlama.probers import report
     from medlama.probers.base import probe, result_of
     from medlama.probers.registry import make_prober
@@ -145,9 +151,7 @@ def _probe(args: argparse.Namespace, methods: list[str], settings: dict, labels:
         if args.checkpoints:
             from medlama.trainers.checkpoints import checkpoint_step, list_checkpoints
 
-            steps = {checkpoint_step(path): path for path in list_checkpoints(model)}
-            if not steps:
-                raise MedlamaInputError("no checkpoint-N folders to probe", file=model)
+            steps = {checkpoint_step(path): path for path in list_checkpoints(model)}  # some: checked in run
             by_step[label] = {step: probe(make_prober(method, path, settings[method], device=args.device), queries,
                                           label=f"{label}@{step}", top_k=top_k, ks=scored, match=match)
                               for step, path in steps.items()}

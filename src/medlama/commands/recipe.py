@@ -56,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
 
     from medlama.atomic import OWNER_NAME, lock_directory, write_owner
     from medlama.errors import MedlamaInputError
+    from medlama.models import resolve_model
+    from medlama.trainers.cloze import check_corpus_files
     from medlama.trainers.config import RewireConfig
 
     corpora = list(args.corpus)
@@ -64,9 +66,8 @@ def run(args: argparse.Namespace) -> int:
             raise MedlamaInputError(f"--repeat {args.repeat} needs 1 to {len(corpora)} corpora; "
                                     f"{len(corpora)} given")
         corpora = corpora[:args.repeat]
-    for corpus in [*corpora, *([args.heldout] if args.heldout else [])]:
-        if not corpus.is_file():
-            raise MedlamaInputError("corpus file not found", file=corpus)
+    check_corpus_files([*corpora, *([args.heldout] if args.heldout else [])])
+    resolve_model(args.model)  # a missing model folder is an error now, not after the queries are read
     # The released corpora hold lines of 1-3 words (89 in pubmed_sents_no_punkt_10k_0) whose masked span
     # could swallow the whole sentence; the recipe leaves them out and the rewire record counts them.
     config = RewireConfig.preset(args.rewire_preset, steps=args.steps, batch_size=args.rewire_batch_size,

@@ -60,10 +60,17 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run_rewire(args: argparse.Namespace) -> int:
+    from medlama.models import resolve_model
+    from medlama.trainers.cloze import check_corpus_files
+
+    # Checked before torch is imported (the trainer's modules import it) and before the model loads.
+    config = config_from_args(args)
+    check_corpus_files(args.corpus)
+    if config.model is not None:
+        resolve_model(config.model)
     from medlama.trainers.devices import is_main_process
     from medlama.trainers.trainer import rewire
 
-    config = config_from_args(args)
     resume = False if args.no_resume else (args.resume_from if args.resume_from else True)
     result = rewire(args.corpus, args.out, config, resume=resume)
     if not is_main_process():  # under torchrun, one report

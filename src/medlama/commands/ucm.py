@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from medlama.commands.output import RESULTS
     from medlama.defaults import default_model_path
     from medlama.errors import MedlamaInputError
+    from medlama.models import resolve_model
     from medlama.progress import enabled as progress_enabled
     from medlama.settings import settings_from
     from medlama.ucm.evaluation import run_ucm
@@ -93,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
         retrieval=settings_from(RetrievalRankerSettings, {**given_settings(args, RetrievalRankerSettings), **batch}),
         causal_likelihood=settings_from(LikelihoodSettings, {**given_settings(args, LikelihoodSettings), **batch}))
     read_build_info(args.sets)  # a wrong folder fails before any model loads
+    for model in models:
+        resolve_model(model)  # a missing second model is an error before the first one loads
     check_device(args.device)
     with claimed_output(args.out, kind="ucm", overwrite=args.overwrite), human_output(args):
         rankers = [(label, make_ranker(kind, model, ranker_settings, device=args.device))

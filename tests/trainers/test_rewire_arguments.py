@@ -1,0 +1,32 @@
+"""``medlama.rewire`` checks its arguments as ``medlama rewire`` does, before any model loads: the settings, the
+corpus files and the model path."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import medlama
+from medlama.errors import MedlamaInputError
+from medlama.trainers import trainer
+
+
+def test_bad_arguments_are_refused_before_any_model_loads(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(trainer, "build_rewire_model", refuse)
+    corpus, missing = tmp_path / "corpus.txt", tmp_path / "missing"
+    corpus.write_text("aspirin may treat a headache in adults\n" * 4, encoding="utf-8")
+    cases = [((corpus,), {"steps": 0}, "setting 'steps' must be at least 1, got 0"),
+             ((corpus,), {"dropout": 1.0}, "setting 'dropout' must be below 1, got 1.0"),
+             ((missing,), {}, f"{missing}: corpus file not found"),
+             (([corpus, tmp_path],), {}, f"{tmp_path}: is a folder"),
+             ((corpus, tmp_path / "out", missing), {}, f"{missing}: model path does not exist")]
+    for arguments, settings, message in cases:
+        if len(arguments) == 1:
+            arguments = (*arguments, tmp_path / "out")
+        with pytest.raises(MedlamaInputError, match=re.escape(message)):
+            medlama.rewire(*arguments, **settings)
+        assert not (tmp_path / "out").exists()
