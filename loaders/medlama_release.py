@@ -186,7 +186,8 @@ def unexpected_files(root: Path) -> tuple[str, ...]:
                         if name not in SHA256 and not any(part.startswith(".") for part in name.split("/"))))
 
 
-def _found(root: Path, verified: bool, differences: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())) -> MedlamaRelease:
+def _found(root: Path, verified: bool,
+           differences: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())) -> MedlamaRelease:
     """The release at ``root``, warning about files it does not have (they are not read)."""
     extra = unexpected_files(root)
     if extra:

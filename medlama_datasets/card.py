@@ -95,8 +95,8 @@ def render_card(kind: str, *, folder: str | Path, configs: Mapping[str, str | Ma
 
     ``folder``: where the data files already are (sizes and features are read from them). ``configs``:
     config name -> its data files: one path glob (for the single split ``split``) or a mapping split ->
-    path glob or list of exact paths (what a build declares: :mod:`medlama.datasets.records`). ``default_config`` is marked ``default``. ``statistics``: the Markdown that fills the
-    statistics block. ``licence_tags``: tags for what this build holds that carries its own terms
+    path glob or list of exact paths (what a build declares: :mod:`medlama.datasets.records`).
+    ``default_config`` is marked ``default``. ``statistics``: the Markdown that fills the statistics block. ``licence_tags``: tags for what this build holds that carries its own terms
     (``umls``, ``mimic``, a BioLAMA source), added to the template's tags after removing ``replace_tags``
     (the tags the build decides on, e.g. every possible source). ``replacements``: marker text -> text.
     ``rows``: the build's total rows, which sets ``size_categories`` (the template's value stays when None).
@@ -108,8 +108,7 @@ def render_card(kind: str, *, folder: str | Path, configs: Mapping[str, str | Ma
     layout = {name: {split: files} if isinstance(files, str) else dict(files) for name, files in configs.items()}
     card = DatasetCard.load(card_path(kind))
     MetadataConfigs({
-        name: {"data_files": [{"split": split_name, "path": path if isinstance(path, str) or len(path) != 1 else path[0]}
-                              for split_name, path in splits.items()],
+        name: {"data_files": [{"split": split_name, "path": _one_or_list(path)} for split_name, path in splits.items()],
                **({"default": True} if name == default_config else {})}
         for name, splits in layout.items()
     }).to_dataset_card_data(card.data)
@@ -125,6 +124,11 @@ def render_card(kind: str, *, folder: str | Path, configs: Mapping[str, str | Ma
     for marker, text in (replacements or {}).items():
         card.text = card.text.replace(marker, text)
     return str(card)
+
+
+def _one_or_list(paths: str | Sequence[str]) -> str | list[str]:
+    """A split's files as the card states them: one path as a string (as a glob was), several as a list."""
+    return paths if isinstance(paths, str) else paths[0] if len(paths) == 1 else list(paths)
 
 
 def gate(data, mode: str = "manual") -> None:

@@ -134,8 +134,9 @@ def _check_listing(folder: str, recorded: tuple[str, ...], listing: tuple) -> No
                                 f"{_REBUILD}", file=Path(folder) / stray[0])
     missing = [name for name in recorded if name not in present]
     if missing:
-        raise MedlamaInputError(f"{missing[0]!r} is missing: the build wrote it{f' ({len(missing) - 1} more missing)' if len(missing) > 1 else ''}, "
-                                f"and without it the configs that hold it would lose rows; {_REBUILD}",
+        more = f" ({len(missing) - 1} more missing)" if len(missing) > 1 else ""
+        raise MedlamaInputError(f"{missing[0]!r} is missing: the build wrote it{more}, and without it the configs "
+                                f"that hold it would lose rows; {_REBUILD}",
                                 file=Path(folder) / missing[0])
 
 

@@ -27,7 +27,7 @@ def test_the_loader_lists_what_differs_without_stopping(medlama_source, tmp_path
         assert found.checksums_unchecked == ("2021AA/may_treat_977_hard.csv",)
 
 
-def test_a_no_verify_build_of_a_modified_copy_is_recorded_as_unverified(medlama_source, tmp_path):
+def test_a_no_verify_build_of_a_modified_copy_is_recorded_as_unverified(medlama_source, tmp_path, capsys):
     from medlama.cli import main
 
     copy = tmp_path / "release"
@@ -42,6 +42,8 @@ def test_a_no_verify_build_of_a_modified_copy_is_recorded_as_unverified(medlama_
             csv.writer(handle).writerows(rows)
     out = tmp_path / "medlama"
     assert main(["build", "medlama", "--out", str(out), "--source", str(copy), "--no-verify"]) == 0
+    assert "input: NOT the pinned release (--no-verify): 19 file(s) differ from commit 8a314d11c3b8, 19 were not " \
+           "there to check" in capsys.readouterr().out
 
     report = json.loads((out / "build_info.json").read_text())["report"]
     full_files = sorted(f"2021AA/{rel}_1000.csv" for rel in release.RELATIONS)
