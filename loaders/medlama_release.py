@@ -9,7 +9,10 @@ Where the files come from, in order of precedence:
 
 A source is a folder holding ``prompts.csv`` and ``2021AA/`` (upstream's ``data/medlama``), a folder
 holding ``data/medlama/`` (a checkout of the repository), or a ``.tar.gz`` / ``.tgz`` / ``.zip``
-archive of either. Local files are verified against the same checksums unless ``verify_checksums=False``.
+archive of either. Local files are verified against the same checksums unless ``verify_checksums=False``;
+then they are still hashed, and the files that differ or are missing are listed
+(:attr:`MedlamaRelease.checksum_mismatches`, :attr:`MedlamaRelease.checksums_unchecked`) for the build report,
+so that a modified copy is never recorded as the pinned release.
 A data file the release does not have (``2021AA/may_cure_1000.csv``) is never read: it is reported (a
 warning, and :attr:`MedlamaRelease.unexpected_files` for the build report).
 
