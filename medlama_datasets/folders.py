@@ -7,7 +7,8 @@ id (``you/medlama``, ``you/medlama@v1`` for a branch, tag or commit), fetched on
 cache (``huggingface_hub.snapshot_download``; offline, the cached snapshot). It returns the local folder and
 what identifies the data (:attr:`DataFolder.info`, never a local path): ``kind`` (``folder`` or ``hub``),
 ``id`` (the Hub id, or the repository a dry run was made for, else the folder's name), ``revision`` (the
-Hub commit), ``release_commit`` (the release the build recorded) and ``sha256`` (of the folder's files).
+Hub commit), ``release_commit`` (the release the build recorded), ``release_verified`` (whether its files
+were the pinned ones; ``release_differs`` lists those that were not) and ``sha256`` (of the folder's files).
 
 :func:`load_config` reads one config's Parquet files by their absolute paths, after checking them against what
 the build recorded (:mod:`medlama.datasets.records`): the exact files the card names, no stray file beside
