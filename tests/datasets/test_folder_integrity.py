@@ -5,6 +5,7 @@ from ``hard``), a file whose rows changed, a truncated file. MedLAMA, BioLAMA an
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -24,7 +25,9 @@ def copy(medlama_dir, tmp_path) -> Path:
 
 
 def data_file(folder: Path, relative_dir: str, stem: str) -> Path:
-    [path] = (folder / relative_dir).glob(f"{stem}-*.parquet")  # named after its content
+    """The data file ``<stem>-<sha8>.parquet`` (named after its content) in ``relative_dir``."""
+    [path] = [path for path in (folder / relative_dir).iterdir()
+              if re.fullmatch(rf"{stem}(-[0-9a-f]{{8}})?\.parquet", path.name)]
     return path
 
 
