@@ -9,7 +9,7 @@ then measures:
    store documents, postings), in documents and characters per second;
 3. peak memory of the main process and of the largest worker: the ``VmHWM`` high-water mark of
    ``/proc/self/status`` recorded by the index build (``ru_maxrss`` only where ``/proc`` is missing;
-   see ``medlama.datasets.context_variance.index.peak_rss_mib``);
+   see ``medlama.datasets.context_variance.index_build.peak_rss_mib``);
 4. retrieval (subject & target intersection) and document fetches;
 
 and projects the build time for all of MIMIC-III (2,083,180 notes) at the measured rates.

@@ -1,4 +1,4 @@
-"""Probing throughput: queries per second of every method (issue 5), printed as a table.
+"""Probing throughput: queries per second of every method, printed as a table.
 
 Queries are real MedLAMA hard-set queries (human prompt, ``[X]`` filled with the head name), read straight
 from the release CSVs; the candidate set is every answer and head name of the relations used, as the

@@ -1,4 +1,4 @@
-"""Rewire throughput: training pairs per second of Contrastive-Probe rewiring (issue 4).
+"""Rewire throughput: training pairs per second of Contrastive-Probe rewiring.
 
 Runs the real pipeline (:func:`medlama.trainers.trainer.rewire`: cloze pairs, trainer, loss,
 checkpoints, final model) on the bundled all-MiniLM-L6-v2 for a few steps per setting, into a temporary

@@ -1,5 +1,5 @@
 """Context variance on real text: MedLAMA triples against the released PubMed sentences, UCM of the bundled
-encoder before and after Contrastive-Probe rewiring (issue 7). Not a test: it takes several minutes.
+encoder before and after Contrastive-Probe rewiring. Not a test: it takes several minutes.
 
 1. MedLAMA is built from ``../shared/data/medlama`` (or ``--medlama DIR``, a built folder);
 2. its triples (``--config full`` by default, all relations or ``--relations``) form the knowledge base, each

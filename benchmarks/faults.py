@@ -1,4 +1,4 @@
-"""The fault suite (issue 12): kill -9 at several points of ``build medlama``, ``build context-variance``,
+"""The fault suite: kill -9 at several points of ``build medlama``, ``build context-variance``,
 ``rewire`` and ``probe``, two writers on one ``--out``, and corrupt inputs; after each, the previous output
 must still load and a rerun must complete.
 

@@ -1,15 +1,18 @@
-"""The records of a MIMIC-III ``NOTEEVENTS.csv``, read strictly (used by :mod:`medlama.loaders.corpora`).
+"""The records of a MIMIC notes CSV, read strictly (used by :mod:`medlama.loaders.corpora`): MIMIC-III
+``NOTEEVENTS.csv`` (``ROW_ID, SUBJECT_ID, HADM_ID, CHARTDATE, ...``) and MIMIC-IV-Note ``discharge.csv`` /
+``radiology.csv`` (``note_id, subject_id, hadm_id, note_type, note_seq, charttime, ...``).
 
 A CSV that is slightly wrong still parses: an unterminated quote makes one note's TEXT swallow the next
 notes (raw rows such as ``3,102,202,2150-01-01,,,Discharge summary,...`` end up inside context text),
 and a stray quote or an extra field is taken as data. :class:`NoteRecords` finds these cases:
 
-* a line inside a quoted field that looks like the start of a NOTEEVENTS record (``ROW_ID,SUBJECT_ID,
-  HADM_ID,CHARTDATE`` in their formats; checked when the header starts with these columns, as the
-  MIMIC file's does): the field swallowed record boundaries;
+* a line inside a quoted field that looks like the start of a note record (the leading columns of either
+  version in their formats, :data:`LEADING`; checked when the header starts with four of them, as the
+  MIMIC files' headers do): the field swallowed record boundaries;
 * the end of the file inside a quoted field (a quote never closed);
 * a quote inside an unquoted field, or text after a closing quote (a stray quote);
-* a record with more or fewer fields than the header; an empty ROW_ID, or one that is not a whole number.
+* a record with more or fewer fields than the header; an empty note id, or one not in its version's
+  format (:data:`ID_COLUMNS`: a whole number for ROW_ID, ``<subject>-<type>-<seq>`` for note_id).
 
 Each is a :class:`BadRecord` naming where the record starts (physical line; notes span lines), its
 number (the header is none) and, where known, the line where reading stopped. With ``skip`` the bad
@@ -27,35 +30,66 @@ import re
 from collections.abc import Iterator
 from typing import TextIO
 
-#: The formats of the leading NOTEEVENTS columns, as a record's first line shows them (values may be
-#: quoted). HADM_ID may be empty or written as a float (``167853.0``) by some exports.
-_LEADING = {
-    "ROW_ID": r"\d+",
-    "SUBJECT_ID": r"\d+",
-    "HADM_ID": r"(?:\d+(?:\.0)?)?",
-    "CHARTDATE": r"\d{4}-\d{2}-\d{2}(?: 00:00:00)?",
-    "CHARTTIME": r"(?:\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})?",
-    "STORETIME": r"(?:\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})?",
+#: The formats of the leading columns of each MIMIC version's notes, as a record's first line shows them
+#: (values may be quoted; names upper-cased). HADM_ID may be empty or written as a float (``167853.0``) by
+#: some exports; MIMIC-IV radiology notes may have no hadm_id or storetime.
+_TIME = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}"
+LEADING = {
+    "MIMIC-III": {
+        "ROW_ID": r"\d+",
+        "SUBJECT_ID": r"\d+",
+        "HADM_ID": r"(?:\d+(?:\.0)?)?",
+        "CHARTDATE": r"\d{4}-\d{2}-\d{2}(?: 00:00:00)?",
+        "CHARTTIME": rf"(?:{_TIME})?",
+        "STORETIME": rf"(?:{_TIME})?",
+    },
+    "MIMIC-IV": {
+        "NOTE_ID": r"\d+-[A-Z]{2}-\d+",
+        "SUBJECT_ID": r"\d+",
+        "HADM_ID": r"(?:\d+(?:\.0)?)?",
+        "NOTE_TYPE": r"[A-Z]{2}",
+        "NOTE_SEQ": r"\d+",
+        "CHARTTIME": rf"(?:{_TIME})?",
+        "STORETIME": rf"(?:{_TIME})?",
+    },
+}
+#: The note id column of each version, the form of its values, and that form in words (for errors).
+ID_COLUMNS = {
+    "ROW_ID": (re.compile(r"[0-9]+"), "a whole number (MIMIC-III's ROW_ID is)"),
+    "NOTE_ID": (re.compile(r"[0-9]+-[A-Z]{2}-[0-9]+"),
+                "in MIMIC-IV's form <subject_id>-<note type>-<sequence>, e.g. 10000032-DS-21"),
 }
 #: One record as RFC 4180 has it: quoted fields with doubled quotes inside, unquoted fields without any.
 _FIELD = r'(?:"[^"]*(?:""[^"]*)*"|[^",\r\n]*)'
 _RECORD = re.compile(rf"{_FIELD}(?:,{_FIELD})*")
-_WHOLE = re.compile(r"[0-9]+")
+
+
+def column_names(header: list[str]) -> list[str]:
+    """A header's names as the readers compare them: stripped, without a byte-order mark, upper-cased."""
+    return [name.strip().strip("\ufeff").upper() for name in header]
+
+
+def id_column(header: list[str]) -> str | None:
+    """The note id column of a notes header (``ROW_ID`` or ``NOTE_ID``), or None."""
+    names = column_names(header)
+    return next((name for name in ID_COLUMNS if name in names), None)
 
 
 def record_start(header: list[str]) -> re.Pattern[str] | None:
     """A pattern matching a newline and a line that starts a record of a file with ``header``, or None when the header
-    does not start with ROW_ID, SUBJECT_ID, HADM_ID, CHARTDATE (the check would be too weak)."""
-    names = [name.strip().strip("\ufeff").upper() for name in header]
-    shapes = []
-    for name in names:
-        if name not in _LEADING:
-            break
-        shapes.append(f'"?{_LEADING[name]}"?')
-    if names[:4] != list(_LEADING)[:4]:
-        return None
-    # "\n" first, not "^" with MULTILINE: a literal start lets the search skip from line to line.
-    return re.compile("\n" + ",".join(shapes) + ",")
+    does not start with four leading columns of a MIMIC version (the check would be too weak)."""
+    names = column_names(header)
+    for leading in LEADING.values():
+        if names[:4] != list(leading)[:4]:
+            continue
+        shapes = []
+        for name in names:
+            if name not in leading:
+                break
+            shapes.append(f'"?{leading[name]}"?')
+        # "\n" first, not "^" with MULTILINE: a literal start lets the search skip from line to line.
+        return re.compile("\n" + ",".join(shapes) + ",")
+    return None
 
 
 class BadRecord(Exception):
@@ -114,7 +148,7 @@ class _Lines:
 
 
 class NoteRecords:
-    """Iterate over the records (lists of fields) of an open NOTEEVENTS file, header first read here.
+    """Iterate over the records (lists of fields) of an open MIMIC notes file, header first read here.
 
     Yields ``(fields, line, number)``. Raises :class:`BadRecord` at the first bad record, or, with
     ``skip``, leaves it out and appends it to :attr:`skipped`. :attr:`start` and :attr:`number` say
@@ -135,8 +169,8 @@ class NoteRecords:
         lines = _Lines(self._handle, starts)
         lines.line = header_reader.line_num
         reader = csv.reader(lines, strict=True)
-        row_id = next((i for i, name in enumerate(self.header) if name.strip().strip("\ufeff").upper() == "ROW_ID"),
-                      None)
+        id_name = id_column(self.header)
+        row_id = column_names(self.header).index(id_name) if id_name is not None else None
         while True:
             self.start = lines.line + 1
             try:
@@ -156,7 +190,7 @@ class NoteRecords:
             if not row:
                 continue  # a blank line is no record
             self.number += 1
-            problem = self._check(row, raw, starts, row_id)
+            problem = self._check(row, raw, starts, row_id, id_name)
             if problem is None:
                 yield row, self.start, self.number
             else:
@@ -185,20 +219,21 @@ class NoteRecords:
             f"after it{then}", self.start, self.number, resume=self.start + at)
 
     def _check(self, row: list[str], raw: list[str], starts: re.Pattern[str] | None,
-               row_id: int | None) -> BadRecord | None:
+               row_id: int | None, id_name: str | None) -> BadRecord | None:
         swallowed = self._swallowed(raw, starts)
         if swallowed is not None:
             return swallowed
         width = len(self.header)
         if len(row) != width:
             return BadRecord(f"{len(row)} fields where the header has {width}", self.start, self.number)
-        if row_id is not None:
+        if row_id is not None and id_name is not None:
             value = row[row_id].strip()
             if not value:
-                return BadRecord("empty ROW_ID", self.start, self.number, field="ROW_ID")
-            if not _WHOLE.fullmatch(value):
-                return BadRecord(f"ROW_ID {value[:40]!r} is not a whole number (MIMIC's ROW_ID is); is a field "
-                                 "before it broken?", self.start, self.number, field="ROW_ID")
+                return BadRecord(f"empty {id_name}", self.start, self.number, field=id_name)
+            form, described = ID_COLUMNS[id_name]
+            if not form.fullmatch(value):
+                return BadRecord(f"{id_name} {value[:40]!r} is not {described}; is a field before it broken?",
+                                 self.start, self.number, field=id_name)
         if not _RECORD.fullmatch("".join(raw).rstrip("\r\n")):
             return BadRecord("a stray quote: a quote inside an unquoted field (a field holding quotes must be "
                              'quoted, with each quote inside doubled: "say ""hi""")', self.start, self.number)

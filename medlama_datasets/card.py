@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from medlama.dataset_cards import card_path
-from medlama.datasets.licences import GATED_FIELDS, GATED_PROMPT, MIMIC_TAG, UMLS_TAG
+from medlama.datasets.licences import GATED_FIELDS, GATED_PROMPT, MIMIC_TAG, UMLS_TAG, licence_lines
 
 STATS_BLOCK = re.compile(r"(<!-- statistics:start -->\n).*?(\n<!-- statistics:end -->)", re.DOTALL)
 #: The repository in a template's load instructions, until ``push-dataset`` names the real one.
@@ -174,7 +174,7 @@ def medlama_verification(report) -> str:
 
 UMLS_SENTENCE = ("\n\nThe triples are derived from the UMLS Metathesaurus (tag `{tag}`): share this build only with "
                  "UMLS licensees; `medlama push-dataset` pushes it gated.")
-MIMIC_SENTENCE = ("\n\n**MIMIC-III notes.** The rows of {names} quote MIMIC-III clinical notes (tag `{tag}`), which "
+MIMIC_SENTENCE = ("\n\n**MIMIC notes.** The rows of {names} quote MIMIC clinical notes (tag `{tag}`), which "
                   "the PhysioNet data use agreement forbids redistributing: share this build only with credentialed "
                   "PhysioNet users; `medlama push-dataset` refuses to push it unless `--private`.")
 
@@ -199,7 +199,9 @@ def render_context_variance_card(build, folder: str | Path) -> str:
     return render_card("context_variance", folder=folder, configs=build.configs, default_config=build.default_config,
                        statistics=_context_variance_statistics(build), licence_tags=tags, split=SPLIT,
                        rows=sum(sum(x.sequences.values()) for x in build.sources),
-                       replacements={"<!-- build-summary -->": summary})
+                       replacements={"<!-- build-summary -->": summary,
+                                     "<!-- source-licences -->": licence_lines(
+                                         (x.source, x.source_licence) for x in build.sources)})
 
 
 def _context_variance_statistics(build) -> str:

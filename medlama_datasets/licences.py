@@ -1,13 +1,34 @@
-"""Licence tags of a dataset card: the one definition that builders write and ``medlama push-dataset`` reads.
+"""Licences of a built dataset: the one definition that builders write and ``medlama push-dataset`` reads.
+
+Card tags:
 
 * :data:`UMLS_TAG`: the rows derive from the UMLS Metathesaurus (MedLAMA, BioLAMA's ``umls`` source), so a
   push is gated to UMLS licensees;
-* :data:`MIMIC_TAG`: the rows quote MIMIC-III notes, which the PhysioNet data use agreement forbids
-  redistributing, so a push must be ``--private``.
+* :data:`MIMIC_TAG`: the rows quote MIMIC notes (MIMIC-III or MIMIC-IV), which the PhysioNet data use
+  agreement forbids redistributing, so a push must be ``--private``.
 
 UMLS-derived data is gated on the Hub with :data:`GATED_PROMPT` and :data:`GATED_FIELDS` (the access-request
 form), in the built folder's own card and in the card ``medlama push-dataset`` uploads.
+
+Corpus sources (context-variance sets) each carry a :class:`SourceLicence`, recorded in ``build_info.json``
+and the card, so that ``push-dataset`` decides from the folder whatever reader brought the text in:
+
+* ``reader``: a MIMIC reader (format ``mimic``) read the source: :data:`PHYSIONET`;
+* ``columns``: the files carry MIMIC's column signature (:func:`medlama.loaders.corpora.mimic_signature`:
+  MIMIC notes converted to JSON Lines, or a MIMIC CSV read as text): :data:`PHYSIONET` too, and no
+  declaration can change it;
+* ``declared``: the licence the builder declared (an SPDX id or text, ``--corpus-licence NAME=LICENCE``);
+* ``undeclared``: nothing known: :data:`UNKNOWN`.
+
+Deny by default (:func:`allows_redistribution`): a set is pushed publicly only if every source's licence
+allows it; PhysioNet-restricted and unknown sources mean ``--private``. A declared licence is the builder's
+statement, taken as allowing redistribution unless it names a restricted licence (:data:`RESTRICTED`).
 """
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 UMLS_TAG = "umls"
 MIMIC_TAG = "mimic"
@@ -21,4 +42,64 @@ GATED_FIELDS = {
     "UTS username (UMLS Terminology Services)": "text",
 }
 
-__all__ = ["GATED_FIELDS", "GATED_PROMPT", "MIMIC_TAG", "UMLS_TAG"]
+#: The licence of MIMIC-III and MIMIC-IV(-Note) on PhysioNet: no redistribution.
+PHYSIONET = "PhysioNet-Credentialed-Health-Data-1.5.0"
+#: A source whose licence nobody declared.
+UNKNOWN = "unknown"
+#: How a source's licence is known (see the module docstring).
+BASES = ("reader", "columns", "declared", "undeclared")
+#: Licences (lower case) that never allow a public push, declared or not.
+RESTRICTED = frozenset({PHYSIONET.lower(), "physionet-credentialed-health-data", "physionet", UNKNOWN, "none",
+                        "proprietary", "all-rights-reserved", "noassertion"})
+
+
+@dataclass(frozen=True)
+class SourceLicence:
+    """A source's licence, how it is known (:data:`BASES`) and, for a detected one, what showed it."""
+
+    licence: str
+    basis: str
+    evidence: str = ""
+
+    @property
+    def redistributable(self) -> bool:
+        return allows_redistribution(self.licence)
+
+    def describe(self) -> str:
+        """The licence as the card says it: ``CC-BY-4.0 (declared by the builder)``."""
+        how = {"reader": "read as MIMIC notes", "columns": f"MIMIC columns found: {self.evidence}",
+               "declared": "declared by the builder", "undeclared": "not declared"}[self.basis]
+        return f"{self.licence} ({how})"
+
+
+def allows_redistribution(licence: str | None) -> bool:
+    """Whether a source under ``licence`` may be pushed publicly (deny by default: None and unknown may not)."""
+    return bool(licence and licence.strip()) and licence.strip().lower() not in RESTRICTED
+
+
+def is_physionet(licence: str | None) -> bool:
+    return bool(licence) and licence.strip().lower().startswith("physionet")
+
+
+def recorded_licence(source: Mapping) -> SourceLicence:
+    """The licence a ``build_info.json`` source records; a source recorded before licences were (none given)
+    is :data:`PHYSIONET` when read as ``mimic``, else :data:`UNKNOWN`."""
+    licence, basis = source.get("licence"), source.get("licence_basis")
+    if isinstance(licence, str) and licence.strip() and basis in BASES:
+        return SourceLicence(licence, basis, str(source.get("licence_evidence") or ""))
+    if source.get("format") == "mimic":
+        return SourceLicence(PHYSIONET, "reader")
+    return SourceLicence(UNKNOWN, "undeclared")
+
+
+def licence_lines(sources: Iterable[tuple[str, SourceLicence]]) -> str:
+    """The card's list of source licences (Markdown)."""
+    lines = []
+    for name, licence in sources:
+        note = "" if licence.redistributable else "; `medlama push-dataset` pushes it only `--private`"
+        lines.append(f"- `{name}`: {licence.describe()}{note}")
+    return "\n".join(lines)
+
+
+__all__ = ["BASES", "GATED_FIELDS", "GATED_PROMPT", "MIMIC_TAG", "PHYSIONET", "RESTRICTED", "UMLS_TAG", "UNKNOWN",
+           "SourceLicence", "allows_redistribution", "is_physionet", "licence_lines", "recorded_licence"]

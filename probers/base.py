@@ -158,12 +158,11 @@ class ProbeResult:
         """Everything as plain JSON: scores, ``intervals``, and (``queries``) each query's top 10. A model
         given as a local path is named by its folder's name in ``settings["model"]`` (a path means nothing on
         another machine; :meth:`provenance` identifies the model by its content hash)."""
-        from medlama.provenance import public_word
+        from medlama.public_paths import with_public_model
 
         data = asdict(self)
         data.pop("model")
-        if isinstance(data["settings"].get("model"), str):
-            data["settings"]["model"] = public_word(data["settings"]["model"])
+        data["settings"] = with_public_model(data["settings"])
         data["intervals"] = self.intervals
         ids, relations, gold, predictions = (data.pop(key) for key in ("ids", "relations", "gold", "predictions"))
         if queries:
@@ -174,13 +173,11 @@ class ProbeResult:
     def provenance(self, *, argv: Sequence[str] | None = None) -> dict:
         """The :func:`medlama.provenance.provenance` block: versions, data, model identity (never a local
         path), the full settings, command line, date and device."""
-        from medlama.provenance import provenance, public_word
+        from medlama.provenance import provenance
+        from medlama.public_paths import with_public_model
 
-        settings = dict(self.settings)
-        model = self.model or settings.get("model")
-        if isinstance(settings.get("model"), str):
-            settings["model"] = public_word(settings["model"])
-        return provenance(settings=settings, data=self.data or {"query_set": self.query_set},
+        model = self.model or self.settings.get("model")
+        return provenance(settings=with_public_model(self.settings), data=self.data or {"query_set": self.query_set},
                           model=None if _is_bundled(model) else model, device=self.device, argv=argv)
 
     def results_json(self, *, argv: Sequence[str] | None = None) -> dict:

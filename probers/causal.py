@@ -22,6 +22,8 @@
 
 Ties keep candidate order. The methods are registered by name in ``medlama.probers.registry.METHODS``
 (``make_prober("causal-likelihood", model, settings)``, ``medlama probe --method causal-likelihood``).
+The model work the three share (loading, cutting a query at its slot, scoring continuations with the
+prefix's KV cache) is :mod:`medlama.probers.causal_scoring`'s ``CausalLM``.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import numpy as np
 
 from medlama.errors import MedlamaInputError
 from medlama.probers.base import Prober, _acc_at_k_module
-from medlama.probers.causal_lm import CausalLM, CausalModelSettings, CausalQuery
+from medlama.probers.causal_scoring import CausalLM, CausalModelSettings, CausalQuery
 from medlama.probers.generative import aligned_answer
 from medlama.probers.mlm import candidate_lookup, rank_unique
 from medlama.probers.queries import QuerySet

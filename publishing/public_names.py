@@ -10,6 +10,9 @@ tree gets, instead of each one:
   beside it, which identifies the file);
 * a command line: the same command with each path reduced to its last part.
 
+What counts as a local path and what a path's public part is are :mod:`medlama.public_paths`' rules, the
+ones every results file follows too.
+
 :func:`public_rewire_record` does this for a ``rewire_config.json`` record and returns the replacements the
 other files of the model (its ``README.md``) need; :func:`public_build_info` for a dataset's
 ``build_info.json``.
@@ -19,54 +22,15 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import shlex
 from collections.abc import Mapping
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any
 
-#: An absolute local path inside free text (POSIX, ``~/``, or ``C:\\``): a whole parenthesised one (spaces
-#: and all: earlier builds wrote ``MedLAMA `full` (/path/to/medlama)``), else up to a space, bracket or
-#: quote; never the path part of a URL (preceded by ``:``, ``/`` or a word character).
-LOCAL_PATH = re.compile(r"(?<=\()(?:~|[A-Za-z]:)?[\\/][^()]*(?=\))"
-                        r"|(?<![\w:/.~(-])(?:~|[A-Za-z]:)?[\\/][^\s()\[\]`'\",;]*")
-#: A Hub repository id: ``name`` or ``owner/name``.
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(?:/[\w.-]+)?$")
-#: A snapshot in the Hugging Face cache: ``.../models--<owner>--<name>/snapshots/<revision>/...``.
-_HF_CACHE_SNAPSHOT = re.compile(r"(?:^|[\\/])models--(.+?)[\\/]snapshots[\\/]")
+from medlama.public_paths import LOCAL_PATH, is_absolute, is_local_path, public_model_name, public_path
+
 #: The flags of ``medlama rewire`` whose values are paths (``--model`` gets the base model's public name).
 _PATH_FLAGS = ("--corpus", "--out", "--resume-from")
-
-
-def public_path(value: str) -> str:
-    """A local path's last part (``/tmp/x/medlama`` -> ``medlama``); URLs and ``download`` stay as they are."""
-    if re.match(r"^[a-z]+://", value) or value == "download":
-        return value
-    return re.split(r"[\\/]", value.rstrip("\\/"))[-1] or value
-
-
-def is_local_path(value: str) -> bool:
-    """Whether ``value`` names a local file or folder rather than a Hub id (absolute, ``~``, ``./``, a
-    backslash, more than one ``/``, or an existing path)."""
-    if not value:
-        return False
-    if PurePosixPath(value).is_absolute() or PureWindowsPath(value).is_absolute() or "\\" in value:
-        return True
-    if value.startswith(("~", "./", "../")) or value in (".", "..") or not _HUB_ID.match(value):
-        return True
-    return Path(value).expanduser().exists()
-
-
-def public_model_name(name: str, path: str | None = None) -> str:
-    """The name a model is known by in public: ``name`` when it is a Hub id (the bundled encoder's record
-    names it so), else the Hub id of a Hugging Face cache snapshot, else the folder's name."""
-    if name and not is_local_path(name):
-        return name
-    for candidate in (path, name):
-        match = _HF_CACHE_SNAPSHOT.search(str(candidate or ""))
-        if match:
-            return match.group(1).replace("--", "/", 1)
-    return public_path(str(name or path or "model"))
 
 
 def public_command(command: str, model: str | None = None) -> str:
@@ -134,11 +98,6 @@ def public_rewire_record(record: Mapping[str, Any], folder: str | Path | None = 
         for local in (str(folder), str(Path(folder).resolve())):
             replace(local, Path(folder).resolve().name)
     return public, replacements
-
-
-def is_absolute(value: str) -> bool:
-    """An absolute local path: POSIX, Windows or ``~``-relative."""
-    return PurePosixPath(value).is_absolute() or PureWindowsPath(value).is_absolute() or value.startswith("~")
 
 
 def _words(command: str) -> list[str]:

@@ -103,21 +103,11 @@ def one_thread():
 def make_tiny_bert(tmp_path_factory):
     """``make_tiny_bert(name, *, mlm=False, layers=2, seed=0)``: a random BERT (hidden 32, 2 heads, 128
     positions) with the bundled model's 30k-token vocabulary, with or without an MLM head, saved in a new
-    folder like a user's checkpoint and returned as that folder."""
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
-
-    from medlama.defaults import default_model_path
+    folder like a user's checkpoint and returned as that folder (``tests/helpers/tiny_bert.py``)."""
+    from tiny_bert import save_tiny_bert  # tests/helpers (pytest pythonpath)
 
     def make(name: str, *, mlm: bool = False, layers: int = 2, seed: int = 0) -> Path:
-        folder = tmp_path_factory.mktemp(name)
-        tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
-        config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=layers,
-                            num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
-        torch.manual_seed(seed)
-        (BertForMaskedLM if mlm else BertModel)(config).save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-        return folder
+        return save_tiny_bert(tmp_path_factory.mktemp(name), mlm=mlm, layers=layers, seed=seed)
 
     return make
 

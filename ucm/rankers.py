@@ -26,21 +26,21 @@ The methods carry the names ``medlama probe --method`` gives the same techniques
   as the continuation of the text before it, as ``medlama probe --method causal-likelihood`` ranks
   candidates. Inputs over the model's positions lose the start of their prefix.
 
-Each method's settings are a dataclass (:class:`MaskAverageRankerSettings`,
-:class:`RetrievalRankerSettings`, and the causal prober's own
-:class:`~medlama.probers.causal.LikelihoodSettings`; :class:`RankerSettings` holds all three, for
-``auto``), and :func:`make_ranker` builds a ranker from a method name and its settings. ``auto`` picks
-causal-likelihood for a decoder-only causal LM (by its config), else mask-average when the model has an
-MLM head, else retrieval.
+Each method's settings are a dataclass: the probers' own for mask-average
+(:class:`~medlama.probers.mask_average.MaskAverageSettings`) and causal-likelihood
+(:class:`~medlama.probers.causal.LikelihoodSettings`), and :class:`RetrievalRankerSettings` for retrieval
+(a context input is cut to the model's limit from its start, where the prober cuts a query to 50 tokens);
+:class:`RankerSettings` holds all three, for ``auto``. The method names and their earlier names are the
+probers' (:mod:`medlama.probers.registry`), and :func:`make_ranker` builds a ranker from a method name and
+its settings. ``auto`` picks causal-likelihood for a decoder-only causal LM (by its config), else
+mask-average when the model has an MLM head, else retrieval.
 
 Work shared across the inputs of a sequence (and across sequences): identical inputs are scored once
 per call (``input0``, the prompt alone, is shared by every sequence of a triple); the retrieval ranker
 encodes each pool name once and keeps its vector for later calls; the mask-average ranker tokenises the
 pool once per call and runs one forward pass per (input, name length) for all names of that length.
 
-One module, slightly over the usual length: the interface, the two encoder-side rankers, their settings
-and ``make_ranker``'s ``auto`` rule are read together; the causal ranker, with its own model code, lives in
-:mod:`medlama.ucm.causal_ranker`.
+The causal ranker, with its own model code, lives in :mod:`medlama.ucm.causal_ranker`.
 """
 
 from __future__ import annotations
@@ -57,32 +57,28 @@ from medlama.defaults import MASK_PLACEHOLDER
 from medlama.errors import MedlamaInputError
 from medlama.probers.causal import LikelihoodSettings
 from medlama.probers.encoding import POOLINGS
+from medlama.probers.mask_average import MaskAverageSettings
+from medlama.probers.registry import method_name
 from medlama.probers.scoring import DISTANCES, Distance, check_distance, score_matrix
 from medlama.settings import check, setting, settings_from
 
-#: The ranking methods, as ``medlama ucm --method`` and ``medlama probe --method`` spell them.
+#: The ranking methods: the probing methods of :data:`medlama.probers.registry.METHODS` that rank a whole
+#: pool at one slot, as ``medlama ucm --method`` and ``medlama probe --method`` spell them.
 METHODS = ("mask-average", "retrieval", "causal-likelihood")
-#: Earlier method names, still accepted: old name -> current name.
-RENAMED = {"mlm": "mask-average"}
+
+#: The mask-average ranker's settings are the mask-average prober's (the name earlier releases exported).
+MaskAverageRankerSettings = MaskAverageSettings
 
 
 # ------------------------------------------------------------------------------------------ settings
 @dataclass(frozen=True)
-class MaskAverageRankerSettings:
-    """Settings of the mask-average ranker."""
-
-    max_tokens: int | None = setting(None, help="mask-average: most masks per name, longer names are scored on "
-                                                "their first N tokens; none: the longest name's token count",
-                                     min=1, metavar="N")
-    batch_size: int = setting(32, help="mask-average: inputs per forward pass", min=1)
-
-    def __post_init__(self) -> None:
-        check(self)
-
-
-@dataclass(frozen=True)
 class RetrievalRankerSettings:
-    """Settings of the retrieval ranker (the reference's: [CLS] of the last layer, L2, names cut at 25 tokens)."""
+    """Settings of the retrieval ranker (the reference's: [CLS] of the last layer, L2, names cut at 25 tokens).
+
+    Not the retrieval prober's :class:`~medlama.probers.retrieval.RetrievalSettings`: an input is a whole
+    context sequence, kept to the model's limit by default (``query_max_length`` none) and cut from its
+    start, and there is one layer.
+    """
 
     layer: int = setting(-1, help="retrieval: hidden layer (0 the embeddings, -1 the last)")
     pooling: Literal["cls", "mean"] = setting("cls", choices=POOLINGS,
@@ -104,8 +100,8 @@ class RetrievalRankerSettings:
 class RankerSettings:
     """The settings of every method: ``auto`` picks the method per model, and each takes its own part."""
 
-    mask_average: MaskAverageRankerSettings = setting(default_factory=MaskAverageRankerSettings, cli=False,
-                                                      help="settings of the mask-average ranker")
+    mask_average: MaskAverageSettings = setting(default_factory=MaskAverageSettings, cli=False,
+                                                help="settings of the mask-average ranker")
     retrieval: RetrievalRankerSettings = setting(default_factory=RetrievalRankerSettings, cli=False,
                                                  help="settings of the retrieval ranker")
     causal_likelihood: LikelihoodSettings = setting(default_factory=LikelihoodSettings, cli=False,
@@ -114,27 +110,25 @@ class RankerSettings:
     def __post_init__(self) -> None:
         check(self)
 
-    def of(self, method: str) -> MaskAverageRankerSettings | RetrievalRankerSettings | LikelihoodSettings:
+    def of(self, method: str) -> MaskAverageSettings | RetrievalRankerSettings | LikelihoodSettings:
         """The settings of ``method`` (``mask-average``, ``retrieval`` or ``causal-likelihood``)."""
         return getattr(self, canonical_method(method).replace("-", "_"))
 
 
 #: Method -> its settings class.
-SETTINGS = {"mask-average": MaskAverageRankerSettings, "retrieval": RetrievalRankerSettings,
+SETTINGS = {"mask-average": MaskAverageSettings, "retrieval": RetrievalRankerSettings,
             "causal-likelihood": LikelihoodSettings}
-AnySettings = MaskAverageRankerSettings | RetrievalRankerSettings | LikelihoodSettings | RankerSettings
+AnySettings = MaskAverageSettings | RetrievalRankerSettings | LikelihoodSettings | RankerSettings
 
 
 def canonical_method(method: str) -> str:
-    """The current name of ``method`` (``mlm`` -> ``mask-average``); unknown names are an error."""
-    name = RENAMED.get(method, method)
-    if name not in (*METHODS, "auto"):
-        raise MedlamaInputError(f"unknown ranker {method!r}; choose from {['auto', *METHODS]}")
-    return name
+    """The current name of ``method`` (an old name such as ``mlm`` gives its replacement, as the probers'
+    :data:`~medlama.probers.registry.OLD_NAMES` say); a name that is not a ranker is an error."""
+    return method_name(method, ("auto", *METHODS), what="ranker")
 
 
 def ranker_settings(method: str, values: Mapping[str, Any] | None = None, **more: Any
-                    ) -> MaskAverageRankerSettings | RetrievalRankerSettings | LikelihoodSettings:
+                    ) -> MaskAverageSettings | RetrievalRankerSettings | LikelihoodSettings:
     """The settings of ``method`` with ``values`` replacing defaults; an unknown or misspelt name is an error."""
     name = canonical_method(method)
     if name == "auto":
@@ -215,14 +209,12 @@ class MaskAverageRanker(ContextRanker):
 
     method = "mask-average"
 
-    def __init__(self, model_path: str | Path, settings: MaskAverageRankerSettings | None = None, *,
+    def __init__(self, model_path: str | Path, settings: MaskAverageSettings | None = None, *,
                  device: str | None = None) -> None:
-        from medlama.probers.mask_average import MaskAverageProber, MaskAverageSettings
+        from medlama.probers.mask_average import MaskAverageProber
 
-        self.settings_ = settings if settings is not None else MaskAverageRankerSettings()
-        self.prober = MaskAverageProber(model_path, MaskAverageSettings(max_tokens=self.settings_.max_tokens,
-                                                                        batch_size=self.settings_.batch_size),
-                                        device=device)
+        self.settings_ = settings if settings is not None else MaskAverageSettings()
+        self.prober = MaskAverageProber(model_path, self.settings_, device=device)
         self.model_path = str(model_path)
 
     def _scores(self, inputs: list[str], pool: list[str]) -> np.ndarray:
@@ -344,14 +336,14 @@ def make_ranker(method: str, model_path: str | Path, settings: AnySettings | Non
 
     ``auto``: causal-likelihood when the model's config is a decoder-only causal LM, else mask-average
     when the model has an MLM head, else retrieval. ``settings``: the method's settings dataclass, or
-    :class:`RankerSettings` (each method takes its part); ``None``: the defaults. The old name ``mlm``
-    means ``mask-average``.
+    :class:`RankerSettings` (each method takes its part); ``None``: the defaults. Old names
+    (:data:`medlama.probers.registry.OLD_NAMES`, such as ``mlm`` for ``mask-average``) are accepted.
     """
     name = canonical_method(method)
     if name != "auto":
         return ranker_class(name)(model_path, _settings_for(name, settings), device=device)
     if not isinstance(settings, RankerSettings):  # one method's settings: the other methods take their defaults
-        part = next(({key: settings} for key, cls in (("mask_average", MaskAverageRankerSettings),
+        part = next(({key: settings} for key, cls in (("mask_average", MaskAverageSettings),
                                                       ("retrieval", RetrievalRankerSettings),
                                                       ("causal_likelihood", LikelihoodSettings))
                      if isinstance(settings, cls)), {})
@@ -359,7 +351,7 @@ def make_ranker(method: str, model_path: str | Path, settings: AnySettings | Non
             raise MedlamaInputError(f"ranker settings must be RankerSettings or a method's settings, "
                                     f"got {type(settings).__name__}")
         settings = RankerSettings(**part)
-    from medlama.probers.causal_lm import is_causal_lm
+    from medlama.probers.causal_scoring import is_causal_lm
 
     if is_causal_lm(model_path):
         return ranker_class("causal-likelihood")(model_path, settings.causal_likelihood, device=device)

@@ -152,13 +152,12 @@ def write_outputs(results: Sequence[ModelResult], sets: ContextSets, out: str | 
 def _provenance(results: Sequence[ModelResult], sets: ContextSets) -> dict:
     """The provenance block (:mod:`medlama.provenance`): versions, the sets (their build's origin and settings,
     a hash of the folder), each model's identity, every model's settings, command, date and device."""
-    from medlama.provenance import folder_hash, provenance, public_word
-
     from medlama.probers.base import _is_bundled
+    from medlama.provenance import folder_hash, provenance
+    from medlama.public_paths import with_public_model
 
     models = [None if _is_bundled(m := r.settings.get("model")) else m for r in results]
-    settings = {r.label: {**r.settings, **({"model": public_word(str(r.settings["model"]))}
-                                          if r.settings.get("model") else {})} for r in results}
+    settings = {r.label: with_public_model(r.settings) for r in results}
     data = {"dataset": "context-variance", "origin": sets.info.get("origin"), "selection": sets.selection,
             "folder_sha256": folder_hash(sets.directory)}
     return provenance(settings=settings, data=data, models=models)

@@ -6,9 +6,10 @@ The construction core:
 * :mod:`.knowledge`     triples, their correct objects (O_cor) and typed entity pools (O_pool);
 * :mod:`.kb_adapters`   knowledge bases from built MedLAMA and BioLAMA folders;
 * :mod:`.matching`      case-insensitive longest-match entity mentions with spaCy's PhraseMatcher;
-* :mod:`.index`         an entity -> documents index built once per corpus and reused;
-* :mod:`.segmentation`  segments around the centre object and every context type with its
-  incremental inputs (figures 1 and 2 of the paper).
+* :mod:`.index`         an entity -> documents index built once per corpus and reused (its writer:
+  :mod:`.index_build`);
+* :mod:`.segmentation`  segments around the centre object (figure 1 of the paper);
+* :mod:`.contexts`      every context type built from the segments, with its incremental inputs (figure 2).
 
 The dataset:
 
@@ -26,16 +27,9 @@ worker processes of a build (which import this package) stay small.
 from medlama.datasets.context_variance.knowledge import Entity, EntityPool, KnowledgeBase, Triple, fill_template
 from medlama.datasets.context_variance.matching import EntityMatcher, Mention
 from medlama.datasets.context_variance.index import CorpusIndex, IndexedDocument
-from medlama.datasets.context_variance.segmentation import (
-    CONTEXT_TYPES,
-    ContextInput,
-    ContextSequence,
-    Segment,
-    Segmentation,
-    build_contexts,
-    resolve_pool_mentions,
-    segment_document,
-)
+from medlama.datasets.context_variance.segmentation import (Segment, Segmentation, resolve_pool_mentions,
+                                                             segment_document)
+from medlama.datasets.context_variance.contexts import CONTEXT_TYPES, ContextInput, ContextSequence, build_contexts
 from medlama.datasets.context_variance.settings import BuildSettings, CorpusSpec, KnowledgeSpec
 
 _LAZY = {

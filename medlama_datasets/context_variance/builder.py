@@ -1,9 +1,10 @@
 """Context-variance probing sets as a ``datasets`` builder class (``ContextVarianceBuilder``).
 
-For every corpus (a *source*: ``ehr`` for MIMIC-III notes, ``pmc`` for PMC articles, or a name of the
+For every corpus (a *source*: ``ehr`` for MIMIC notes, ``pmc`` for PMC articles, or a name of the
 user's choosing for JSON Lines / plain text), the builder
 
-1. reads the corpus with :mod:`medlama.loaders.corpora` (streaming) and opens, or builds once, its
+1. settles its licence (:meth:`~.settings.CorpusSpec.source_licence`), reads the corpus with
+   :mod:`medlama.loaders.corpora` (streaming) and opens, or builds once, its
    entity index (:class:`~.index.CorpusIndex`, cached by corpus fingerprint and entity set, built with
    ``num_proc`` matching workers, bounded memory);
 2. makes the rows of every triple (:mod:`.pipeline`): at most ``max_docs`` documents mentioning both its
@@ -177,6 +178,7 @@ class ContextVarianceBuilder(datasets.GeneratorBasedBuilder):
                 continue
             if spec.name not in self._indexes:
                 fingerprint = spec.fingerprint()  # also checks that the files exist
+                licence = spec.source_licence()  # before the index: a bad declaration stops the build at once
                 entities_key = entities_fingerprint(kb.entities.values())
                 key = hashlib.sha256(f"{fingerprint}\n{entities_key}".encode()).hexdigest()[:16]
                 directory = root / f"{spec.name}-{key}"
@@ -190,7 +192,8 @@ class ContextVarianceBuilder(datasets.GeneratorBasedBuilder):
                 self._indexes[spec.name] = (str(index.directory), SourceStats(
                     spec.name, spec.format, list(spec.paths), documents=index.num_documents,
                     stored_documents=index.num_stored_documents, index=str(directory), index_reused=reused,
-                    triples=len(kb.triples), seconds=round(time.perf_counter() - started, 3)))
+                    triples=len(kb.triples), seconds=round(time.perf_counter() - started, 3),
+                    licence=licence.licence, licence_basis=licence.basis, licence_evidence=licence.evidence))
             out.append(dataclasses.replace(self._indexes[spec.name][1], sequences={}, relations={}))
         return out
 

@@ -14,12 +14,14 @@ a config, and ``build_info.json`` records each file's rows and SHA-256 (:mod:`me
 Each source's rows are made once (:meth:`~.builder.ContextVarianceBuilder.source_rows`) and streamed to the
 file of their context type and kind in batches, so memory stays bounded.
 
-Licences travel in the card's tags, which ``medlama push-dataset`` reads (:mod:`medlama.datasets.licences`):
-``umls`` when the triples derive from the UMLS Metathesaurus (pushed gated), ``mimic`` when a source has
-the ``mimic`` format (the rows quote MIMIC-III notes: pushed ``--private`` only). ``build_info.json``
-keeps every source's ``format``. Neither the card nor ``build_info.json`` names a local path of its own
-accord: ``origin`` should not hold one; ``build_info.json`` does keep the corpus files and index
-folders, which ``push-dataset`` cuts down to their names.
+Licences travel in the card and ``build_info.json``, which ``medlama push-dataset`` reads
+(:mod:`medlama.datasets.licences`): the ``umls`` tag when the triples derive from the UMLS Metathesaurus
+(pushed gated); each source's ``licence`` (with ``licence_basis``: how it is known) in ``build_info.json`` and
+the card's licence list, and the ``mimic`` tag when a source quotes MIMIC notes (read as ``mimic``, or
+carrying MIMIC's columns: pushed ``--private`` only, as is a source of ``unknown`` licence).
+``build_info.json`` keeps every source's ``format``. Neither the card nor ``build_info.json`` names a local
+path of its own accord: ``origin`` should not hold one; ``build_info.json`` does keep the corpus files and
+index folders, which ``push-dataset`` cuts down to their names.
 """
 
 from __future__ import annotations

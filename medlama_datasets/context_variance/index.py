@@ -1,13 +1,9 @@
 """An entity -> documents index, built once per corpus (and entity set) and reused from disk.
 
-Building streams the corpus once: the main process reads documents (any iterable of
-``{"doc_id", "text"}`` records, e.g. a streaming :class:`datasets.IterableDataset` from
-:mod:`medlama.loaders.corpora`) and cuts them into chunks; ``num_proc`` worker processes match
-entities in the chunks (:class:`~.matching.EntityMatcher`) and each writes its chunk's documents with
-their mentions to one Parquet part. Postings (entity, document row) come back to the main process
-as integer arrays, are hashed into buckets and spilled to disk whenever ``spill_pairs`` are buffered;
-at the end each bucket is sorted into CSR arrays. At most ``2 * num_proc`` chunks are in flight, so
-peak memory depends on ``chunk_size``, ``num_proc`` and ``spill_pairs``, not on the corpus size.
+The index folder is its on-disk format, described here and read by :class:`CorpusIndex` (open, check,
+retrieve); :mod:`.index_build` writes it (:meth:`CorpusIndex.build`: one streaming pass over the corpus,
+matching in worker processes, postings spilled to disk), so that a build needs memory bounded by its
+chunk size, not by the corpus.
 
 Only documents that mention at least ``min_entities`` distinct entities are stored (a triple needs
 its subject and its target in the same document; with the default 2 nothing retrievable is lost).
@@ -20,32 +16,22 @@ Layout of an index folder (written atomically: an interrupted build leaves the p
     postings/bucket-*.npz     codes, offsets, rows (CSR: rows of codes[i] are rows[offsets[i]:offsets[i+1]])
 
 A document's *row* is its 0-based position in the corpus stream; ``doc_id`` is the corpus's own id.
-
-This module is longer than most (about 500 lines) on purpose: the writer (the build, its workers and
-the postings spill) and the reader (:class:`CorpusIndex`: open, check, retrieve) are the two halves of
-one on-disk format, and split apart each would have to restate the other's layout.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
-import multiprocessing
 import random
-import shutil
-import sys
-import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from medlama.atomic import atomic_directory
 from medlama.datasets.context_variance.knowledge import Entity, KnowledgeBase, Triple, entities_fingerprint
-from medlama.datasets.context_variance.matching import EntityMatcher, Mention
+from medlama.datasets.context_variance.matching import Mention
 from medlama.errors import MedlamaInputError
 
 FORMAT = "medlama-context-variance-index"
@@ -102,79 +88,14 @@ class CorpusIndex:
 
         With ``num_proc > 1`` the workers are started with ``start_method`` (default ``"spawn"``: safe in
         a parent that runs threads, e.g. pyarrow's or torch's; a script that calls this must then guard
-        its entry point with ``if __name__ == "__main__":``). ``num_proc=1`` matches in this process.
+        its entry point with ``if __name__ == "__main__":``). ``num_proc=1`` matches in this process. How the
+        build streams the corpus (chunks, workers, postings spilled every ``spill_pairs``): :mod:`.index_build`.
         """
-        if num_proc < 1 or chunk_size < 1 or num_buckets < 1 or min_entities < 1:
-            raise MedlamaInputError("num_proc, chunk_size, num_buckets and min_entities must be >= 1")
-        payload = _payload(entities)
-        entity_ids = [entity_id for entity_id, _ in payload]
-        started = time.perf_counter()
-        with atomic_directory(directory, marker="manifest.json") as staging:
-            (staging / "documents").mkdir()
-            (staging / "postings").mkdir()
-            spill_dir = staging / "spill"
-            spill_dir.mkdir()
-            postings = _PostingsWriter(spill_dir, num_buckets, spill_pairs)
-            parts: list[list] = []
-            totals = {"documents": 0, "stored": 0, "characters": 0, "worker_peak_rss_mib": 0.0}
+        from medlama.datasets.context_variance.index_build import write_index
 
-            def collect(result: dict) -> None:
-                if result["stored"]:
-                    parts.append([result["file"], result["first_row"], result["last_row"]])
-                totals["stored"] += result["stored"]
-                totals["characters"] += result["characters"]
-                totals["worker_peak_rss_mib"] = max(totals["worker_peak_rss_mib"], result["peak_rss_mib"])
-                postings.add(result["codes"], result["rows"])
-
-            chunks = _chunks(corpus, chunk_size)
-            options = (str(staging / "documents"), min_entities, batch_size)
-            if num_proc == 1:
-                _init_worker(payload)
-                try:
-                    for number, first_row, doc_ids, texts in chunks:
-                        totals["documents"] += len(texts)
-                        collect(_process_chunk(number, first_row, doc_ids, texts, *options))
-                finally:
-                    _release_worker()
-            else:
-                context = multiprocessing.get_context(start_method)
-                pool = ProcessPoolExecutor(num_proc, mp_context=context, initializer=_init_worker,
-                                           initargs=(payload, True))
-                try:
-                    pending: set[Future] = set()
-                    for number, first_row, doc_ids, texts in chunks:
-                        totals["documents"] += len(texts)
-                        pending.add(pool.submit(_process_chunk, number, first_row, doc_ids, texts, *options))
-                        while len(pending) >= 2 * num_proc:  # bounded: at most 2 chunks per worker
-                            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                            for future in done:
-                                collect(future.result())
-                    for future in pending:
-                        collect(future.result())
-                except BaseException:
-                    pool.shutdown(wait=True, cancel_futures=True)
-                    raise
-                pool.shutdown(wait=True)
-            num_postings = postings.finish(staging / "postings")
-            shutil.rmtree(spill_dir)
-            parts.sort(key=lambda part: part[1])
-            (staging / "entities.json").write_text(json.dumps(entity_ids, ensure_ascii=False), encoding="utf-8")
-            manifest = {
-                "format": FORMAT, "version": FORMAT_VERSION,
-                "corpus_fingerprint": fingerprint,
-                "entities_fingerprint": _payload_fingerprint(payload),
-                "num_documents": totals["documents"], "num_stored_documents": totals["stored"],
-                "num_characters": totals["characters"], "num_entities": len(entity_ids),
-                "num_postings": num_postings, "num_buckets": num_buckets, "min_entities": min_entities,
-                "chunk_size": chunk_size, "num_proc": num_proc,
-                "build_seconds": round(time.perf_counter() - started, 3),
-                # Peak resident memory (MiB) of the matching processes (this one when num_proc == 1)
-                # and of this process.
-                "worker_peak_rss_mib": round(totals["worker_peak_rss_mib"], 1),
-                "main_peak_rss_mib": round(peak_rss_mib(), 1),
-                "parts": parts,
-            }
-            (staging / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+        write_index(corpus, entities, directory, fingerprint=fingerprint, num_proc=num_proc, chunk_size=chunk_size,
+                    min_entities=min_entities, num_buckets=num_buckets, spill_pairs=spill_pairs,
+                    batch_size=batch_size, start_method=start_method)
         return cls(directory)
 
     @classmethod
@@ -189,11 +110,11 @@ class CorpusIndex:
             manifest = json.loads((Path(directory) / "manifest.json").read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
             return False
-        payload = _payload(entities)
+        payload = entity_payload(entities)
         return (fingerprint is not None and manifest.get("format") == FORMAT
                 and manifest.get("version") == FORMAT_VERSION
                 and manifest.get("corpus_fingerprint") == fingerprint
-                and manifest.get("entities_fingerprint") == _payload_fingerprint(payload)
+                and manifest.get("entities_fingerprint") == payload_fingerprint(payload)
                 and manifest.get("min_entities") == min_entities)
 
     @classmethod
@@ -329,7 +250,7 @@ class CorpusIndex:
                 f"{self.num_stored_documents} stored, {len(self.entity_ids)} entities)")
 
 
-def _payload(entities: Iterable[Entity] | KnowledgeBase) -> list[tuple[str, tuple[str, ...]]]:
+def entity_payload(entities: Iterable[Entity] | KnowledgeBase) -> list[tuple[str, tuple[str, ...]]]:
     """``(id, surface forms)`` of every entity, sorted by id (the code order), aliases of equal ids united."""
     merged: dict[str, list[str]] = {}
     for entity in (entities.entities.values() if isinstance(entities, KnowledgeBase) else entities):
@@ -337,171 +258,6 @@ def _payload(entities: Iterable[Entity] | KnowledgeBase) -> list[tuple[str, tupl
     return [(entity_id, tuple(dict.fromkeys(merged[entity_id]))) for entity_id in sorted(merged)]
 
 
-def _payload_fingerprint(payload: Sequence[tuple[str, Sequence[str]]]) -> str:
+def payload_fingerprint(payload: Sequence[tuple[str, Sequence[str]]]) -> str:
+    """The fingerprint of the entities of :func:`entity_payload` (what an index's manifest records)."""
     return entities_fingerprint(Entity(entity_id, forms[0], tuple(forms[1:])) for entity_id, forms in payload if forms)
-
-
-def _chunks(corpus: Iterable[Mapping], size: int) -> Iterator[tuple[int, int, list[str], list[str]]]:
-    """``(chunk number, first row, doc ids, texts)`` of ``size`` documents at a time."""
-    datasets = sys.modules.get("datasets")
-    if datasets is not None and isinstance(corpus, datasets.IterableDataset):
-        # Batched iteration: per-example iteration of an IterableDataset costs ~0.3 ms a record, which
-        # would make the reading process, not the matching workers, the bottleneck.
-        if corpus.column_names is not None and "text" not in corpus.column_names:
-            raise MedlamaInputError(f"the corpus has no 'text' column (columns: {corpus.column_names})",
-                                    field="text")
-        first_row = 0
-        for number, batch in enumerate(corpus.iter(batch_size=size)):
-            texts = batch.get("text")
-            if texts is None:
-                raise MedlamaInputError("a corpus record needs a 'text'", row=first_row, field="text")
-            ids = batch.get("doc_id") or [None] * len(texts)
-            yield (number, first_row,
-                   [str(first_row + i) if doc_id is None else str(doc_id) for i, doc_id in enumerate(ids)],
-                   ["" if text is None else str(text) for text in texts])
-            first_row += len(texts)
-        return
-    doc_ids: list[str] = []
-    texts: list[str] = []
-    number = first_row = 0
-    for row, record in enumerate(corpus):
-        try:
-            text = record["text"]
-        except (KeyError, TypeError):
-            raise MedlamaInputError("a corpus record needs a 'text'", row=row, field="text") from None
-        doc_id = record.get("doc_id") if isinstance(record, Mapping) else None
-        doc_ids.append(str(row) if doc_id is None else str(doc_id))
-        texts.append("" if text is None else str(text))
-        if len(texts) == size:
-            yield number, first_row, doc_ids, texts
-            number, first_row, doc_ids, texts = number + 1, row + 1, [], []
-    if texts:
-        yield number, first_row, doc_ids, texts
-
-
-def peak_rss_mib() -> float:
-    """Peak resident memory of this process in MiB (``VmHWM``; ``ru_maxrss`` where /proc is missing).
-
-    ``VmHWM`` starts afresh when a spawned worker executes Python, whereas ``ru_maxrss`` would keep
-    the parent's size from the moment of the fork.
-    """
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-# ----------------------------------------------------------------------------- worker processes
-_MATCHER: EntityMatcher | None = None
-_CODES: dict[str, int] = {}
-
-
-def _init_worker(payload: Sequence[tuple[str, Sequence[str]]], block_torch: bool = False) -> None:
-    global _MATCHER, _CODES
-    if block_torch and "torch" not in sys.modules:
-        # A worker only tokenises. spaCy's thinc imports torch when it can (seconds and ~300 MB per
-        # worker); marking it absent in this worker process makes thinc run without it.
-        sys.modules["torch"] = None  # type: ignore[assignment]
-    _MATCHER = EntityMatcher(payload)
-    _CODES = {entity_id: code for code, (entity_id, _) in enumerate(payload)}
-
-
-def _release_worker() -> None:
-    global _MATCHER, _CODES
-    _MATCHER, _CODES = None, {}
-
-
-def _process_chunk(number: int, first_row: int, doc_ids: list[str], texts: list[str], out_dir: str,
-                   min_entities: int, batch_size: int) -> dict:
-    """Match one chunk, write its stored documents to a Parquet part, return its postings."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    assert _MATCHER is not None, "worker not initialised"
-    columns: dict[str, list] = {name: [] for name in
-                                ("row", "doc_id", "text", "mention_start", "mention_end", "mention_entities")}
-    codes: list[int] = []
-    rows: list[int] = []
-    characters = 0
-    for offset, mentions in enumerate(_MATCHER.pipe(texts, batch_size=batch_size)):
-        characters += len(texts[offset])
-        entity_codes = {_CODES[entity_id] for mention in mentions for entity_id in mention.entity_ids}
-        if len(entity_codes) < min_entities:
-            continue
-        row = first_row + offset
-        codes.extend(entity_codes)
-        rows.extend([row] * len(entity_codes))
-        columns["row"].append(row)
-        columns["doc_id"].append(doc_ids[offset])
-        columns["text"].append(texts[offset])
-        columns["mention_start"].append([m.start for m in mentions])
-        columns["mention_end"].append([m.end for m in mentions])
-        columns["mention_entities"].append([list(m.entity_ids) for m in mentions])
-    file = f"part-{number:06d}.parquet"
-    if columns["row"]:
-        schema = pa.schema([("row", pa.int64()), ("doc_id", pa.string()), ("text", pa.large_string()),
-                            ("mention_start", pa.list_(pa.int32())), ("mention_end", pa.list_(pa.int32())),
-                            ("mention_entities", pa.list_(pa.list_(pa.string())))])
-        pq.write_table(pa.table(columns, schema=schema), Path(out_dir) / file, compression="zstd",
-                       row_group_size=ROW_GROUP_SIZE)
-    return {"file": file, "first_row": columns["row"][0] if columns["row"] else first_row,
-            "last_row": columns["row"][-1] if columns["row"] else first_row,
-            "stored": len(columns["row"]), "characters": characters, "peak_rss_mib": peak_rss_mib(),
-            "codes": np.asarray(codes, dtype=np.int32), "rows": np.asarray(rows, dtype=np.int64)}
-
-
-class _PostingsWriter:
-    """Hash (code, row) pairs into buckets, spilling to disk; :meth:`finish` writes sorted CSR buckets."""
-
-    def __init__(self, spill_dir: Path, num_buckets: int, spill_pairs: int) -> None:
-        self.spill_dir, self.num_buckets, self.spill_pairs = spill_dir, num_buckets, spill_pairs
-        self.codes: list[np.ndarray] = []
-        self.rows: list[np.ndarray] = []
-        self.buffered = 0
-        self.spills = 0
-
-    def add(self, codes: np.ndarray, rows: np.ndarray) -> None:
-        if len(codes):
-            self.codes.append(codes)
-            self.rows.append(rows)
-            self.buffered += len(codes)
-        if self.buffered >= self.spill_pairs:
-            self._spill()
-
-    def _spill(self) -> None:
-        if not self.buffered:
-            return
-        codes = np.concatenate(self.codes)
-        rows = np.concatenate(self.rows)
-        buckets = codes % self.num_buckets
-        order = np.argsort(buckets, kind="stable")
-        codes, rows, buckets = codes[order], rows[order], buckets[order]
-        bounds = np.searchsorted(buckets, np.arange(self.num_buckets + 1))
-        for bucket in range(self.num_buckets):
-            lo, hi = bounds[bucket], bounds[bucket + 1]
-            if hi > lo:
-                np.save(self.spill_dir / f"b{bucket:04d}-{self.spills:06d}.npy",
-                        np.stack([codes[lo:hi].astype(np.int64), rows[lo:hi]]))
-        self.spills += 1
-        self.codes, self.rows, self.buffered = [], [], 0
-
-    def finish(self, out_dir: Path) -> int:
-        self._spill()
-        total = 0
-        for bucket in range(self.num_buckets):
-            pieces = [np.load(path) for path in sorted(self.spill_dir.glob(f"b{bucket:04d}-*.npy"))]
-            pairs = np.concatenate(pieces, axis=1) if pieces else np.empty((2, 0), dtype=np.int64)
-            order = np.lexsort((pairs[1], pairs[0]))
-            codes, rows = pairs[0][order], pairs[1][order]
-            unique, starts = np.unique(codes, return_index=True)
-            offsets = np.append(starts, len(codes)).astype(np.int64)
-            np.savez(out_dir / f"bucket-{bucket:04d}.npz", codes=unique.astype(np.int64), offsets=offsets,
-                     rows=rows.astype(np.int64))
-            total += len(codes)
-        return total

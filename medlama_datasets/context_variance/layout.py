@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from medlama.datasets.context_variance.segmentation import REAL
+from medlama.datasets.context_variance.contexts import REAL
 from medlama.errors import MedlamaInputError
 
 SPLIT = "test"

@@ -3,7 +3,7 @@
 For each triple, at most ``max_docs`` documents mentioning both its subject and its target are retrieved
 from a source's :class:`~.index.CorpusIndex` (a seeded random sample when there are more), and every
 requested context type of each document is built with its negative-target counterpart
-(:func:`~.segmentation.build_contexts`): one row per (triple, document, context type, negative flag).
+(:func:`~.contexts.build_contexts`): one row per (triple, document, context type, negative flag).
 Triples are processed in chunks, in ``num_proc`` spawned processes when more than one, and the chunks
 come back in order, so the rows never depend on the scheduling.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from medlama.datasets.context_variance.kb_adapters import pool_id, triple_id
 from medlama.datasets.context_variance.knowledge import Triple
-from medlama.datasets.context_variance.segmentation import REAL
+from medlama.datasets.context_variance.contexts import REAL
 from medlama.datasets.context_variance.settings import BuildSettings
 
 #: Rows of a chunk of triples, and per triple (its position, documents that gave rows).
@@ -31,7 +31,7 @@ def sequence_rows(triple: Triple, source: str, doc_id: str, text: str, mentions,
     Empty when the subject's only mentions are also mentions of the target (the same words name both,
     as MedLAMA's easy rows do): such a document holds no context *about* the subject.
     """
-    from medlama.datasets.context_variance.segmentation import build_contexts
+    from medlama.datasets.context_variance.contexts import build_contexts
 
     tid = triple_id(triple)
     subject, target = triple.subject.id, triple.target.id

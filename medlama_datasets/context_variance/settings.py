@@ -3,7 +3,8 @@
 * :class:`BuildSettings` decides the rows (context types, negative targets, documents per triple, ...); it
   is recorded in ``build_info.json`` and the card, and the ``medlama build context-variance`` flags are
   made from its fields;
-* :class:`CorpusSpec` is one corpus (a *source*): its name, files, format and reader options;
+* :class:`CorpusSpec` is one corpus (a *source*): its name, files, format, reader options and declared licence
+  (:meth:`CorpusSpec.source_licence` says what its licence is: :mod:`medlama.datasets.licences`);
 * :class:`KnowledgeSpec` says where the triples come from: a built MedLAMA or BioLAMA folder.
 
 Each is checked when made (``medlama.settings.check`` plus the rules below), so no invalid one exists.
@@ -20,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from medlama.datasets.context_variance.segmentation import CONTEXT_TYPES
+from medlama.datasets.context_variance.contexts import CONTEXT_TYPES
+from medlama.datasets.licences import PHYSIONET, UNKNOWN, SourceLicence
 from medlama.errors import MedlamaInputError
 from medlama.settings import check, setting
 
@@ -75,6 +77,10 @@ class CorpusSpec:
     on_bad_record: Literal["error", "skip"] = setting(
         "error", help="MIMIC: a record the CSV does not hold cleanly stops the build with its file and line "
                       "(error), or is left out and counted on stderr (skip)")
+    licence: str | None = setting(
+        None, help="the licence the builder declares for this source (an SPDX id such as CC-BY-4.0, or text); "
+                   "recorded in the card. None: unknown, so the set is pushed only --private. MIMIC notes "
+                   "(read as mimic, or carrying MIMIC's columns) are PhysioNet-licensed whatever is declared")
 
     def __post_init__(self) -> None:
         from medlama.loaders.corpora import FORMATS
@@ -87,11 +93,18 @@ class CorpusSpec:
                                     f"(not {sorted(RESERVED)})", field="source")
         if not self.paths:
             raise MedlamaInputError(f"source {self.name!r} has no files", field="source")
+        if self.licence is not None and (not isinstance(self.licence, str) or not self.licence.strip()
+                                         or "\n" in self.licence):
+            raise MedlamaInputError(f"source {self.name!r}: the declared licence must be one line of text (an SPDX "
+                                    f"id such as CC-BY-4.0), not {self.licence!r}", field="licence")
+        if self.licence is not None and self.format == "mimic":
+            raise MedlamaInputError(f"source {self.name!r} is read as MIMIC notes, whose licence is {PHYSIONET} "
+                                    f"(no redistribution); it cannot be declared {self.licence!r}", field="licence")
         check(self)
 
     @classmethod
     def make(cls, paths: str | Path | Iterable[str | Path], format: str, name: str | None = None, *,
-             on_bad_record: str = "error", **options) -> CorpusSpec:
+             on_bad_record: str = "error", licence: str | None = None, **options) -> CorpusSpec:
         """A spec with the default source name of the format (``ehr``, ``pmc``, else the first file's stem).
 
         ``options`` are reader options of :func:`medlama.loaders.corpora.load_corpus`; ``None`` ones are left out.
@@ -100,7 +113,7 @@ class CorpusSpec:
         if name is None:
             name = SOURCE_NAMES.get(format) or stem_name(paths[0] if paths else "")
         return cls(name, tuple(str(p) for p in paths), format,
-                   tuple(sorted((k, v) for k, v in options.items() if v is not None)), on_bad_record)
+                   tuple(sorted((k, v) for k, v in options.items() if v is not None)), on_bad_record, licence)
 
     def reader_options(self) -> dict:
         """The options of :func:`medlama.loaders.corpora.load_corpus` (and of the index fingerprint).
@@ -119,6 +132,25 @@ class CorpusSpec:
         from medlama.loaders.corpora import load_corpus
 
         return load_corpus(list(self.paths), self.format, **self.reader_options())
+
+    def source_licence(self) -> SourceLicence:
+        """This source's licence (:mod:`medlama.datasets.licences`): PhysioNet's for MIMIC notes, whatever
+        reader reads them (a declaration for text carrying MIMIC's signature is an error); else the declared
+        one; else unknown. Reads the first records of the files (:func:`~medlama.loaders.corpora.mimic_signature`)."""
+        from medlama.loaders.corpora import mimic_signature
+
+        signature = mimic_signature(list(self.paths), self.format, **dict(self.options))
+        if signature is not None and self.format == "mimic":
+            return SourceLicence(PHYSIONET, "reader")
+        if signature is not None:
+            if self.licence is not None and self.licence.strip().lower() != PHYSIONET.lower():
+                raise MedlamaInputError(
+                    f"source {self.name!r} holds MIMIC notes ({signature}), whose licence is {PHYSIONET} (no "
+                    f"redistribution); it cannot be declared {self.licence!r}", field="licence")
+            return SourceLicence(PHYSIONET, "columns", signature)
+        if self.licence is not None:
+            return SourceLicence(self.licence.strip(), "declared")
+        return SourceLicence(UNKNOWN, "undeclared")
 
     def fingerprint(self) -> str:
         """A hash of the files and reader options; also checks that the files exist."""
@@ -143,9 +175,11 @@ def merge_specs(specs: Sequence[CorpusSpec]) -> list[CorpusSpec]:
         known = merged.get(spec.name)
         if known is None:
             merged[spec.name] = spec
-        elif (known.format, known.options, known.on_bad_record) != (spec.format, spec.options, spec.on_bad_record):
+        elif ((known.format, known.options, known.on_bad_record, known.licence)
+              != (spec.format, spec.options, spec.on_bad_record, spec.licence)):
             raise MedlamaInputError(f"source {spec.name!r} is given as {known.format!r} and as {spec.format!r} (or "
-                                    "with other reader options); name the corpora differently", field="corpus")
+                                    "with other reader options or licence); name the corpora differently",
+                                    field="corpus")
         else:
             merged[spec.name] = dataclasses.replace(known, paths=known.paths + spec.paths)
     return list(merged.values())

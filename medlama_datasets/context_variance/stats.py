@@ -13,6 +13,7 @@ from pathlib import Path
 from medlama.datasets.context_variance.kb_adapters import pool_id
 from medlama.datasets.context_variance.knowledge import Triple
 from medlama.datasets.context_variance.settings import BuildSettings
+from medlama.datasets.licences import UNKNOWN, SourceLicence, is_physionet
 
 
 @dataclass
@@ -34,6 +35,14 @@ class SourceStats:
     records: int = 0  # inputs after input0: one UCM record each
     relations: dict[str, dict[str, int]] = field(default_factory=dict)
     seconds: float = 0.0
+    # The source's licence and how it is known (medlama.datasets.licences): push-dataset decides from these.
+    licence: str = UNKNOWN
+    licence_basis: str = "undeclared"
+    licence_evidence: str = ""
+
+    @property
+    def source_licence(self) -> SourceLicence:
+        return SourceLicence(self.licence, self.licence_basis, self.licence_evidence)
 
 
 @dataclass
@@ -50,8 +59,9 @@ class ContextVarianceBuild:
 
     @property
     def mimic_sources(self) -> list[str]:
-        """Sources whose rows quote MIMIC-III notes (format ``mimic``): never redistributed publicly."""
-        return [s.source for s in self.sources if s.format == "mimic"]
+        """Sources whose rows quote MIMIC notes (PhysioNet's licence, whatever reader read them): never
+        redistributed publicly."""
+        return [s.source for s in self.sources if is_physionet(s.licence)]
 
 
 def count_chunk(stat: SourceStats, rows: list[dict], found: list[tuple[int, int]], triples: Sequence[Triple],

@@ -181,24 +181,45 @@ def lock_directory(target: str | Path) -> Iterator[None]:
 
 
 # --------------------------------------------------------------------------------------- ownership
-def write_owner(folder: str | Path, kind: str) -> None:
+def write_owner(folder: str | Path, kind: str, *, files: bool = False, previous: str | Path | None = None) -> None:
     """Record in ``folder`` that ``kind`` (the command, e.g. ``"rewire"``) wrote it.
 
-    :func:`atomic_directory` does this itself; a command that writes into its output folder directly
-    (``rewire``'s checkpoints) calls it when it first writes there.
+    :func:`atomic_directory` does this itself, with ``files``: the size and SHA-256 of every file written
+    (:func:`medlama.integrity.file_records`, reusing those of ``previous``'s record for files unchanged), which
+    ``push-dataset`` / ``push-model`` check. A command that writes into its output folder directly (``rewire``'s
+    checkpoints) calls it when it first writes there; the files recorded by an earlier write of the same
+    ``kind`` are then kept.
     """
+    from medlama.integrity import FILES_KEY, file_records
+
     _check_kind(kind)
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    (Path(folder) / OWNER_NAME).write_text(json.dumps({"kind": kind}) + "\n", encoding="utf-8")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    record: dict = {"kind": kind}
+    if files:
+        earlier = owner_record(previous) if previous is not None else None
+        known = earlier.get(FILES_KEY) if earlier and earlier.get("kind") == kind else None
+        record[FILES_KEY] = file_records(folder, known if isinstance(known, dict) else None)
+    else:
+        earlier = owner_record(folder)
+        if earlier and earlier.get("kind") == kind and isinstance(earlier.get(FILES_KEY), dict):
+            record[FILES_KEY] = earlier[FILES_KEY]
+    (folder / OWNER_NAME).write_text(json.dumps(record) + "\n", encoding="utf-8")
 
 
-def owner_kind(folder: str | Path) -> str | None:
-    """The ``kind`` recorded in ``folder``, or None when it has no readable ownership record."""
+def owner_record(folder: str | Path) -> dict | None:
+    """The ownership record of ``folder`` (``kind`` and, when recorded, ``files``), or None when unreadable."""
     try:
         record = json.loads((Path(folder) / OWNER_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    kind = record.get("kind") if isinstance(record, dict) else None
+    return record if isinstance(record, dict) else None
+
+
+def owner_kind(folder: str | Path) -> str | None:
+    """The ``kind`` recorded in ``folder``, or None when it has no readable ownership record."""
+    record = owner_record(folder)
+    kind = record.get("kind") if record is not None else None
     return kind if isinstance(kind, str) and kind else None
 
 
@@ -302,7 +323,7 @@ def atomic_directory(target: str | Path, *, marker: str, kind: str | None = None
         try:
             yield staging
             if kind is not None:
-                write_owner(staging, kind)
+                write_owner(staging, kind, files=True, previous=target)
             # Again: the block may have run for an hour, and someone may have put files there by hand.
             check_replaceable(target, marker=marker, kind=kind)
         except BaseException:

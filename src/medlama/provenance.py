@@ -19,6 +19,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from medlama.public_paths import public_word, with_public_model
+
+__all__ = ["command_line", "device_description", "folder_hash", "model_identity", "package_versions", "provenance",
+           "public_word", "with_public_model"]
+
 #: The packages whose versions decide the numbers.
 PACKAGES = ("medlama", "torch", "transformers", "sentence-transformers", "datasets", "huggingface-hub",
             "evaluate", "faiss-cpu", "numpy")
@@ -121,21 +126,12 @@ def device_description(device: str | None = None) -> dict[str, Any]:
 
 
 def command_line(argv: Sequence[str] | None = None) -> str:
-    """The command as typed, with any local path reduced to its last component (``medlama probe ...``)."""
+    """The command as typed, with any local path reduced to its last component (``medlama probe ...``,
+    :func:`medlama.public_paths.public_word`)."""
     words = list(sys.argv if argv is None else argv)
     if words and Path(words[0]).name in ("medlama", "__main__.py", "cli.py"):
         words = ["medlama", *words[1:]]
     return shlex.join(public_word(word) for word in words)
-
-
-def public_word(word: str) -> str:
-    """A command-line word with an absolute or home-relative path reduced to its file name."""
-    if word.startswith(("/", "~")) or (len(word) > 2 and word[1] == ":" and word[2] in "\\/"):
-        return Path(word).name or word
-    if "=" in word and word.startswith("--"):
-        key, _, value = word.partition("=")
-        return f"{key}={public_word(value)}"
-    return word
 
 
 def provenance(*, settings: Mapping[str, Any] | None = None, data: Mapping[str, Any] | None = None,

@@ -1,4 +1,4 @@
-"""``probe``, ``ucm``, ``recipe`` and ``rewire`` refuse an output folder another process is writing (issue 12):
+"""``probe``, ``ucm``, ``recipe`` and ``rewire`` refuse an output folder another process is writing:
 at once, with exit status 2 and a message naming the holder, before any work (no query, set or model loads)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``medlama build context-variance --on-bad-record {error,skip}`` (issue 12, defect 2): a MIMIC file with an
+"""``medlama build context-variance --on-bad-record {error,skip}``: a MIMIC file with an
 unterminated quote stops the build naming its file and line, or with ``skip`` the build completes, leaves the
 record out and says how many were left out."""
 

@@ -20,6 +20,9 @@ def test_corpus_specs():
     assert CorpusSpec.make("NOTEEVENTS.csv", "mimic").name == "ehr"
     assert CorpusSpec.make(["a.xml"], "pmc").name == "pmc"
     assert parse_corpus("text:C:/data/x.txt", per="file").options == (("per", "file"),)  # PATH may hold ':'
+    for name in ("mimic", "pmc", "jsonl", "text"):  # a source named like a format, explicitly NAME:FORMAT:PATH
+        spec = parse_corpus(f"{name}:jsonl:notes.jsonl")
+        assert (spec.name, spec.format, spec.paths) == (name, "jsonl", ("notes.jsonl",))
     with pytest.raises(MedlamaInputError, match="write FORMAT:PATH or NAME:FORMAT:PATH"):
         parse_corpus("nonsense")
 

@@ -1,5 +1,5 @@
 """Only the command that wrote an output folder replaces it, and a second writer is told at once that the
-folder is busy (issue 12, defects 1 and 7), for every folder writer outside probe/ucm/recipe."""
+folder is busy, for every folder writer outside probe/ucm/recipe."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def test_push_dry_runs_record_their_command_and_upload_no_hidden_file(tmp_path, 
 
     model = tmp_path / "model"
     SentenceTransformer(str(make_tiny_bert("owned-bert")), device="cpu").save(str(model))
-    write_owner(model, "rewire")  # as a rewire output holds it
+    write_owner(model, "rewire", files=True)  # as a rewire output holds it (with its files recorded)
     dry = tmp_path / "dry"
     manifest = push_model(model, "someone/model", dry_run=dry)
     assert owner_kind(dry) == "push-model"

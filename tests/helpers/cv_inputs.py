@@ -79,3 +79,18 @@ def write_corpora(root: Path) -> tuple[Path, Path]:
     pmc.mkdir(exist_ok=True)
     (pmc / "PMC1234567.nxml").write_text(ARTICLE, encoding="utf-8")
     return notes, pmc
+
+
+def write_mimic_iv_jsonl(root: Path) -> Path:
+    """The notes as a MIMIC-IV-Note ``discharge.csv`` converted to JSON Lines (its columns as keys): what a user
+    who converts MIMIC before reading it with ``--corpus NAME:jsonl:PATH`` has."""
+    import json
+
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "notes.jsonl"
+    with open(path, "w", encoding="utf-8") as handle:
+        for i, text in enumerate(NOTES, 1):
+            handle.write(json.dumps({"note_id": f"1000000{i}-DS-{i}", "subject_id": f"1000000{i}",
+                                     "hadm_id": f"2000000{i}", "note_type": "DS", "note_seq": i,
+                                     "charttime": "2150-01-01 00:00:00", "storetime": "", "text": text}) + "\n")
+    return path

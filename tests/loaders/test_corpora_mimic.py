@@ -1,4 +1,5 @@
-"""The MIMIC NOTEEVENTS reader on broken CSV (issue 12, defect 2): hand-written files, plain and gzip."""
+"""The MIMIC notes reader (MIMIC-III NOTEEVENTS.csv, MIMIC-IV-Note discharge.csv / radiology.csv) on clean and broken
+CSV: hand-written files, plain and gzip."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import gzip
 import pytest
 
 from medlama.errors import MedlamaInputError
-from medlama.loaders.corpora import MIMIC_COLUMNS, load_corpus, read_mimic_notes
+from medlama.loaders.corpora import MIMIC_COLUMNS, MIMIC_IV_COLUMNS, load_corpus, read_mimic_notes
 
 HEADER = ",".join(MIMIC_COLUMNS)
 
@@ -29,8 +30,8 @@ TEXTS = {"1": 'Admission Date: [**2150-1-1**]\nHPI: "postnasal drip", heartburn.
          "2": "note two, on one line", "3": "note three\n2150-01-01 follow-up\n", "4": "note four"}
 
 
-def write(path, lines, compress):
-    text = HEADER + "\n" + "".join(lines)
+def write(path, lines, compress, header=HEADER):
+    text = header + "\n" + "".join(lines)
     if compress:
         path = path.with_name(path.name + ".gz")
         with gzip.open(path, "wt", encoding="utf-8", newline="") as handle:
@@ -128,3 +129,101 @@ def test_on_bad_record_option_checked_and_passed_by_load_corpus(tmp_path):
     assert sorted(r["doc_id"] for r in load_corpus(path, "mimic", on_bad_record="skip")) == ["1", "2", "4"]
     with pytest.raises(MedlamaInputError, match="12 fields"):
         list(load_corpus(path, "mimic"))
+
+
+# ------------------------------------------------------------------ MIMIC-IV-Note (discharge.csv, radiology.csv)
+
+IV_HEADER = ",".join(MIMIC_IV_COLUMNS)
+
+
+def note_iv(seq: int, text: str, *, kind: str = "DS", quoted: bool = True, hadm: str = "20000001") -> str:
+    """A MIMIC-IV-Note line as discharge.csv / radiology.csv write it (note_id ``<subject>-<type>-<seq>``)."""
+    body = '"' + text.replace('"', '""') + '"' if quoted else text
+    return f"10000032-{kind}-{seq},10000032,{hadm},{kind},{seq},2180-05-06 00:00:00,2180-05-07 10:15:00,{body}\n"
+
+
+CLEAN_IV = [
+    note_iv(21, 'Name: ___\nChief Complaint: "worsening" dyspnea, cough\n2180-05-06 follow-up\n'),
+    note_iv(22, "second discharge note"),
+    note_iv(23, "third note"),
+]
+TEXTS_IV = {"10000032-DS-21": 'Name: ___\nChief Complaint: "worsening" dyspnea, cough\n2180-05-06 follow-up\n',
+            "10000032-DS-22": "second discharge note", "10000032-DS-23": "third note"}
+
+
+def write_iv(path, lines, compress):
+    return write(path, lines, compress, header=IV_HEADER)
+
+
+def test_mimic_iv_discharge_notes_read_with_their_note_ids(tmp_path, compress):
+    path = write_iv(tmp_path / "discharge.csv", CLEAN_IV, compress)
+    records = list(read_mimic_notes(path))
+    assert {r["doc_id"]: r["text"] for r in records} == TEXTS_IV
+    assert records[0]["subject_id"] == "10000032" and records[0]["hadm_id"] == "20000001"
+    assert records[0]["chartdate"] == "2180-05-06" and records[0]["category"] == "Discharge summary"
+    assert sorted(r["doc_id"] for r in load_corpus(path, "mimic")) == sorted(TEXTS_IV)
+
+
+def test_mimic_iv_radiology_notes_and_categories(tmp_path):
+    radiology = write_iv(tmp_path / "radiology.csv", [note_iv(14, "CHEST X-RAY: no effusion", kind="RR", hadm=""),
+                                                      note_iv(15, "addendum", kind="AR", hadm="")], compress=False)
+    discharge = write_iv(tmp_path / "discharge.csv", CLEAN_IV, compress=False)
+    both = [radiology, discharge]
+    assert [r["doc_id"] for r in read_mimic_notes(both, categories=["radiology"])] == ["10000032-RR-14",
+                                                                                      "10000032-AR-15"]
+    assert [r["doc_id"] for r in read_mimic_notes(both, categories=["ds"])] == sorted(TEXTS_IV)
+    assert [r["doc_id"] for r in read_mimic_notes(both, categories=["Discharge summary", "AR"])] == [
+        "10000032-AR-15", *sorted(TEXTS_IV)]
+
+
+BROKEN_IV = {
+    "unterminated quote": (
+        [CLEAN_IV[0], note_iv(22, '"second, cut off', quoted=False), CLEAN_IV[2]],
+        r"line 6 \(record 2\): line 7 inside this record looks like the start of another record "
+        r"\('10000032-DS-23,10000032.*a quote in this record is never closed",
+        ["10000032-DS-21", "10000032-DS-23"]),
+    "extra field": (
+        [CLEAN_IV[0], note_iv(22, '"second",extra', quoted=False), CLEAN_IV[2]],
+        r"line 6 \(record 2\): 9 fields where the header has 8",
+        ["10000032-DS-21", "10000032-DS-23"]),
+    "note_id not in MIMIC-IV's form": (
+        [CLEAN_IV[0], "x" + note_iv(22, "second"), CLEAN_IV[2]],
+        r"line 6 \(record 2\), field 'NOTE_ID': NOTE_ID 'x10000032-DS-22' is not in MIMIC-IV's form",
+        ["10000032-DS-21", "10000032-DS-23"]),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN_IV))
+def test_mimic_iv_bad_record_stops_or_is_skipped(tmp_path, compress, case, capsys):
+    lines, message, kept = BROKEN_IV[case]
+    path = write_iv(tmp_path / "discharge.csv", lines, compress)
+    with pytest.raises(MedlamaInputError, match=message):
+        list(read_mimic_notes(path))
+    notes = {r["doc_id"]: r["text"] for r in read_mimic_notes(path, on_bad_record="skip")}
+    assert sorted(notes) == kept and all(notes[doc_id] == TEXTS_IV[doc_id] for doc_id in kept)
+    assert "left out 1 bad record(s)" in capsys.readouterr().err
+
+
+def test_mimic_iv_header_without_text_is_refused_before_reading(tmp_path):
+    path = tmp_path / "discharge.csv"
+    path.write_text(",".join(c for c in MIMIC_IV_COLUMNS if c != "text") + "\n", encoding="utf-8")
+    with pytest.raises(MedlamaInputError, match=r"missing column\(s\) TEXT .*MIMIC-IV-Note's discharge.csv") as error:
+        read_mimic_notes(path)
+    assert error.value.field == "TEXT" and error.value.row == 1
+
+
+def test_mimic_signature_follows_the_text_whatever_the_reader(tmp_path):
+    from medlama.loaders.corpora import mimic_signature
+
+    iii = write(tmp_path / "NOTEEVENTS.csv", CLEAN, compress=True)  # a MIMIC-III CSV read as plain text
+    assert mimic_signature(iii, "text") == ("a CSV header with CGID, CHARTDATE, HADM_ID, ISERROR, ROW_ID, "
+                                            "SUBJECT_ID in NOTEEVENTS.csv.gz")
+    assert mimic_signature(iii, "mimic") == "read by the MIMIC notes reader"
+    renamed = tmp_path / "notes.jsonl"  # only the id and the text kept, but the ids are MIMIC-IV note ids
+    renamed.write_text('\n{"id": "10000032-DS-21", "text": "a note"}\n', encoding="utf-8")
+    assert mimic_signature(renamed, "jsonl") == "MIMIC-IV note ids (id '10000032-DS-21') in notes.jsonl"
+    plain = tmp_path / "pubmed.jsonl"
+    plain.write_text('{"id": "PMID1", "text": "aspirin", "subject": "cardiology"}\n', encoding="utf-8")
+    (tmp_path / "sentences.txt").write_text("row_id is a word here, subject too\n", encoding="utf-8")
+    assert mimic_signature(plain, "jsonl") is None and mimic_signature(tmp_path / "sentences.txt", "text") is None
+    assert mimic_signature(tmp_path / "sentences.txt", "pmc") is None

@@ -1,5 +1,5 @@
 """Reading the MedLAMA release: bytes that are not UTF-8, duplicated rows and files the release does not have
-are reported with the file and row, never read silently (issue 12, defects 4, 6 and 9)."""
+are reported with the file and row, never read silently."""
 
 from __future__ import annotations
 

@@ -282,7 +282,7 @@ BAD_INPUTS = [
     (dict(predictions=[["a"]], references=[["a"]], k=1.5), r"every k must be an int >= 1, got 1.5"),
     (dict(predictions=[["a"]], references=[["a"]], k=True), r"every k must be an int >= 1, got True"),
     (dict(predictions=[["a"]], references=[["a"]], k=[]), r"`k` is empty"),
-    # The class of issue 12's UCM overflow: NaN, huge ints and negatives are named, never passed to pyarrow.
+    # The class of the UCM metric's overflow: NaN, huge ints and negatives are named, never passed to pyarrow.
     (dict(predictions=[["a"]], references=[["a"]], k=float("nan")), r"every k must be an int >= 1, got nan"),
     (dict(predictions=[["a"]], references=[["a"]], k=[1, -(10**30)]), r"every k must be >= 1, got -10{30}"),
     (dict(predictions=[["a", float("nan")]], references=[["a"]]), r"predictions\[0\]\[1\] must be a string, got nan"),

@@ -283,7 +283,7 @@ BAD_INPUTS = [
         {"relation": ["r", "s"], "triple_id": ["t", "t"]},
         r"triple 't' has relation 'r' and, at record 1, 's'; a triple belongs to one relation",
     ),
-    # Too large for the int64 the metric stores: named, not an OverflowError from pyarrow (issue 12).
+    # Too large for the int64 the metric stores: named, not an OverflowError from pyarrow.
     ({"target_rank_after": [10**30, 3]}, r"target_rank_after\[0\] is 10{30}, more than the largest rank .*2\*\*63 - 1"),
     ({"target_rank_before": [2, 2**63]}, r"target_rank_before\[1\] is 9223372036854775808, more than the largest rank"),
     ({"added_rank_before": [1, 2], "added_rank_after": [1, 10**30]}, r"added_rank_after\[1\] is 10{30}, more than"),

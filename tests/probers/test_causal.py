@@ -58,7 +58,7 @@ def reference_log_prob(folder, text: str, answer: str) -> float:
 
 
 def test_split_is_the_tokenisation_of_the_whole_sentence(tiny_causal):
-    from medlama.probers.causal_lm import CausalLM
+    from medlama.probers.causal_scoring import CausalLM
 
     lm = CausalLM(tiny_causal, "causal-likelihood")
     tok = lm.tokenizer
@@ -77,7 +77,7 @@ def test_wrong_models_and_tokenizers_get_clear_errors(tmp_path, tiny_gpt2):
     from transformers import BertConfig, BertForMaskedLM, BertModel, T5Config, T5ForConditionalGeneration
 
     from medlama.probers.causal import CausalConstrainedProber, CausalGenerateProber, CausalLikelihoodProber
-    from medlama.probers.causal_lm import CausalLM
+    from medlama.probers.causal_scoring import CausalLM
 
     tokenizer = gpt2_tokenizer()
     small = {"vocab_size": len(tokenizer), "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,

@@ -201,7 +201,7 @@ CHAT = ("{% for message in messages %}<|{{ message['role'] }}|> {{ message['cont
 def test_chat_template_prefix_is_the_template_then_the_body(tmp_path, monkeypatch):
     from transformers import AutoTokenizer
 
-    from medlama.probers.causal_lm import CHAT_INSTRUCTION
+    from medlama.probers.causal_scoring import CHAT_INSTRUCTION
 
     folder = save_causal(tmp_path / "chat", "gpt2")
     for method in ("causal-likelihood", "causal-generate"):

@@ -27,7 +27,8 @@ def test_methods_name_prober_settings_and_presets():
     prober, settings, presets = METHODS["retrieval"]
     assert (prober, settings, presets) == (RetrievalProber, RetrievalSettings, PRESETS)
     assert set(METHODS["mask-predict"].presets) == {"paper", "paper-order+order"}
-    assert OLD_NAMES == {"contrastive": "retrieval"} and method_name("contrastive") == "retrieval"
+    assert OLD_NAMES == {"contrastive": "retrieval", "mlm": "mask-average"}
+    assert method_name("contrastive") == "retrieval" and method_name("mlm") == "mask-average"
     assert settings_for("retrieval", {"batch_size": 4}, preset="cosine") == RetrievalSettings(distance="cosine",
                                                                                           batch_size=4)
 

@@ -13,7 +13,7 @@ import yaml
 from datasets import load_dataset
 from huggingface_hub import DatasetCard
 
-from medlama.atomic import OWNER_NAME
+from medlama.atomic import OWNER_NAME, write_owner
 from medlama.cli import main
 from medlama.datasets.biolama import write_biolama
 from medlama.errors import MedlamaInputError
@@ -68,6 +68,7 @@ def medlama_like_dir(tmp_path_factory) -> Path:
                                                statistics="| table |"))
     (out / "build_info.json").write_text(json.dumps({"report": {"source": "/home/someone/private/medlama"}}))
     (out / "notes.txt").write_text("not named by any config")
+    write_owner(out, "build medlama", files=True)  # as `medlama build medlama` records what it wrote
     return out
 
 
@@ -176,14 +177,16 @@ def test_dataset_errors(biolama_dir, tmp_path):
 @pytest.fixture(scope="module")
 def cv_root(tmp_path_factory) -> Path:
     """A MedLAMA-shaped folder, NOTEEVENTS.csv and a PMC folder, and two context-variance builds made by the
-    command: ``pmc-only`` (MedLAMA triples, PMC contexts) and ``with-mimic`` (MIMIC notes as well)."""
+    command: ``pmc-only`` (MedLAMA triples, PMC contexts declared CC-BY-4.0) and ``with-mimic`` (MIMIC notes as
+    well)."""
     root = tmp_path_factory.mktemp("cv-publish")
     medlama = cvb.write_medlama_folder(root / "medlama")
     notes, pmc = cvb.write_corpora(root / "corpora")
     base = ["build", "context-variance", "--medlama", str(medlama), "--config", "full", "--index-dir",
             str(root / "indexes")]
-    assert main([*base, "--pmc", str(pmc), "--out", str(root / "pmc-only")]) == 0
-    assert main([*base, "--mimic", str(notes), "--pmc", str(pmc), "--out", str(root / "with-mimic")]) == 0
+    licensed = ["--corpus-licence", "pmc=CC-BY-4.0"]
+    assert main([*base, "--pmc", str(pmc), *licensed, "--out", str(root / "pmc-only")]) == 0
+    assert main([*base, "--mimic", str(notes), "--pmc", str(pmc), *licensed, "--out", str(root / "with-mimic")]) == 0
     return root
 
 
@@ -206,9 +209,9 @@ def test_context_variance_with_mimic_is_pushed_private_only(cv_root, tmp_path):
     folder = cv_root / "with-mimic"
     meta = front_matter((folder / "README.md").read_text())
     assert {"umls", "mimic"} <= set(meta["tags"])
-    assert "The rows of `ehr` quote MIMIC-III clinical notes" in (folder / "README.md").read_text()
+    assert "The rows of `ehr` quote MIMIC clinical notes" in (folder / "README.md").read_text()
     for gated in (None, "manual", "none"):  # no gating makes a public push acceptable
-        with pytest.raises(MedlamaInputError, match=rf"{folder.name}: this dataset quotes MIMIC-III clinical notes "
+        with pytest.raises(MedlamaInputError, match=rf"{folder.name}: this dataset quotes MIMIC clinical notes "
                                                     r"\(source ehr\), which the PhysioNet data use agreement forbids "
                                                     r"redistributing: it can only be pushed --private"):
             push_dataset(folder, "someone/cv", gated=gated, dry_run=tmp_path / "public")
@@ -222,22 +225,33 @@ def test_context_variance_with_mimic_is_pushed_private_only(cv_root, tmp_path):
     assert load_dataset(str(tmp_path / "private" / "cv"), "ehr_real", split="test").num_rows > 0
 
 
-def test_context_variance_built_before_the_tags_is_recognised(cv_root, tmp_path):
-    """A folder from an earlier version (no umls/mimic tags, the MedLAMA path in origin) is still held back."""
-    folder = tmp_path / "old"
+def test_a_hand_edited_folder_is_refused_naming_what_failed(cv_root, biolama_public_dir, tmp_path):
+    """A folder whose card was edited by hand (here: the umls and mimic tags taken off), one no medlama build
+    wrote, and one written by another command are not uploaded, whatever they claim."""
+    folder = tmp_path / "edited"
     shutil.copytree(cv_root / "with-mimic", folder)
     card = DatasetCard.load(folder / "README.md")
     card.data.tags = [tag for tag in card.data.tags if tag not in ("umls", "mimic")]
     card.save(folder / "README.md")
-    assert not {"umls", "mimic"} & set(front_matter((folder / "README.md").read_text())["tags"])
-    info = json.loads((folder / "build_info.json").read_text())
-    info["origin"] = f"MedLAMA `full` ({cv_root / 'medlama'})"
-    (folder / "build_info.json").write_text(json.dumps(info))
-    with pytest.raises(MedlamaInputError, match=r"quotes MIMIC-III clinical notes \(source ehr\)"):
-        push_dataset(folder, "someone/cv", dry_run=tmp_path / "dry")
-    manifest = push_dataset(folder, "someone/cv", private=True, dry_run=tmp_path / "dry")
-    assert manifest["umls_derived"] and manifest["gated"] == "manual"
-    assert json.loads((tmp_path / "dry" / "cv" / "build_info.json").read_text())["origin"] == "MedLAMA `full` (medlama)"
+    api = FakeApi()
+    for private in (False, True):
+        with pytest.raises(MedlamaInputError, match=r"edited: 'README.md' has changed since `medlama build "
+                                                    r"context-variance` wrote it \(.* bytes when written, .* now\)"):
+            push_dataset(folder, "someone/cv", private=private, api=api)
+    assert api.calls == []
+    unowned = tmp_path / "unowned"
+    shutil.copytree(biolama_public_dir, unowned, ignore=shutil.ignore_patterns(OWNER_NAME))
+    with pytest.raises(MedlamaInputError, match=r"unowned: `medlama push-dataset` uploads only a folder written by "
+                                                r"`medlama build medlama` or `medlama build biolama` or `medlama build "
+                                                r"context-variance`, and this one has no ownership record"):
+        push_dataset(unowned, "someone/biolama", dry_run=tmp_path / "dry")
+    write_owner(unowned, "probe", files=True)
+    with pytest.raises(MedlamaInputError, match="this folder was written by `medlama probe`"):
+        push_dataset(unowned, "someone/biolama", dry_run=tmp_path / "dry")
+    write_owner(unowned, "build biolama")  # an ownership record without file records (an earlier version's)
+    with pytest.raises(MedlamaInputError, match="the ownership record lists no files with their sizes and SHA-256"):
+        push_dataset(unowned, "someone/biolama", dry_run=tmp_path / "dry")
+    assert not (tmp_path / "dry").exists()
 
 
 def test_context_variance_tree_holds_no_local_path(cv_root, tmp_path):
@@ -256,6 +270,65 @@ def test_context_variance_tree_holds_no_local_path(cv_root, tmp_path):
     assert "triples from MedLAMA `full`;" in (tmp_path / "with-mimic" / "cv" / "README.md").read_text()
 
 
+# --------------------------------------------------------------------------- licences travel with the folder
+
+
+def test_mimic_converted_to_json_lines_is_still_pushed_private_only(cv_root, tmp_path, capsys):
+    """MIMIC notes read through --corpus NAME:jsonl:PATH (even a source named like a format) keep PhysioNet's
+    licence: the folder records it, and push-dataset refuses a public push whatever the reader was."""
+    notes = cvb.write_mimic_iv_jsonl(tmp_path / "converted")
+    base = ["build", "context-variance", "--medlama", str(cv_root / "medlama"), "--config", "full", "--index-dir",
+            str(cv_root / "indexes"), "--corpus", f"mimic:jsonl:{notes}"]
+    assert main([*base, "--corpus-licence", "mimic=CC-BY-4.0", "--out", str(tmp_path / "declared")]) == 2
+    assert ("source 'mimic' holds MIMIC notes (records with HADM_ID, NOTE_ID, NOTE_SEQ, NOTE_TYPE, SUBJECT_ID in "
+            "notes.jsonl), whose licence is PhysioNet-Credentialed-Health-Data-1.5.0") in capsys.readouterr().err
+    assert not (tmp_path / "declared").exists()
+    folder = tmp_path / "sets"
+    assert main([*base, "--out", str(folder)]) == 0
+    (source,) = json.loads((folder / "build_info.json").read_text())["sources"]
+    assert (source["format"], source["licence"], source["licence_basis"]) == (
+        "jsonl", "PhysioNet-Credentialed-Health-Data-1.5.0", "columns")
+    card = (folder / "README.md").read_text()
+    assert "mimic" in front_matter(card)["tags"] and "The rows of `mimic` quote MIMIC clinical notes" in card
+    for gated in (None, "none"):
+        with pytest.raises(MedlamaInputError, match=r"quotes MIMIC clinical notes \(source mimic\).* can only be "
+                                                    r"pushed --private"):
+            push_dataset(folder, "someone/cv", gated=gated, dry_run=tmp_path / "public")
+    assert not (tmp_path / "public").exists()
+    manifest = push_dataset(folder, "someone/cv", private=True, dry_run=tmp_path / "private")
+    assert manifest["licences"] == {"mimic": "PhysioNet-Credentialed-Health-Data-1.5.0"} and manifest["mimic_derived"]
+
+
+def test_a_source_of_undeclared_licence_is_pushed_private_only(cv_root, tmp_path):
+    folder = tmp_path / "undeclared"
+    base = ["build", "context-variance", "--medlama", str(cv_root / "medlama"), "--config", "full", "--index-dir",
+            str(cv_root / "indexes"), "--pmc", str(cv_root / "corpora" / "pmc"), "--out", str(folder)]
+    assert main(base) == 0
+    (source,) = json.loads((folder / "build_info.json").read_text())["sources"]
+    assert (source["licence"], source["licence_basis"]) == ("unknown", "undeclared")
+    assert "- `pmc`: unknown (not declared); `medlama push-dataset` pushes it only `--private`" in (
+        folder / "README.md").read_text()
+    with pytest.raises(MedlamaInputError, match=r"the licence of source pmc \(unknown \(not declared\)\) does not "
+                                                r"allow redistribution.*--corpus-licence pmc=LICENCE"):
+        push_dataset(folder, "someone/cv", dry_run=tmp_path / "public")
+    assert push_dataset(folder, "someone/cv", private=True, dry_run=tmp_path / "private")["licences"] == {
+        "pmc": "unknown"}
+    declared = cv_root / "pmc-only"  # the same corpus, declared CC-BY-4.0 when built: recorded, pushed public
+    assert "- `pmc`: CC-BY-4.0 (declared by the builder)" in (declared / "README.md").read_text()
+    assert push_dataset(declared, "someone/cv", dry_run=tmp_path / "open")["licences"] == {"pmc": "CC-BY-4.0"}
+
+
+def test_corpus_licence_flag_is_checked_before_any_work(cv_root, tmp_path, capsys):
+    base = ["build", "context-variance", "--medlama", str(tmp_path / "no-such-folder"), "--out", str(tmp_path / "o"),
+            "--pmc", str(cv_root / "corpora" / "pmc")]
+    for flag, message in (("pubmed=CC0-1.0", "--corpus-licence names no source 'pubmed'; the sources are ['pmc']"),
+                          ("pmc", "bad --corpus-licence 'pmc': write NAME=LICENCE"),
+                          ("ehr=CC0-1.0", "source 'ehr' is read as MIMIC notes, whose licence is PhysioNet")):
+        extra = ["--mimic", str(cv_root / "corpora" / "NOTEEVENTS.csv")] if flag.startswith("ehr") else []
+        assert main([*base, *extra, "--corpus-licence", flag]) == 2
+        assert message in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------- the last check: no local path
 
 
@@ -272,6 +345,7 @@ def test_a_dataset_card_naming_the_home_folder_is_refused(biolama_public_dir, tm
     shutil.copytree(biolama_public_dir, folder)
     with (folder / "README.md").open("a", encoding="utf-8") as card:
         card.write(f"\nBuilt from the release in `{home}/medlama-private/biolama`.\n")
+    write_owner(folder, "build biolama", files=True)  # as if the build itself had written it
     with pytest.raises(MedlamaInputError) as error:
         push_dataset(folder, "someone/biolama", dry_run=tmp_path / "dry")
     message = str(error.value)
@@ -444,3 +518,35 @@ def test_cli_refuses_offline_or_without_token(biolama_public_dir, monkeypatch, c
     monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
     assert main(["push-metric", "ucm", "someone/ucm"]) == 2
     assert "no Hugging Face token: set HF_TOKEN or log in with `hf auth login`" in capsys.readouterr().err
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", ["push-metric", "push-dataset"])
+def test_real_push_without_network_is_a_clear_error(command, biolama_public_dir, tmp_path):
+    """A real upload whose Hub cannot be reached (HF_ENDPOINT on a closed local port): exit status 2, a message
+    naming the repository and the cause, no traceback, no token."""
+    import os
+    import subprocess
+    import sys
+
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith("HF_") and key != "TRANSFORMERS_OFFLINE"}  # the test suite's offline switches
+    env.update(HF_ENDPOINT=endpoint, HF_TOKEN=SECRET, HF_HOME=str(tmp_path / "hf-home"))
+    what = "ucm" if command == "push-metric" else str(biolama_public_dir)
+    kind = "space" if command == "push-metric" else "dataset"
+    done = subprocess.run([sys.executable, "-m", "medlama", command, what, "someone/offline-test"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"medlama: error: could not create the {kind} repository someone/offline-test on "
+                                  f"the Hugging Face Hub ({endpoint}): ")
+    assert "ConnectError" in done.stderr and "nothing was created or uploaded" in done.stderr
+    assert "Traceback" not in done.stderr and SECRET not in done.stdout + done.stderr and done.stdout == ""

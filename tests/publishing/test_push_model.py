@@ -13,6 +13,7 @@ import pytest
 import torch
 from huggingface_hub import ModelCard
 
+from medlama.atomic import OWNER_NAME, write_owner
 from medlama.cli import main
 from medlama.errors import MedlamaInputError
 from medlama.publishing.hub import plan_model, push_model
@@ -49,6 +50,7 @@ def model_folder(tmp_path_factory) -> Path:
             (checkpoint / name).write_bytes(b"state")
     (folder / "checkpoints" / "rewire_config.json").write_text("{}")
     (folder / ".hidden").write_text("not for upload")
+    write_owner(folder, "rewire", files=True)  # as `medlama rewire` records what it wrote
     return folder
 
 
@@ -245,6 +247,7 @@ def test_bundled_model_is_named_by_its_hub_id(model_folder, tmp_path):
     (folder / "rewire_config.json").write_text(json.dumps(record, indent=2))
     card = (folder / "README.md").read_text() + f"\nBase model loaded from {bundled}.\n```bash\n{record['command']}\n```\n"
     (folder / "README.md").write_text(card)
+    write_owner(folder, "rewire", files=True)
     push_model(folder, "someone/minilm", dry_run=tmp_path / "dry")
     tree = tmp_path / "dry" / "files"
     assert local_names_in(tree, [str(tmp_path), tmp_path.name, "site-packages"]) == []
@@ -261,7 +264,11 @@ def test_a_file_that_would_leak_a_path_stops_the_push(model_folder, tmp_path):
     (folder / "rewire_config.json").write_text(json.dumps({"base_model": {"name": str(tmp_path / "bert"),
                                                                           "path": str(tmp_path / "bert")}}))
     (folder / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes() + str(tmp_path / "bert").encode())
-    with pytest.raises(MedlamaInputError, match="model.safetensors: this file names the local path"):
+    (folder / "model.safetensors").rename(folder / "model.safetensors.bak")
+    (folder / "pytorch_model.bin").write_bytes((folder / "model.safetensors.bak").read_bytes())
+    (folder / "model.safetensors.bak").unlink()
+    write_owner(folder, "rewire", files=True)
+    with pytest.raises(MedlamaInputError, match="pytorch_model.bin: this file names the local path"):
         push_model(folder, "someone/model", dry_run=tmp_path / "dry")
     assert not (tmp_path / "dry").exists()
 
@@ -273,12 +280,16 @@ def test_an_extra_file_naming_site_packages_stops_the_push(model_folder, tmp_pat
     shutil.copytree(model_folder, folder)
     packages = site.getsitepackages()[0]
     (folder / "notes.txt").write_text(f"trained with the packages in {packages}/torch\n")
+    with pytest.raises(MedlamaInputError, match="'notes.txt' was not written by `medlama rewire`"):
+        push_model(folder, "someone/model", dry_run=tmp_path / "dry")
+    write_owner(folder, "rewire", files=True)  # as if rewire had written it: the local-path check stops it
     with pytest.raises(MedlamaInputError) as error:
         push_model(folder, "someone/model", dry_run=tmp_path / "dry")
     assert f"the upload tree's file 'notes.txt' names the local path {packages!r}" in str(error.value)
     assert "site-packages folder" in str(error.value) or "Python" in str(error.value)
     assert not (tmp_path / "dry").exists()
     (folder / "notes.txt").write_text("trained with the packages in site-packages (no path)\n")
+    write_owner(folder, "rewire", files=True)
     assert "notes.txt" in [f["path"] for f in push_model(folder, "someone/model", dry_run=tmp_path / "dry")["files"]]
 
 
@@ -323,3 +334,30 @@ def test_skipped_short_lines_are_named_by_the_corpus_file_name(tmp_path):
     public, replacements = public_rewire_record(record)
     assert public["cloze"]["skipped_examples"] == ["sentences.txt, line 26", "sentences.txt, line 65"]
     assert replacements[corpus] == "sentences.txt" and str(tmp_path) not in json.dumps(public)
+
+
+def test_a_folder_medlama_did_not_write_or_cut_weights_are_refused(model_folder, tmp_path):
+    """push-model uploads what `medlama rewire` wrote: not a copy of the bundled model, not weights cut in half."""
+    from medlama.defaults import default_model_path
+
+    bundled = tmp_path / "bundled"
+    shutil.copytree(default_model_path(), bundled)
+    assert plan_model(bundled)  # a loadable sentence-transformers folder ...
+    with pytest.raises(MedlamaInputError, match=r"bundled: `medlama push-model` uploads only a folder written by "
+                                                r"`medlama rewire`, and this one has no ownership record"):
+        push_model(bundled, "someone/minilm", dry_run=tmp_path / "dry")  # ... that no rewire wrote
+    cut = tmp_path / "cut"
+    shutil.copytree(model_folder, cut)
+    weights = (cut / "model.safetensors").read_bytes()
+    (cut / "model.safetensors").write_bytes(weights[: len(weights) // 2])
+    with pytest.raises(MedlamaInputError, match=r"cut: 'model.safetensors': its tensors need [\d,]+ bytes but the "
+                                                r"file has [\d,]+: the file is truncated"):
+        push_model(cut, "someone/model", dry_run=tmp_path / "dry")
+    (cut / "model.safetensors").write_bytes(weights)  # whole again, but the card replaced by hand
+    (cut / "README.md").write_text("# my own card\n")
+    with pytest.raises(MedlamaInputError, match="'README.md' has changed since `medlama rewire` wrote it"):
+        push_model(cut, "someone/model", dry_run=tmp_path / "dry")
+    assert not (tmp_path / "dry").exists()
+    (cut / OWNER_NAME).unlink()
+    with pytest.raises(MedlamaInputError, match="has no ownership record"):
+        push_model(cut, "someone/model", dry_run=tmp_path / "dry")

@@ -1,4 +1,4 @@
-"""Rewiring on two processes (``torchrun --nproc_per_node 2`` on CPU, gloo) is rewiring on one (issue 12).
+"""Rewiring on two processes (``torchrun --nproc_per_node 2`` on CPU, gloo) is rewiring on one.
 
 The model is a tiny random BERT in float64, so that summing in another order (two halves, then an
 all-reduce) changes the numbers by ~1e-13 instead of ~1e-6: in float32, Adam turns such rounding in

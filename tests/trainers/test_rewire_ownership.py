@@ -1,5 +1,5 @@
 """``rewire``'s output folder: only a rewire output is resumed or replaced, an earlier version's in-progress
-folder is taken over, and a second run into the same OUT is refused at once (issue 12, defects 1 and 7)."""
+folder is taken over, and a second run into the same OUT is refused at once."""
 
 from __future__ import annotations
 

@@ -289,7 +289,7 @@ def test_interrupted_runs_resume_and_keep_the_previous_final_model(tmp_path, tin
 ])
 def test_half_written_checkpoint_is_set_aside_and_the_run_resumes(finished_run, tmp_path, tiny_bert, corpus, capsys,
                                                                   damage, missing):
-    """Issue 12, defect 5: an incomplete newest checkpoint no longer blocks the documented auto-resume."""
+    """An incomplete newest checkpoint does not block the documented auto-resume."""
     out = tmp_path / "rewired"
     shutil.copytree(finished_run[0], out)
     damage(out / "checkpoints" / "checkpoint-4")

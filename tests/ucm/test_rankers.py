@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from medlama.errors import MedlamaInputError
-from medlama.ucm.rankers import (MaskAverageRanker, MaskAverageRankerSettings, RankerSettings, RetrievalRanker,
-                                 RetrievalRankerSettings, make_ranker, ranker_settings, ranks_from_scores)
+from medlama.probers.mask_average import MaskAverageSettings
+from medlama.ucm.rankers import (MaskAverageRanker, RankerSettings, RetrievalRanker, RetrievalRankerSettings,
+                                 make_ranker, ranker_settings, ranks_from_scores)
 
 POOL = ["wheeze", "cough", "fever", "heartburn", "runny nose", "shortness of breath", "nausea"]
 INPUTS = ["asthma may have finding [Y] .",
@@ -80,7 +81,7 @@ def test_masked_lm_ranker_equals_mean_log_probs_by_hand(tiny_mlm):
 def test_make_ranker_and_bad_input(tiny_mlm, tiny_encoder):
     assert isinstance(make_ranker("auto", tiny_mlm), MaskAverageRanker)
     assert isinstance(make_ranker("auto", tiny_encoder), RetrievalRanker)
-    assert isinstance(make_ranker("retrieval", tiny_mlm, RankerSettings(mask_average=MaskAverageRankerSettings(
+    assert isinstance(make_ranker("retrieval", tiny_mlm, RankerSettings(mask_average=MaskAverageSettings(
         max_tokens=3))), RetrievalRanker)
     with pytest.raises(MedlamaInputError, match="no MLM head"):
         make_ranker("mask-average", tiny_encoder)
@@ -146,12 +147,26 @@ def test_ranker_settings_are_typed_and_checked(tiny_mlm, tiny_encoder):
     assert ranker_settings("retrieval", {"distance": "cosine"}) == RetrievalRankerSettings(distance="cosine")
     with pytest.raises(MedlamaInputError, match="setting 'distance' must be one of 'l2', 'cosine', got 'dot'"):
         RetrievalRankerSettings(distance="dot")
-    with pytest.raises(MedlamaInputError, match="setting 'batch_size' must be at least 1, got 0"):
-        MaskAverageRankerSettings(batch_size=0)
-    with pytest.raises(MedlamaInputError, match="the mask-average ranker takes MaskAverageRankerSettings"):
+    with pytest.raises(MedlamaInputError, match="batch size must be >= 1, got 0"):
+        MaskAverageSettings(batch_size=0)
+    with pytest.raises(MedlamaInputError, match="the mask-average ranker takes MaskAverageSettings"):
         make_ranker("mask-average", tiny_mlm, RetrievalRankerSettings())
     # the old name builds the same ranker; auto hands each method its part of the settings
-    old = make_ranker("mlm", tiny_mlm, MaskAverageRankerSettings(max_tokens=2))
+    old = make_ranker("mlm", tiny_mlm, MaskAverageSettings(max_tokens=2))
     assert isinstance(old, MaskAverageRanker) and old.settings()["max_tokens"] == 2
     auto = make_ranker("auto", tiny_encoder, RankerSettings(retrieval=RetrievalRankerSettings(pooling="mean")))
     assert isinstance(auto, RetrievalRanker) and auto.settings()["pooling"] == "mean"
+
+
+def test_rankers_take_the_probers_names_old_names_and_settings(tiny_mlm, tiny_encoder):
+    """One table of methods: a ranker is a probing method, every old name works for both, and the
+    mask-average ranker is configured by the mask-average prober's own settings."""
+    from medlama.probers import registry
+    from medlama.ucm import rankers
+
+    assert set(rankers.METHODS) <= set(registry.METHODS)
+    assert isinstance(make_ranker("contrastive", tiny_encoder), RetrievalRanker)
+    assert rankers.SETTINGS["mask-average"] is registry.METHODS["mask-average"].settings
+    assert rankers.SETTINGS["causal-likelihood"] is registry.METHODS["causal-likelihood"].settings
+    ranker = make_ranker("mask-average", tiny_mlm, registry.settings_for("mask-average", {"max_tokens": 2}))
+    assert ranker.prober.settings_ == MaskAverageSettings(max_tokens=2)

@@ -50,7 +50,7 @@ def register(subparsers) -> None:
 
     from medlama.commands.build_context_variance import register as register_context_variance
 
-    register_context_variance(builders)  # medlama build context-variance (issue 7)
+    register_context_variance(builders)  # medlama build context-variance
 
 
 def run_medlama(args: argparse.Namespace) -> int:

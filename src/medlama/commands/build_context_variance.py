@@ -5,7 +5,8 @@ This module turns the command line into the library's typed settings and nothing
 flags into a :class:`~medlama.datasets.context_variance.settings.KnowledgeSpec`, the row flags into a
 :class:`~medlama.datasets.context_variance.settings.BuildSettings` (both made by
 :func:`medlama.commands.flags.add_settings_flags` from the fields), and the corpus strings (``--mimic``,
-``--pmc``, ``--corpus [NAME:]FORMAT:PATH``) into :class:`~medlama.datasets.context_variance.settings.CorpusSpec` s.
+``--pmc``, ``--corpus [NAME:]FORMAT:PATH``, with ``--corpus-licence NAME=LICENCE``) into
+:class:`~medlama.datasets.context_variance.settings.CorpusSpec` s.
 The build itself is :func:`medlama.datasets.context_variance.export.write_folder` over a
 :class:`~medlama.datasets.context_variance.builder.ContextVarianceBuilder`.
 """
@@ -28,7 +29,7 @@ def register(builders) -> None:
     parser = builders.add_parser(
         "context-variance", help="context-variance probing sets (EHR / PMC / other corpora) for UCM",
         description="Build context-variance sets (Yao et al. 2023): triples of a built MedLAMA or BioLAMA folder, "
-                    "contexts retrieved from corpora (MIMIC-III NOTEEVENTS.csv, PMC JATS XML / text, JSON Lines, "
+                    "contexts retrieved from corpora (MIMIC-III / MIMIC-IV notes CSV, PMC JATS XML / text, JSON Lines, "
                     "plain text), cut into segments around the target, in every context type with its "
                     "negative-target counterpart. Each corpus is indexed once and the index reused.")
     parser.add_argument("--out", required=True, type=Path, help="output folder; load it with medlama.datasets.folders.load_config(OUT, 'ehr_real')")
@@ -39,13 +40,20 @@ def register(builders) -> None:
                                                                 "entities) (default: none)")
     add_settings_flags(parser, KnowledgeSpec)
     corpora = parser.add_argument_group("corpora (at least one)")
-    corpora.add_argument("--mimic", nargs="+", metavar="PATH", help="MIMIC-III NOTEEVENTS.csv[.gz] (source 'ehr') "
-                                                                   "(default: none)")
+    corpora.add_argument("--mimic", nargs="+", metavar="PATH",
+                         help="MIMIC notes: MIMIC-III NOTEEVENTS.csv[.gz] or MIMIC-IV-Note discharge.csv[.gz] / "
+                              "radiology.csv[.gz] (source 'ehr') (default: none)")
     corpora.add_argument("--pmc", nargs="+", metavar="PATH", help="PMC articles, .xml/.nxml/.txt or folders (source "
                                                                   "'pmc') (default: none)")
     corpora.add_argument("--corpus", action="append", metavar="[NAME:]FORMAT:PATH",
                          help="another corpus, e.g. pubmed:text:sentences.txt (formats mimic, pmc, jsonl, text); "
                               "repeat for more files or corpora (default: none)")
+    corpora.add_argument("--corpus-licence", action="append", metavar="NAME=LICENCE",
+                         help="declare the licence of source NAME (an SPDX id such as CC-BY-4.0, or text), recorded "
+                              "in build_info.json and the card; repeat for more sources. A source left undeclared is "
+                              "'unknown' and the set is then pushed only --private; MIMIC notes (read with --mimic, or "
+                              "JSON Lines / text carrying MIMIC's columns) are PhysioNet-licensed and cannot be "
+                              "declared otherwise (default: none)")
     corpora.add_argument("--categories", nargs="+", metavar="CATEGORY",
                          help="MIMIC: only notes of these categories (e.g. 'Discharge summary'; "
                                                                      "default: all)")
@@ -66,12 +74,17 @@ def register(builders) -> None:
 
 
 def parse_corpus(spec: str, **options):
-    """A :class:`CorpusSpec` from ``FORMAT:PATH`` or ``NAME:FORMAT:PATH`` (e.g. ``pubmed:text:sentences.txt``)."""
+    """A :class:`CorpusSpec` from ``NAME:FORMAT:PATH`` (e.g. ``pubmed:text:sentences.txt``; read so whenever the
+    second part is a format, even with a NAME that is a format name too) or ``FORMAT:PATH``."""
     from medlama.datasets.context_variance.settings import CorpusSpec
     from medlama.errors import MedlamaInputError
     from medlama.loaders.corpora import FORMATS
 
     parts = spec.split(":", 2)
+    # NAME:FORMAT:PATH first, whatever NAME is (a source may be named like a format: mimic:jsonl:notes.jsonl);
+    # FORMAT:PATH when the second part is no format (the path may hold ':', as in text:C:/data/x.txt).
+    if len(parts) == 3 and parts[1] in FORMATS:
+        return CorpusSpec.make(parts[2], parts[1], parts[0], **options)
     if len(parts) >= 2 and parts[0] in FORMATS:
         return CorpusSpec.make(spec.split(":", 1)[1], parts[0], **options)
     if len(parts) == 3:
@@ -102,7 +115,34 @@ def corpus_specs(args: argparse.Namespace) -> list:
             if args.categories:
                 options["categories"] = tuple(args.categories)
         specs.append(parse_corpus(spec, **options))
-    return specs
+    return _with_licences(specs, args.corpus_licence or ())
+
+
+def _with_licences(specs: list, declarations) -> list:
+    """``specs`` with the licences ``--corpus-licence NAME=LICENCE`` declares; a name no source has, a
+    declaration without ``=`` or one source declared twice differently is an error."""
+    import dataclasses
+
+    from medlama.errors import MedlamaInputError
+
+    licences: dict[str, str] = {}
+    for declaration in declarations:
+        name, equals, licence = declaration.partition("=")
+        name, licence = name.strip(), licence.strip()
+        if not equals or not name or not licence:
+            raise MedlamaInputError(f"bad --corpus-licence {declaration!r}: write NAME=LICENCE, e.g. pmc=CC-BY-4.0",
+                                    field="corpus_licence")
+        if licences.get(name, licence) != licence:
+            raise MedlamaInputError(f"source {name!r} is declared both {licences[name]!r} and {licence!r}",
+                                    field="corpus_licence")
+        licences[name] = licence
+    names = {spec.name for spec in specs}
+    unknown = sorted(set(licences) - names)
+    if unknown:
+        raise MedlamaInputError(f"--corpus-licence names no source {', '.join(map(repr, unknown))}; the sources are "
+                                f"{sorted(names)}", field="corpus_licence")
+    return [dataclasses.replace(spec, licence=licences[spec.name]) if spec.name in licences else spec
+            for spec in specs]
 
 
 def run(args: argparse.Namespace) -> int:

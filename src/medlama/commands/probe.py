@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from medlama.commands.flags import add_settings_flags, given_settings
@@ -12,7 +11,7 @@ from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, chec
                                      print_results)
 from medlama.probers.queries import QuerySource
 from medlama.probers.retrieval import RetrievalSettings
-from medlama.probers.registry import METHODS, OLD_NAMES, settings_for
+from medlama.probers.registry import METHODS, OLD_NAMES, current_names, settings_for
 from medlama.settings import settings_from
 
 
@@ -98,13 +97,7 @@ def run(args: argparse.Namespace) -> int:
     if len(labels) != len(models):
         raise MedlamaInputError(f"{len(labels)} --label values for {len(models)} --model values")
     # Before the queries: loading them may build MedLAMA first, minutes lost to a typo.
-    unknown = [method for method in args.method if method not in METHODS and method not in OLD_NAMES]
-    if unknown:
-        raise MedlamaInputError(f"unknown --method {', '.join(map(repr, unknown))}; known methods: "
-                                f"{', '.join(sorted(METHODS))}")
-    for old in dict.fromkeys(method for method in args.method if method in OLD_NAMES):
-        print(f"medlama: --method {old} is now {OLD_NAMES[old]}", file=sys.stderr)
-    methods = list(dict.fromkeys(OLD_NAMES.get(method, method) for method in args.method))
+    methods = list(dict.fromkeys(current_names(args.method)))
     settings = method_settings(args, methods)
     check_device(args.device)
     for model in models:

@@ -22,9 +22,12 @@ def register(subparsers) -> None:
         description="Upload a folder written by `medlama build` to a dataset repository, so that "
                     "load_dataset(REPO_ID, config) works for anyone. UMLS-derived data (MedLAMA, BioLAMA's umls "
                     "source, context-variance sets built from them) is gated: the card asks for a UMLS-licence "
-                    "confirmation and access requests are switched on before the data is uploaded. Sets quoting "
-                    "MIMIC-III notes are pushed only with --private (the PhysioNet data use agreement forbids "
-                    "redistribution). The token comes from HF_TOKEN or `hf auth login`.")
+                    "confirmation and access requests are switched on before the data is uploaded. A context-variance "
+                    "set is pushed publicly only when every source's recorded licence allows redistribution: sets "
+                    "quoting MIMIC notes (PhysioNet's data use agreement forbids redistribution), or with a source "
+                    "of undeclared licence, are pushed only with --private. Only a folder a `medlama build` "
+                    "command wrote, with its files unchanged since, is uploaded. The token comes from HF_TOKEN or "
+                    "`hf auth login`.")
     dataset.add_argument("path", type=Path, metavar="DIR", help="built dataset folder, e.g. out/biolama")
     dataset.add_argument("repo_id", metavar="REPO_ID", help="e.g. your-name/biolama")
     _common(dataset)

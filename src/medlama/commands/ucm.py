@@ -9,9 +9,14 @@ from pathlib import Path
 from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, check_device, claimed_output,
                                      human_output, print_results)
-from medlama.ucm.evaluation import UcmSettings
 from medlama.probers.causal import LikelihoodSettings
-from medlama.ucm.rankers import METHODS, RENAMED, MaskAverageRankerSettings, RetrievalRankerSettings
+from medlama.probers.mask_average import MaskAverageSettings
+from medlama.probers.registry import OLD_NAMES, current_names
+from medlama.ucm.evaluation import UcmSettings
+from medlama.ucm.rankers import METHODS, RetrievalRankerSettings
+
+#: What ``--method`` takes: a ranker, ``auto``, or an earlier name of a ranker.
+CHOICES = ["auto", *METHODS, *(old for old, new in OLD_NAMES.items() if new in METHODS)]
 
 
 def register(subparsers) -> None:
@@ -27,19 +32,21 @@ def register(subparsers) -> None:
     parser.add_argument("--model", nargs="+", help="model folders (default: the bundled encoder)")
     parser.add_argument("--label", nargs="+",
                         help="names for the models in tables and plots (default: the model folders' names)")
-    parser.add_argument("--method", nargs="+", choices=["auto", *METHODS, *RENAMED], metavar="METHOD",
+    parser.add_argument("--method", nargs="+", choices=CHOICES, metavar="METHOD",
                         help="mask-average: mask average with the MLM head; retrieval: [CLS] distance to the pool "
                              "names; causal-likelihood: a causal LM's log-probability of each pool name in the slot; "
                              "auto: causal-likelihood for a decoder-only causal LM (GPT-2, Llama style), else "
                              "mask-average when the model has an MLM head, else retrieval. One value, or one per "
                              "model (default: auto)")
-    parser.add_argument("--ranker", nargs="+", choices=["auto", *METHODS, *RENAMED], help=argparse.SUPPRESS)
+    parser.add_argument("--ranker", nargs="+", choices=CHOICES, help=argparse.SUPPRESS)
     add_settings_flags(parser, UcmSettings, title="what to score")
-    add_settings_flags(parser, MaskAverageRankerSettings, exclude=("batch_size",), title="mask-average ranker")
+    add_settings_flags(parser, MaskAverageSettings, exclude=("batch_size",), title="mask-average ranker",
+                       helps={"max_tokens": lambda _: "mask-average: most masks per name, longer names are scored "
+                                                      "on their first N tokens; none: the longest name's token count"})
     add_settings_flags(parser, RetrievalRankerSettings, exclude=("batch_size",), title="retrieval ranker")
     add_settings_flags(parser, LikelihoodSettings, exclude=("batch_size",), title="causal-likelihood ranker")
     parser.add_argument("--batch-size", type=int, metavar="N",
-                        help=f"{BATCH_SIZE_LEAD} (default: mask-average {MaskAverageRankerSettings().batch_size}"
+                        help=f"{BATCH_SIZE_LEAD} (default: mask-average {MaskAverageSettings().batch_size}"
                              f", retrieval {RetrievalRankerSettings().batch_size}); causal-likelihood: candidate "
                              f"continuations per forward pass (default {LikelihoodSettings().batch_size})")
     # --limit (first N triples per relation) is a field of UcmSettings, among "what to score".
@@ -57,9 +64,7 @@ def _methods(args: argparse.Namespace) -> list[str]:
 
             raise MedlamaInputError("give --method only (--ranker is its old name)")
         methods = args.ranker
-    for old in dict.fromkeys(m for m in methods if m in RENAMED):
-        print(f"medlama: ranker {old!r} is now {RENAMED[old]!r}", file=sys.stderr)
-    return [RENAMED.get(m, m) for m in methods]
+    return current_names(methods, ("auto", *METHODS))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,8 +89,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(UcmSettings, given_settings(args, UcmSettings))
     batch = {"batch_size": args.batch_size} if args.batch_size is not None else {}
     ranker_settings = RankerSettings(
-        mask_average=settings_from(MaskAverageRankerSettings, {**given_settings(args, MaskAverageRankerSettings),
-                                                               **batch}),
+        mask_average=settings_from(MaskAverageSettings, {**given_settings(args, MaskAverageSettings), **batch}),
         retrieval=settings_from(RetrievalRankerSettings, {**given_settings(args, RetrievalRankerSettings), **batch}),
         causal_likelihood=settings_from(LikelihoodSettings, {**given_settings(args, LikelihoodSettings), **batch}))
     read_build_info(args.sets)  # a wrong folder fails before any model loads

@@ -149,7 +149,7 @@ def test_folder_configs_schema_and_card(built):
     # licences: MedLAMA is UMLS-derived, `ehr` quotes MIMIC-III notes; push-dataset reads these tags
     tags = yaml.safe_load(card.split("---")[1])["tags"]
     assert tags[-2:] == ["umls", "mimic"] and len(set(tags)) == len(tags)
-    assert "The rows of `ehr` quote MIMIC-III clinical notes (tag `mimic`)" in card
+    assert "The rows of `ehr` quote MIMIC clinical notes (tag `mimic`)" in card
     assert info["origin"] == "MedLAMA `full`" and [s["format"] for s in info["sources"]] == ["mimic", "pmc"]
 
 
@@ -213,7 +213,7 @@ def test_umls_tag_follows_the_biolama_sources(tmp_path, biolama_fx):
         assert main([*base, "--config", config, "--out", str(tmp_path / config)]) == 0
         card = (tmp_path / config / "README.md").read_text()
         tags[config] = yaml.safe_load(card.split("---")[1])["tags"]
-        assert "quote MIMIC-III clinical notes" not in card and str(tmp_path) not in card
+        assert "quote MIMIC clinical notes" not in card and str(tmp_path) not in card
     assert "umls" in tags["all"] and "umls" not in tags["wikidata"]
     assert "mimic" not in tags["all"] + tags["wikidata"]
     relations = set(load_dataset(str(tmp_path / "all"), "sents", split="test")["relation"])
@@ -264,7 +264,7 @@ def test_bad_input_is_reported(medlama_folder, corpora, tmp_path, capsys):
     assert main([*base, "--corpus", "nonsense", "--out", str(tmp_path / "o")]) == 2
     assert "write FORMAT:PATH or NAME:FORMAT:PATH" in capsys.readouterr().err
     assert main([*base, "--mimic", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "o")]) == 2
-    assert "missing.csv: no such NOTEEVENTS CSV file or folder" in capsys.readouterr().err
+    assert "missing.csv: no such MIMIC notes CSV file or folder" in capsys.readouterr().err
     assert main([*base, "--mimic", str(notes), "--context-types", "fake", "--out", str(tmp_path / "o")]) == 2
     assert "unknown context type(s) ['fake']" in capsys.readouterr().err
     with pytest.raises(MedlamaInputError, match="bad source name 'pools'"):

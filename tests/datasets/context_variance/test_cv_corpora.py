@@ -6,7 +6,6 @@ import csv
 import gzip
 import json
 import os
-from pathlib import Path
 
 import pytest
 from datasets import IterableDataset
@@ -322,12 +321,8 @@ def test_text_folder_reads_extensionless_files(tmp_path):
         read_jsonl(other)
 
 
-ELICIT = Path("/work/shared/data/elicit_corpora")
-
-
-@pytest.mark.skipif(not (ELICIT / "pubmed_sents_no_punkt_10k_0").is_file(), reason="shared elicit corpora absent")
-def test_elicit_corpora_folder_is_read():
-    first = next(iter(read_text(ELICIT)))
+def test_elicit_corpora_folder_is_read(elicit_corpora):
+    first = next(iter(read_text(elicit_corpora)))
     assert first["doc_id"] == "pubmed_sents_no_punkt_10k_0:1" and first["text"].startswith("conclusions")
 
 

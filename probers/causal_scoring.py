@@ -1,4 +1,6 @@
-"""Decoder-only causal LMs (GPT-2, BioGPT, Llama family) for probing: loading, query splitting, scoring.
+"""Scoring with decoder-only causal LMs (GPT-2, BioGPT, Llama family): loading, query splitting, scoring.
+
+The model side of the causal probers (:mod:`medlama.probers.causal`) and of the UCM causal ranker.
 
 ``load_causal_lm`` refuses what the causal methods cannot use, naming the model and the method to use
 instead: a sequence-to-sequence model (``--method generative``), a bidirectional encoder or masked LM
