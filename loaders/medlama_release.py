@@ -9,7 +9,10 @@ Where the files come from, in order of precedence:
 
 A source is a folder holding ``prompts.csv`` and ``2021AA/`` (upstream's ``data/medlama``), a folder
 holding ``data/medlama/`` (a checkout of the repository), or a ``.tar.gz`` / ``.tgz`` / ``.zip``
-archive of either. Local files are verified against the same checksums unless ``verify_checksums=False``.
+archive of either. Local files are verified against the same checksums unless ``verify_checksums=False``;
+then they are still hashed, and the files that differ or are missing are listed
+(:attr:`MedlamaRelease.checksum_mismatches`, :attr:`MedlamaRelease.checksums_unchecked`) for the build report,
+so that a modified copy is never recorded as the pinned release.
 A data file the release does not have (``2021AA/may_cure_1000.csv``) is never read: it is reported (a
 warning, and :attr:`MedlamaRelease.unexpected_files` for the build report).
 
@@ -131,6 +134,10 @@ class MedlamaRelease:
     #: Data files found beside the release's that it does not have (relative POSIX paths), never read;
     #: the build report lists them.
     unexpected_files: tuple[str, ...] = ()
+    #: Pinned files whose SHA-256 differs (only with ``verify_checksums=False``; else they stop the build).
+    checksum_mismatches: tuple[str, ...] = ()
+    #: Pinned files that were not there to check (only with ``verify_checksums=False``).
+    checksums_unchecked: tuple[str, ...] = ()
 
     def full_file(self, relation: str) -> Path:
         return self.root / RELEASE / f"{relation}_1000.csv"
@@ -159,6 +166,19 @@ def verify(root: Path) -> None:
                 "pass --no-verify (verify_checksums=False) to build from a modified copy on purpose", file=path)
 
 
+def checksum_differences(root: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(differing, absent)``: the pinned files under ``root`` whose SHA-256 is not the pinned one, and those that
+    are not there. What a ``--no-verify`` build records, so that its card and results say it is not the release."""
+    differing, absent = [], []
+    for relative, expected in SHA256.items():
+        path = root / relative
+        if not path.is_file():
+            absent.append(relative)
+        elif sha256_of(path) != expected:
+            differing.append(relative)
+    return tuple(differing), tuple(absent)
+
+
 def unexpected_files(root: Path) -> tuple[str, ...]:
     """Files under ``root/2021AA/`` and CSV files beside ``prompts.csv`` that the pinned release does not have
     (hidden files aside; notes such as a README beside the data are not data)."""
@@ -169,14 +189,16 @@ def unexpected_files(root: Path) -> tuple[str, ...]:
                         if name not in SHA256 and not any(part.startswith(".") for part in name.split("/"))))
 
 
-def _found(root: Path, verified: bool) -> MedlamaRelease:
+def _found(root: Path, verified: bool,
+           differences: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())) -> MedlamaRelease:
     """The release at ``root``, warning about files it does not have (they are not read)."""
     extra = unexpected_files(root)
     if extra:
         shown = ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
         warnings.warn(f"{root}: {len(extra)} file(s) that the MedLAMA release (commit {COMMIT[:12]}) does not have "
                       f"are left out: {shown}", stacklevel=3)
-    return MedlamaRelease(root, verified=verified, unexpected_files=extra)
+    return MedlamaRelease(root, verified=verified, unexpected_files=extra, checksum_mismatches=differences[0],
+                          checksums_unchecked=differences[1])
 
 
 def _release_root(folder: Path) -> Path | None:
@@ -207,7 +229,8 @@ def extract_archive(archive: Path, into: Path) -> None:
 
 @contextmanager
 def open_release(source: str | Path | None = None, *, verify_checksums: bool = True) -> Iterator[MedlamaRelease]:
-    """Yield the local release found at ``source`` (or ``$MEDLAMA_SOURCE``), verified.
+    """Yield the local release found at ``source`` (or ``$MEDLAMA_SOURCE``), verified (``verify_checksums=False``:
+    the files that differ from the pinned ones are listed instead, and ``verified`` says whether there are any).
 
     The pinned download is ``medlama.datasets.medlama.MedlamaBuilder``'s, through the ``datasets``
     download manager and its cache.
@@ -230,7 +253,10 @@ def open_release(source: str | Path | None = None, *, verify_checksums: bool = T
                                     "(or data/medlama/ holding them)", file=path)
         if verify_checksums:
             verify(root)
-        yield _found(root, verified=verify_checksums)
+            yield _found(root, verified=True)
+        else:  # still hashed (a few MB): a modified copy must be recorded as one, not as the pinned release
+            differences = checksum_differences(root)
+            yield _found(root, verified=not any(differences), differences=differences)
 
 
 # --------------------------------------------------------------------------- reading

@@ -21,20 +21,29 @@ from medlama.loaders import biolama_release as release
 KIND = "build biolama"
 
 
-def config_layout(build: BiolamaBuild) -> dict[str, str]:
-    """Config name -> Parquet path pattern inside the folder, with ``{split}`` for the split."""
-    layout = {DEFAULT_CONFIG: "data/*/*/{split}.parquet"}
+def config_layout(build: BiolamaBuild) -> dict[str, dict[str, list[str]]]:
+    """Config name -> split -> the Parquet files it holds (relative, before they are named after their content)."""
+    def files(configs: list[str]) -> dict[str, list[str]]:
+        return {split: [relation_file(config, split) for config in configs] for split in SPLITS}
+
+    layout = {DEFAULT_CONFIG: files(build.relation_configs())}
     for src in build.report.sources:
-        layout[src] = f"data/{src}/*/{{split}}.parquet"
-    for src in build.report.sources:
-        for rel in build.report.relations[src]:
-            layout[relation_config(src, rel)] = f"data/{src}/{rel}/{{split}}.parquet"
+        layout[src] = files(build.relation_configs(src))
+    for config in build.relation_configs():
+        layout[config] = files([config])
     return layout
 
 
-def render_biolama_card(build: BiolamaBuild, layout: dict[str, str], stats: list[dict], folder: Path) -> str:
+def relation_file(config: str, split: str) -> str:
+    """The file of one relation config's split, ``data/<source>/<relation>/<split>.parquet``."""
+    source, _, relation = config.partition("_")
+    return f"data/{source}/{relation}/{split}.parquet"
+
+
+def render_biolama_card(build: BiolamaBuild, layout: dict[str, dict[str, list[str]]], stats: list[dict],
+                        folder: Path) -> str:
     """The README of a built folder whose files are in ``folder``: the template's text, every config with its
-    sizes, statistics filled."""
+    files and sizes, statistics filled."""
     from medlama.datasets.card import render_card
 
     totals = {(r["source"], r["relation"]): r for r in stats}
@@ -42,8 +51,7 @@ def render_biolama_card(build: BiolamaBuild, layout: dict[str, str], stats: list
     # Tags name the sources actually built; `umls` marks UMLS-derived data (gated on the Hub).
     return render_card(
         "biolama", folder=folder, default_config=DEFAULT_CONFIG, statistics=biolama_statistics_markdown(stats),
-        configs={name: {split: pattern.format(split=split) for split in SPLITS} for name, pattern in layout.items()},
-        licence_tags=build.report.sources, replace_tags=SOURCES,
+        configs=layout, licence_tags=build.report.sources, replace_tags=SOURCES,
         rows=sum(totals[("all", "all")][split] for split in SPLITS),
         replacements={"<!-- provenance -->": f"This build's input: {build.report.verification} ({state})."})
 
@@ -71,10 +79,10 @@ def _write_biolama(out_dir: str | Path, source: str | Path | None, **options) ->
         data = build.datasets[split]
         ranges = relation_ranges([relation_config(s, r) for s, r in zip(data["source"], data["relation"])])
         for config in build.relation_configs():
-            tables[layout[config].format(split=split)] = data.select(ranges.get(config, range(0)))
-    info = {"dataset": "biolama", "report": asdict(build.report), "statistics": stats,
-            "configs": {name: [pattern.format(split=s) for s in SPLITS] for name, pattern in layout.items()}}
-    write_folder(out_dir, tables, lambda folder: render_biolama_card(build, layout, stats, folder), info, kind=KIND)
+            tables[relation_file(config, split)] = data.select(ranges.get(config, range(0)))
+    info = {"dataset": "biolama", "report": asdict(build.report), "statistics": stats}
+    write_folder(out_dir, tables, layout, lambda folder, configs: render_biolama_card(build, configs, stats, folder),
+                 info, kind=KIND)
     return build, stats
 
 
@@ -104,9 +112,10 @@ def cached_build(source: str | Path | None = None, cache_dir: str | Path | None 
     Keyed by the input: the archive's SHA-256, or a fingerprint of an extracted folder.
     """
     from medlama.cache import cache_root
+    from medlama.datasets.records import has_record
 
     root = cache_root(cache_dir)
     out = root / "datasets" / f"biolama-{_fingerprint(source, options.get('sha256'))}"
-    if not (out / "build_info.json").is_file():
+    if not has_record(out):  # none yet, or one built before files were recorded
         write_biolama(out, source, cache_dir=root / "builder", **options)
     return out

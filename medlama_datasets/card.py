@@ -66,7 +66,7 @@ def _file_sizes(path: Path, cache: dict) -> tuple[int, int, int, object]:
     return cache[path]
 
 
-def dataset_infos(folder: Path, configs: Mapping[str, Mapping[str, str]]) -> dict:
+def dataset_infos(folder: Path, configs: Mapping[str, Mapping[str, str | Sequence[str]]]) -> dict:
     """Config name -> ``DatasetInfo`` with features and real split sizes, from the files under ``folder``."""
     from datasets import DatasetInfo, SplitDict, SplitInfo
 
@@ -75,7 +75,8 @@ def dataset_infos(folder: Path, configs: Mapping[str, Mapping[str, str]]) -> dic
     for name, splits in configs.items():
         split_dict, features, download = SplitDict(), None, 0
         for split, pattern in splits.items():
-            files = sorted(p for p in folder.glob(pattern) if p.is_file())
+            files = ([folder / name for name in pattern] if not isinstance(pattern, str)
+                     else sorted(p for p in folder.glob(pattern) if p.is_file()))
             sizes = [_file_sizes(p, cache) for p in files]
             split_dict.add(SplitInfo(name=split, num_examples=sum(s[0] for s in sizes),
                                      num_bytes=sum(s[1] for s in sizes)))
@@ -86,7 +87,7 @@ def dataset_infos(folder: Path, configs: Mapping[str, Mapping[str, str]]) -> dic
     return infos
 
 
-def render_card(kind: str, *, folder: str | Path, configs: Mapping[str, str | Mapping[str, str]],
+def render_card(kind: str, *, folder: str | Path, configs: Mapping[str, str | Mapping[str, str | Sequence[str]]],
                 default_config: str | None = None, statistics: str = "", licence_tags: Sequence[str] = (),
                 replace_tags: Sequence[str] = (), replacements: Mapping[str, str] | None = None,
                 rows: int | None = None, split: str = "test") -> str:
@@ -94,8 +95,8 @@ def render_card(kind: str, *, folder: str | Path, configs: Mapping[str, str | Ma
 
     ``folder``: where the data files already are (sizes and features are read from them). ``configs``:
     config name -> its data files: one path glob (for the single split ``split``) or a mapping split ->
-    path glob. ``default_config`` is marked ``default``. ``statistics``: the Markdown that fills the
-    statistics block. ``licence_tags``: tags for what this build holds that carries its own terms
+    path glob or list of exact paths (what a build declares: :mod:`medlama.datasets.records`).
+    ``default_config`` is marked ``default``. ``statistics``: the Markdown that fills the statistics block. ``licence_tags``: tags for what this build holds that carries its own terms
     (``umls``, ``mimic``, a BioLAMA source), added to the template's tags after removing ``replace_tags``
     (the tags the build decides on, e.g. every possible source). ``replacements``: marker text -> text.
     ``rows``: the build's total rows, which sets ``size_categories`` (the template's value stays when None).
@@ -107,7 +108,7 @@ def render_card(kind: str, *, folder: str | Path, configs: Mapping[str, str | Ma
     layout = {name: {split: files} if isinstance(files, str) else dict(files) for name, files in configs.items()}
     card = DatasetCard.load(card_path(kind))
     MetadataConfigs({
-        name: {"data_files": [{"split": split_name, "path": path} for split_name, path in splits.items()],
+        name: {"data_files": [{"split": split_name, "path": _one_or_list(path)} for split_name, path in splits.items()],
                **({"default": True} if name == default_config else {})}
         for name, splits in layout.items()
     }).to_dataset_card_data(card.data)
@@ -125,6 +126,11 @@ def render_card(kind: str, *, folder: str | Path, configs: Mapping[str, str | Ma
     return str(card)
 
 
+def _one_or_list(paths: str | Sequence[str]) -> str | list[str]:
+    """A split's files as the card states them: one path as a string (as a glob was), several as a list."""
+    return paths if isinstance(paths, str) else paths[0] if len(paths) == 1 else list(paths)
+
+
 def gate(data, mode: str = "manual") -> None:
     """Gate a card (``DatasetCardData``) to UMLS licensees: ``gated`` and the UMLS access-request form."""
     data.gated = mode
@@ -132,13 +138,36 @@ def gate(data, mode: str = "manual") -> None:
     data.extra_gated_fields = dict(GATED_FIELDS)
 
 
-def render_medlama_card(build, layout: dict[str, str], stats: list[dict], folder: str | Path) -> str:
-    """MedLAMA's card: the configs of ``layout`` (every one with its sizes) and the statistics table."""
+def render_medlama_card(build, layout: Mapping[str, Mapping[str, Sequence[str]]], stats: list[dict],
+                        folder: str | Path) -> str:
+    """MedLAMA's card: the configs of ``layout`` (every one with its sizes and files), the statistics table, and
+    whether the release was verified against its pinned SHA-256 (:func:`medlama_verification`)."""
     from medlama.datasets.medlama import DEFAULT_CONFIG, SPLIT
     from medlama.datasets.statistics import statistics_markdown
 
     return render_card("medlama", folder=folder, configs=layout, default_config=DEFAULT_CONFIG,
-                       statistics=statistics_markdown(stats), split=SPLIT)
+                       statistics=statistics_markdown(stats), split=SPLIT,
+                       replacements={VERIFICATION_MARKER: medlama_verification(build.report)})
+
+
+#: Where a template says how its input was checked.
+VERIFICATION_MARKER = "<!-- verification -->"
+
+
+def medlama_verification(report) -> str:
+    """How the release a MedLAMA build read was checked, for its card (``report``: the build's ``BuildReport``)."""
+    if report.checksums_verified:
+        return "This build's input: the release, every file verified by its pinned SHA-256."
+    parts = []
+    if report.checksum_mismatches:
+        parts.append(f"{len(report.checksum_mismatches)} file(s) differ from that commit: "
+                     + ", ".join(f"`{name}`" for name in report.checksum_mismatches))
+    if report.checksums_unchecked:
+        parts.append(f"{len(report.checksums_unchecked)} file(s) of it were not there to check: "
+                     + ", ".join(f"`{name}`" for name in report.checksums_unchecked))
+    return ("This build's input: **not verified** against the pinned SHA-256 (`--no-verify`)"
+            + (f"; {'; '.join(parts)}" if parts else "") + ". Its rows, and any number probed on them, may differ "
+            "from the paper's.")
 
 
 # --------------------------------------------------------------------------- context-variance sets

@@ -1,7 +1,8 @@
 """Writing a built dataset as a folder, and preparing a builder afresh; shared by every builder here.
 
-A built folder holds Parquet files, a README dataset card whose YAML declares the configs, and
-``build_info.json`` (the marker every build holds) and the hidden ownership record naming the command that
+A built folder holds Parquet files named by their content (:mod:`medlama.datasets.records`), a README
+dataset card whose YAML declares the configs by those exact names, and ``build_info.json`` (the marker every
+build holds, with the record of the files that loading checks) and the hidden ownership record naming the command that
 wrote it (``medlama.atomic.OWNER_NAME``: only that command replaces the folder). :func:`write_folder`
 writes all of it atomically. :func:`prepare_fresh` runs a ``datasets`` builder into a scratch folder, so that a
 ``medlama build`` always regenerates (and re-checks) the data, while downloads stay in the cache.
@@ -48,11 +49,15 @@ def relation_ranges(labels: Sequence[str]) -> dict[str, range]:
     return ranges
 
 
-def write_folder(out_dir: str | Path, tables: Mapping[str, object], card: Callable[[Path], str], info: dict, *,
-                 kind: str) -> None:
-    """Write ``tables`` (path inside the folder -> ``Dataset``), the card and ``build_info.json`` atomically.
+def write_folder(out_dir: str | Path, tables: Mapping[str, object], configs: Mapping[str, Mapping[str, list[str]]],
+                 card: Callable[[Path, dict], str], info: dict, *, kind: str) -> dict:
+    """Write ``tables`` (path inside the folder -> ``Dataset``), the card and ``build_info.json`` atomically;
+    returns the configs with the files' final names.
 
-    ``card(folder)`` renders the card once the tables are written in ``folder`` (the card states their sizes).
+    ``configs``: config name -> split -> the paths of ``tables`` it holds. Each file is renamed after its
+    content (:func:`medlama.datasets.records.seal`); ``info`` gets the record of the files (``record``) and
+    the configs with their final names (``configs``). ``card(folder, configs)`` renders the card once the
+    tables are written in ``folder`` (the card states their sizes and names those files).
     ``kind``: the command writing it (``"build medlama"``); an existing ``out_dir`` must have been written
     by the same one. An earlier build in ``out_dir`` is replaced only once the new one is complete; the
     caller holds ``medlama.atomic.lock_directory(out_dir)`` and checks with
@@ -63,8 +68,21 @@ def write_folder(out_dir: str | Path, tables: Mapping[str, object], card: Callab
     with atomic_directory(out_dir, marker=MARKER, kind=kind) as staging, quiet_datasets():
         for relative, table in tables.items():
             to_parquet(table, staging / relative)
-        (staging / "README.md").write_text(card(staging), encoding="utf-8")
+        sealed = seal_folder(staging, configs, info)
+        (staging / "README.md").write_text(card(staging, sealed), encoding="utf-8")
         (staging / MARKER).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    return sealed
+
+
+def seal_folder(staging: Path, configs: Mapping[str, Mapping[str, list[str]]], info: dict) -> dict:
+    """Name the data files of ``staging`` after their content and record them in ``info`` (``build_info.json``:
+    ``configs`` with the final names, ``record`` with rows and SHA-256 per file); returns those configs."""
+    from medlama.datasets.records import seal
+
+    sealed, record = seal(staging, configs)
+    info["configs"] = sealed
+    info["record"] = record
+    return sealed
 
 
 def prepare_fresh(builder_class, config_name: str, *, download_config=None, progress: bool = True,

@@ -7,14 +7,16 @@ id (``you/medlama``, ``you/medlama@v1`` for a branch, tag or commit), fetched on
 cache (``huggingface_hub.snapshot_download``; offline, the cached snapshot). It returns the local folder and
 what identifies the data (:attr:`DataFolder.info`, never a local path): ``kind`` (``folder`` or ``hub``),
 ``id`` (the Hub id, or the repository a dry run was made for, else the folder's name), ``revision`` (the
-Hub commit), ``release_commit`` (the release the build recorded) and ``sha256`` (of the folder's files).
+Hub commit), ``release_commit`` (the release the build recorded), ``release_verified`` (whether its files
+were the pinned ones; ``release_differs`` lists those that were not) and ``sha256`` (of the folder's files).
 
-:func:`load_config` reads one config's Parquet files by their absolute paths. ``load_dataset(DIR, config)``
-is not safe here: in ``datasets`` 5.2 the cache entry of a local folder is keyed by the folder's *name*
-and its card's YAML only, so a second folder named ``medlama`` with the same card, or a rebuilt folder
-whose card did not change, silently loads the rows cached for the first one (and offline,
-``load_dataset("medlama", ...)`` from any directory falls back to that entry). The Parquet builder keys
-its cache by the files' absolute paths and modification times instead.
+:func:`load_config` reads one config's Parquet files by their absolute paths, after checking them against what
+the build recorded (:mod:`medlama.datasets.records`): the exact files the card names, no stray file beside
+them, no recorded file missing, each file readable with the rows and bytes the build wrote, and ids unique
+where the build wrote them so. A damaged folder is an error naming the file, never a different number.
+``datasets.load_dataset(DIR, config)`` is safe on a folder built by medlama too: its files are named after
+their content and its card names them, so the card (by which ``datasets`` 5.2 keys a local folder's cache,
+with the folder's name) differs whenever the rows do.
 """
 
 from __future__ import annotations
@@ -40,16 +42,23 @@ class DataFolder:
 
 
 def identity(folder: Path, kind: str, repo_id: str | None = None, revision: str | None = None) -> dict:
-    """What identifies the data of ``folder`` (module docstring); ``kind`` says where it came from."""
+    """What identifies the data of ``folder`` (module docstring); ``kind`` says where it came from.
+
+    ``release_verified``: whether the build's input was checked against its pinned SHA-256 (a ``--no-verify``
+    build of a modified copy is not the release; ``release_differs`` then names its files that differ)."""
     from medlama.provenance import folder_hash
 
     try:
         report = json.loads((folder / "build_info.json").read_text(encoding="utf-8")).get("report") or {}
     except (OSError, ValueError, AttributeError):
         report = {}
-    return {"kind": kind, "id": repo_id or folder.name, "revision": revision,
-            "release_commit": report.get("commit") if isinstance(report, dict) else None,
-            "sha256": folder_hash(folder)}
+    report = report if isinstance(report, dict) else {}
+    out = {"kind": kind, "id": repo_id or folder.name, "revision": revision, "release_commit": report.get("commit"),
+           "release_verified": report.get("checksums_verified"), "sha256": folder_hash(folder)}
+    differs = [*report.get("checksum_mismatches", ()), *report.get("checksums_unchecked", ())]
+    if differs:
+        out["release_differs"] = differs
+    return out
 
 
 def _dry_run_tree(folder: Path) -> tuple[Path, str] | None:
@@ -167,6 +176,8 @@ def load_config(folder: str | Path, config: str, split: str = "test"):
     """The ``split`` of ``config`` of a local dataset folder as a ``datasets.Dataset`` (module docstring)."""
     from datasets import load_dataset
 
+    from medlama.datasets import records
+
     folder = Path(folder).resolve()
     configs = folder_configs(folder)
     if config not in configs:
@@ -176,7 +187,14 @@ def load_config(folder: str | Path, config: str, split: str = "test"):
         raise MedlamaInputError(f"cannot load config {config!r}, split {split!r}: no such split; it has "
                                 f"{sorted(configs[config])}",
                                 file=folder)
-    files = sorted({path for pattern in configs[config][split] for path in folder.glob(pattern) if path.is_file()})
+    record = records.read_record(folder)
+    if record is not None:  # a medlama build: the card names its exact files, checked against the record
+        records.check_folder(folder, record)
+        names = list(dict.fromkeys(configs[config][split]))
+        files = [folder / name for name in names]
+    else:  # another dataset: its card's patterns, as datasets reads them
+        files = sorted({path for pattern in configs[config][split] for path in folder.glob(pattern) if path.is_file()})
+        names = [path.relative_to(folder).as_posix() for path in files]
     if not files:
         raise MedlamaInputError(f"config {config!r}, split {split!r}: no file matches "
                                 f"{configs[config][split]}", file=folder)
@@ -184,7 +202,10 @@ def load_config(folder: str | Path, config: str, split: str = "test"):
     if len(formats) != 1 or None in formats:
         raise MedlamaInputError(f"config {config!r}: only Parquet data files are read here, got "
                                 f"{sorted({path.suffix for path in files})}", file=folder)
+    records.check_files(folder, names, record)
     from medlama.datasets.export import quiet_datasets
 
     with quiet_datasets():
-        return load_dataset(formats.pop(), data_files={split: [str(path) for path in files]}, split=split)
+        data = load_dataset(formats.pop(), data_files={split: [str(path) for path in files]}, split=split)
+    records.check_unique_ids(folder, config, data, record)
+    return data

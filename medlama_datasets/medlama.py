@@ -124,6 +124,10 @@ class BuildReport:
     empty_configs: list[str] = field(default_factory=list)
     #: files in the release folder that the release does not have (never read; a warning says so).
     unexpected_files: list[str] = field(default_factory=list)
+    #: release files whose SHA-256 is not the pinned one, and pinned files not there to check (``--no-verify``
+    #: builds only: a checked build stops at the first); ``checksums_verified`` is False when either has any.
+    checksum_mismatches: list[str] = field(default_factory=list)
+    checksums_unchecked: list[str] = field(default_factory=list)
 
     @property
     def matches_release(self) -> bool:
@@ -232,6 +236,8 @@ class _ReleaseFiles:
     hard_file: object  # relation -> Path, raising MedlamaInputError when absent
     verified: bool
     unexpected_files: tuple[str, ...] = ()
+    checksum_mismatches: tuple[str, ...] = ()
+    checksums_unchecked: tuple[str, ...] = ()
 
 
 class MedlamaBuilder(datasets.ArrowBasedBuilder):
@@ -266,7 +272,8 @@ class MedlamaBuilder(datasets.ArrowBasedBuilder):
         if source:
             found = self._open.enter_context(release.open_release(source, verify_checksums=config.verify_checksums))
             files = _ReleaseFiles(found.root / "prompts.csv", {rel: found.full_file(rel) for rel in release.RELATIONS},
-                                  found.hard_file, found.verified, found.unexpected_files)
+                                  found.hard_file, found.verified, found.unexpected_files,
+                                  found.checksum_mismatches, found.checksums_unchecked)
             return files, str(source)
         urls = {relative: f"{config.url.rstrip('/')}/{relative}" for relative in release.SHA256}
         paths = fetch_verified(dl_manager, urls, release.SHA256, offline_hint=_OFFLINE_HINT)
@@ -279,7 +286,9 @@ class MedlamaBuilder(datasets.ArrowBasedBuilder):
         files, origin = self._release_files(dl_manager)
         prompts = release.read_prompts(files.prompt_file)
         self.report = BuildReport(source=origin, commit=release.COMMIT, checksums_verified=files.verified,
-                                  rule=asdict(self.config.rule), unexpected_files=list(files.unexpected_files))
+                                  rule=asdict(self.config.rule), unexpected_files=list(files.unexpected_files),
+                                  checksum_mismatches=list(files.checksum_mismatches),
+                                  checksums_unchecked=list(files.checksums_unchecked))
         relations = [self.config.relation] if self.config.relation else list(release.RELATIONS)
         return [datasets.SplitGenerator(name=SPLIT, gen_kwargs={"relations": relations, "files": files,
                                                                  "prompts": prompts})]

@@ -11,7 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from medlama.datasets.export import relation_ranges, write_folder
-from medlama.datasets.medlama import SETS, MedlamaBuild, build_medlama, candidate_features
+from medlama.datasets.medlama import SETS, SPLIT, MedlamaBuild, build_medlama, candidate_features
 from medlama.errors import MedlamaInputError
 from medlama.loaders import medlama_release as release
 
@@ -19,22 +19,25 @@ from medlama.loaders import medlama_release as release
 KIND = "build medlama"
 
 
-def config_layout(build: MedlamaBuild) -> dict[str, str]:
-    """Config name -> Parquet path inside the folder (relative), for every config that has rows.
+def config_layout(build: MedlamaBuild) -> dict[str, dict[str, list[str]]]:
+    """Config name -> split -> the Parquet files it holds (relative, before they are named after their content),
+    for every config that has rows.
 
     A config without rows (``build.report.empty_configs``) is left out: ``datasets`` cannot load a
     split of 0 rows ("corresponds to no data"), so declaring one would only move the failure into
     the user's ``load_dataset``; undeclared, it is "not found" with the available configs listed.
+    The card names every file of a config, never a glob: a stray copy beside them is never read.
     """
-    layout = {}
+    layout: dict[str, list[str]] = {}
     for set_name in SETS:
-        layout[set_name] = f"data/{set_name}/*.parquet"
-        for rel in release.RELATIONS:
-            if f"{set_name}_{rel}" not in build.report.empty_configs:
-                layout[f"{set_name}_{rel}"] = f"data/{set_name}/{rel}.parquet"
+        files = [f"data/{set_name}/{rel}.parquet" for rel in release.RELATIONS
+                 if f"{set_name}_{rel}" not in build.report.empty_configs]
+        layout[set_name] = files
+        for file in files:
+            layout[f"{set_name}_{file.split('/')[-1].removesuffix('.parquet')}"] = [file]
     for config in list(layout):
-        layout[f"candidates_{config}"] = f"candidates/{config}.parquet"
-    return layout
+        layout[f"candidates_{config}"] = [f"candidates/{config}.parquet"]
+    return {config: {SPLIT: files} for config, files in layout.items()}
 
 
 def write_medlama(out_dir: str | Path, source: str | Path | None = None, *, tokenizer=None,
@@ -73,9 +76,11 @@ def _write_medlama(out_dir: str | Path, source: str | Path | None, *, tokenizer,
         for rel, rows in relation_ranges(data["relation"]).items():
             tables[f"data/{set_name}/{rel}.parquet"] = data.select(rows)
     for config, names in build.candidates.items():  # configs with rows only (see build_medlama)
-        tables[layout[f"candidates_{config}"]] = Dataset.from_dict({"name": names}, features=candidate_features())
-    info = {"report": asdict(build.report), "statistics": stats, "configs": dict(layout)}
-    write_folder(out_dir, tables, lambda folder: render_medlama_card(build, layout, stats, folder), info, kind=KIND)
+        tables[layout[f"candidates_{config}"][SPLIT][0]] = Dataset.from_dict({"name": names},
+                                                                             features=candidate_features())
+    info = {"dataset": "medlama", "report": asdict(build.report), "statistics": stats}
+    write_folder(out_dir, tables, layout, lambda folder, configs: render_medlama_card(build, configs, stats, folder),
+                 info, kind=KIND)
     return build, stats
 
 
@@ -86,9 +91,10 @@ def cached_build(source: str | Path | None = None, cache_dir: str | Path | None 
     ``--data``). The folder is keyed by the pinned commit, so a new pin builds anew.
     """
     from medlama.cache import cache_root  # the one cache root ($MEDLAMA_CACHE)
+    from medlama.datasets.records import has_record
 
     root = cache_root(cache_dir)
     out = root / "datasets" / f"medlama-{release.COMMIT[:12]}"
-    if not (out / "build_info.json").is_file():
+    if not has_record(out):  # none yet, or one built before files were recorded
         write_medlama(out, source, cache_dir=root / "builder")
     return out

@@ -5,10 +5,12 @@ Folder layout (written atomically; an earlier build is replaced only by a comple
 
     README.md                                  card: configs, schema, statistics
     build_info.json                            settings, statistics, index folders
-    data/<source>/<context_type>/target.parquet
-    data/<source>/<context_type>/negative.parquet
-    pools/pools.parquet                        the entity pools the rows rank (one row per entity)
+    data/<source>/<context_type>/target-<sha8>.parquet
+    data/<source>/<context_type>/negative-<sha8>.parquet
+    pools/pools-<sha8>.parquet                 the entity pools the rows rank (one row per entity)
 
+Each data file is named after its content (the first 8 hex digits of its SHA-256), the card names every file of
+a config, and ``build_info.json`` records each file's rows and SHA-256 (:mod:`medlama.datasets.records`).
 Each source's rows are made once (:meth:`~.builder.ContextVarianceBuilder.source_rows`) and streamed to the
 file of their context type and kind in batches, so memory stays bounded.
 
@@ -31,8 +33,9 @@ from pathlib import Path
 
 from medlama.datasets.context_variance.builder import ContextVarianceBuilder
 from medlama.datasets.card import render_context_variance_card
+from medlama.datasets.export import seal_folder
 from medlama.datasets.context_variance.knowledge import KnowledgeBase
-from medlama.datasets.context_variance.layout import config_layout, data_file, features, pool_features
+from medlama.datasets.context_variance.layout import SPLIT, config_layout, data_file, features, pool_features
 from medlama.datasets.context_variance.settings import BuildSettings, CorpusSpec
 from medlama.datasets.context_variance.stats import ContextVarianceBuild, pool_rows
 from medlama.errors import MedlamaInputError
@@ -108,10 +111,12 @@ def _write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origi
         _write_pools(staging / "pools" / "pools.parquet", used_pools)
         if umls_derived is None:  # the triples carry no provenance of their own: relation names and origin
             umls_derived = origin.startswith("MedLAMA") or any(t.relation.startswith("umls_") for t in triples)
-        result = ContextVarianceBuild(out_dir, settings, stats, configs, default_config, origin, umls_derived)
-        (staging / "README.md").write_text(render_context_variance_card(result, staging), encoding="utf-8")
         info = {"dataset": "context-variance", "origin": origin, "settings": asdict(settings),
-                "sources": [asdict(s) for s in stats], "configs": configs, "default_config": default_config}
+                "sources": [asdict(s) for s in stats], "default_config": default_config}
+        # The files named after their content, recorded in `info` (configs, record): see medlama.datasets.records.
+        sealed = seal_folder(staging, {name: {SPLIT: files} for name, files in configs.items()}, info)
+        result = ContextVarianceBuild(out_dir, settings, stats, sealed, default_config, origin, umls_derived)
+        (staging / "README.md").write_text(render_context_variance_card(result, staging), encoding="utf-8")
         (staging / "build_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     return result
 

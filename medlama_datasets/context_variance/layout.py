@@ -2,7 +2,8 @@
 
 Configs (one split, ``test``): ``<source>_<context_type>`` (O_t-centred), ``<source>_<context_type>_negative``
 (negative-target-centred), ``<source>`` (all context types of a source, both kinds) and ``pools``. The
-default config is ``<first source>_real``. In a built folder they are the files::
+default config is ``<first source>_real``. In a built folder they are the files (each then named after its
+content, ``target-<sha8>.parquet``: :mod:`medlama.datasets.records`)::
 
     data/<source>/<context_type>/target.parquet
     data/<source>/<context_type>/negative.parquet
@@ -66,16 +67,19 @@ def data_file(source: str, context_type: str, negative: bool) -> str:
     return f"data/{source}/{context_type}/" + ("negative.parquet" if negative else "target.parquet")
 
 
-def config_layout(sources: Sequence[str], context_types: Sequence[str], negative: bool) -> tuple[dict[str, str], str]:
-    """Config name -> data files (relative glob), and the default config."""
-    layout: dict[str, str] = {}
+def config_layout(sources: Sequence[str], context_types: Sequence[str],
+                  negative: bool) -> tuple[dict[str, list[str]], str]:
+    """Config name -> its data files (relative, as written; a build then names them after their content), and the
+    default config. A ``<source>`` config names each of its files (sorted), never a glob."""
+    layout: dict[str, list[str]] = {}
     for source in sources:
         for context_type in context_types:
-            layout[f"{source}_{context_type}"] = data_file(source, context_type, False)
+            layout[f"{source}_{context_type}"] = [data_file(source, context_type, False)]
             if negative:
-                layout[f"{source}_{context_type}_negative"] = data_file(source, context_type, True)
-        layout[source] = f"data/{source}/*/*.parquet"
-    layout[POOLS] = "pools/pools.parquet"
+                layout[f"{source}_{context_type}_negative"] = [data_file(source, context_type, True)]
+        layout[source] = sorted(data_file(source, context_type, kind) for context_type in context_types
+                                for kind in (False, True))
+    layout[POOLS] = ["pools/pools.parquet"]
     first = sources[0]
     default = f"{first}_{REAL}" if REAL in context_types else f"{first}_{context_types[0]}"
     return layout, default

@@ -52,7 +52,7 @@ class ContextVarianceBuild:
     out: Path
     settings: BuildSettings
     sources: list[SourceStats]
-    configs: dict[str, str]
+    configs: dict[str, dict[str, list[str]]]  # config -> split -> files (named after their content)
     default_config: str
     origin: str
     umls_derived: bool = False

@@ -119,7 +119,11 @@ def test_card_generated_from_template_with_statistics(medlama_build):
     configs = {config["config_name"]: config for config in meta["configs"]}
     assert len(configs) == 2 * (2 + 2 * 19)  # full, hard, per relation; and a candidate config for each
     assert [name for name, config in configs.items() if config.get("default")] == ["hard"]
-    assert configs["hard_may_treat"]["data_files"] == [{"split": "test", "path": "data/hard/may_treat.parquet"}]
+    # Every file is named after its content and the card names each one, never a glob (README: loading).
+    [entry] = configs["hard_may_treat"]["data_files"]
+    assert entry["split"] == "test" and re.fullmatch(r"data/hard/may_treat-[0-9a-f]{8}\.parquet", entry["path"])
+    assert [re.sub(r"-[0-9a-f]{8}\.parquet$", "", path) for path in configs["hard"]["data_files"][0]["path"]] == [
+        f"data/hard/{rel}" for rel in RELATIONS]
     infos = {info["config_name"]: info for info in meta["dataset_info"]}
     assert set(infos) == set(configs)  # every config states its schema and sizes (tests/datasets/test_dataset_cards)
     assert infos["hard"]["splits"][0]["num_examples"] == 15_329 and infos["full"]["splits"][0]["num_examples"] == 19_000
@@ -188,8 +192,8 @@ def test_relation_without_hard_rows(medlama_source, tmp_path, capsys):
     meta = yaml.safe_load((out / "README.md").read_text().split("---")[1])
     with_rows = {"full", "hard"} | {f"{s}_{rel}" for s in ("full", "hard") for rel in RELATIONS} - {f"hard_{empty}"}
     assert {config["config_name"] for config in meta["configs"]} == with_rows | {f"candidates_{c}" for c in with_rows}
-    assert sorted(p.name for p in (out / "data" / "hard").iterdir()) == sorted(
-        f"{rel}.parquet" for rel in RELATIONS if rel != empty)  # what is declared is written, and only that
+    assert sorted(re.sub(r"-[0-9a-f]{8}\.parquet$", "", p.name) for p in (out / "data" / "hard").iterdir()) == sorted(
+        rel for rel in RELATIONS if rel != empty)  # what is declared is written, and only that
     for set_name in ("full", "hard"):
         expected[set_name] = sum(expected[f"{set_name}_{rel}"] for rel in RELATIONS)
     for config in sorted(with_rows):  # every declared config loads, with its rows (about 0.1 s each)

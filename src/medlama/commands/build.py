@@ -88,6 +88,9 @@ def run_medlama(args: argparse.Namespace) -> int:
     if report.empty_configs:
         print(f"no rows under these thresholds, so left out of the folder (with their candidates_ configs): "
               f"{', '.join(report.empty_configs)}")
+    if not report.checksums_verified:  # also in the card, build_info.json and every result's provenance
+        print(f"input: NOT the pinned release (--no-verify): {len(report.checksum_mismatches)} file(s) differ from "
+              f"commit {report.commit[:12]}, {len(report.checksums_unchecked)} were not there to check")
     return 0
 
 
