@@ -304,3 +304,19 @@ def test_sentence_transformers_pooling_refuses_what_does_not_apply(tiny_encoder)
         RetrievalProber(AutoModel.from_pretrained(str(tiny_encoder)), PRESETS["sentence-transformers"])
     with pytest.raises(MedlamaInputError, match="model path does not exist"):
         RetrievalProber(tiny_encoder / "missing", PRESETS["sentence-transformers"])
+
+
+def test_cli_sentence_transformers_preset_records_what_it_did(medlama_dir, tiny_sentence_transformer, tmp_path,
+                                                              capsys):
+    from medlama.cli import main
+
+    common = ["probe", "--data", str(medlama_dir), "--relations", "associated_morphology_of", "--limit", "20",
+              "--model", str(tiny_sentence_transformer), "--preset", "sentence-transformers"]
+    assert main([*common, "--out", str(tmp_path / "st")]) == 0
+    settings = json.loads((tmp_path / "st" / "results.json").read_text())[0]["settings"]
+    assert (settings["pooling"], settings["distance"], settings["query_max_length"], settings["name_max_length"]) \
+        == ("sentence-transformers", "cosine", 20, 20)  # the model's own max_seq_length, as a number
+    capsys.readouterr()
+    assert main([*common, "--layer", "2", "--out", str(tmp_path / "refused")]) == 2
+    assert "layer and layers do not apply" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()
