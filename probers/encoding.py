@@ -7,6 +7,11 @@ needs every layer), and layers above the highest one asked for are dropped befor
 (its transformer and tokenizer are used; its own pooling is not) or a ``transformers.PreTrainedModel``
 with its tokenizer. A loaded model is used as it is, on its own device unless one is given, never cut to
 fewer layers nor cast to half precision (it may be a model in training: :mod:`medlama.trainers.evaluator`).
+
+:class:`SentenceTransformerEncoder` (pooling ``sentence-transformers``) encodes instead exactly as
+sentence-transformers does, through ``SentenceTransformer.encode`` itself: the model's own modules (its
+pooling, normalisation and ``max_seq_length``), in the model's precision, so that retrieval with it equals
+sentence-transformers' ``InformationRetrievalEvaluator`` (and MTEB's retrieval tasks).
 """
 
 from __future__ import annotations
@@ -22,6 +27,19 @@ from medlama.errors import MedlamaInputError
 from medlama.models import load_tokenizer, loading_weights, pick_device, read_config, resolve_model
 
 POOLINGS = ("cls", "mean")
+#: The pooling that is no pooling of ours: the model's own sentence-transformers modules.
+SENTENCE_TRANSFORMERS = "sentence-transformers"
+
+
+def own_max_length(tokenizer: Any, config: Any) -> int:
+    """The longest input ``tokenizer`` and ``config`` allow, as sentence-transformers' ``Transformer`` module
+    takes it when the model names no ``max_seq_length``: the smaller of the two limits."""
+    limits = [limit for limit in (getattr(tokenizer, "model_max_length", None),
+                                  getattr(config, "max_position_embeddings", None))
+              if isinstance(limit, int) and 0 < limit < 10 ** 9]  # transformers' "no limit" is a huge number
+    if not limits:
+        raise MedlamaInputError("the model states no maximum input length; give the query and name lengths")
+    return min(limits)
 
 
 def load_encoder(model_path: str | Path):
@@ -138,8 +156,17 @@ class Encoder:
             raise MedlamaInputError(f"the tokenizer of {self.model_path} has no mask token")
         return self.tokenizer.mask_token
 
-    def encode(self, texts: Sequence[str], max_length: int, *, progress: str | None = None) -> dict[int, np.ndarray]:
-        """``{layer: float32 array (len(texts), hidden)}`` for every configured layer."""
+    @property
+    def max_length(self) -> int:
+        """The longest input the model takes (what a length of ``None`` cuts to)."""
+        return own_max_length(self.tokenizer, self.model.config)
+
+    def encode(self, texts: Sequence[str], max_length: int | None, *, progress: str | None = None,
+               role: str | None = None) -> dict[int, np.ndarray]:
+        """``{layer: float32 array (len(texts), hidden)}`` for every configured layer; each text cut to
+        ``max_length`` tokens (``None``: :attr:`max_length`). ``role`` (``query``/``document``) changes
+        nothing here: hidden states encode queries and names alike."""
+        max_length = self.max_length if max_length is None else max_length
         encoded = self.tokenizer(list(texts), truncation=True, max_length=max_length, add_special_tokens=True)
         input_ids = encoded["input_ids"]
         order = np.argsort([len(ids) for ids in input_ids], kind="stable")
@@ -172,3 +199,77 @@ class Encoder:
                     pooled = state[:, 0] if self.pooling == "cls" else (state * mask).sum(1) / mask.sum(1)
                     out[layer][rows] = pooled.float().cpu().numpy()
         return out
+
+
+def _sentence_transformer(model: Any, device: str | None) -> tuple[Any, str, bool]:
+    """``(SentenceTransformer, name, borrowed)`` for a folder, a Hub id or a loaded ``SentenceTransformer``."""
+    from sentence_transformers import SentenceTransformer
+
+    if isinstance(model, SentenceTransformer):
+        first = model[0] if len(model) else None
+        config = getattr(getattr(first, "auto_model", None) or getattr(first, "model", None), "config", None)
+        name = getattr(model, "name_or_path", None) or getattr(config, "_name_or_path", None)
+        return model, str(name or type(model).__name__), True
+    if not isinstance(model, (str, Path)):
+        raise MedlamaInputError(f"pooling {SENTENCE_TRANSFORMERS!r} encodes with a SentenceTransformer: give a "
+                                f"model folder, a Hub id or a loaded SentenceTransformer, not a {type(model).__name__}")
+    text = str(model)
+    if not Path(text).expanduser().exists():
+        resolve_model(text)  # a path that does not exist and is no Hub id either: its clear error
+    try:
+        loaded = SentenceTransformer(text, device=str(pick_device(device)))
+    except (OSError, ValueError, KeyError) as error:
+        raise MedlamaInputError(f"cannot load the model with sentence-transformers: {error}", file=text) from None
+    return loaded, text, False
+
+
+class SentenceTransformerEncoder:
+    """Texts encoded by ``SentenceTransformer.encode``: the model's own modules, pooling and normalisation.
+
+    The interface of :class:`Encoder`, with one "layer", ``-1``: the model's output. Queries go through
+    ``encode_query`` and names through ``encode_document`` where sentence-transformers has them (5.0 on), as
+    its ``InformationRetrievalEvaluator`` encodes: the same as ``encode`` for a model without query or
+    document prompts. A loaded model keeps its device unless one is given, and its training mode.
+    """
+
+    layers = [-1]
+
+    def __init__(self, model_path: Any, *, batch_size: int = 128, device: str | None = None) -> None:
+        self.model, self.model_path, self.borrowed = _sentence_transformer(model_path, device)
+        if self.borrowed and device is not None:
+            self.model.to(pick_device(device))
+        self.tokenizer = self.model.tokenizer
+        self.pooling = SENTENCE_TRANSFORMERS
+        self.batch_size = batch_size
+        self.device = self.model.device
+
+    @property
+    def mask_token(self) -> str:
+        if getattr(self.tokenizer, "mask_token", None) is None:
+            raise MedlamaInputError(f"the tokenizer of {self.model_path} has no mask token")
+        return self.tokenizer.mask_token
+
+    @property
+    def max_length(self) -> int | None:
+        """The model's ``max_seq_length`` (what a length of ``None`` leaves texts cut to; ``None`` when its
+        first module has none)."""
+        return self.model.max_seq_length
+
+    def encode(self, texts: Sequence[str], max_length: int | None, *, progress: str | None = None,
+               role: str | None = None) -> dict[int, np.ndarray]:
+        """``{-1: float32 array (len(texts), dimension)}``; ``max_length`` replaces the model's
+        ``max_seq_length`` for this call (``None``: the model's own); ``role``: ``query`` or ``document``."""
+        from medlama.progress import enabled as progress_enabled
+
+        encode = getattr(self.model, f"encode_{role}", None) if role else None
+        encode = encode or self.model.encode
+        own, training = self.model.max_seq_length, self.model.training
+        try:
+            if max_length is not None:
+                self.model.max_seq_length = max_length
+            vectors = encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
+                             show_progress_bar=progress is not None and progress_enabled())
+        finally:  # the caller's model as it was: its own length, and training mode for a model in training
+            self.model.max_seq_length = own
+            self.model.train(training)
+        return {-1: np.asarray(vectors, dtype=np.float32)}

@@ -2,9 +2,16 @@
 
 The query is the prompt with the model's own mask token at the object slot; candidates and queries
 are encoded once each (not once per relation, as the reference code does), then the one retrieval
-scorer (:func:`medlama.probers.scoring.search`, an exact FAISS search) returns the top candidates. The
-``reference`` preset is the reference implementation's settings: ``[CLS]`` of the last layer, names cut
-at 25 tokens and queries at 50, exact L2 search on the raw vectors.
+scorer (:func:`medlama.probers.scoring.search`, an exact FAISS search) returns the top candidates.
+
+Presets (:data:`PRESETS`):
+
+* ``reference``: the reference implementation's settings: ``[CLS]`` of the last layer, names cut at 25
+  tokens and queries at 50, exact L2 search on the raw vectors (what the paper's tables report);
+* ``cosine``: the same encoding ranked by cosine;
+* ``sentence-transformers``: ``SentenceTransformer(model).encode`` itself (the model's own modules, pooling,
+  normalisation and ``max_seq_length``, its precision) ranked by cosine: equal to sentence-transformers'
+  ``InformationRetrievalEvaluator`` with the prompts as queries and the candidates as corpus.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from typing import Any
 
 from medlama.errors import MedlamaInputError
 from medlama.probers.base import Prober, check_settings
-from medlama.probers.encoding import POOLINGS, Encoder
+from medlama.probers.encoding import POOLINGS, SENTENCE_TRANSFORMERS, Encoder, SentenceTransformerEncoder
 from medlama.probers.queries import QuerySet
 from medlama.probers.scoring import Distance, check_distance, search
 from medlama.settings import setting
@@ -31,24 +38,34 @@ class RetrievalSettings:
     layers: tuple[int, ...] | None = setting(
         None, help="probe several layers from one encoding pass and plot acc per layer (figure 6); "
                    "replaces --layer", metavar="LAYER")
-    pooling: str = setting("cls", help="how a text becomes one vector: the first token ([CLS]) or the mean over "
-                                       "its tokens", choices=POOLINGS)
+    pooling: str = setting("cls", help="how a text becomes one vector: the first token ([CLS]), the mean over "
+                                       "its tokens, or sentence-transformers: the model's own modules "
+                                       "(SentenceTransformer.encode: its pooling, normalisation, max_seq_length; "
+                                       "the last layer only)", choices=(*POOLINGS, SENTENCE_TRANSFORMERS))
     distance: Distance = setting("l2", help="nearness of a query and a name: exact L2 on the "
                                                 "raw vectors, or cosine")
-    query_max_length: int = setting(50, help="tokens a query is cut to", min=1)
-    name_max_length: int = setting(25, help="tokens a candidate name is cut to", min=1)
+    query_max_length: int | None = setting(50, help="tokens a query is cut to (none: the model's own maximum, "
+                                                    "its max_seq_length for sentence-transformers)", min=1)
+    name_max_length: int | None = setting(25, help="tokens a candidate name is cut to (none: the model's own "
+                                                   "maximum, as for queries)", min=1)
     batch_size: int = setting(128, help="texts per forward pass", min=1)
 
     def __post_init__(self) -> None:
         if isinstance(self.distance, str):
             check_distance(self.distance)  # the scorer's own message for an unknown distance
         check_settings(self)
+        if self.pooling == SENTENCE_TRANSFORMERS and (self.layer != -1 or self.layers is not None):
+            raise MedlamaInputError(f"pooling {SENTENCE_TRANSFORMERS!r} encodes with the model's own modules, "
+                                    "whose output is the last layer: layer and layers do not apply to it")
 
 
-#: Named settings. ``reference`` reproduces the reference implementation's probing exactly.
+#: Named settings (see the module docstring). ``reference`` reproduces the reference implementation's
+#: probing exactly; ``sentence-transformers`` sentence-transformers' own retrieval evaluation.
 PRESETS = {
     "reference": RetrievalSettings(),
     "cosine": RetrievalSettings(distance="cosine"),
+    "sentence-transformers": RetrievalSettings(pooling=SENTENCE_TRANSFORMERS, distance="cosine",
+                                               query_max_length=None, name_max_length=None),
 }
 
 
@@ -60,14 +77,26 @@ class RetrievalProber(Prober):
     def __init__(self, model_path: str | Path | Any, settings: RetrievalSettings = PRESETS["reference"], *,
                  device: str | None = None, tokenizer: Any = None) -> None:
         """``model_path``: a folder or Hub id, or a loaded ``SentenceTransformer`` / ``PreTrainedModel``
-        (with ``tokenizer``), used as :class:`~medlama.probers.encoding.Encoder` says."""
+        (with ``tokenizer``), used as :class:`~medlama.probers.encoding.Encoder` says; with pooling
+        ``sentence-transformers``, a folder, Hub id or ``SentenceTransformer`` that
+        :class:`~medlama.probers.encoding.SentenceTransformerEncoder` encodes."""
         self.settings_ = settings
+        self.encoder: Encoder | SentenceTransformerEncoder
+        if settings.pooling == SENTENCE_TRANSFORMERS:
+            if tokenizer is not None:
+                raise MedlamaInputError(f"pooling {SENTENCE_TRANSFORMERS!r} uses the SentenceTransformer's own "
+                                        "tokenizer: give no tokenizer")
+            self.encoder = SentenceTransformerEncoder(model_path, batch_size=settings.batch_size, device=device)
+            return
         self.encoder = Encoder(model_path, layers=list(settings.layers) if settings.layers else [settings.layer],
                                pooling=settings.pooling, batch_size=settings.batch_size, device=device,
                                tokenizer=tokenizer)
 
     def settings(self) -> dict:
         recorded = {key: value for key, value in asdict(self.settings_).items() if key != "layers"}
+        for key in ("query_max_length", "name_max_length"):  # "the model's own": the number it was
+            if recorded[key] is None:
+                recorded[key] = self.encoder.max_length
         return {"method": self.method, "model": self.encoder.model_path, **recorded,
                 "layer": self.encoder.layers[0] if len(self.encoder.layers) == 1 else self.encoder.layers}
 
@@ -75,9 +104,10 @@ class RetrievalProber(Prober):
         """Predictions for every configured layer, from one encoding pass over queries and candidates."""
         if not queries.candidates:
             raise MedlamaInputError(f"query set {queries.name!r} has no candidates")
-        names = self.encoder.encode(queries.candidates, self.settings_.name_max_length, progress="candidates")
+        names = self.encoder.encode(queries.candidates, self.settings_.name_max_length, progress="candidates",
+                                    role="document")
         texts = self.encoder.encode(queries.with_mask(self.encoder.mask_token), self.settings_.query_max_length,
-                                    progress="queries")
+                                    progress="queries", role="query")
         ranked = {}
         for layer in self.encoder.layers:
             indices = search(names[layer], texts[layer], top_k, self.settings_.distance)

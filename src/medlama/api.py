@@ -85,8 +85,10 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       ``retrieval`` (default; encoders), ``mask-average`` and ``mask-predict`` (masked LMs), ``generative``
       (seq2seq LMs such as T5), ``causal-likelihood``, ``causal-constrained`` and ``causal-generate``
       (decoder-only causal LMs: exact ranking, fast constrained ranking, free text). ``preset``: the
-      method's named settings (retrieval: ``reference`` by default, or ``cosine``); ``settings``: fields
-      that replace the preset's (e.g. ``{"pooling": "mean"}``) or the method's settings dataclass.
+      method's named settings (retrieval: ``reference`` by default, ``cosine``, or ``sentence-transformers``:
+      ``SentenceTransformer.encode`` with cosine, as sentence-transformers' retrieval evaluator);
+      ``settings``: fields that replace the preset's (e.g. ``{"pooling": "mean"}``) or the method's settings
+      dataclass.
     * ``limit``: probe only the first ``limit`` queries of each relation (the candidates stay the whole set's).
     * ``ks``: cut-offs to score (default 1, 5, 10; BioLAMA 1, 5; acc@1/5/10 are always scored too); ``match``: ``exact`` (MedLAMA) or
       ``normalized`` (BioLAMA's default). ``top_k``: predictions kept per query. ``device``: ``cpu``,

@@ -19,7 +19,8 @@ from medlama.errors import MedlamaInputError
 from medlama.probers.base import probe
 from medlama.probers.queries import QuerySet
 
-from tiny_causal import NAMES, gpt2_tokenizer, save_causal  # tests/helpers (pytest pythonpath)
+from fp32 import fp32_sum_atol  # tests/helpers (pytest pythonpath)
+from tiny_causal import NAMES, gpt2_tokenizer, save_causal
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
@@ -38,6 +39,12 @@ def tiny_gpt2(tmp_path_factory):
 def queries(texts, candidates=NAMES, gold=("pain",)):
     return QuerySet([f"q{i}" for i in range(len(texts))], ["rel"] * len(texts), list(texts),
                     [list(gold)] * len(texts), list(candidates), "q")
+
+
+def scored_tokens(lm, texts, names) -> int:
+    """The most token log-probabilities any (query, name) score of ``lm`` sums: the name's and the suffix's."""
+    return max(len(ids) + len(lm.split(text).suffix) for text in texts
+               for ids in lm.candidate_ids(names, lm.split(text).slot))
 
 
 def reference_log_prob(folder, text: str, answer: str) -> float:
@@ -136,12 +143,15 @@ def test_likelihood_by_hand_on_three_candidates(tiny_causal):
 
     text, names = "aspirin may treat [Y] .", ["pain", "asthma attack", "diabetes mellitus"]
     expected = [reference_log_prob(tiny_causal, text, name) for name in names]
-    got = CausalLikelihoodProber(tiny_causal).scores(queries([text], names))[0]
-    assert got == pytest.approx(expected, abs=1e-4)
+    prober = CausalLikelihoodProber(tiny_causal)
+    got = prober.scores(queries([text], names))[0]
+    terms = scored_tokens(prober.lm, [text], names)
+    assert got == pytest.approx(expected, abs=fp32_sum_atol(expected, terms=terms))
     lm = CausalLikelihoodProber(tiny_causal, LikelihoodSettings(reduction="mean"))
     split = lm.lm.split(text)
     counts = [len(ids) + len(split.suffix) for ids in lm.lm.candidate_ids(names, split.slot)]
-    assert lm.scores(queries([text], names))[0] == pytest.approx([e / n for e, n in zip(expected, counts)], abs=1e-4)
+    means = [e / n for e, n in zip(expected, counts)]
+    assert lm.scores(queries([text], names))[0] == pytest.approx(means, abs=fp32_sum_atol(means, terms=terms))
     assert lm.settings()["reduction"] == "mean" and lm.settings()["kv_cache"] is True
 
 
@@ -152,8 +162,11 @@ def test_kv_cached_scores_equal_full_passes(tiny_causal):
     cached = CausalLikelihoodProber(tiny_causal, LikelihoodSettings(batch_size=3))
     naive = CausalLikelihoodProber(tiny_causal, LikelihoodSettings(batch_size=4, kv_cache=False))
     assert np.isfinite(cached.scores(qs)).all()
-    # float32 weights: equal to 1e-5 absolute, whatever the score (they reach -780; seen: at most 6e-6 apart)
-    np.testing.assert_allclose(cached.scores(qs), naive.scores(qs), rtol=0, atol=1e-5)
+    # float32 weights: equal up to float32 rounding over the tokens each score sums (the scores reach -780;
+    # seen 1e-5 apart at -70 on a busy machine), far below any real difference (a token more or less)
+    fast, full = cached.scores(qs), naive.scores(qs)
+    np.testing.assert_allclose(fast, full, rtol=0,
+                               atol=fp32_sum_atol(fast, full, terms=scored_tokens(cached.lm, qs.texts, NAMES)))
     for prober in (cached, naive):
         prober.lm.model.double()  # float64: the two computations agree far below 1e-5
     np.testing.assert_allclose(cached.scores(qs), naive.scores(qs), rtol=0, atol=1e-9)
@@ -165,8 +178,10 @@ def test_prefix_candidates_and_cut_prefixes(tiny_gpt2):
     prober = CausalLikelihoodProber(tiny_gpt2)
     text = "the patient had [Y] ."
     short, long = prober.scores(queries([text], ["asthma", "asthma attack"]))[0]
-    assert short == pytest.approx(reference_log_prob(tiny_gpt2, text, "asthma"), abs=1e-4)
-    assert long == pytest.approx(reference_log_prob(tiny_gpt2, text, "asthma attack"), abs=1e-4)
+    terms = scored_tokens(prober.lm, [text], ["asthma", "asthma attack"])
+    for got, name in ((short, "asthma"), (long, "asthma attack")):
+        expected = reference_log_prob(tiny_gpt2, text, name)
+        assert got == pytest.approx(expected, abs=fp32_sum_atol(expected, terms=terms))
     expected = ["asthma", "asthma attack"] if short > long else ["asthma attack", "asthma"]
     assert prober.rank(queries([text], ["asthma", "asthma attack"]), 2) == [expected]
     # A prefix too long for the 64 positions loses its start, never the candidate.
@@ -345,8 +360,10 @@ def test_causal_ranker_ranks_pools_and_counts_long_inputs(tiny_gpt2):
     inputs = ["aspirin may treat [Y] .", "aspirin is a drug . aspirin may treat [Y] .",
               "aspirin may treat pain . " * 14 + "aspirin may treat [Y] ."]
     scores = ranker.scores(inputs, pool)
-    expected = CausalLikelihoodProber(tiny_gpt2).scores(queries(inputs[:2], pool))
-    np.testing.assert_allclose(scores[:2], expected, atol=1e-5)
+    prober = CausalLikelihoodProber(tiny_gpt2)
+    expected = prober.scores(queries(inputs[:2], pool))
+    np.testing.assert_allclose(scores[:2], expected, rtol=0,
+                               atol=fp32_sum_atol(expected, terms=scored_tokens(prober.lm, inputs[:2], pool)))
     ranks = ranker.rank(inputs, pool)
     assert sorted(ranks[0]) == [1, 2, 3, 4] and ranks[0][int(np.argmax(scores[0]))] == 1
     assert ranker.whole(inputs, pool).tolist() == [True, True, False]

@@ -1,4 +1,5 @@
-"""Retrieval probing: equivalence with the reference implementation, layers, pooling, distances, errors."""
+"""Retrieval probing: equivalence with the reference implementation and with sentence-transformers' own
+retrieval evaluation, layers, pooling, distances, errors."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from medlama.probers.base import probe
 from medlama.probers.queries import QuerySet, load_medlama_queries
 from medlama.probers.registry import settings_for
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
+from medlama.settings import settings_from
 from medlama.probers.scoring import search
 from probe_outputs import predictions
 
@@ -196,3 +198,130 @@ def test_cli_writes_table_json_and_plots(medlama_dir, tiny_encoder, tmp_path, ca
         assert result["provenance"]["data"]["release_commit"] and result["provenance"]["device"]["device"] == "cpu"
     for plot in ("relations.png", "answer_length.png", "layers.png"):
         assert (out / plot).read_bytes()[:4] == b"\x89PNG"
+
+
+def information_retrieval_evaluator():
+    """sentence-transformers' ``InformationRetrievalEvaluator``, from where its version keeps it."""
+    try:  # sentence-transformers >= 6
+        from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
+    except ImportError:  # pragma: no cover - older sentence-transformers
+        from sentence_transformers.evaluation import InformationRetrievalEvaluator
+    return InformationRetrievalEvaluator
+
+
+def assert_preset_equals_the_evaluator(queries):
+    """acc@1/5/10 of the ``sentence-transformers`` preset on ``queries``, relation by relation, equal
+    sentence-transformers' own evaluator's accuracy@k with the prompts as queries, the candidate set as
+    corpus and the gold answers as relevant documents.
+
+    The evaluator encodes the corpus once (its own ``embed_inputs``) and is given those embeddings for each
+    relation's evaluation; each query is encoded once, by its relation's evaluator."""
+    from sentence_transformers import SentenceTransformer
+
+    result = probe(RetrievalProber(default_model_path(), PRESETS["sentence-transformers"], device="cpu"), queries)
+    model = SentenceTransformer(str(default_model_path()), device="cpu")
+    assert result.settings["pooling"] == "sentence-transformers" and result.settings["distance"] == "cosine"
+    assert result.settings["query_max_length"] == result.settings["name_max_length"] == model.max_seq_length == 256
+    # corpus ids sort as the candidates do, so that exact ties (names equal but for case, to this uncased
+    # model) are broken alike: the evaluator by ascending id, the exact search by candidate order
+    corpus = {f"{index:06d}": name for index, name in enumerate(queries.candidates)}
+    ids = {name: key for key, name in corpus.items()}
+    assert all(answer in ids for gold in queries.gold for answer in gold)  # the evaluator drops queries without
+    texts = queries.with_mask(model.tokenizer.mask_token)
+    evaluator_type, corpus_embeddings = information_retrieval_evaluator(), None
+    ks = (1, 5, 10)
+    hits = {k: result.hits(k) for k in ks}
+    for relation in sorted(set(queries.relations)):
+        rows = [i for i, r in enumerate(queries.relations) if r == relation]
+        evaluator = evaluator_type(
+            {queries.ids[i]: texts[i] for i in rows}, corpus,
+            {queries.ids[i]: {ids[answer] for answer in queries.gold[i]} for i in rows},
+            accuracy_at_k=list(ks), precision_recall_at_k=[1], mrr_at_k=[10], ndcg_at_k=[10], map_at_k=[10],
+            score_functions={model.similarity_fn_name: model.similarity}, write_csv=False, name=relation)
+        if corpus_embeddings is None:
+            corpus_embeddings = evaluator.embed_inputs(model, evaluator.corpus, encode_fn_name="document")
+        scores = evaluator.compute_metrices(model, corpus_embeddings=corpus_embeddings)[model.similarity_fn_name]
+        for k in ks:
+            theirs = round(scores["accuracy@k"][k] * len(rows))
+            ours = sum(hits[k][i] for i in rows)
+            assert ours == theirs, (relation, k, ours, theirs)
+            assert result.per_relation()[relation][f"acc@{k}"] == pytest.approx(scores["accuracy@k"][k], rel=1e-12)
+
+
+@pytest.mark.slow
+def test_sentence_transformers_preset_equals_the_information_retrieval_evaluator(medlama_dir):
+    """Every hard relation (15,329 queries, 17,532 candidate names): each side encodes them once."""
+    queries = load_medlama_queries(medlama_dir, "hard")
+    assert len(set(queries.relations)) == 19
+    assert_preset_equals_the_evaluator(queries)
+
+
+@pytest.fixture(scope="module")
+def tiny_sentence_transformer(tiny_encoder, tmp_path_factory):
+    """The tiny encoder as a sentence-transformers model: mean pooling, normalised, max_seq_length 20."""
+    from sentence_transformers import SentenceTransformer
+
+    try:  # sentence-transformers >= 6
+        from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+    except ImportError:  # pragma: no cover - older sentence-transformers
+        from sentence_transformers.models import Normalize, Pooling, Transformer
+
+    word = Transformer(str(tiny_encoder), max_seq_length=20)
+    model = SentenceTransformer(modules=[word, Pooling(32, "mean"), Normalize()], device="cpu")
+    folder = tmp_path_factory.mktemp("tiny-st")
+    model.save(str(folder))
+    return folder
+
+
+def test_sentence_transformers_pooling_is_sentence_transformers_encode(tiny_sentence_transformer, small_queries):
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(tiny_sentence_transformer), device="cpu")
+    settings = PRESETS["sentence-transformers"]
+    prober = RetrievalProber(tiny_sentence_transformer, settings)
+    assert prober.settings()["query_max_length"] == prober.settings()["name_max_length"] == 20
+    names = model.encode(small_queries.candidates, convert_to_numpy=True)
+    texts = model.encode(small_queries.with_mask("[MASK]"), convert_to_numpy=True)
+    expected = [[small_queries.candidates[j] for j in row] for row in search(names, texts, 10, "cosine")]
+    assert prober.rank(small_queries) == expected
+    # a loaded SentenceTransformer is probed as its folder is; lengths given replace max_seq_length for the
+    # call only, and a model in training stays in training
+    model.max_seq_length = 3
+    short = model.encode(small_queries.candidates, convert_to_numpy=True)
+    model.max_seq_length = 20
+    model.train()
+    cut = RetrievalProber(model, settings_from(RetrievalSettings, base=settings, name_max_length=3))
+    assert cut.settings()["name_max_length"] == 3 and cut.settings()["query_max_length"] == 20
+    expected = [[small_queries.candidates[j] for j in row] for row in search(short, texts, 10, "cosine")]
+    assert cut.rank(small_queries) == expected != prober.rank(small_queries)
+    assert model.training and model.max_seq_length == 20
+    assert RetrievalProber(model, settings).rank(small_queries) == prober.rank(small_queries)
+
+
+def test_sentence_transformers_pooling_refuses_what_does_not_apply(tiny_encoder):
+    from transformers import AutoModel
+
+    with pytest.raises(MedlamaInputError, match="layer and layers do not apply"):
+        settings_for("retrieval", {"layer": 2}, preset="sentence-transformers")
+    with pytest.raises(MedlamaInputError, match="layer and layers do not apply"):
+        RetrievalSettings(pooling="sentence-transformers", layers=(1, 2))
+    with pytest.raises(MedlamaInputError, match="encodes with a SentenceTransformer.*not a BertModel"):
+        RetrievalProber(AutoModel.from_pretrained(str(tiny_encoder)), PRESETS["sentence-transformers"])
+    with pytest.raises(MedlamaInputError, match="model path does not exist"):
+        RetrievalProber(tiny_encoder / "missing", PRESETS["sentence-transformers"])
+
+
+def test_cli_sentence_transformers_preset_records_what_it_did(medlama_dir, tiny_sentence_transformer, tmp_path,
+                                                              capsys):
+    from medlama.cli import main
+
+    common = ["probe", "--data", str(medlama_dir), "--relations", "associated_morphology_of", "--limit", "20",
+              "--model", str(tiny_sentence_transformer), "--preset", "sentence-transformers"]
+    assert main([*common, "--out", str(tmp_path / "st")]) == 0
+    settings = json.loads((tmp_path / "st" / "results.json").read_text())[0]["settings"]
+    assert (settings["pooling"], settings["distance"], settings["query_max_length"], settings["name_max_length"]) \
+        == ("sentence-transformers", "cosine", 20, 20)  # the model's own max_seq_length, as a number
+    capsys.readouterr()
+    assert main([*common, "--layer", "2", "--out", str(tmp_path / "refused")]) == 2
+    assert "layer and layers do not apply" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()

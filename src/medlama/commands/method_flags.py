@@ -2,8 +2,8 @@
 
 * Each method's flags sit in their own argument group; a flag several methods share (``--batch-size``) is
   added once, its help listing each method's default.
-* ``--preset`` names a preset of a chosen method (retrieval: reference, cosine; mask-predict: paper,
-  paper-order+order); ``--mask-predict-preset`` is its old spelling for mask-predict.
+* ``--preset`` names a preset of a chosen method (retrieval: reference, cosine, sentence-transformers;
+  mask-predict: paper, paper-order+order); ``--mask-predict-preset`` is its old spelling for mask-predict.
 * ``--raw-predictions`` is the one flag that is not a field: it sets ``to_candidates`` to false.
 * A flag that no chosen method takes is an error naming the flag and the methods, never silently ignored.
 """
@@ -23,7 +23,9 @@ from medlama.settings import default_of, fields_of, flag_of
 
 PRESET_HELP = {
     "retrieval": "reference: the reference implementation's ([CLS] of the last layer, L2, names 25 / queries 50 "
-                 "tokens); cosine: the same with cosine",
+                 "tokens); cosine: the same with cosine; sentence-transformers: SentenceTransformer.encode itself "
+                 "(the model's own pooling, normalisation and max_seq_length) with cosine, as sentence-transformers' "
+                 "InformationRetrievalEvaluator",
     "mask-predict": "paper: the paper's X-FACTR settings (beam 5, up to 5 masks, 10 rounds) with the independent "
                     "fill; paper-order+order: order fill + order refinement",
 }
