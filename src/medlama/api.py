@@ -128,7 +128,7 @@ def rewire(corpus: Any, out: str | Path, model: str | Path | None = None, *, pre
     from medlama.trainers.trainer import rewire as run_rewire
 
     config = RewireConfig.preset(preset, **({"model": str(model)} if model is not None else {}), **settings)
-    return run_rewire(corpus, out, config, resume=resume)
+    return run_rewire(corpus, out, config, resume=resume, preset=preset)
 
 
 def ucm(sets: str | Path, model: str | Path | Sequence[str | Path] | None = None, *, method: str = "auto",
