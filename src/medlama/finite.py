@@ -39,16 +39,22 @@ def require_finite(values: Any, *, model: Any, what: str) -> None:
         raise nonfinite_output_error(model, what)
 
 
+def require_log_probs(values: Any, *, model: Any, what: str = "log-probabilities") -> None:
+    """Like :func:`require_finite` for a torch tensor of log-probabilities or scores, where ``-inf`` is a
+    real value (a token ruled out); NaN and ``+inf`` are refused."""
+    import torch
+
+    if bool(torch.isnan(values).any()) or bool(torch.isposinf(values).any()):
+        raise nonfinite_output_error(model, what)
+
+
 class FiniteScores:
-    """A ``transformers`` logits processor that stops generation from a model whose scores are NaN (or
-    ``+inf``; ``-inf`` is how processors forbid tokens, so it stays allowed)."""
+    """A ``transformers`` logits processor that stops generation from a model whose scores are NaN or
+    ``+inf`` (:func:`require_log_probs`)."""
 
     def __init__(self, model: Any) -> None:
         self.model = model
 
     def __call__(self, input_ids, scores):
-        import torch
-
-        if bool(torch.isnan(scores).any()) or bool(torch.isposinf(scores).any()):
-            raise nonfinite_output_error(self.model, "logits")
+        require_log_probs(scores, model=self.model, what="logits")
         return scores
