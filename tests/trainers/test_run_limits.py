@@ -85,23 +85,23 @@ def test_a_run_killed_before_its_final_folder_is_finished_without_training(finis
 
 def test_a_diverged_training_stops_and_writes_no_model(tiny_bert, corpus, tmp_path, capsys):
     out = tmp_path / "diverged"
-    with pytest.raises(TrainingDivergedError, match=r"training diverged at step 1: the model's weights are no "
-                                                    r"longer finite numbers .* learning rate 1e\+06"):
+    with pytest.raises(TrainingDivergedError, match=r"training diverged at step 2: the model's weights are no "
+                                                    r"longer finite numbers .*learning rate 1e\+06"):
         rewire(corpus, out, tiny_config(tiny_bert, learning_rate=1e6), disable_tqdm=True)
     assert not (out / "model.safetensors").exists() and not list((out / "checkpoints").glob("checkpoint-*"))
     status = main(["rewire", "--corpus", str(corpus), "--out", str(tmp_path / "cli"), "--model", str(tiny_bert),
                    "--steps", "2", "--batch-size", "8", "--max-length", "24", "--lr", "1e6"])
-    assert status == 2 and "medlama: error: training diverged at step 1" in capsys.readouterr().err
+    assert status == 2 and "medlama: error: training diverged at step 2" in capsys.readouterr().err
     assert not (tmp_path / "cli" / "model.safetensors").exists()
 
 
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", "Infinity"])
 def test_non_finite_settings_are_refused_before_any_work(value, tmp_path, capsys):
     assert main(["rewire", "--corpus", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "o"),
-                 "--lr", value]) == 2
+                 f"--lr={value}"]) == 2
     err = capsys.readouterr().err
     assert "setting 'learning_rate' must be a finite number" in err and not (tmp_path / "o").exists()
-    assert main(["rewire", "--corpus", "c", "--out", str(tmp_path / "o"), "--tau", value]) == 2
+    assert main(["rewire", "--corpus", "c", "--out", str(tmp_path / "o"), f"--tau={value}"]) == 2
     assert "setting 'temperature' must be a finite number" in capsys.readouterr().err
 
 
