@@ -12,8 +12,9 @@ the body. :func:`card_for_repo` gives the text to push to a repository: the plac
 
 ``model-index`` entries: task type ``fill-mask`` (a Hub task id: MedLAMA queries are cloze prompts whose
 ``[Y]`` slot is filled, here by retrieval among the candidate names), dataset type the MedLAMA Hub dataset id
-when given, else ``medlama``; dataset config ``hard``/``full``; metric types ``acc@1``, ``acc@10``, ... with
-values as the caller gives them (the recipe: percentages).
+when given, else ``medlama``; dataset config ``hard``/``full``; metric types ``acc@1``, ``acc@10``, ... (micro,
+over queries) and ``acc@1_macro``, ... (mean over relations), with values as the caller gives them (the recipe
+and ``push-model --results``: percentages).
 
 A little over the usual module size on purpose: writing, scoring and pushing are one card's life, and share
 its markers, placeholder and header rules.
@@ -49,7 +50,7 @@ _NO_SCORES = ("Not measured yet. Probe the model (`medlama probe --model PATH --
               "into the card it is pushed with (`medlama push-model PATH REPO_ID --results PROBE_OUT`), or into "
               "this folder's card (`medlama.trainers.model_card.update_model_card_scores(path, scores)`).")
 _USAGE_LINE = re.compile(rf'SentenceTransformer\("{MODEL_ID_PLACEHOLDER}"\)[^\n]*')
-_METRIC = re.compile(r"^(acc@\d+|mrr|mean_reciprocal_rank)$", re.I)
+_METRIC = re.compile(r"^(acc@\d+(_macro)?|mrr|mean_reciprocal_rank)$", re.I)
 
 CITATION = """@inproceedings{meng-etal-2022-rewire,
     title = "Rewire-then-Probe: A Contrastive Recipe for Probing Biomedical Knowledge of Pre-trained Language Models",
