@@ -272,14 +272,14 @@ def _without_training(out: Path, checkpoint: Path, record: dict[str, Any], preci
     steps = record["config"]["steps"]
     checkpoints = [c.path for c in checkpoint_statuses(out) if c.complete]
     saved = _final_record(out)
-    if saved is not None and (saved.get("training") or {}).get("global_step") == steps \
-            and (saved.get("training") or {}).get("checkpoints", [None])[-1] == checkpoint.name:
+    training = (saved or {}).get("training") or {}
+    if training.get("global_step") == steps and (training.get("checkpoints") or [None])[-1] == checkpoint.name:
         if is_main_process():
             print(f"medlama: {out} already holds this run's final model, trained for {steps} steps "
                   f"({checkpoint.name}); nothing to train, the folder is left as it is (ask for more --steps to "
                   "train on)", file=sys.stderr)
         return RewireResult(path=out, global_step=steps, steps_this_run=0,
-                            resumed_from=saved["training"].get("resumed_from"), checkpoints=checkpoints,
+                            resumed_from=training.get("resumed_from"), checkpoints=checkpoints,
                             train_seconds=0.0, pairs_per_second=None, record=saved, already_trained=True)
     from sentence_transformers import SentenceTransformer
 
