@@ -515,6 +515,12 @@ def push_model(path: str | Path, repo_id: str, *, private: bool = False, revisio
     folder = Path(path)
     check_repo_id(repo_id)
     files = plan_model(folder, include_checkpoints=include_checkpoints)
+    from medlama.trainers.guards import nonfinite_weights
+
+    broken = nonfinite_weights(folder)
+    if broken:  # a diverged rewiring: such a model encodes everything to NaN
+        raise MedlamaInputError(f"{len(broken)} weight tensor(s) hold NaN or infinity (first: {broken[0]}): the "
+                                "model is broken (a rewiring that diverged); nothing was uploaded", file=folder)
     scored = None
     if results is not None:
         from medlama.publishing.model_scores import probe_scores

@@ -6,6 +6,8 @@
   checkpoints of earlier steps stay. The weights are checked, not the gradients: under fp16 an infinite
   gradient is the loss scaler's normal signal (the step is skipped and the weights stay as they were).
   All processes of a multi-device run hold the same weights, so they all stop at the same step.
+* :func:`nonfinite_weights`: the weights of a saved model that are not finite (``push-model`` refuses such a
+  model, e.g. one a diverged run of an earlier version wrote).
 * :func:`trained_steps`: the optimiser steps a checkpoint holds (its ``trainer_state.json``), which decides
   whether a run into an existing output has anything left to train.
 """
@@ -65,3 +67,26 @@ def trained_steps(checkpoint: Path) -> int:
 def final_loss(log_history: list[dict[str, Any]]) -> float | None:
     """The last logged training loss of a trainer's log history."""
     return next((entry["loss"] for entry in reversed(log_history) if "loss" in entry), None)
+
+
+def nonfinite_weights(folder: Path) -> list[str]:
+    """Names of the tensors of the model saved in ``folder`` (its ``*.safetensors`` or ``pytorch_model*.bin``
+    files, not its checkpoints) that hold NaN or infinity; read one tensor at a time."""
+    import torch
+
+    bad: list[str] = []
+    for file in sorted(folder.glob("*.safetensors")):
+        from safetensors import safe_open
+
+        with safe_open(str(file), framework="pt") as weights:
+            for name in weights.keys():
+                tensor = weights.get_tensor(name)
+                if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                    bad.append(name)
+    if not bad:
+        for file in sorted(folder.glob("pytorch_model*.bin")):
+            state = torch.load(file, map_location="cpu", weights_only=True)
+            bad += [name for name, tensor in state.items()
+                    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]
+    return bad
+

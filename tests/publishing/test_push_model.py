@@ -358,3 +358,18 @@ def test_skipped_short_lines_are_named_by_the_corpus_file_name(tmp_path):
     public, replacements = public_rewire_record(record)
     assert public["cloze"]["skipped_examples"] == ["sentences.txt, line 26", "sentences.txt, line 65"]
     assert replacements[corpus] == "sentences.txt" and str(tmp_path) not in json.dumps(public)
+
+
+def test_a_model_with_nan_weights_is_never_pushed(rewired_from_tmp, tmp_path, capsys):
+    from safetensors.torch import load_file, save_file
+
+    _root, model = rewired_from_tmp
+    broken = tmp_path / "broken"
+    shutil.copytree(model, broken)
+    weights = load_file(broken / "model.safetensors")
+    name = sorted(weights)[0]
+    weights[name] = torch.full_like(weights[name], float("nan"))
+    save_file(weights, broken / "model.safetensors", metadata={"format": "pt"})
+    assert main(["push-model", str(broken), "someone/broken", "--dry-run", str(tmp_path / "dry")]) == 2
+    assert f"1 weight tensor(s) hold NaN or infinity (first: {name})" in capsys.readouterr().err
+    assert not (tmp_path / "dry").exists()
