@@ -36,6 +36,7 @@ from typing import Literal
 import numpy as np
 
 from medlama.errors import MedlamaInputError
+from medlama.finite import FiniteScores
 from medlama.probers.base import Prober, _acc_at_k_module
 from medlama.probers.causal_scoring import CausalLM, CausalModelSettings, CausalQuery
 from medlama.probers.generative import aligned_answer
@@ -280,7 +281,7 @@ class CausalConstrainedProber(_CausalProber):
             with torch.inference_mode():
                 generated = self.lm.model.generate(
                     input_ids=ids, attention_mask=mask, generation_config=config,
-                    logits_processor=LogitsProcessorList([constraint]),
+                    logits_processor=LogitsProcessorList([FiniteScores(self.lm.model_path), constraint]),
                     stopping_criteria=StoppingCriteriaList([constraint.done]))
             generated = generated.view(len(chunk), beams, -1)[:, :, width:].cpu().tolist()
             for b, (i, (slot, close), trie, sequences) in enumerate(zip(chunk, keys, chunk_tries, generated)):
@@ -314,6 +315,7 @@ class CausalGenerateProber(_CausalProber):
     def generate(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
         """The answers of every query in beam order (at most ``min(top_k, num_beams)``), before matching."""
         import torch
+        from transformers import LogitsProcessorList
 
         if top_k < 1:
             raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
@@ -332,7 +334,9 @@ class CausalGenerateProber(_CausalProber):
                 generated = self.lm.model.generate(input_ids=ids, attention_mask=mask, num_beams=beams,
                                                    num_return_sequences=returned, do_sample=False,
                                                    max_new_tokens=extra, eos_token_id=stops,
-                                                   pad_token_id=self.lm.pad_id)
+                                                   pad_token_id=self.lm.pad_id,
+                                                   logits_processor=LogitsProcessorList(
+                                                       [FiniteScores(self.lm.model_path)]))
             generated = generated.view(len(chunk), returned, -1)[:, :, width:].cpu().tolist()
             for i, sequences in zip(chunk, generated):
                 answers = []

@@ -33,6 +33,7 @@ from typing import Literal
 
 from medlama.defaults import MASK_PLACEHOLDER
 from medlama.errors import MedlamaInputError
+from medlama.finite import require_log_probs
 from medlama.models import (load_tokenizer, loading_weights, pick_device, quiet_transformers, read_config,
                             resolve_model)
 from medlama.probers.mlm import MAX_LOGPROB_ELEMENTS
@@ -301,6 +302,7 @@ class CausalLM:
                     ids[r, :len(rows[i])] = torch.tensor(list(rows[i]), dtype=torch.long)
                 ids = ids.to(self.device)
                 lp = self._cached(head, ids) if kv_cache else self._uncached(prefix, ids)
+                require_log_probs(lp, model=self.model_path)
                 mask = torch.arange(width)[None, :] < lengths[:, None]
                 totals = (lp.double().cpu() * mask).sum(1)
                 out[chunk] = totals / lengths if reduction == "mean" else totals

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from medlama.errors import MedlamaInputError
+from medlama.finite import require_finite
 from medlama.models import load_tokenizer, loading_weights, pick_device, read_config, resolve_model
 
 POOLINGS = ("cls", "mean")
@@ -197,6 +198,7 @@ class Encoder:
                 for layer in self.layers:
                     state = states[layer]
                     pooled = state[:, 0] if self.pooling == "cls" else (state * mask).sum(1) / mask.sum(1)
+                    require_finite(pooled, model=self.model_path, what="embeddings")
                     out[layer][rows] = pooled.float().cpu().numpy()
         return out
 

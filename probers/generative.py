@@ -27,6 +27,7 @@ from pathlib import Path
 
 from medlama.defaults import MASK_PLACEHOLDER
 from medlama.errors import MedlamaInputError
+from medlama.finite import FiniteScores
 from medlama.models import pick_device
 from medlama.probers.base import Prober, check_settings
 from medlama.probers.mlm import candidate_lookup, load_seq2seq_lm
@@ -160,6 +161,7 @@ class GenerativeProber(Prober):
     def generate(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
         """The ``top_k`` parsed answers of every query in beam order, before deduplication."""
         import torch
+        from transformers import LogitsProcessorList
 
         if top_k < 1:
             raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
@@ -175,7 +177,8 @@ class GenerativeProber(Prober):
                 extra = self.settings_.max_answer_tokens
                 new_tokens = extra + 2 if self.style == "t5" else max(lengths[i] for i in chunk) + extra
                 generated = self.model.generate(**batch, num_beams=top_k, num_return_sequences=top_k,
-                                                do_sample=False, max_new_tokens=new_tokens)
+                                                do_sample=False, max_new_tokens=new_tokens,
+                                                logits_processor=LogitsProcessorList([FiniteScores(self.model_path)]))
                 generated = generated.view(len(chunk), top_k, -1).cpu().tolist()
                 for i, sequences in zip(chunk, generated):
                     out[i] = [self.answer(ids, queries.texts[i]) for ids in sequences]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from medlama.defaults import MASK_PLACEHOLDER
 from medlama.errors import MedlamaInputError
+from medlama.finite import require_finite
 from medlama.models import (load_tokenizer, loading_weights, pick_device, quiet_transformers, read_config,
                             resolve_model)
 
@@ -249,6 +250,7 @@ class MaskedLM:
                     pos = list(positions[i])
                     where[r] = torch.tensor(pos + [pos[-1]] * (width - len(pos)), dtype=torch.long)
                 logits = self.logits_at(ids.to(self.device), mask.to(self.device), where.to(self.device))
+                require_finite(logits, model=self.model_path, what="logits")
                 lp = logits.float().log_softmax(-1)
                 if exclude_special and len(self.excluded):
                     lp[:, :, self.excluded] = float("-inf")

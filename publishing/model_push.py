@@ -14,7 +14,8 @@ from medlama.errors import MedlamaInputError
 from medlama.integrity import check_vouched
 from medlama.publishing.public_names import public_rewire_record, replace_local
 from medlama.publishing.upload import check_repo_id, finish
-from medlama.trainers.model_card import CARD_NAME, card_for_repo, checkpoint_card
+from medlama.trainers.model_card import (CARD_NAME, SCORES_NAME, card_for_repo, card_with_scores, checkpoint_card,
+                                        scores_record)
 
 #: The dry-run folder of a model holds its tree here (``DIR/files/``), beside ``manifest.json``.
 MODEL_TREE = "files"
@@ -102,7 +103,8 @@ def _write_public_file(source: Path, destination: Path, replacements: dict[str, 
 
 def push_model(path: str | Path, repo_id: str, *, private: bool = False, revision: str | None = None,
                commit_message: str | None = None, include_checkpoints: bool = False,
-               dry_run: str | Path | None = None, token: str | None = None, api=None) -> dict[str, Any]:
+               dry_run: str | Path | None = None, token: str | None = None, api=None,
+               results: str | Path | None = None) -> dict[str, Any]:
     """Upload the model folder ``path`` to the model repository ``repo_id`` (created if missing).
 
     The uploaded ``rewire_config.json`` and ``README.md`` name the base model, the corpus and the command
@@ -111,12 +113,24 @@ def push_model(path: str | Path, repo_id: str, *, private: bool = False, revisio
     repository, revision, privacy, commit message and each file's size and SHA-256. Returns that manifest
     (plus ``commit_url`` after a real upload). The folder must be a ``rewire`` output whose files are those
     it wrote (:func:`medlama.integrity.check_vouched`: a model copied in by hand, or weights cut short, are
-    refused).
+    refused). ``results``: a ``medlama probe`` output of this folder, whose scores go into the pushed card's
+    ``model-index`` and ``probing_scores.json`` (:func:`medlama.publishing.model_scores.probe_scores`).
     """
     folder = Path(path)
     check_repo_id(repo_id)
     files = plan_model(folder, include_checkpoints=include_checkpoints)
+    from medlama.trainers.guards import nonfinite_weights
+
+    broken = nonfinite_weights(folder)
+    if broken:  # a diverged rewiring: such a model encodes everything to NaN, whoever wrote it
+        raise MedlamaInputError(f"{len(broken)} weight tensor(s) hold NaN or infinity (first: {broken[0]}): the "
+                                "model is broken (a rewiring that diverged); nothing was uploaded", file=folder)
     check_vouched(folder, files, kinds=(REWIRE,), command="push-model")
+    scored = None
+    if results is not None:
+        from medlama.publishing.model_scores import probe_scores
+
+        scored = probe_scores(results, folder)
     record = _model_record(folder)
     public_record, replacements = public_rewire_record(record or {}, folder)
     # The same paths as JSON writes them (non-ASCII letters and backslashes escaped).
@@ -127,11 +141,19 @@ def push_model(path: str | Path, repo_id: str, *, private: bool = False, revisio
     }
 
     rewritten_record = public_record if record not in (None, public_record) else None
+    if scored is not None:
+        manifest["scores"] = {"scores": scored.scores, "source": scored.source}
+
+    def with_scores(text: str) -> str:
+        if scored is None:
+            return text
+        return card_with_scores(text, scored.scores, model_name=repo_id, source=scored.source,
+                                dataset=scored.dataset, config=scored.config, where=folder / CARD_NAME)
 
     def card_edit(relative: str) -> Callable[[str], str] | None:
         """The root card names the repository; a checkpoint's card says where it sits in it."""
         if relative == CARD_NAME:
-            return lambda text: card_for_repo(text, repo_id, revision)
+            return lambda text: card_for_repo(with_scores(text), repo_id, revision)
         parts = relative.split("/")
         if len(parts) == 3 and parts[0] == "checkpoints" and parts[2] == CARD_NAME:
             return lambda _text: checkpoint_card(repo_id, "/".join(parts[:2]), revision)
@@ -144,6 +166,10 @@ def push_model(path: str | Path, repo_id: str, *, private: bool = False, revisio
             _write_public_file(folder / relative, destination, replacements,
                                rewritten_record if relative == MODEL_RECORD else None, link=dry_run is None,
                                edit=card_edit(relative))
+        if scored is not None:  # replaced, never written through a hard link into the folder's own file
+            (tree / SCORES_NAME).unlink(missing_ok=True)
+            (tree / SCORES_NAME).write_text(scores_record(scored.scores, source=scored.source, dataset=scored.dataset,
+                                                          config=scored.config), encoding="utf-8")
 
     return finish(write_tree, MODEL_TREE, folder, manifest, kind="push-model", dry_run=dry_run, api=api,
                    token=token, what="the model folder")

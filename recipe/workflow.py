@@ -91,14 +91,19 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
                       model: str | Path | None = None, rewire_config=None,
                       probe_settings: RetrievalSettings = PRESETS["reference"],
                       probe_checkpoints: bool = False, heldout: str | Path | None = None,
-                      progress=print, device: str | None = None) -> RecipeResult:
+                      progress=print, device: str | None = None, rewire_preset: str | None = None) -> RecipeResult:
     """Probe ``model`` (default: the bundled encoder), rewire it on each corpus, and probe again.
 
     Rewired models go to ``out/rewired-<i>-<corpus name>`` (an interrupted run resumes there);
     the returned result holds every probe. ``heldout``: a sentence file none of ``corpora`` holds; every
     model is also scored on its cloze self-retrieval (:mod:`medlama.recipe.heldout`), which tells
     whether rewiring did its job whatever the model knows. ``device``: where the probes run (``cuda``,
-    ``cuda:1``, ``cpu``...; default: CUDA when there is one); the rewiring picks its own.
+    ``cuda:1``, ``cpu``...; default: CUDA when there is one); the rewiring picks its own. ``rewire_preset``:
+    the preset ``rewire_config`` was made from (recorded in each rewired model's command line).
+
+    A rewired model already there with the same settings is kept as it is (a rewiring never trains past its
+    steps); one trained for fewer steps trains on; one trained for more steps, or with other settings, is
+    refused.
     """
     from medlama.models import resolve_model
     from medlama.trainers.config import RewireConfig
@@ -135,7 +140,7 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
         target = out / f"rewired-{index}-{name}"
         progress(f"rewiring on {name} ({config.steps} steps, batch {config.batch_size}) -> {target}")
         start = time.perf_counter()
-        rewired = rewire(corpus, target, config)
+        rewired = rewire(corpus, target, config, preset=rewire_preset)
         result.rewire_seconds.append(time.perf_counter() - start)
         progress(f"probing the model rewired on {name}")
         probed = probe(RetrievalProber(rewired.path, probe_settings, device=device), queries, label=f"rewired ({name})")

@@ -12,8 +12,9 @@ the body. :func:`card_for_repo` gives the text to push to a repository: the plac
 
 ``model-index`` entries: task type ``fill-mask`` (a Hub task id: MedLAMA queries are cloze prompts whose
 ``[Y]`` slot is filled, here by retrieval among the candidate names), dataset type the MedLAMA Hub dataset id
-when given, else ``medlama``; dataset config ``hard``/``full``; metric types ``acc@1``, ``acc@10``, ... with
-values as the caller gives them (the recipe: percentages).
+when given, else ``medlama``; dataset config ``hard``/``full``; metric types ``acc@1``, ``acc@10``, ... (micro,
+over queries) and ``acc@1_macro``, ... (mean over relations), with values as the caller gives them (the recipe
+and ``push-model --results``: percentages).
 
 A little over the usual module size on purpose: writing, scoring and pushing are one card's life, and share
 its markers, placeholder and header rules.
@@ -45,10 +46,11 @@ TAGS = ["sentence-transformers", "sentence-similarity", "feature-extraction", "c
 
 _REWIRE_START, _REWIRE_END = "<!-- medlama:rewire:start -->", "<!-- medlama:rewire:end -->"
 _SCORES_START, _SCORES_END = "<!-- medlama:scores:start -->", "<!-- medlama:scores:end -->"
-_NO_SCORES = ("Not measured yet. Add them with "
-              "`medlama.trainers.model_card.update_model_card_scores(path, scores)`.")
+_NO_SCORES = ("Not measured yet. Probe the model (`medlama probe --model PATH --out PROBE_OUT`) and put the scores "
+              "into the card it is pushed with (`medlama push-model PATH REPO_ID --results PROBE_OUT`), or into "
+              "this folder's card (`medlama.trainers.model_card.update_model_card_scores(path, scores)`).")
 _USAGE_LINE = re.compile(rf'SentenceTransformer\("{MODEL_ID_PLACEHOLDER}"\)[^\n]*')
-_METRIC = re.compile(r"^(acc@\d+|mrr|mean_reciprocal_rank)$", re.I)
+_METRIC = re.compile(r"^(acc@\d+(_macro)?|mrr|mean_reciprocal_rank)$", re.I)
 
 CITATION = """@inproceedings{meng-etal-2022-rewire,
     title = "Rewire-then-Probe: A Contrastive Recipe for Probing Biomedical Knowledge of Pre-trained Language Models",
@@ -169,6 +171,9 @@ def render_rewire_section(record: Mapping[str, Any]) -> str:
     if cloze.get("empty_answers"):
         skipped += (f"; {cloze['empty_answers']:,} answers are empty or blank (double spaces in the corpus are "
                     f"empty words under the reference rule)")
+    if cloze.get("mask_truncated"):
+        skipped += (f"; {cloze['mask_truncated']:,} queries lose their mask token beyond the max length of "
+                    f"{cloze['max_length']} tokens and train without it, as in the reference")
     sampled = (f" (a random sample of {cloze['sentences']:,} of {cloze['sampled_from']:,} lines)"
                if cloze.get("sampled_from") else "")
     checkpoints = training.get("checkpoints") or []
@@ -191,7 +196,9 @@ def render_rewire_section(record: Mapping[str, Any]) -> str:
                  f"(scale {_fmt(1 / config['temperature'])})"),
         ("Learning rate / weight decay", f"{_fmt(config['learning_rate'])} / {_fmt(config['weight_decay'])} "
                                          f"(linear decay, {config['warmup_steps']} warm-up steps)"),
-        ("Max length", f"{config['max_length']} tokens"),
+        ("Max length", f"{config['max_length']} tokens in rewiring, saved as the model's `max_seq_length`: "
+                       f"`SentenceTransformer` cuts longer inputs at {config['max_length']} tokens unless "
+                       "`model.max_seq_length` is raised (`medlama probe` sets its own lengths)"),
         ("Dropout", _fmt(config["dropout"])),
         ("Batches", config["batch_sampler"]),
         ("Precision", training.get("precision", "?")),
@@ -215,17 +222,14 @@ def render_rewire_section(record: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _corpus_names(record: Mapping[str, Any]) -> list[str]:
-    return [str(item.get("name") or item.get("dataset")) for item in record.get("corpus") or []
-            if item.get("name") or item.get("dataset")]
-
-
 def card_data(record: Mapping[str, Any]):
     """The card's YAML header (a ``ModelCardData``) for a run record, before any probing scores."""
     from huggingface_hub import ModelCardData
 
+    # No ``datasets``: the Hub reads it as dataset repository ids, and a corpus is a local file (named in the
+    # body's Corpus row). ``update_model_card_scores(dataset=...)`` adds the probed dataset's Hub id.
     data = ModelCardData(
-        license=base_model_licence(record), language="en", datasets=_corpus_names(record) or None,
+        license=base_model_licence(record), language="en",
         base_model=base_model_id(record), library_name="sentence-transformers", pipeline_tag="sentence-similarity",
         tags=list(TAGS))
     # One sensible example for the Hub's sentence-similarity widget: a MedLAMA-style query and candidates.
@@ -292,35 +296,31 @@ def _model_name(folder: Path) -> str:
     return f"{base} rewired with Contrastive-Probe"
 
 
-def update_model_card_scores(path: str | Path, scores: Mapping[str, Any], *, source: str | None = None,
-                             checkpoint: str | None = None, dataset: str | None = None,
-                             config: str | None = None) -> Path:
-    """Record probing scores in a rewired model folder: its card's ``model-index`` (``EvalResult`` entries,
-    :func:`eval_results`), its "Probing scores" table and ``probing_scores.json``. Calling it again replaces them.
-
-    ``scores``: ``{"hard acc@1": 4.49, ...}`` or nested, e.g. ``{"hard": {"acc@1": 4.49, "acc@10": 21.7}}``
-    (numbers are recorded as given; percentages are the caller's choice). ``source`` says what was probed
-    (e.g. ``"MedLAMA hard set, 15,329 queries"``), ``checkpoint`` which checkpoint if not the final model,
-    ``dataset`` the MedLAMA dataset's Hub id (also added to the card's ``datasets``), ``config`` its config.
-    """
-    from huggingface_hub import ModelCard
-
-    folder = Path(path)
-    card_path = folder / CARD_NAME
-    if not card_path.is_file():
-        raise MedlamaInputError("no README.md: not a model folder written by medlama rewire", file=folder)
+def _checked_scores(scores: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(scores, Mapping) or not scores:
         raise MedlamaInputError("scores must be a non-empty mapping of names to numbers")
     flat = _flatten(scores)
     for name, value in flat.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise MedlamaInputError(f"score {name!r} is not a finite number: {value!r}")
+    return flat
+
+
+def card_with_scores(text: str, scores: Mapping[str, Any], *, model_name: str, source: str | None = None,
+                     checkpoint: str | None = None, dataset: str | None = None, config: str | None = None,
+                     where: str | Path | None = None) -> str:
+    """The card ``text`` with ``scores`` as its ``model-index`` and "Probing scores" table (replacing any there);
+    arguments as :func:`update_model_card_scores`, ``model_name`` the ``model-index`` name when the card has
+    none, ``where`` the card's file for error messages."""
+    from huggingface_hub import ModelCard
+
+    flat = _checked_scores(scores)
     try:
-        card = ModelCard.load(card_path, ignore_metadata_errors=True)
+        card = ModelCard(text, ignore_metadata_errors=True)
     except Exception as error:  # a card that does not parse: say where
-        raise MedlamaInputError(f"cannot read the model card: {error}", file=card_path) from None
+        raise MedlamaInputError(f"cannot read the model card: {error}", file=where) from None
     card.data.eval_results = eval_results(flat, dataset=dataset, config=config)
-    card.data.model_name = card.data.model_name or _model_name(folder)
+    card.data.model_name = card.data.model_name or model_name
     if dataset:
         card.data.datasets = [*[d for d in card.data.datasets or [] if d != dataset], dataset]
     lines = [_SCORES_START]
@@ -333,10 +333,38 @@ def update_model_card_scores(path: str | Path, scores: Mapping[str, Any], *, sou
     block = "\n".join(lines)
     replaced = _replace_block(card.text, _SCORES_START, _SCORES_END, block)
     card.text = replaced if replaced is not None else card.text.rstrip("\n") + f"\n\n## Probing scores\n\n{block}\n"
-    atomic_write_text(card_path, str(card).rstrip("\n") + "\n")
-    atomic_write_text(folder / SCORES_NAME, json.dumps(
-        {"scores": flat, "source": source, "checkpoint": checkpoint, "dataset": dataset, "config": config},
-        indent=2) + "\n")
+    return str(card).rstrip("\n") + "\n"
+
+
+def scores_record(scores: Mapping[str, Any], *, source: str | None = None, checkpoint: str | None = None,
+                  dataset: str | None = None, config: str | None = None) -> str:
+    """The text of ``probing_scores.json`` for those scores."""
+    return json.dumps({"scores": _checked_scores(scores), "source": source, "checkpoint": checkpoint,
+                       "dataset": dataset, "config": config}, indent=2) + "\n"
+
+
+def update_model_card_scores(path: str | Path, scores: Mapping[str, Any], *, source: str | None = None,
+                             checkpoint: str | None = None, dataset: str | None = None,
+                             config: str | None = None) -> Path:
+    """Record probing scores in a rewired model folder: its card's ``model-index`` (``EvalResult`` entries,
+    :func:`eval_results`), its "Probing scores" table and ``probing_scores.json``. Calling it again replaces them.
+
+    ``scores``: ``{"hard acc@1": 4.49, ...}`` or nested, e.g. ``{"hard": {"acc@1": 4.49, "acc@10": 21.7}}``
+    (numbers are recorded as given; percentages are the caller's choice). ``source`` says what was probed
+    (e.g. ``"MedLAMA hard set, 15,329 queries"``), ``checkpoint`` which checkpoint if not the final model,
+    ``dataset`` the MedLAMA dataset's Hub id (also added to the card's ``datasets``), ``config`` its config.
+    ``medlama push-model --results`` puts a probe's scores into the pushed card instead (the folder unchanged).
+    """
+    folder = Path(path)
+    card_path = folder / CARD_NAME
+    if not card_path.is_file():
+        raise MedlamaInputError("no README.md: not a model folder written by medlama rewire", file=folder)
+    _checked_scores(scores)
+    text = card_with_scores(card_path.read_text(encoding="utf-8"), scores, model_name=_model_name(folder),
+                            source=source, checkpoint=checkpoint, dataset=dataset, config=config, where=card_path)
+    atomic_write_text(card_path, text)
+    atomic_write_text(folder / SCORES_NAME, scores_record(scores, source=source, checkpoint=checkpoint,
+                                                          dataset=dataset, config=config))
     from medlama.integrity import record_again
 
     record_again(folder, [CARD_NAME, SCORES_NAME])  # medlama's own edit: push-model still vouches for them

@@ -51,14 +51,15 @@ from medlama.trainers.checkpoints import (
     choose_resume_checkpoint,
     staged_checkpoint,
 )
-from medlama.trainers.cloze import ANSWER_COLUMN, QUERY_COLUMN, ClozeBuild, build_cloze_dataset
+from medlama.trainers.cloze import ANSWER_COLUMN, QUERY_COLUMN, ClozeBuild, build_cloze_dataset, count_masks_cut
 from medlama.trainers.config import PRESETS, RewireConfig
 from medlama.trainers.devices import is_main_process, resolve_precision, world_size
+from medlama.trainers.guards import divergence_callback, final_loss, trained_steps
 from medlama.trainers.loss import make_loss
-from medlama.trainers.model import build_rewire_model
+from medlama.trainers.model import WEIGHT_FILES, build_rewire_model
 from medlama.trainers.model_card import write_rewire_card
 
-#: The preset the recorded command line starts from (the ``medlama rewire`` default).
+#: The ``medlama rewire`` default preset (the recorded command line's on a tie).
 _COMMAND_PRESET = "paper"
 #: The command that writes (and alone may resume or replace) a rewiring output: its ownership record.
 KIND = "rewire"
@@ -78,6 +79,8 @@ class RewireResult:
     train_seconds: float
     pairs_per_second: float | None
     record: dict[str, Any]
+    #: True when ``out`` already held the finished run: nothing was trained or written (``record`` is its record)
+    already_trained: bool = False
 
 
 #: Packages whose versions the rewiring record (and the model card's "Framework versions") lists.
@@ -92,14 +95,22 @@ def _versions() -> dict[str, str]:
     return {name: version for name, version in package_versions(RECORD_PACKAGES).items() if version is not None}
 
 
-def command_line(corpus: Any, out: Path, config: RewireConfig) -> str | None:
-    """The ``medlama rewire`` command that reproduces ``config`` (None for a Dataset corpus): the flags of
-    the settings that differ from the ``paper`` preset, spelt as the command parses them."""
+def closest_preset(config: RewireConfig) -> str:
+    """The preset ``config`` differs from in the fewest settings (``paper`` on a tie)."""
+    return min(PRESETS, key=lambda name: (len(to_flags(config, relative_to=PRESETS[name])),
+                                          name != _COMMAND_PRESET))
+
+
+def command_line(corpus: Any, out: Path, config: RewireConfig, *, preset: str | None = None) -> str | None:
+    """The ``medlama rewire`` command that reproduces ``config`` (None for a Dataset corpus): ``--preset``
+    (``preset``, default :func:`closest_preset`) and the flags of the settings that differ from it, spelt as
+    the command parses them."""
     if not isinstance(corpus, (str, Path, list, tuple)):
         return None
+    preset = preset or closest_preset(config)
     files = [corpus] if isinstance(corpus, (str, Path)) else list(corpus)
     words = ["medlama", "rewire", "--corpus", *map(str, files), "--out", str(out),
-             *to_flags(config, relative_to=PRESETS[_COMMAND_PRESET]), "--preset", _COMMAND_PRESET]
+             *to_flags(config, relative_to=PRESETS[preset]), "--preset", preset]
     return " ".join(shlex.quote(word) for word in words)
 
 
@@ -152,30 +163,46 @@ def _earlier_rewire_output(out: Path) -> bool:
 
 def rewire(corpus: Any, out: str | Path, config: RewireConfig | None = None, *, resume: bool | str | Path = True,
            column: str = "text", callbacks: Sequence[Any] = (), report_to: str | list[str] = "none",
-           disable_tqdm: bool | None = None) -> RewireResult:
+           disable_tqdm: bool | None = None, preset: str | None = None) -> RewireResult:
     """Rewire an encoder with Contrastive-Probe and write it to ``out``.
 
     ``corpus``: a sentence file, a list of them, or a ``datasets.Dataset``/``DatasetDict`` (sentences in
     ``column``). ``config``: a :class:`RewireConfig` (default: the ``paper`` preset). ``resume``: see
     :func:`~medlama.trainers.checkpoints.choose_resume_checkpoint`. ``callbacks``: extra
-    ``transformers.TrainerCallback`` objects. Returns a :class:`RewireResult`; ``out`` then loads with
-    ``SentenceTransformer(out)``.
+    ``transformers.TrainerCallback`` objects. ``preset``: the preset ``config`` was made from, for the
+    recorded command line (default: the preset it differs least from). Returns a :class:`RewireResult`;
+    ``out`` then loads with ``SentenceTransformer(out)``.
+
+    A run into an ``out`` whose last checkpoint already holds ``config.steps`` steps trains nothing: a
+    finished ``out`` is left as it is (``already_trained``), one killed before its final folder gets it
+    from that checkpoint. Fewer steps than ``out`` holds is an error. A training whose weights or loss stop
+    being finite raises :class:`~medlama.trainers.guards.TrainingDivergedError` (no final model written).
     """
+    if preset is not None and preset not in PRESETS:
+        raise MedlamaInputError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
     config = (config or RewireConfig.preset("paper")).validate()  # again: fields may have been reassigned
     out = Path(out).expanduser()
     _check_output_folder(out, note=False)  # before the lock: a user's folder is refused with nothing created
     # Only the main process writes OUT, so only it holds the lock (the others would find it taken).
     with lock_directory(out) if is_main_process() else contextlib.nullcontext():
         return _rewire(corpus, out, config, resume=resume, column=column, callbacks=callbacks,
-                       report_to=report_to, disable_tqdm=disable_tqdm)
+                       report_to=report_to, disable_tqdm=disable_tqdm, preset=preset)
 
 
 def _rewire(corpus: Any, out: Path, config: RewireConfig, *, resume, column, callbacks, report_to,
-            disable_tqdm) -> RewireResult:
+            disable_tqdm, preset) -> RewireResult:
     _check_output_folder(out)
     processes = world_size()
     if config.batch_size % processes:
         raise MedlamaInputError(f"batch size {config.batch_size} cannot be split evenly over {processes} devices")
+    resume_from = choose_resume_checkpoint(out, resume)
+    done = trained_steps(resume_from) if resume_from is not None else 0
+    if done > config.steps:  # before any work: the trainer would take one more step, never fewer
+        raise MedlamaInputError(
+            f"{resume_from.name} has already been trained for {done} steps, more than the {config.steps} asked "
+            f"for; a rewiring never goes back. Ask for --steps {done} (keeps it) or more (trains on), load an "
+            "earlier checkpoints/checkpoint-<step> as it is, or write to a new output folder to train "
+            f"{config.steps} steps; nothing was changed", file=out)
     precision = resolve_precision(config.precision)
     # The tokenizer's thread pool competes with torch's for the cores: on a small CPU it triples the step time.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -187,7 +214,10 @@ def _rewire(corpus: Any, out: Path, config: RewireConfig, *, resume, column, cal
                                             skip_short_lines=config.skip_short_lines)
     if len(build.dataset) < 2:
         raise MedlamaInputError("the corpus gives fewer than 2 cloze pairs; the loss needs in-batch negatives")
-    resume_from = choose_resume_checkpoint(out, resume)
+    # Kept as the reference trains them; counted so the record says how many pairs train without a mask.
+    build.stats.mask_truncated = count_masks_cut(build.dataset[QUERY_COLUMN], model.tokenizer, config.max_length,
+                                                 encoder.mask_token)
+    build.stats.max_length = config.max_length
     if resume_from is not None:
         check_resume_compatible(out, config, build.corpus)
 
@@ -199,9 +229,12 @@ def _rewire(corpus: Any, out: Path, config: RewireConfig, *, resume, column, cal
         "mask_token": encoder.mask_token,
         "corpus": build.corpus,
         "cloze": build.stats.to_dict(),
-        "command": command_line(corpus, out, config),
+        "command": command_line(corpus, out, config, preset=preset),
+        "preset": preset or closest_preset(config),
         "versions": _versions(),
     }
+    if resume_from is not None and done == config.steps:  # nothing left to train: HF would take one more step
+        return _without_training(out, resume_from, record, precision, processes)
     trainer, timer = _make_trainer(model, build, out, config, precision, processes, callbacks, report_to,
                                    disable_tqdm)
     main_process = trainer.is_world_process_zero()
@@ -221,10 +254,10 @@ def _rewire(corpus: Any, out: Path, config: RewireConfig, *, resume, column, cal
         "pairs_per_second": round(pairs_per_second, 2) if pairs_per_second else None,
         "precision": precision, "world_size": processes, "device": str(model.device),
         "checkpoints": [p.name for p in checkpoints],
-        "final_loss": next((h["loss"] for h in reversed(trainer.state.log_history) if "loss" in h), None),
+        "final_loss": final_loss(trainer.state.log_history),
     }
     if main_process:
-        _write_final(trainer, out, record)
+        _write_final(trainer.model, out, record)
     trainer.accelerator.wait_for_everyone()  # no process returns before the final folder is in place
     return RewireResult(path=out, global_step=global_step, steps_this_run=steps_run,
                         resumed_from=resume_from.name if resume_from else None,
@@ -232,8 +265,52 @@ def _rewire(corpus: Any, out: Path, config: RewireConfig, *, resume, column, cal
                         pairs_per_second=pairs_per_second, record=record)
 
 
-def _write_final(trainer: Any, out: Path, record: dict[str, Any]) -> None:
-    model = trainer.model
+def _without_training(out: Path, checkpoint: Path, record: dict[str, Any], precision: str,
+                      processes: int) -> RewireResult:
+    """A run whose steps are all in ``checkpoint`` already: left as it is when ``out`` holds its final model,
+    else finished from the checkpoint (a run killed between its last checkpoint and its final folder)."""
+    steps = record["config"]["steps"]
+    checkpoints = [c.path for c in checkpoint_statuses(out) if c.complete]
+    saved = _final_record(out)
+    training = (saved or {}).get("training") or {}
+    if training.get("global_step") == steps and (training.get("checkpoints") or [None])[-1] == checkpoint.name:
+        if is_main_process():
+            print(f"medlama: {out} already holds this run's final model, trained for {steps} steps "
+                  f"({checkpoint.name}); nothing to train, the folder is left as it is (ask for more --steps to "
+                  "train on)", file=sys.stderr)
+        return RewireResult(path=out, global_step=steps, steps_this_run=0,
+                            resumed_from=training.get("resumed_from"), checkpoints=checkpoints,
+                            train_seconds=0.0, pairs_per_second=None, record=saved, already_trained=True)
+    from sentence_transformers import SentenceTransformer
+
+    state = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
+    record["training"] = {
+        "global_step": steps, "resumed_from": checkpoint.name, "steps_this_run": 0, "seconds_this_run": 0.0,
+        "pairs_per_second": None, "precision": precision, "world_size": processes, "device": "cpu",
+        "checkpoints": [p.name for p in checkpoints], "final_loss": final_loss(state.get("log_history") or []),
+    }
+    if is_main_process():
+        print(f"medlama: {checkpoint.name} holds all {steps} steps; writing the final model from it without "
+              "training", file=sys.stderr)
+        write_owner(out, KIND)
+        _write_final(SentenceTransformer(str(checkpoint), device="cpu"), out, record)
+    return RewireResult(path=out, global_step=steps, steps_this_run=0, resumed_from=checkpoint.name,
+                        checkpoints=[out / CHECKPOINTS_DIR / p.name for p in checkpoints], train_seconds=0.0,
+                        pairs_per_second=None, record=record)
+
+
+def _final_record(out: Path) -> dict[str, Any] | None:
+    """The run record of the final model in ``out`` (None without a final model or a readable record)."""
+    if not any((out / name).is_file() for name in WEIGHT_FILES):
+        return None
+    try:
+        record = json.loads((out / CONFIG_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _write_final(model: Any, out: Path, record: dict[str, Any]) -> None:
     base = record["base_model"]["name"]
     model.model_card_data.model_name = f"{base} rewired with Contrastive-Probe"
     with atomic_directory(out, marker=f"{CHECKPOINTS_DIR}/{CONFIG_NAME}", kind=KIND) as staging:
@@ -330,6 +407,9 @@ def _make_trainer(model, build: ClozeBuild, out: Path, config: RewireConfig, pre
         save_steps=config.save_steps,
         save_total_limit=None,
         logging_steps=config.logging_steps,
+        # A NaN or infinite loss is logged as it is (the default logs the running mean instead), so that the
+        # divergence check sees it.
+        logging_nan_inf_filter=False,
         bf16=precision == "bf16",
         fp16=precision == "fp16",
         batch_sampler="no_duplicates" if config.batch_sampler == "no_duplicates" else "batch_sampler",
@@ -343,5 +423,6 @@ def _make_trainer(model, build: ClozeBuild, out: Path, config: RewireConfig, pre
     loss = make_loss(model, config.temperature, gather_across_devices=processes > 1)
     timer = _Timer()
     trainer = _RewireTrainer(model=model, args=args, train_dataset=dataset, loss=loss,
-                             callbacks=[*callbacks, _SaveLastStep(), timer], evaluator=make_evaluator(config))
+                             callbacks=[*callbacks, divergence_callback(config.learning_rate), _SaveLastStep(),
+                                        timer], evaluator=make_evaluator(config))
     return trainer, timer

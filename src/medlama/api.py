@@ -154,7 +154,7 @@ def rewire(corpus: Any, out: str | Path, model: str | Path | None = None, *, pre
     if config.model is not None:
         resolve_model(config.model)
     from medlama.trainers.trainer import rewire as run_rewire
-    return run_rewire(corpus, out, config, resume=resume)
+    return run_rewire(corpus, out, config, resume=resume, preset=preset)
 
 
 def ucm(sets: str | Path, model: str | Path | Sequence[str | Path] | None = None, *, method: str = "auto",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -46,7 +47,8 @@ def setting(default: Any = dataclasses.MISSING, *, help: str, choices: Sequence[
     spelling (default ``--field-name``). ``old_flags``: earlier spellings still accepted, each mapped to
     the note printed when it is used. ``cli=False``: not a command-line flag (set from Python only).
     ``extra``: further facts a configuration keeps about its own fields (for example which settings a
-    resumed run may change), read back with ``field.metadata[name]``.
+    resumed run may change), read back with ``field.metadata[name]``; ``nonfinite=True`` lets a float
+    setting be infinite (NaN never is: it passes every bound).
     """
     metadata = {"help": help, "choices": tuple(choices) if choices is not None else None, "min": min, "max": max,
                 "flag": flag, "old_flags": dict(old_flags or {}), "metavar": metavar, "cli": cli, **extra}
@@ -110,7 +112,7 @@ def _type_error(name: str, expected: str, value: Any) -> MedlamaInputError:
     return MedlamaInputError(f"setting {name!r} must be {expected}, got {value!r}")
 
 
-def _check_scalar(name: str, annotation: Any, value: Any) -> None:
+def _check_scalar(name: str, annotation: Any, value: Any, infinite: bool = False) -> None:
     origin = typing.get_origin(annotation)
     if annotation is Any:
         return
@@ -119,7 +121,7 @@ def _check_scalar(name: str, annotation: Any, value: Any) -> None:
     if origin in (Union, types.UnionType):
         for option in typing.get_args(annotation):
             try:
-                _check_scalar(name, option, value)
+                _check_scalar(name, option, value, infinite)
                 return
             except MedlamaInputError:
                 continue
@@ -135,7 +137,9 @@ def _check_scalar(name: str, annotation: Any, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise _type_error(name, "a number", value)
         if value != value:  # NaN passes every bound check: refuse it here
-            raise _type_error(name, "a number (not NaN)", value)
+            raise _type_error(name, "a finite number (not NaN)", value)
+        if not infinite and not math.isfinite(value):  # inf passes a one-sided bound, and trains to NaN
+            raise _type_error(name, "a finite number", value)
     elif annotation is str:
         if not isinstance(value, str):
             raise _type_error(name, "a string", value)
@@ -155,6 +159,7 @@ def check(settings: S) -> S:
     for field in fields_of(settings):
         value = getattr(settings, field.name)
         annotation, optional = unwrap_optional(hints.get(field.name, Any))
+        infinite = bool(field.metadata.get("nonfinite"))
         if value is None:
             if optional or annotation is Any:
                 continue
@@ -166,10 +171,10 @@ def check(settings: S) -> S:
                 raise _type_error(field.name, "a list", value)
             element = next((a for a in typing.get_args(annotation) if a is not Ellipsis), Any)
             for item in value:
-                _check_scalar(field.name, element, item)
+                _check_scalar(field.name, element, item, infinite)
             items = value
         else:
-            _check_scalar(field.name, annotation, value)
+            _check_scalar(field.name, annotation, value, infinite)
             items = [value]
         allowed = choices_of(field, hints.get(field.name, Any))
         low, high = field.metadata.get("min"), field.metadata.get("max")

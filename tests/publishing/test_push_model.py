@@ -229,7 +229,42 @@ def test_pushed_card_with_scores_names_no_local_path(rewired_from_tmp, tmp_path)
         ("acc@1", 4.49, "hard"), ("acc@10", 21.74, "hard")]
     index = card.data.to_dict()["model-index"]
     assert index[0]["name"] == "someone/my-bert-rewired" and index[0]["results"][0]["task"]["type"] == "fill-mask"
-    assert card.data.language == "en" and card.data.datasets == ["sentences.txt"]
+    # the corpus is a local file, no Hub dataset: it is named in the card's body, never under `datasets`
+    assert card.data.language == "en" and card.data.datasets is None and "`sentences.txt` (40 lines" in card.text
+
+
+def test_push_model_puts_the_probe_scores_of_that_folder_into_the_card(rewired_from_tmp, medlama_dir, tmp_path,
+                                                                        capsys):
+    """``--results PROBE_OUT``: the probe's acc@k of this very folder go into the pushed card's model-index and
+    probing_scores.json; the folder itself is unchanged; a folder changed since the probe is refused."""
+    _root, model = rewired_from_tmp
+    probed = tmp_path / "probe"
+    assert main(["probe", "--model", str(model), "--data", str(medlama_dir), "--relations", "may_treat", "--limit",
+                 "8", "--out", str(probed)]) == 0
+    run = json.loads((probed / "results.json").read_text())[0]
+    before = {p: p.read_bytes() for p in model.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main(["push-model", str(model), "someone/my-bert-rewired", "--results", str(probed), "--dry-run",
+                 str(tmp_path / "dry")]) == 0
+    assert "card scores from MedLAMA hard[may_treat][first 8 per relation], 8 queries" in capsys.readouterr().out
+    tree = tmp_path / "dry" / "files"
+    card = ModelCard.load(tree / "README.md")
+    expected = {key: round(100 * value, 2) for key, value in run["metrics"].items() if key.startswith("acc@")}
+    assert {r.metric_name: r.metric_value for r in card.data.eval_results} == expected
+    assert {r.dataset_config for r in card.data.eval_results} == {"hard"}
+    assert card.data.to_dict()["model-index"][0]["name"] == "someone/my-bert-rewired"
+    assert "Not measured yet" not in card.text and "| MedLAMA hard[may_treat][first 8 per relation] acc@1 |" in card.text
+    pushed = json.loads((tree / "probing_scores.json").read_text())
+    assert pushed["scores"] == {f"MedLAMA {run['query_set']} {key}": value for key, value in expected.items()}
+    assert {p: p.read_bytes() for p in model.rglob("*") if p.is_file()} == before  # the folder is not changed
+
+    changed = tmp_path / "changed" / model.name  # same name, trained on (one file differs): not what was probed
+    shutil.copytree(model, changed)
+    (changed / "rewire_config.json").write_text((changed / "rewire_config.json").read_text() + " ")
+    assert main(["push-model", str(changed), "someone/x", "--results", str(probed), "--dry-run",
+                 str(tmp_path / "dry2")]) == 2
+    assert f"no run in it probed {model.name} as it is now" in capsys.readouterr().err
+    assert not (tmp_path / "dry2").exists()
 
 
 def test_bundled_model_is_named_by_its_hub_id(model_folder, tmp_path):
@@ -361,3 +396,18 @@ def test_a_folder_medlama_did_not_write_or_cut_weights_are_refused(model_folder,
     (cut / OWNER_NAME).unlink()
     with pytest.raises(MedlamaInputError, match="has no ownership record"):
         push_model(cut, "someone/model", dry_run=tmp_path / "dry")
+
+
+def test_a_model_with_nan_weights_is_never_pushed(rewired_from_tmp, tmp_path, capsys):
+    from safetensors.torch import load_file, save_file
+
+    _root, model = rewired_from_tmp
+    broken = tmp_path / "broken"
+    shutil.copytree(model, broken)
+    weights = load_file(broken / "model.safetensors")
+    name = sorted(weights)[0]
+    weights[name] = torch.full_like(weights[name], float("nan"))
+    save_file(weights, broken / "model.safetensors", metadata={"format": "pt"})
+    assert main(["push-model", str(broken), "someone/broken", "--dry-run", str(tmp_path / "dry")]) == 2
+    assert f"1 weight tensor(s) hold NaN or infinity (first: {name})" in capsys.readouterr().err
+    assert not (tmp_path / "dry").exists()

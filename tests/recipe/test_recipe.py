@@ -106,3 +106,25 @@ def test_heldout_pairs_follow_the_masking_rule(sentence_files):
         assert text.endswith("[Y] ") and gold[0].strip()
         assert text.replace("[Y]", gold[0]) in lines
     assert len(pairs) <= 40 and set(pairs.candidates) == {gold[0] for gold in pairs.gold}
+
+
+def test_recipe_overwrite_keeps_finished_rewirings(medlama_dir, tiny_encoder, sentence_files, tmp_path, capsys):
+    """--overwrite replaces the results; a finished rewiring with the same settings is kept as it is (never
+    trained a step further), and its record names the preset the recipe ran."""
+    corpus = sentence_files[0]
+    out = tmp_path / "recipe"
+    common = ["recipe", "--model", str(tiny_encoder), "--corpus", str(corpus), "--steps", "2", "--rewire-batch-size",
+              "8", "--data", str(medlama_dir), "--relations", *RELATIONS, "--limit", "5", "--out", str(out)]
+    assert main(common) == 0
+    rewired = out / f"rewired-0-{corpus.name}"
+    weights = (rewired / "model.safetensors").read_bytes()
+    record = json.loads((rewired / "rewire_config.json").read_text())
+    assert record["command"].endswith("--preset demo") and record["training"]["global_step"] == 2
+    first = json.loads((out / "results.json").read_text())["summary"]
+    capsys.readouterr()
+    assert main([*common, "--overwrite"]) == 0
+    assert "already holds this run's final model, trained for 2 steps" in capsys.readouterr().err
+    assert (rewired / "model.safetensors").read_bytes() == weights
+    assert json.loads((rewired / "rewire_config.json").read_text())["training"] == record["training"]
+    assert not (rewired / "checkpoints" / "checkpoint-3").exists()
+    assert json.loads((out / "results.json").read_text())["summary"] == first

@@ -21,6 +21,7 @@ class Example:
     rescore: bool = setting(False, help="rescore")
     ks: tuple[int, ...] = setting((1, 5, 10), help="cut-offs", min=1)
     rate: float = setting(2e-5, help="rate in %", min=0, max=1)
+    bound: float = setting(float("inf"), help="a cap that may be infinite", nonfinite=True)
 
     def __post_init__(self) -> None:
         check(self)
@@ -31,6 +32,8 @@ class Example:
     ({"batch_size": True}, "'batch_size' must be an integer"),
     ({"pooling": "max"}, "'pooling' must be one of 'cls', 'mean', got 'max'"),
     ({"rate": float("nan")}, "not NaN"),
+    ({"rate": float("inf")}, "setting 'rate' must be a finite number, got inf"),
+    ({"bound": float("nan")}, "setting 'bound' must be a finite number (not NaN), got nan"),
     ({"rate": 2.0}, "at most 1"),
     ({"ks": (1, 0)}, "'ks' must be at least 1, got 0"),
     ({"ks": "1"}, "'ks' must be a list"),
@@ -40,6 +43,12 @@ def test_bad_settings_are_named(values, message):
     with pytest.raises(MedlamaInputError) as error:
         settings_from(Example, values)
     assert message in str(error.value)
+
+
+def test_only_a_setting_that_says_so_may_be_infinite():
+    assert settings_from(Example, {"bound": float("-inf")}).bound == float("-inf")
+    with pytest.raises(MedlamaInputError, match="'rate' must be a finite number, got -inf"):
+        settings_from(Example, {"rate": float("-inf")})
 
 
 def test_none_means_not_given_unless_the_field_is_optional():

@@ -1,5 +1,5 @@
 """The rewired model's card through ``huggingface_hub``'s card classes: the YAML header (licence, language,
-datasets, base model, library, pipeline, tags, widget), probing scores as ``model-index`` entries, and the
+base model, library, pipeline, tags, widget; ``datasets`` only for a probed Hub dataset), probing scores as ``model-index`` entries, and the
 text pushed to a repository (no placeholder id, no training-pair widgets). No model is trained here."""
 
 from __future__ import annotations
@@ -49,7 +49,10 @@ def test_card_header_follows_the_hub_conventions(tmp_path):
     card = written(tmp_path / "minilm", record())
     data = card.data.to_dict()
     assert data["license"] == "apache-2.0" and data["language"] == "en" and data["base_model"] == BUNDLED
-    assert data["datasets"] == ["pubmed_sents_no_punkt_10k_3"]
+    # the Hub reads `datasets` as dataset repository ids: a local corpus file is named in the body instead
+    assert "datasets" not in data and "`pubmed_sents_no_punkt_10k_3` (10,000 lines" in card.text
+    assert ("| Max length | 48 tokens in rewiring, saved as the model's `max_seq_length`: `SentenceTransformer` "
+            "cuts longer inputs at 48 tokens") in card.text
     assert (data["library_name"], data["pipeline_tag"]) == ("sentence-transformers", "sentence-similarity")
     assert {"contrastive-probe", "medlama", "biomedical", "loss:ClozeInfoNCELoss"} <= set(data["tags"])
     assert "generated_from_trainer" not in data["tags"]
@@ -103,7 +106,7 @@ def test_probing_scores_are_eval_results(tmp_path):
     assert index[0]["name"] == f"{BUNDLED} rewired with Contrastive-Probe"
     assert index[0]["results"][0]["metrics"] == [{"type": "acc@1", "value": 4.49, "name": "acc@1"},
                                                  {"type": "acc@10", "value": 21.74, "name": "acc@10"}]
-    assert card.data.datasets == ["pubmed_sents_no_punkt_10k_3", "someone/medlama"]
+    assert card.data.datasets == ["someone/medlama"]  # the probed dataset's Hub id
     assert "| MedLAMA hard acc@1 | 4.49 |" in card.text and "Probed on the recipe." in card.text
     # again: replaced, not added; the header keeps its other fields
     update_model_card_scores(folder, {"full acc@1": 5.71})

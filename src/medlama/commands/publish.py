@@ -47,6 +47,10 @@ def register(subparsers) -> None:
     _common(model, tree="DIR/files/")
     model.add_argument("--include-checkpoints", action="store_true",
                        help="also upload checkpoints/*/ models (not their optimizer states)")
+    model.add_argument("--results", type=Path, metavar="PROBE_OUT",
+                       help="the output folder of `medlama probe --model PATH`: its acc@k scores (percent) go into "
+                            "the uploaded card's model-index and probing scores table (PATH is not changed); runs "
+                            "of another model, or of PATH before it changed, are refused (default: none)")
     model.set_defaults(func=run_push_model)
 
     metric = subparsers.add_parser(
@@ -102,8 +106,11 @@ def run_push_model(args: argparse.Namespace) -> int:
 
     manifest = push_model(args.path, args.repo_id, private=args.private, revision=args.revision,
                           commit_message=args.message, include_checkpoints=args.include_checkpoints,
-                          dry_run=args.dry_run)
+                          dry_run=args.dry_run, results=args.results)
     size = sum(f["size"] for f in manifest["files"])
+    if manifest.get("scores"):
+        print(f"card scores from {manifest['scores']['source']}: "
+              + ", ".join(f"{name} {value:g}" for name, value in manifest["scores"]["scores"].items()))
     if args.dry_run is not None:
         print(f"dry run: {len(manifest['files'])} files ({size / 1e6:.1f} MB) would be uploaded to "
               f"{args.repo_id}; copies in {args.dry_run / MODEL_TREE}, details in {args.dry_run / 'manifest.json'}")

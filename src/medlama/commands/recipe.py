@@ -99,7 +99,7 @@ def _recipe(args: argparse.Namespace, corpora: list[Path], config, settings) -> 
     queries = load_queries(args)
     result = rewire_then_probe(queries, corpora, args.out, model=args.model, rewire_config=config,
                                probe_settings=settings, probe_checkpoints=args.probe_checkpoints,
-                               heldout=args.heldout, device=args.device)
+                               heldout=args.heldout, device=args.device, rewire_preset=args.rewire_preset)
 
     summary = result.summary()
     rows = [["un-rewired"] + [report.percent(summary["base"][f"acc@{k}"]) for k in (1, 5, 10)]

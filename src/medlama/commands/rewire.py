@@ -72,7 +72,7 @@ def run_rewire(args: argparse.Namespace) -> int:
     from medlama.trainers.trainer import rewire
 
     resume = False if args.no_resume else (args.resume_from if args.resume_from else True)
-    result = rewire(args.corpus, args.out, config, resume=resume)
+    result = rewire(args.corpus, args.out, config, resume=resume, preset=args.preset)
     if not is_main_process():  # under torchrun, one report
         return 0
     if args.json:
@@ -85,6 +85,12 @@ def run_rewire(args: argparse.Namespace) -> int:
           f"{record['base_model']['layers_total']}) -> {result.path}")
     print(f"  cloze pairs: {cloze['pairs']:,} from {cloze['sentences']:,} lines"
           + (f", {cloze['skipped_short']:,} too short to mask left out" if cloze["skipped_short"] else ""))
+    if cloze.get("mask_truncated") is not None:
+        print(f"  masks cut off: {cloze['mask_truncated']:,} of {cloze['pairs']:,} queries "
+              f"({100 * cloze['mask_truncated'] / cloze['pairs']:.1f}%) lose their mask token at "
+              f"--max-length {cloze['max_length']} and train without it (as in the reference)")
+    if result.already_trained:
+        print(f"  already trained: {result.global_step} steps, nothing trained or written by this run")
     print(f"  steps: {result.global_step} (this run: {result.steps_this_run}"
           + (f", resumed from {result.resumed_from}" if result.resumed_from else "") + ")"
           + (f", {result.pairs_per_second:.1f} pairs/s on {training['device']} ({training['precision']})"
