@@ -34,18 +34,52 @@ def test_directory_replaced_only_on_success(tmp_path):
             (staging / MARKER).write_text("second")
             raise RuntimeError("interrupted")
     assert (target / MARKER).read_text() == "first"
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.lock", "out"]  # filelock's file stays, hidden
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging folder, and the lock file is gone
     with atomic_directory(target, marker=MARKER) as staging:
         (staging / "b.txt").write_text("third")
     assert sorted(p.name for p in target.iterdir()) == ["b.txt"]
 
 
+def killed_staging(parent, target_name, pid, *, start=0, host=None, old=None):
+    """The staging folder a run killed with SIGKILL leaves beside ``target_name``: its marker, its ``new/``
+    and (``old``: the previous output's marker text) the previous output it had moved aside."""
+    import json
+
+    from medlama.atomic import STAGING_MARKER, _host
+
+    host = host or _host()
+    folder = parent / f".{target_name}.tmp-{pid}+{start}+{host}+abcd1234"
+    (folder / "new").mkdir(parents=True)
+    (folder / "new" / "part").write_text("x")
+    (folder / STAGING_MARKER).write_text(json.dumps({"medlama": "staging", "target": target_name, "pid": pid,
+                                                     "start": start, "host": host}))
+    if old is not None:
+        (folder / "old").mkdir()
+        (folder / "old" / MARKER).write_text(old)
+    return folder
+
+
 def test_stale_staging_from_a_killed_run_is_cleaned(tmp_path):
-    stale = tmp_path / ".out.tmp-abc123"
-    stale.mkdir()
+    stale = killed_staging(tmp_path, "out", dead_pid())
     with atomic_directory(tmp_path / "out", marker=MARKER) as staging:
         (staging / "x").write_text("x")
     assert not stale.exists()
+
+
+@pytest.mark.parametrize("name", [".out.tmp-abc123", ".out.tmp-old-4000000+0+somehost", ".out.tmp-4000000+0+h+x"])
+def test_a_users_folder_named_like_a_leftover_is_never_touched(tmp_path, name):
+    # Only a marker inside proves a staging folder medlama's; a name pattern never does.
+    users = tmp_path / name
+    (users / "data").mkdir(parents=True)
+    (users / "data" / "keep.txt").write_text("mine")
+    with pytest.raises(RuntimeError):
+        with atomic_directory(tmp_path / "out", marker=MARKER):  # out missing: an "old-" name is not put back
+            raise RuntimeError("stop")
+    assert not (tmp_path / "out").exists()
+    assert (users / "data" / "keep.txt").read_text() == "mine"
+    with atomic_directory(tmp_path / "out", marker=MARKER) as staging:
+        (staging / MARKER).write_text("x")
+    assert (users / "data" / "keep.txt").read_text() == "mine"
 
 
 def test_foreign_folder_refused_before_the_block_runs(foreign):
@@ -67,7 +101,7 @@ def test_folder_filled_while_the_block_ran_is_not_replaced(tmp_path):
         with atomic_directory(target, marker=MARKER) as staging:
             (staging / MARKER).write_text("new")
             (target / "added meanwhile.txt").write_text("keep me")
-    assert snapshot(tmp_path) == {".out.lock": b"", "out": None, "out/added meanwhile.txt": b"keep me"}
+    assert snapshot(tmp_path) == {"out": None, "out/added meanwhile.txt": b"keep me"}
 
 
 def test_file_in_the_way_refused(tmp_path):
@@ -95,7 +129,7 @@ def test_empty_folder_and_earlier_output_replaced(tmp_path, marker):
     with atomic_directory(earlier, marker=marker) as staging:
         (staging / "new.txt").write_text("new")
     assert snapshot(earlier) == {"new.txt": b"new"}
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".earlier.lock", ".empty.lock", "earlier", "empty"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["earlier", "empty"]
 
 
 def test_build_refuses_a_users_folder(foreign, monkeypatch, capsys):
@@ -105,7 +139,7 @@ def test_build_refuses_a_users_folder(foreign, monkeypatch, capsys):
     status = main(["build", "medlama", "--out", ".", "--source", str(foreign.parent / "no-such-release")])
     err = capsys.readouterr().err
     assert status == 2
-    assert err.startswith(f"medlama: error: {foreign}: ") and "no build_info.json" in err
+    assert err.startswith(f"medlama: error: {foreign}: ") and "is the current directory" in err
     assert "nothing was changed" in err and "Traceback" not in err
     assert snapshot(foreign.parent) == before
 
@@ -180,7 +214,7 @@ def test_two_writers_one_succeeds_the_other_is_told_the_folder_is_busy(tmp_path)
     # The result is complete: every part and the marker of the winner, nothing of the loser.
     assert sorted(p.name for p in target.iterdir()) == ["info.json"] + [f"part-{i:02d}" for i in range(40)]
     assert (target / "info.json").read_text() == ("first", "second")[winner]
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [".out.lock"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no lock file left
 
 
 def dead_pid():
@@ -201,17 +235,14 @@ def test_only_staging_folders_of_dead_runs_are_cleaned(tmp_path):
 
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        dead_staging = tmp_path / f".out.tmp-{_tag(dead_pid())}+abcd1234"
-        live_staging = tmp_path / f".out.tmp-{_tag(live.pid)}+efgh5678"
-        other_host = tmp_path / ".out.tmp-1+1+another-host.example+ijkl9012"
-        for folder in (dead_staging, live_staging, other_host):
-            folder.mkdir()
-            (folder / "part").write_text("x")
+        dead_staging = killed_staging(tmp_path, "out", dead_pid())
+        live_staging = killed_staging(tmp_path, "out", live.pid, start=int(_tag(live.pid).split("+")[1]))
+        other_host = killed_staging(tmp_path, "out", 1, start=1, host="another-host.example")
         with atomic_directory(tmp_path / "out", marker=MARKER) as staging:
             (staging / MARKER).write_text("new")
         assert not dead_staging.exists()
-        assert (live_staging / "part").read_text() == "x"  # its owner still runs
-        assert (other_host / "part").read_text() == "x"  # cannot be checked from here: kept
+        assert (live_staging / "new" / "part").read_text() == "x"  # its owner still runs
+        assert (other_host / "new" / "part").read_text() == "x"  # cannot be checked from here: kept
     finally:
         live.kill()
         live.wait()
@@ -222,20 +253,15 @@ def test_a_reused_pid_is_not_the_owner(tmp_path):
     from medlama.atomic import _tag
 
     pid, start, host = _tag().split("+")
-    stale = tmp_path / f".out.tmp-{pid}+{int(start) + 1 if int(start) else 0}+{host}+abcd1234"
-    stale.mkdir()
+    stale = killed_staging(tmp_path, "out", int(pid), start=int(start) + 1 if int(start) else 0)
     with atomic_directory(tmp_path / "out", marker=MARKER) as staging:
         (staging / MARKER).write_text("x")
     assert stale.exists() == (int(start) == 0)  # where start times cannot be read, a live pid is kept
 
 
 def test_previous_output_put_back_after_a_kill_during_the_swap(tmp_path, capsys):
-    from medlama.atomic import _tag
-
     # Killed after moving the old output aside and before moving the new one in.
-    backup = tmp_path / f".out.tmp-old-{_tag(dead_pid())}"
-    backup.mkdir()
-    (backup / MARKER).write_text("previous")
+    backup = killed_staging(tmp_path, "out", dead_pid(), old="previous")
     with pytest.raises(RuntimeError):
         with atomic_directory(tmp_path / "out", marker=MARKER):
             raise RuntimeError("interrupted again")
