@@ -66,10 +66,13 @@ def test_stale_staging_from_a_killed_run_is_cleaned(tmp_path):
     assert not stale.exists()
 
 
-@pytest.mark.parametrize("name", [".out.tmp-abc123", ".out.tmp-old-4000000+0+somehost", ".out.tmp-4000000+0+h+x"])
+@pytest.mark.parametrize("name", [".out.tmp-abc123", ".out.tmp-old-{dead}+0+{host}", ".out.tmp-{dead}+0+{host}+x"])
 def test_a_users_folder_named_like_a_leftover_is_never_touched(tmp_path, name):
-    # Only a marker inside proves a staging folder medlama's; a name pattern never does.
-    users = tmp_path / name
+    # Only a marker inside proves a staging folder medlama's; a name pattern never does (even one naming a
+    # process of this host that is gone).
+    from medlama.atomic import _host
+
+    users = tmp_path / name.format(dead=dead_pid(), host=_host())
     (users / "data").mkdir(parents=True)
     (users / "data" / "keep.txt").write_text("mine")
     with pytest.raises(RuntimeError):
@@ -339,3 +342,155 @@ def test_marker_without_ownership_record_refused_when_kind_given(tmp_path, recor
             pytest.fail("the block must not run")
     assert snapshot(tmp_path) == before
     check_replaceable(target, marker="build_info.json")  # without a kind: the marker alone, as before
+
+
+# --- a command replaces only what it wrote ----------------------------------------------------------
+
+
+def test_rebuild_stops_at_entries_it_did_not_write(tmp_path):
+    from medlama.atomic import OWNER_NAME
+
+    target = tmp_path / "medlama"
+    with atomic_directory(target, marker="build_info.json", kind="build medlama") as staging:
+        (staging / "build_info.json").write_text("{}")
+        (staging / "data").mkdir()
+        (staging / "data" / "hard.parquet").write_bytes(b"rows")
+    # A probe output written into the build folder (`--out medlama/run1`) and the user's notes.
+    with atomic_directory(target / "run1", marker="results.json", kind="probe") as staging:
+        (staging / "results.json").write_text("{}")
+    (target / "notes.txt").write_text("my notes")
+    before = snapshot(tmp_path)
+    with pytest.raises(MedlamaInputError) as error:
+        with atomic_directory(target, marker="build_info.json", kind="build medlama"):
+            pytest.fail("the block must not run")
+    message = str(error.value)
+    assert message.startswith(f"{target}: ") and "2 entries that `medlama build medlama` did not write" in message
+    assert "notes.txt, run1/" in message and "nothing was changed" in message
+    assert snapshot(tmp_path) == before
+    # Once they are moved out, the rebuild replaces what it wrote.
+    (target / "notes.txt").unlink()
+    import shutil
+
+    shutil.rmtree(target / "run1")
+    with atomic_directory(target, marker="build_info.json", kind="build medlama") as staging:
+        (staging / "build_info.json").write_text('{"again": 1}')
+    assert sorted(p.name for p in target.iterdir()) == [OWNER_NAME, "build_info.json"]
+
+
+def test_build_command_names_a_users_file_in_its_folder(tmp_path, biolama_release_dir, capsys):
+    out = tmp_path / "biolama"
+    assert main(["build", "biolama", "--source", str(biolama_release_dir), "--out", str(out)]) == 0
+    (out / "notes.txt").write_text("my notes")
+    capsys.readouterr()
+    before = snapshot(tmp_path)
+    assert main(["build", "biolama", "--source", str(biolama_release_dir), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"medlama: error: {out}: ") and "did not write and would delete: notes.txt;" in err
+    assert snapshot(tmp_path) == before
+
+
+def test_an_earlier_record_of_the_same_command_keeps_its_entries(tmp_path):
+    # rewire records its ownership again when it resumes; the entries of its finished output stay listed.
+    from medlama.atomic import write_owner
+
+    target = tmp_path / "out"
+    with atomic_directory(target, marker=MARKER, kind="rewire") as staging:
+        (staging / MARKER).write_text("x")
+        (staging / "model.safetensors").write_bytes(b"w")
+    write_owner(target, "rewire", entries=["checkpoints"])
+    (target / "checkpoints").mkdir()
+    with atomic_directory(target, marker=MARKER, kind="rewire") as staging:
+        (staging / MARKER).write_text("y")
+    assert (target / MARKER).read_text() == "y"
+
+
+# --- the output's place: not the current directory, not around the inputs ----------------------------
+
+
+def test_out_dot_in_an_earlier_output_is_refused(tmp_path, monkeypatch):
+    import os
+
+    target = tmp_path / "out"
+    with atomic_directory(target, marker=MARKER, kind="probe") as staging:
+        (staging / MARKER).write_text("x")
+    inode = os.stat(target).st_ino
+    for here in (target, target / "sub"):  # the folder itself, or a folder inside it
+        here.mkdir(exist_ok=True)
+        monkeypatch.chdir(here)
+        with pytest.raises(MedlamaInputError, match="the current directory") as error:
+            with atomic_directory(".." if here != target else ".", marker=MARKER, kind="probe"):
+                pytest.fail("the block must not run")
+        assert str(error.value).startswith(f"{target}: ")
+        assert os.stat(target).st_ino == inode and os.stat(".").st_nlink > 0  # the shell's folder still exists
+        (target / "sub").rmdir() if here != target else None
+
+
+def test_out_around_what_the_run_reads_is_refused(tmp_path):
+    target = tmp_path / "out"
+    with atomic_directory(target, marker=MARKER, kind="probe") as staging:
+        (staging / MARKER).write_text("x")
+        (staging / "model").mkdir()
+    for read in (target, target / "model"):
+        with pytest.raises(MedlamaInputError, match="which this run reads") as error:
+            with atomic_directory(target, marker=MARKER, kind="probe", reads=[read]):
+                pytest.fail("the block must not run")
+        assert str(error.value).startswith(f"{target}: ") and str(read) in str(error.value)
+    assert (target / "model").is_dir()
+
+
+def test_build_refuses_an_out_holding_its_source(tmp_path, biolama_release_dir, capsys):
+    import shutil
+
+    out = tmp_path / "biolama"
+    assert main(["build", "biolama", "--source", str(biolama_release_dir), "--out", str(out)]) == 0
+    source = shutil.copytree(biolama_release_dir, out / "release")
+    capsys.readouterr()
+    assert main(["build", "biolama", "--source", str(source), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"medlama: error: {out}: the output folder contains {source}, which this run reads")
+    assert (source / "data").is_dir()
+
+
+# --- permissions follow the umask ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027], ids=["umask-022", "umask-027"])
+def test_outputs_follow_the_umask(tmp_path, mask):
+    import os
+    import stat
+
+    from medlama.atomic import OWNER_NAME
+
+    previous = os.umask(mask)
+    try:
+        target = tmp_path / "out"
+        with atomic_directory(target, marker="results.json", kind="probe") as staging:
+            atomic_write_text(staging / "results.json", "{}")
+            atomic_write_text(staging / "plots" / "relations.png", "png")
+        atomic_write_text(tmp_path / "alone.json", "{}")
+    finally:
+        os.umask(previous)
+    modes = {p.relative_to(tmp_path).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in tmp_path.rglob("*")}
+    folders, files = 0o777 & ~mask, 0o666 & ~mask
+    assert modes == {"out": folders, "out/plots": folders, "out/results.json": files, "out/plots/relations.png": files,
+                     f"out/{OWNER_NAME}": files, "alone.json": files}
+
+
+# --- the lock file ------------------------------------------------------------------------------------
+
+
+def test_lock_file_is_removed_and_the_lock_still_excludes(tmp_path):
+    from locks import lock_held_elsewhere  # tests/helpers
+
+    from medlama.atomic import lock_directory
+
+    target = tmp_path / "out"
+    with lock_held_elsewhere(target):
+        assert (tmp_path / ".out.lock").is_file()
+        with pytest.raises(MedlamaInputError, match="is writing this output folder"):
+            with lock_directory(target):
+                pass
+    assert not (tmp_path / ".out.lock").exists()  # let go: nothing left beside the folder
+    with lock_directory(target):
+        assert (tmp_path / ".out.lock").is_file()
+    assert list(tmp_path.iterdir()) == []

@@ -63,6 +63,11 @@ def run_rewire(args: argparse.Namespace) -> int:
     from medlama.trainers.devices import is_main_process
     from medlama.trainers.trainer import rewire
 
+    from medlama.atomic import check_output_place
+
+    # Before the model loads: an OUT that is the current directory, or holds the corpus or the model, is
+    # refused now rather than when the trained model is swapped in.
+    check_output_place(args.out, reads=[*args.corpus, *([args.model] if getattr(args, "model", None) else [])])
     config = config_from_args(args)
     resume = False if args.no_resume else (args.resume_from if args.resume_from else True)
     result = rewire(args.corpus, args.out, config, resume=resume)
