@@ -260,8 +260,12 @@ def _staging_folder(target: Path) -> Path:
     folder = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{_tag()}+", dir=target.parent))
     pid = os.getpid()
     record = {"medlama": "staging", "target": target.name, "pid": pid, "start": _start_token(pid), "host": _host()}
-    (folder / STAGING_MARKER).write_text(json.dumps(record) + "\n", encoding="utf-8")
-    (folder / "new").mkdir()
+    try:
+        (folder / STAGING_MARKER).write_text(json.dumps(record) + "\n", encoding="utf-8")
+        (folder / "new").mkdir()
+    except BaseException:  # a full disk: a folder without its whole marker would never be proven ours
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     return folder
 
 
