@@ -85,7 +85,7 @@ class Suite:
         disk.mkdir()
         out = disk / copy.name
         words = " ".join(f"'{str(w).replace('{out}', str(out))}'" for w in [sys.executable, "-P", "-m", "medlama", *args])
-        tree = f"find '{disk}' -print0 | sort -z | xargs -0 sha256sum 2>/dev/null; find '{disk}' | sort"
+        tree = f"find '{disk}' -type f -print0 | sort -z | xargs -0 -r sha256sum; find '{disk}' | sort"
         script = (f"set -e; DISK='{disk}'; mount -t tmpfs -o size=4m tmpfs \"$DISK\"; cp -a '{copy}' '{out}'; "
                   f"{make_it}; ({tree}) > '{disk}.before'; set +e; {words}; echo $? > '{disk}.status'; "
                   f"({tree}) > '{disk}.after'")
