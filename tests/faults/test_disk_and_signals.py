@@ -98,5 +98,19 @@ def test_full_disk_is_a_clear_error_and_leaves_nothing(tmp_path, biolama_release
     assert after == before  # the earlier build byte for byte; no staging folder, no lock file
 
 
+def test_a_failed_write_in_a_staging_folder_names_the_output():
+    import errno
+
+    from medlama.cli import os_error_text
+
+    staged = OSError(errno.ENOSPC, "No space left on device", "/data/out/.medlama.tmp-12+34+host+ab12/new/hard.parquet")
+    assert os_error_text(staged, Path("/elsewhere")) == (
+        "/data/out/medlama: could not write the new output (No space left on device, at "
+        "/data/out/.medlama.tmp-12+34+host+ab12/new/hard.parquet); the previous output is left as it was")
+    no_path = OSError(errno.EROFS, "Read-only file system")  # a write to an open file names no path
+    assert os_error_text(no_path, Path("/data/probe")) == (
+        "/data/probe: Read-only file system; earlier outputs are left as they were")
+
+
 if __name__ == "__main__":  # the disk's tree, from inside the namespace that mounts it
     print(json.dumps(tree(Path(sys.argv[1]))))

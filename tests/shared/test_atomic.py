@@ -347,6 +347,14 @@ def test_marker_without_ownership_record_refused_when_kind_given(tmp_path, recor
 # --- a command replaces only what it wrote ----------------------------------------------------------
 
 
+def refusal(target, *, marker, kind, match="", **options) -> str:
+    """The message :func:`atomic_directory` refuses ``target`` with, on entry (its block never runs)."""
+    with pytest.raises(MedlamaInputError, match=match) as error:
+        with atomic_directory(target, marker=marker, kind=kind, **options):
+            pytest.fail("the block must not run")
+    return str(error.value)
+
+
 def test_rebuild_stops_at_entries_it_did_not_write(tmp_path):
     from medlama.atomic import OWNER_NAME
 
@@ -360,10 +368,7 @@ def test_rebuild_stops_at_entries_it_did_not_write(tmp_path):
         (staging / "results.json").write_text("{}")
     (target / "notes.txt").write_text("my notes")
     before = snapshot(tmp_path)
-    with pytest.raises(MedlamaInputError) as error:
-        with atomic_directory(target, marker="build_info.json", kind="build medlama"):
-            pytest.fail("the block must not run")
-    message = str(error.value)
+    message = refusal(target, marker="build_info.json", kind="build medlama")
     assert message.startswith(f"{target}: ") and "2 entries that `medlama build medlama` did not write" in message
     assert "notes.txt, run1/" in message and "nothing was changed" in message
     assert snapshot(tmp_path) == before
@@ -417,10 +422,8 @@ def test_out_dot_in_an_earlier_output_is_refused(tmp_path, monkeypatch):
     for here in (target, target / "sub"):  # the folder itself, or a folder inside it
         here.mkdir(exist_ok=True)
         monkeypatch.chdir(here)
-        with pytest.raises(MedlamaInputError, match="the current directory") as error:
-            with atomic_directory(".." if here != target else ".", marker=MARKER, kind="probe"):
-                pytest.fail("the block must not run")
-        assert str(error.value).startswith(f"{target}: ")
+        message = refusal(".." if here != target else ".", marker=MARKER, kind="probe", match="the current directory")
+        assert message.startswith(f"{target}: ")
         assert os.stat(target).st_ino == inode and os.stat(".").st_nlink > 0  # the shell's folder still exists
         (target / "sub").rmdir() if here != target else None
 
@@ -431,10 +434,8 @@ def test_out_around_what_the_run_reads_is_refused(tmp_path):
         (staging / MARKER).write_text("x")
         (staging / "model").mkdir()
     for read in (target, target / "model"):
-        with pytest.raises(MedlamaInputError, match="which this run reads") as error:
-            with atomic_directory(target, marker=MARKER, kind="probe", reads=[read]):
-                pytest.fail("the block must not run")
-        assert str(error.value).startswith(f"{target}: ") and str(read) in str(error.value)
+        message = refusal(target, marker=MARKER, kind="probe", match="which this run reads", reads=[read])
+        assert message.startswith(f"{target}: ") and str(read) in message
     assert (target / "model").is_dir()
 
 
