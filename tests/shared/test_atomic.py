@@ -347,7 +347,7 @@ def test_marker_without_ownership_record_refused_when_kind_given(tmp_path, recor
 # --- a command replaces only what it wrote ----------------------------------------------------------
 
 
-def refusal(target, *, marker, kind, match="", **options) -> str:
+def refusal(target, *, marker, kind, match=None, **options) -> str:
     """The message :func:`atomic_directory` refuses ``target`` with, on entry (its block never runs)."""
     with pytest.raises(MedlamaInputError, match=match) as error:
         with atomic_directory(target, marker=marker, kind=kind, **options):
