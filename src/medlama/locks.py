@@ -27,6 +27,7 @@ _OWNED = re.compile(r"^(?P<pid>\d+)\+(?P<start>\d+)\+(?P<host>[^+]+)(?:\+[A-Za-z
 
 # ------------------------------------------------------------------------------------------ owners
 def host_name() -> str:
+    """This machine's name as owner tags carry it (no "+", at most 64 characters)."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname())[:64] or "localhost"
 
 
@@ -56,6 +57,8 @@ def owner_tag(pid: int | None = None) -> str:
 
 @dataclass(frozen=True)
 class Owner:
+    """The process that holds a lock or owns a staging folder: pid, its start token and its host."""
+
     pid: int
     start: int
     host: str
@@ -83,6 +86,7 @@ class Owner:
 
 
 def parse_owner(tag: str) -> Owner | None:
+    """The :class:`Owner` an owner tag (``PID+START+HOST[+...]``) names, or None if it names none."""
     match = _OWNED.match(tag)
     return Owner(int(match["pid"]), int(match["start"]), match["host"]) if match else None
 

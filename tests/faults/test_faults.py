@@ -1,4 +1,4 @@
-"""The fault suite (issue 12) as CI runs it: ``benchmarks/faults.py --short`` kills builds, trainings and
+"""The fault suite as CI runs it: ``benchmarks/faults.py --short`` kills builds, trainings and
 probes with SIGKILL, runs two writers on one output folder and feeds corrupt inputs; nothing may be lost,
 and every case must survive (the earlier output loads, the rerun completes)."""
 

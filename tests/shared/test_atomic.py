@@ -154,7 +154,7 @@ def test_write_text(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == ["f.json"]
 
 
-# --- two writers, one folder (issue 12, defect 1) ----------------------------------------------------
+# --- two writers, one folder ----------------------------------------------------------------------
 
 # A writer whose staging phase lasts until the test says so: it signals once it is inside the block,
 # then writes PARTS files and waits for the "go" file, so that two writers surely overlap.
@@ -299,7 +299,7 @@ def test_lock_is_reentrant_in_one_thread_and_refuses_another_thread(tmp_path):
         pass
 
 
-# --- which command wrote a folder (issue 12, defect 7) -----------------------------------------------
+# --- which command wrote a folder -------------------------------------------------------------------
 
 
 def test_kind_is_recorded_and_only_the_same_kind_replaces(tmp_path):
