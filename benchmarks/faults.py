@@ -1,12 +1,16 @@
-"""The fault suite: kill -9 at several points of ``build medlama``, ``build context-variance``,
-``rewire`` and ``probe``, two writers on one ``--out``, and corrupt inputs; after each, the previous output
-must still load and a rerun must complete.
+"""The fault suite: kill -9 and SIGTERM at several points of ``build medlama``, ``build context-variance``,
+``rewire`` and ``probe``, two writers on one ``--out``, corrupt inputs, a full disk and a read-only file
+system, and outputs placed where they would delete something (a user's files inside, the current
+directory, folders named like leftovers); after each, the previous output must still load and a rerun
+must complete. Outputs must follow the umask and leave no lock file behind.
 
     python benchmarks/faults.py --short      # CI (tests/faults/test_faults.py runs it): a cut-down release
     python benchmarks/faults.py              # the whole MedLAMA release (slower builds, same cases)
 
 Every command runs as ``python -m medlama ...`` in a subprocess, as a user runs it, and is killed with
-SIGKILL (nothing to clean up, no handler runs). Where a kill point cannot be hooked from outside without a
+SIGKILL (nothing to clean up, no handler runs) or stopped with SIGTERM (it must clean up and exit 143).
+The disk cases run in a private mount namespace (``unshare -rm``) on a small tmpfs; where user
+namespaces are not allowed they are left out (said so in the report). Where a kill point cannot be hooked from outside without a
 test-only switch in the product (the microseconds between moving the old output aside and the new one in),
 the state such a kill leaves is made by hand, and the next run is checked against it.
 
@@ -67,23 +71,48 @@ class Suite:
                    HF_DATASETS_CACHE=str(self.root / "hf-datasets"), PYTHONUNBUFFERED="1")
         return env
 
-    def medlama(self, *args: str | Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    def medlama(self, *args: str | Path, timeout: float = 600, umask: int | None = None) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-P", "-m", "medlama", *map(str, args)], capture_output=True, text=True,
-                              env=self.env(), timeout=timeout, cwd=self.root)
+                              env=self.env(), timeout=timeout, cwd=self.root,
+                              preexec_fn=None if umask is None else lambda: os.umask(umask))
+
+    def on_small_disk(self, copy: Path, args: list, make_it: str) -> tuple[subprocess.CompletedProcess, bool]:
+        """In a private mount namespace: a 4 MiB tmpfs, ``copy`` copied onto it (as ``copy.name``), the shell
+        command ``make_it`` run (``$DISK``: the tmpfs), then ``medlama args`` with ``{out}`` in them standing
+        for the copy. The run, and whether the copy came out byte for byte as it went in (with nothing beside
+        it but what ``make_it`` put there)."""
+        disk = self.root / f"disk-{len(self.cases)}"
+        disk.mkdir()
+        out = disk / copy.name
+        words = " ".join(f"'{str(w).replace('{out}', str(out))}'" for w in [sys.executable, "-P", "-m", "medlama", *args])
+        tree = f"find '{disk}' -type f -print0 | sort -z | xargs -0 -r sha256sum; find '{disk}' | sort"
+        script = (f"set -e; DISK='{disk}'; mount -t tmpfs -o size=4m tmpfs \"$DISK\"; cp -a '{copy}' '{out}'; "
+                  f"{make_it}; ({tree}) > '{disk}.before'; set +e; {words}; echo $? > '{disk}.status'; "
+                  f"({tree}) > '{disk}.after'")
+        done = subprocess.run(["unshare", "-rm", "bash", "-c", script], capture_output=True, text=True, env=self.env(),
+                              cwd=self.root, timeout=900)
+        status = Path(f"{disk}.status")
+        same = status.is_file() and Path(f"{disk}.before").read_bytes() == Path(f"{disk}.after").read_bytes()
+        return subprocess.CompletedProcess(args, int(status.read_text()) if status.is_file() else -1, "",
+                                           done.stderr), same
 
     def start(self, *args: str | Path) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-P", "-m", "medlama", *map(str, args)], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True, env=self.env(), cwd=self.root)
 
-    def kill_when(self, args: list, when: Callable[[], bool], timeout: float = 300) -> str:
-        """Run ``medlama args`` and SIGKILL it as soon as ``when()`` holds; what happened, in words."""
+    def kill_when(self, args: list, when: Callable[[], bool], timeout: float = 300,
+                  sig: signal.Signals = signal.SIGKILL) -> str:
+        """Run ``medlama args`` and send it ``sig`` (SIGKILL) as soon as ``when()`` holds; what happened, in
+        words (after SIGTERM, also its exit status and last line of stderr)."""
         process = self.start(*args)
         deadline = time.monotonic() + timeout
         while process.poll() is None and time.monotonic() < deadline:
             if when():
-                process.send_signal(signal.SIGKILL)
-                process.wait()
-                return "killed"
+                process.send_signal(sig)
+                err = process.communicate(timeout=120)[1]
+                if sig == signal.SIGKILL:
+                    return "killed"
+                return f"killed: status {process.returncode}: {(err.strip().splitlines() or [''])[-1][:160]}"
             time.sleep(0.01)
         if process.poll() is None:
             process.kill()
@@ -139,13 +168,16 @@ class Suite:
 
 
 # ------------------------------------------------------------------------------------------ inputs
-def medlama_release(suite: Suite) -> tuple[Path, list[str]]:
+def medlama_release(suite: Suite, fresh: bool = True) -> tuple[Path, list[str]]:
     """The release the builds read, and the flags it needs: the real one, or (short) its first 40 queries
-    per relation (their hard rows with them), which builds in seconds but is not the pinned bytes."""
+    per relation (their hard rows with them), which builds in seconds but is not the pinned bytes
+    (``fresh=False``: the one made before)."""
     source = SHARED / "medlama"
     if not suite.short:
         return source, []
     target = suite.root / "medlama-release"
+    if not fresh:
+        return target, ["--no-verify"]
     (target / "2021AA").mkdir(parents=True)
     shutil.copy(source / "prompts.csv", target / "prompts.csv")
     for full in sorted((source / "2021AA").glob("*_1000.csv")):
@@ -204,6 +236,13 @@ def medlama_cases(suite: Suite) -> Path:
                  rerun=killed(what),
                  detail=f"{what}; {len(suite.staging(out))} staging folder(s) left for the next run to remove")
 
+    earlier = set(suite.staging(out))  # the killed run's, until this run removes it: not this run's own
+    what = suite.kill_when(build, lambda: bool(set(suite.staging(out)) - earlier), sig=signal.SIGTERM)
+    left = suite.staging(out) + [p for p in [out.parent / f".{out.name}.lock"] if p.exists()]
+    suite.record("build medlama: SIGTERM once its staging folder appears", intact=suite.loads(out, "hard"),
+                 rerun=what.startswith("killed: status 143: medlama: terminated (SIGTERM)") and not left,
+                 detail=f"{what}; {len(left)} staging folder(s) or lock file(s) left")
+
     # Two builds at once: the second is refused at once, the first completes.
     first_run = suite.start(*build)
     lock = out.parent / f".{out.name}.lock"
@@ -224,9 +263,12 @@ def medlama_cases(suite: Suite) -> Path:
 
     # A kill between moving the old output aside and moving the new one in (made by hand: see the docstring),
     # followed by a run that fails on bad input: the previous output is put back and loads.
-    host = socket.gethostname()
-    backup = out.parent / f".{out.name}.tmp-old-{DEAD_PID}+0+{''.join(c if c.isalnum() or c in '._-' else '_' for c in host)[:64]}"
-    os.replace(out, backup)
+    host = "".join(c if c.isalnum() or c in "._-" else "_" for c in socket.gethostname())[:64]
+    work = out.parent / f".{out.name}.tmp-{DEAD_PID}+0+{host}+abcd1234"  # as a killed run's staging folder is
+    work.mkdir()
+    (work / ".medlama-staging.json").write_text(json.dumps({"medlama": "staging", "target": out.name, "pid": DEAD_PID,
+                                                            "start": 0, "host": host}))
+    os.replace(out, work / "old")
     broken = suite.root / "release-non-utf8"
     shutil.copytree(source, broken)
     target = broken / "2021AA" / "may_treat_1000.csv"
@@ -265,6 +307,27 @@ def medlama_cases(suite: Suite) -> Path:
     suite.record("build medlama: rerun (with an unexpected release file) completes",
                  intact=suite.loads(out, "hard"), rerun=result.returncode == 0 and "may_cure_1000.csv" in result.stderr
                  and not leftovers, detail=f"exit {result.returncode}; {len(leftovers)} leftover(s)")
+
+    # A user's folders named like leftovers of a dead run (one like the old backup names): never touched.
+    users = [out.parent / f".{out.name}.tmp-mine", out.parent / f".{out.name}.tmp-old-{DEAD_PID}+0+{host}",
+             out.parent / f".{out.name}.tmp-{DEAD_PID}+0+{host}+notes"]
+    for folder in users:
+        (folder / "work").mkdir(parents=True)
+        (folder / "work" / "keep.txt").write_text("mine")
+    result = suite.medlama(*build)
+    kept = all((folder / "work" / "keep.txt").read_text() == "mine" for folder in users)
+    suite.record("build medlama: a user's folders named like leftovers beside --out", intact=suite.loads(out, "hard"),
+                 rerun=result.returncode == 0 and kept, detail=f"exit {result.returncode}; user's folders kept: {kept}")
+    for folder in users:
+        shutil.rmtree(folder)
+
+    # `--out .` from inside the build folder: replacing it would leave the shell in a deleted folder.
+    inode = out.stat().st_ino
+    result = subprocess.run([sys.executable, "-P", "-m", "medlama", *map(str, build[:-1]), "."], capture_output=True,
+                            text=True, env=suite.env(), cwd=out, timeout=600)
+    suite.record("build medlama: --out . inside the build folder", intact=suite.loads(out, "hard"),
+                 rerun=out.stat().st_ino == inode, clear=suite.clear_error(result, "the current directory"),
+                 detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
     return out
 
 
@@ -327,10 +390,14 @@ def rewire_cases(suite: Suite, model: Path) -> Path:
     suite.record("rewire: a model path that does not exist", intact=suite.model_loads(out),
                  clear=suite.clear_error(result, "no-such-model"), detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
 
-    result = suite.medlama(*base, "--steps", "12")
+    result = suite.medlama(*base, "--steps", "12", umask=0o027)
     done = json.loads((out / "rewire_config.json").read_text())["training"]["global_step"] if result.returncode == 0 else None
     suite.record("rewire: rerun resumes and completes", intact=suite.model_loads(out),
                  rerun=done == 12, detail=f"exit {result.returncode}, final step {done}")
+    private = sorted(p.relative_to(out).as_posix() for p in [out, *out.rglob("*")]
+                     if p.stat().st_mode & 0o777 != (0o750 if p.is_dir() else 0o640))
+    suite.record("rewire: the model, its card and checkpoints follow umask 027", intact=suite.model_loads(out),
+                 rerun=not private, detail=f"{len(private)} path(s) with other modes: {private[:4]}")
 
     dry = suite.root / "push-dry"
     result = suite.medlama("push-model", out, "someone/rewired", "--dry-run", dry)
@@ -373,6 +440,40 @@ def probe_cases(suite: Suite, data: Path, model: Path) -> None:
     suite.record("probe: rerun completes", intact=suite.json_loads(results), rerun=result.returncode == 0,
                  detail=f"exit {result.returncode}")
 
+    # Collaborators read results: with umask 027, folders 0750 and files 0640, as mkdir and open make them.
+    result = suite.medlama(*base, umask=0o027)
+    modes = {oct(p.stat().st_mode & 0o777) for p in [out, *out.rglob("*")] if p.is_dir()} | \
+        {oct(p.stat().st_mode & 0o777) for p in out.rglob("*") if p.is_file()}
+    suite.record("probe: outputs follow umask 027", intact=suite.json_loads(results),
+                 rerun=result.returncode == 0 and modes == {"0o750", "0o640"}, detail=f"exit {result.returncode}; "
+                 f"modes {sorted(modes)}")
+
+    # A probe written into the build folder, and the user's notes there: a rebuild names them, deletes nothing.
+    run1 = data / "run1"
+    result = suite.medlama(*base[:-1], run1)
+    (data / "notes.txt").write_text("my notes")
+    source, flags = medlama_release(suite, fresh=False)
+    rebuild = suite.medlama("build", "medlama", "--source", source, *flags, "--out", data)
+    intact = suite.json_loads(run1 / "results.json") and (data / "notes.txt").read_text() == "my notes"
+    suite.record("build medlama: a probe output and a user's notes inside the build folder",
+                 intact=intact and suite.loads(data, "hard"), rerun=result.returncode == 0,
+                 clear=suite.clear_error(rebuild, "notes.txt, run1/"),
+                 detail=(rebuild.stderr.strip().splitlines() or [""])[-1][:160])
+    shutil.rmtree(run1)
+    (data / "notes.txt").unlink()
+
+    if subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode != 0:
+        print("  (left out: the full-disk and read-only cases need user namespaces, `unshare -rm`)", flush=True)
+        return
+    rerun = [*base[:-1], "{out}"]
+    full = 'free=$(df --output=avail -B4096 "$DISK" | tail -1); dd if=/dev/zero of="$DISK/filler" bs=4096 ' \
+           'count=$((free - 24)) 2>/dev/null'
+    for name, make_it, needle in (("a full disk", full, "No space left on device"),
+                                  ("a read-only file system", 'mount -o remount,ro "$DISK"', "Read-only file system")):
+        result, same = suite.on_small_disk(out, rerun, make_it)
+        suite.record(f"probe: {name} (results and plots)", intact=same, clear=suite.clear_error(result, needle),
+                     detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
+
 
 def ucm_cases(suite: Suite) -> None:
     import medlama.metrics
@@ -399,6 +500,9 @@ def run(root: Path, short: bool) -> Suite:
     rewire_cases(suite, model)
     probe_cases(suite, data, model)
     ucm_cases(suite)
+    locks = sorted(p.relative_to(root).as_posix() for folder in (root, data, root / "rewired" / "checkpoints")
+                   for p in folder.glob(".*.lock"))
+    suite.record("no lock file left beside any output", intact=True, rerun=not locks, detail=f"left: {locks}")
     tried, survived = len(suite.cases), sum(c.survived for c in suite.cases)
     lost, unclear = sum(c.lost for c in suite.cases), sum(not c.clear for c in suite.cases)
     print(f"({time.monotonic() - started:.0f}s)")

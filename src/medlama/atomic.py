@@ -1,26 +1,30 @@
-"""Atomic writes: an interrupted build or run leaves the previous output intact, and two runs never
-write one output folder at once.
+"""Atomic writes: an interrupted build or run leaves the previous output intact, two runs never write
+one output folder at once, and a command replaces only what it wrote.
 
 * :func:`atomic_directory` stages a new output beside the target and swaps it in when the block ends.
 * :func:`claim_directory` checks that an output folder may be replaced and holds its lock over a whole
   run (a build, a training), so that a second writer is refused before doing any work.
-* :func:`lock_directory` is the inter-process lock behind them (``filelock``; the lock file is the hidden
-  ``.NAME.lock`` beside the target, left in place on purpose: it never blocks a later run). A second
-  writer fails at once with :class:`MedlamaInputError` naming the folder and, where known, the pid
-  holding it; it does not wait, since the first writer may run for hours. Within one process the lock
-  is re-entrant, so a command may hold it over its whole run (say from before a long build) and still
-  call :func:`atomic_directory` inside.
-* Ownership (``kind``): an output folder records which command wrote it in a hidden
-  :data:`OWNER_NAME` file, ``{"kind": "build medlama"}``; only the same ``kind`` replaces it.
-  A folder that holds the caller's marker but no ownership record was written by an earlier version
-  (or by hand, e.g. ``{}`` as ``build_info.json``): it is refused with a message asking the user to
-  delete it or pick a new folder. Without ``kind`` the marker alone suffices (the older rule).
-* Staging folders are named ``.NAME.tmp-PID+START+HOST+XXXXXXXX`` (START: the process's start time,
-  so that a reused pid is not mistaken for the owner). Under the lock, leftovers of a run that is
-  gone (its pid not alive on this host) are removed; those of a live run, or of another host, are
-  kept. Leftovers without an owner in their name come from versions that took no lock and are
-  removed. A backup ``.NAME.tmp-old-...`` left by a kill in the middle of the swap is put back when
-  the target is missing, so the previous output is never lost.
+* :func:`lock_directory` is the inter-process lock behind them: an ``flock`` on the hidden
+  ``.NAME.lock`` beside the target, removed when the run lets go (see :func:`medlama.locks._take_lock` for why that
+  is safe). A second writer fails at once with :class:`MedlamaInputError` naming the folder and, where
+  known, the pid holding it; it does not wait, since the first writer may run for hours. Within one
+  process the lock is re-entrant, so a command may hold it over its whole run and still call
+  :func:`atomic_directory` inside.
+* Ownership (``kind``): an output folder records which command wrote it, and what it wrote, in a hidden
+  :data:`OWNER_NAME` file, ``{"kind": "build medlama", "entries": ["README.md", ...]}``; only the same
+  ``kind`` replaces it, and only while the folder holds nothing but those entries (a ``probe`` output
+  or a user's notes put inside it stop the run, named). A folder that holds the caller's marker but no
+  ownership record was written by an earlier version (or by hand): it is refused. A record without
+  ``entries`` (a folder a command writes as it goes, or an earlier version's) is checked by kind only.
+* Where: an output folder that is, or contains, the current directory is refused (replacing it would
+  leave the shell in a deleted folder), and so is one that is, or contains, what the run reads.
+* Staging folders ``.NAME.tmp-PID+START+HOST+XXXXXXXX`` hold a marker file (:data:`STAGING_MARKER`:
+  owner pid, its start time and host) and the new output in ``new/``; the swap moves the previous
+  output to ``old/`` inside it. Under the lock, only folders proven to be medlama's by that marker, and
+  whose owner is gone, are cleaned: a previous output a kill in the swap left in ``old/`` is put back,
+  the rest removed. A folder merely named like one (a user's) is never touched.
+* Permissions follow the umask: outputs are ``0o777 & ~umask`` (folders) and ``0o666 & ~umask``
+  (files), as a plain ``mkdir``/``open`` would make them, not ``mkdtemp``/``mkstemp``'s private modes.
 """
 
 from __future__ import annotations
@@ -29,160 +33,61 @@ import contextlib
 import glob
 import json
 import os
-import re
 import shutil
-import socket
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from medlama.errors import MedlamaInputError
+from medlama.locks import Owner as _Owner
+from medlama.locks import host_name as _host
+from medlama.locks import lock_directory
+from medlama.locks import owner_tag as _tag
+from medlama.locks import parse_owner as _owner
+from medlama.locks import start_token as _start_token
+
+__all__ = ["OWNER_NAME", "STAGING_MARKER", "atomic_directory", "atomic_write_text", "check_output_place",
+           "check_replaceable", "claim_directory", "lock_directory", "owner_kind", "write_owner"]
 
 #: The hidden ownership record every output written with a ``kind`` holds.
 OWNER_NAME = ".medlama-output.json"
 
-# A staging or backup folder's owner: pid, start token (0 if unknown) and host, "+"-separated ("+" is
-# kept out of the host name), then for staging folders the random part mkdtemp adds.
-_OWNED = re.compile(r"^(?P<old>old-)?(?P<pid>\d+)\+(?P<start>\d+)\+(?P<host>[^+]+)(?:\+[A-Za-z0-9_]+)?$")
+#: The file inside a staging folder that proves it is medlama's and names its owner.
+STAGING_MARKER = ".medlama-staging.json"
 
 
-# ------------------------------------------------------------------------------------------ owners
-def _host() -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname())[:64] or "localhost"
+
+# ------------------------------------------------------------------------------------------- umask
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux allows (``os.umask`` can only swap it)."""
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        status = Path("/proc/self/status").read_text().splitlines()
+        return int(next(line for line in status if line.startswith("Umask:")).split()[1], 8)
+    mask = os.umask(0o022)  # elsewhere: set and put back at once
+    os.umask(mask)
+    return mask
 
 
-def _proc_stat(pid: int) -> list[str] | None:
-    """The fields of ``/proc/PID/stat`` after the command name (Linux), or None."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text.rpartition(")")[2].split()
-
-
-def _start_token(pid: int) -> int:
-    """When ``pid`` started (clock ticks since boot, Linux), or 0 where that cannot be read."""
-    fields = _proc_stat(pid)
-    try:
-        return int(fields[19]) if fields else 0  # field 22 of stat; fields[0] is field 3
-    except (IndexError, ValueError):
-        return 0
-
-
-def _tag(pid: int | None = None) -> str:
-    """``PID+START+HOST`` of ``pid`` (default: this process), as staging folder names carry it."""
-    pid = os.getpid() if pid is None else pid
-    return f"{pid}+{_start_token(pid)}+{_host()}"
-
-
-@dataclass(frozen=True)
-class _Owner:
-    pid: int
-    start: int
-    host: str
-
-    def alive(self) -> bool:
-        """Whether this owner may still be running: False only when that is certain."""
-        if self.host != _host():
-            return True  # another machine's process cannot be checked from here
-        if self.pid <= 0:
-            return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass  # alive, another user's
-        fields = _proc_stat(self.pid)
-        if fields and fields[0] == "Z":
-            return False  # exited, not yet reaped
-        current = _start_token(self.pid)
-        return not (self.start and current and current != self.start)  # a different start: a reused pid
-
-    def describe(self) -> str:
-        return f"pid {self.pid} on {self.host}"
-
-
-def _owner(tag: str) -> _Owner | None:
-    match = _OWNED.match(tag)
-    return _Owner(int(match["pid"]), int(match["start"]), match["host"]) if match else None
-
-
-# -------------------------------------------------------------------------------------------- lock
-def _lock_path(target: Path) -> Path:
-    return target.parent / f".{target.name}.lock"
-
-
-@dataclass
-class _Held:
-    pid: int
-    thread: int
-    count: int
-
-
-_held: dict[str, _Held] = {}
-_guard = threading.Lock()
-
-
-def _busy(target: Path, holder: _Owner | None) -> MedlamaInputError:
-    who = f" ({holder.describe()})" if holder is not None else ""
-    return MedlamaInputError(f"another medlama run{who} is writing this output folder right now; wait for it "
-                             "to finish, or choose another folder (nothing was changed)", file=target)
-
-
-@contextlib.contextmanager
-def lock_directory(target: str | Path) -> Iterator[None]:
-    """Hold the inter-process lock of the output folder ``target`` for the block.
-
-    Raises :class:`MedlamaInputError` at once if another process (or another thread of this one) holds
-    it. Re-entrant within one thread. Creates ``target``'s parent folder.
-    """
-    from filelock import FileLock, Timeout
-
-    target = Path(target).resolve()
-    path = _lock_path(target)
-    key, me = str(path), (os.getpid(), threading.get_ident())
-    with _guard:
-        held = _held.get(key)
-        if held is not None and held.pid == me[0]:  # a forked child's copy of the table is not its lock
-            if held.thread != me[1]:
-                raise _busy(target, _owner(_tag()))
-            held.count += 1
-    if held is not None and held.pid == me[0]:
-        try:
-            yield
-        finally:
-            with _guard:
-                held.count -= 1
-        return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path), timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        holder = None
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            holder = _owner(path.read_text(encoding="utf-8").strip())
-        raise _busy(target, holder if holder is not None and holder.alive() else None) from None
-    try:
-        path.write_text(_tag() + "\n", encoding="utf-8")  # who holds it, for the busy message
-        with _guard:
-            _held[key] = _Held(*me, count=1)
-        yield
-    finally:
-        with _guard:
-            _held.pop(key, None)
-        with contextlib.suppress(OSError):
-            path.write_text("", encoding="utf-8")
-        lock.release()
+def _follow_umask(folder: Path) -> None:
+    """Give ``folder`` and everything in it the modes a plain ``mkdir``/``open`` gives under the umask
+    (``mkdtemp``/``mkstemp``, and some libraries, make them private: collaborators could not read them)."""
+    mask = _umask()
+    for path in [folder, *folder.rglob("*")]:
+        with contextlib.suppress(OSError):  # a hard link to a file of another user's: left as it is
+            if path.is_symlink():
+                continue
+            if path.is_dir():
+                os.chmod(path, 0o777 & ~mask)
+            else:
+                os.chmod(path, ((0o666 | (path.stat().st_mode & 0o111)) & ~mask))
 
 
 # --------------------------------------------------------------------------------------- ownership
-def write_owner(folder: str | Path, kind: str, *, files: bool = False, previous: str | Path | None = None) -> None:
-    """Record in ``folder`` that ``kind`` (the command, e.g. ``"rewire"``) wrote it.
+def write_owner(folder: str | Path, kind: str, *, entries: list[str] | None = None, files: bool = False,
+                previous: str | Path | None = None) -> None:
+    """Record in ``folder`` that ``kind`` (the command, e.g. ``"rewire"``) wrote it, and (``entries``)
+    the names it wrote at its top level; an earlier record of the same ``kind`` keeps its entries.
 
     :func:`atomic_directory` does this itself, with ``files``: the size and SHA-256 of every file written
     (:func:`medlama.integrity.file_records`, reusing those of ``previous``'s record for files unchanged), which
@@ -195,20 +100,24 @@ def write_owner(folder: str | Path, kind: str, *, files: bool = False, previous:
     _check_kind(kind)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    here = owner_record(folder) or {}
+    same = here.get("kind") == kind
+    kept = here.get("entries") if same else None
     record: dict = {"kind": kind}
+    if isinstance(kept, list) or entries is not None:
+        record["entries"] = sorted({*(kept if isinstance(kept, list) else []), *(entries or [])} - {OWNER_NAME})
     if files:
         earlier = owner_record(previous) if previous is not None else None
         known = earlier.get(FILES_KEY) if earlier and earlier.get("kind") == kind else None
         record[FILES_KEY] = file_records(folder, known if isinstance(known, dict) else None)
-    else:
-        earlier = owner_record(folder)
-        if earlier and earlier.get("kind") == kind and isinstance(earlier.get(FILES_KEY), dict):
-            record[FILES_KEY] = earlier[FILES_KEY]
-    (folder / OWNER_NAME).write_text(json.dumps(record) + "\n", encoding="utf-8")
+    elif same and isinstance(here.get(FILES_KEY), dict):
+        record[FILES_KEY] = here[FILES_KEY]
+    atomic_write_text(folder / OWNER_NAME, json.dumps(record) + "\n")
 
 
 def owner_record(folder: str | Path) -> dict | None:
-    """The ownership record of ``folder`` (``kind`` and, when recorded, ``files``), or None when unreadable."""
+    """The ownership record of ``folder`` (``kind``, ``entries`` and, when recorded, ``files``), or None when
+    unreadable."""
     try:
         record = json.loads((Path(folder) / OWNER_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -218,8 +127,7 @@ def owner_record(folder: str | Path) -> dict | None:
 
 def owner_kind(folder: str | Path) -> str | None:
     """The ``kind`` recorded in ``folder``, or None when it has no readable ownership record."""
-    record = owner_record(folder)
-    kind = record.get("kind") if record is not None else None
+    kind = (owner_record(folder) or {}).get("kind")
     return kind if isinstance(kind, str) and kind else None
 
 
@@ -228,16 +136,45 @@ def _check_kind(kind: str | None) -> None:
         raise ValueError(f"kind must be a non-empty string (the command, e.g. 'build medlama'), not {kind!r}")
 
 
-def check_replaceable(target: str | Path, *, marker: str, kind: str | None = None) -> None:
+def check_output_place(target: str | Path, *, reads: tuple[str | Path, ...] | list = ()) -> None:
+    """Refuse an output folder that is, or contains, the current directory or anything in ``reads``
+    (the data or models the run reads): replacing it would leave the shell in a deleted folder, or
+    delete the run's own input."""
+    target = Path(target).expanduser().resolve()
+    with contextlib.suppress(OSError):
+        here = Path.cwd().resolve()
+        if here == target or target in here.parents:
+            raise MedlamaInputError(
+                f"the output folder {'is' if here == target else 'contains'} the current directory, which replacing it "
+                "would delete from under this shell; choose another --out (nothing was changed)", file=target)
+    for read in reads:
+        path = Path(read).expanduser()
+        if not path.exists():
+            continue  # a hub model id, or a missing input that its reader reports
+        path = path.resolve()
+        if path == target or target in path.parents:
+            raise MedlamaInputError(f"the output folder {'is' if path == target else 'contains'} {path}, which this "
+                                    "run reads; choose another --out (nothing was changed)", file=target)
+
+
+def _listing(names: list[str], limit: int = 8) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def check_replaceable(target: str | Path, *, marker: str, kind: str | None = None,
+                      reads: tuple[str | Path, ...] | list = ()) -> None:
     """Raise :class:`MedlamaInputError` unless ``target`` may be replaced by a new output.
 
     It may if it does not exist, is an empty folder, or holds ``marker`` (a path relative to it), the
     file every output of the caller contains: then it is an earlier output of the same kind. Anything
-    else is someone else's folder (``--out .``, ``--out ~/project``), which replacing would delete.
-    With ``kind``, the folder must also hold an ownership record naming that same ``kind``.
+    else is someone else's folder (``--out ~/project``), which replacing would delete. With ``kind``,
+    the folder must also hold an ownership record naming that same ``kind`` and, where the record lists
+    what was written, nothing else. ``reads``: see :func:`check_output_place`.
     """
     _check_kind(kind)
     target = Path(target).resolve()  # named in full: "--out ." would otherwise be reported as "."
+    check_output_place(target, reads=reads)
     if not target.exists():
         return
     if not target.is_dir():
@@ -261,10 +198,20 @@ def check_replaceable(target: str | Path, *, marker: str, kind: str | None = Non
         raise MedlamaInputError(
             f"the output folder was written by `medlama {owner}`, and only `medlama {owner}` replaces it, not "
             f"`medlama {kind}`; choose another folder (nothing was changed)", file=target)
+    entries = (owner_record(target) or {}).get("entries")
+    if isinstance(entries, list):
+        extra = sorted(p.name + ("/" if p.is_dir() else "") for p in target.iterdir()
+                       if p.name not in entries and p.name != OWNER_NAME)
+        if extra:
+            raise MedlamaInputError(
+                f"the output folder holds {len(extra)} entr{'y' if len(extra) == 1 else 'ies'} that `medlama {kind}` "
+                f"did not write and would delete: {_listing(extra)}; move {'it' if len(extra) == 1 else 'them'} "
+                "elsewhere, or choose another folder (nothing was changed)", file=target)
 
 
 @contextlib.contextmanager
-def claim_directory(target: str | Path, *, marker: str, kind: str | None = None) -> Iterator[None]:
+def claim_directory(target: str | Path, *, marker: str, kind: str | None = None,
+                    reads: tuple[str | Path, ...] | list = ()) -> Iterator[None]:
     """Hold ``target``'s lock for the block, once :func:`check_replaceable` allows replacing it.
 
     For a command that works long before it writes (a build, a training): wrap the whole run in it, and
@@ -274,41 +221,79 @@ def claim_directory(target: str | Path, *, marker: str, kind: str | None = None)
     of a killed run are dealt with first: a previous output that a kill in the middle of a swap left
     aside is put back at once, so it loads again even if this run then fails.
     """
-    check_replaceable(target, marker=marker, kind=kind)
+    check_replaceable(target, marker=marker, kind=kind, reads=reads)
     with lock_directory(target):
         _clean_leftovers(Path(target).resolve())
-        check_replaceable(target, marker=marker, kind=kind)
+        check_replaceable(target, marker=marker, kind=kind, reads=reads)
         yield
 
 
 # ---------------------------------------------------------------------------------------- staging
-def _clean_leftovers(target: Path) -> None:
-    """Remove staging folders of runs that are gone; put back a backup a killed swap left behind.
+def _staging_owner(folder: Path, target: Path) -> _Owner | None:
+    """The owner its marker names, if ``folder`` is proven to be a staging folder of ``target``'s."""
+    marker = folder / STAGING_MARKER
+    if folder.is_symlink() or not folder.is_dir() or marker.is_symlink() or not marker.is_file():
+        return None
+    try:
+        record = json.loads(marker.read_text(encoding="utf-8"))
+        if record.get("medlama") != "staging" or record.get("target") != target.name:
+            return None
+        return _Owner(int(record["pid"]), int(record["start"]), str(record["host"]))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
 
-    Runs under the target's lock, so no live run of this version owns a leftover of this host.
+
+def _clean_leftovers(target: Path) -> None:
+    """Remove staging folders of runs that are gone; put back a previous output a killed swap left aside.
+
+    Runs under the target's lock, so no live run on this host owns a leftover. Only folders whose marker
+    proves them medlama's are touched; one named like a staging folder but without it is a user's, kept
+    (an empty one of a dead owner, killed before it wrote its marker, is removed by ``rmdir``, which
+    cannot delete anything).
     """
     prefix = f".{target.name}.tmp-"
     for leftover in sorted(target.parent.glob(glob.escape(prefix) + "*")):
-        tag = leftover.name[len(prefix):]
-        owner = _owner(tag.removeprefix("old-"))
-        if owner is not None and owner.alive():
+        owner = _staging_owner(leftover, target)
+        if owner is None:
+            named = _owner(leftover.name[len(prefix):])
+            if named is not None and not named.alive() and not leftover.is_symlink():
+                with contextlib.suppress(OSError):
+                    leftover.rmdir()
             continue
-        if tag.startswith("old-") and not target.exists():
+        if owner.alive():
+            continue
+        previous = leftover / "old"
+        if previous.is_dir() and not previous.is_symlink() and not os.path.lexists(target):
             # Killed between moving the old output aside and moving the new one in: the old one is whole.
-            os.replace(leftover, target)
+            os.replace(previous, target)
             print(f"medlama: note: {target}: put back the previous output, which a run killed while replacing "
                   f"it had left in {leftover.name}", file=sys.stderr)
-            continue
         shutil.rmtree(leftover, ignore_errors=True)
 
 
+def _staging_folder(target: Path) -> Path:
+    """A new staging folder beside ``target``, its marker written before anything else goes in."""
+    folder = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{_tag()}+", dir=target.parent))
+    pid = os.getpid()
+    record = {"medlama": "staging", "target": target.name, "pid": pid, "start": _start_token(pid), "host": _host()}
+    try:
+        (folder / STAGING_MARKER).write_text(json.dumps(record) + "\n", encoding="utf-8")
+        (folder / "new").mkdir()
+    except BaseException:  # a full disk: a folder without its whole marker would never be proven ours
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return folder
+
+
 @contextlib.contextmanager
-def atomic_directory(target: str | Path, *, marker: str, kind: str | None = None) -> Iterator[Path]:
+def atomic_directory(target: str | Path, *, marker: str, kind: str | None = None,
+                     reads: tuple[str | Path, ...] | list = ()) -> Iterator[Path]:
     """Yield an empty staging folder that replaces ``target`` only if the block finishes.
 
     ``marker``: the file (relative path) every output of the caller contains. ``kind``: the command
     writing it (``"build medlama"``, ``"rewire"``...); when given, it is recorded in the new output
-    (:data:`OWNER_NAME`) and an existing ``target`` must have been written by the same ``kind``.
+    (:data:`OWNER_NAME`, with the names written) and an existing ``target`` must have been written by
+    the same ``kind`` and hold nothing else. ``reads``: see :func:`check_output_place`.
 
     An existing ``target`` is replaced only if :func:`check_replaceable` allows it; otherwise
     :class:`MedlamaInputError` is raised on entry, before the block does any work and before anything
@@ -318,30 +303,34 @@ def atomic_directory(target: str | Path, *, marker: str, kind: str | None = None
     staging folder from a killed run is removed by the next run into the same target.
     """
     target = Path(target).resolve()
-    with claim_directory(target, marker=marker, kind=kind):  # checked before and after taking the lock
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{_tag()}+", dir=target.parent))
+    with claim_directory(target, marker=marker, kind=kind, reads=reads):  # checked before and after locking
+        folder = _staging_folder(target)
+        staging = folder / "new"
         try:
             yield staging
             if kind is not None:
-                write_owner(staging, kind, files=True, previous=target)
+                write_owner(staging, kind, entries=[p.name for p in staging.iterdir()], files=True, previous=target)
+            _follow_umask(staging)
             # Again: the block may have run for an hour, and someone may have put files there by hand.
             check_replaceable(target, marker=marker, kind=kind)
+            if target.exists():
+                os.replace(target, folder / "old")
+            os.replace(staging, target)
         except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
+            if not target.exists() and (folder / "old").is_dir():
+                os.replace(folder / "old", target)  # the swap failed halfway: the previous output goes back
+            shutil.rmtree(folder, ignore_errors=True)
             raise
-        backup = target.parent / f".{target.name}.tmp-old-{_tag()}"
-        if target.exists():
-            os.replace(target, backup)
-        os.replace(staging, target)
-        shutil.rmtree(backup, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    """Write ``text`` to ``path`` through a temporary file and a rename (with the umask's mode)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide results from collaborators
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, path)

@@ -34,18 +34,55 @@ def test_directory_replaced_only_on_success(tmp_path):
             (staging / MARKER).write_text("second")
             raise RuntimeError("interrupted")
     assert (target / MARKER).read_text() == "first"
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.lock", "out"]  # filelock's file stays, hidden
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging folder, and the lock file is gone
     with atomic_directory(target, marker=MARKER) as staging:
         (staging / "b.txt").write_text("third")
     assert sorted(p.name for p in target.iterdir()) == ["b.txt"]
 
 
+def killed_staging(parent, target_name, pid, *, start=0, host=None, old=None):
+    """The staging folder a run killed with SIGKILL leaves beside ``target_name``: its marker, its ``new/``
+    and (``old``: the previous output's marker text) the previous output it had moved aside."""
+    import json
+
+    from medlama.atomic import STAGING_MARKER, _host
+
+    host = host or _host()
+    folder = parent / f".{target_name}.tmp-{pid}+{start}+{host}+abcd1234"
+    (folder / "new").mkdir(parents=True)
+    (folder / "new" / "part").write_text("x")
+    (folder / STAGING_MARKER).write_text(json.dumps({"medlama": "staging", "target": target_name, "pid": pid,
+                                                     "start": start, "host": host}))
+    if old is not None:
+        (folder / "old").mkdir()
+        (folder / "old" / MARKER).write_text(old)
+    return folder
+
+
 def test_stale_staging_from_a_killed_run_is_cleaned(tmp_path):
-    stale = tmp_path / ".out.tmp-abc123"
-    stale.mkdir()
+    stale = killed_staging(tmp_path, "out", dead_pid())
     with atomic_directory(tmp_path / "out", marker=MARKER) as staging:
         (staging / "x").write_text("x")
     assert not stale.exists()
+
+
+@pytest.mark.parametrize("name", [".out.tmp-abc123", ".out.tmp-old-{dead}+0+{host}", ".out.tmp-{dead}+0+{host}+x"])
+def test_a_users_folder_named_like_a_leftover_is_never_touched(tmp_path, name):
+    # Only a marker inside proves a staging folder medlama's; a name pattern never does (even one naming a
+    # process of this host that is gone).
+    from medlama.atomic import _host
+
+    users = tmp_path / name.format(dead=dead_pid(), host=_host())
+    (users / "data").mkdir(parents=True)
+    (users / "data" / "keep.txt").write_text("mine")
+    with pytest.raises(RuntimeError):
+        with atomic_directory(tmp_path / "out", marker=MARKER):  # out missing: an "old-" name is not put back
+            raise RuntimeError("stop")
+    assert not (tmp_path / "out").exists()
+    assert (users / "data" / "keep.txt").read_text() == "mine"
+    with atomic_directory(tmp_path / "out", marker=MARKER) as staging:
+        (staging / MARKER).write_text("x")
+    assert (users / "data" / "keep.txt").read_text() == "mine"
 
 
 def test_foreign_folder_refused_before_the_block_runs(foreign):
@@ -67,7 +104,7 @@ def test_folder_filled_while_the_block_ran_is_not_replaced(tmp_path):
         with atomic_directory(target, marker=MARKER) as staging:
             (staging / MARKER).write_text("new")
             (target / "added meanwhile.txt").write_text("keep me")
-    assert snapshot(tmp_path) == {".out.lock": b"", "out": None, "out/added meanwhile.txt": b"keep me"}
+    assert snapshot(tmp_path) == {"out": None, "out/added meanwhile.txt": b"keep me"}
 
 
 def test_file_in_the_way_refused(tmp_path):
@@ -95,7 +132,7 @@ def test_empty_folder_and_earlier_output_replaced(tmp_path, marker):
     with atomic_directory(earlier, marker=marker) as staging:
         (staging / "new.txt").write_text("new")
     assert snapshot(earlier) == {"new.txt": b"new"}
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".earlier.lock", ".empty.lock", "earlier", "empty"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["earlier", "empty"]
 
 
 def test_build_refuses_a_users_folder(foreign, monkeypatch, capsys):
@@ -105,7 +142,7 @@ def test_build_refuses_a_users_folder(foreign, monkeypatch, capsys):
     status = main(["build", "medlama", "--out", ".", "--source", str(foreign.parent / "no-such-release")])
     err = capsys.readouterr().err
     assert status == 2
-    assert err.startswith(f"medlama: error: {foreign}: ") and "no build_info.json" in err
+    assert err.startswith(f"medlama: error: {foreign}: ") and "is the current directory" in err
     assert "nothing was changed" in err and "Traceback" not in err
     assert snapshot(foreign.parent) == before
 
@@ -117,7 +154,7 @@ def test_write_text(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == ["f.json"]
 
 
-# --- two writers, one folder -------------------------------------------------------------------------
+# --- two writers, one folder ----------------------------------------------------------------------
 
 # A writer whose staging phase lasts until the test says so: it signals once it is inside the block,
 # then writes PARTS files and waits for the "go" file, so that two writers surely overlap.
@@ -180,7 +217,7 @@ def test_two_writers_one_succeeds_the_other_is_told_the_folder_is_busy(tmp_path)
     # The result is complete: every part and the marker of the winner, nothing of the loser.
     assert sorted(p.name for p in target.iterdir()) == ["info.json"] + [f"part-{i:02d}" for i in range(40)]
     assert (target / "info.json").read_text() == ("first", "second")[winner]
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [".out.lock"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no lock file left
 
 
 def dead_pid():
@@ -201,17 +238,14 @@ def test_only_staging_folders_of_dead_runs_are_cleaned(tmp_path):
 
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        dead_staging = tmp_path / f".out.tmp-{_tag(dead_pid())}+abcd1234"
-        live_staging = tmp_path / f".out.tmp-{_tag(live.pid)}+efgh5678"
-        other_host = tmp_path / ".out.tmp-1+1+another-host.example+ijkl9012"
-        for folder in (dead_staging, live_staging, other_host):
-            folder.mkdir()
-            (folder / "part").write_text("x")
+        dead_staging = killed_staging(tmp_path, "out", dead_pid())
+        live_staging = killed_staging(tmp_path, "out", live.pid, start=int(_tag(live.pid).split("+")[1]))
+        other_host = killed_staging(tmp_path, "out", 1, start=1, host="another-host.example")
         with atomic_directory(tmp_path / "out", marker=MARKER) as staging:
             (staging / MARKER).write_text("new")
         assert not dead_staging.exists()
-        assert (live_staging / "part").read_text() == "x"  # its owner still runs
-        assert (other_host / "part").read_text() == "x"  # cannot be checked from here: kept
+        assert (live_staging / "new" / "part").read_text() == "x"  # its owner still runs
+        assert (other_host / "new" / "part").read_text() == "x"  # cannot be checked from here: kept
     finally:
         live.kill()
         live.wait()
@@ -222,20 +256,15 @@ def test_a_reused_pid_is_not_the_owner(tmp_path):
     from medlama.atomic import _tag
 
     pid, start, host = _tag().split("+")
-    stale = tmp_path / f".out.tmp-{pid}+{int(start) + 1 if int(start) else 0}+{host}+abcd1234"
-    stale.mkdir()
+    stale = killed_staging(tmp_path, "out", int(pid), start=int(start) + 1 if int(start) else 0)
     with atomic_directory(tmp_path / "out", marker=MARKER) as staging:
         (staging / MARKER).write_text("x")
     assert stale.exists() == (int(start) == 0)  # where start times cannot be read, a live pid is kept
 
 
 def test_previous_output_put_back_after_a_kill_during_the_swap(tmp_path, capsys):
-    from medlama.atomic import _tag
-
     # Killed after moving the old output aside and before moving the new one in.
-    backup = tmp_path / f".out.tmp-old-{_tag(dead_pid())}"
-    backup.mkdir()
-    (backup / MARKER).write_text("previous")
+    backup = killed_staging(tmp_path, "out", dead_pid(), old="previous")
     with pytest.raises(RuntimeError):
         with atomic_directory(tmp_path / "out", marker=MARKER):
             raise RuntimeError("interrupted again")
@@ -270,7 +299,7 @@ def test_lock_is_reentrant_in_one_thread_and_refuses_another_thread(tmp_path):
         pass
 
 
-# --- which command wrote a folder --------------------------------------------------------------------
+# --- which command wrote a folder -------------------------------------------------------------------
 
 
 def test_kind_is_recorded_and_only_the_same_kind_replaces(tmp_path):
@@ -313,3 +342,156 @@ def test_marker_without_ownership_record_refused_when_kind_given(tmp_path, recor
             pytest.fail("the block must not run")
     assert snapshot(tmp_path) == before
     check_replaceable(target, marker="build_info.json")  # without a kind: the marker alone, as before
+
+
+# --- a command replaces only what it wrote ----------------------------------------------------------
+
+
+def refusal(target, *, marker, kind, match=None, **options) -> str:
+    """The message :func:`atomic_directory` refuses ``target`` with, on entry (its block never runs)."""
+    with pytest.raises(MedlamaInputError, match=match) as error:
+        with atomic_directory(target, marker=marker, kind=kind, **options):
+            pytest.fail("the block must not run")
+    return str(error.value)
+
+
+def test_rebuild_stops_at_entries_it_did_not_write(tmp_path):
+    from medlama.atomic import OWNER_NAME
+
+    target = tmp_path / "medlama"
+    with atomic_directory(target, marker="build_info.json", kind="build medlama") as staging:
+        (staging / "build_info.json").write_text("{}")
+        (staging / "data").mkdir()
+        (staging / "data" / "hard.parquet").write_bytes(b"rows")
+    # A probe output written into the build folder (`--out medlama/run1`) and the user's notes.
+    with atomic_directory(target / "run1", marker="results.json", kind="probe") as staging:
+        (staging / "results.json").write_text("{}")
+    (target / "notes.txt").write_text("my notes")
+    before = snapshot(tmp_path)
+    message = refusal(target, marker="build_info.json", kind="build medlama")
+    assert message.startswith(f"{target}: ") and "2 entries that `medlama build medlama` did not write" in message
+    assert "notes.txt, run1/" in message and "nothing was changed" in message
+    assert snapshot(tmp_path) == before
+    # Once they are moved out, the rebuild replaces what it wrote.
+    (target / "notes.txt").unlink()
+    import shutil
+
+    shutil.rmtree(target / "run1")
+    with atomic_directory(target, marker="build_info.json", kind="build medlama") as staging:
+        (staging / "build_info.json").write_text('{"again": 1}')
+    assert sorted(p.name for p in target.iterdir()) == [OWNER_NAME, "build_info.json"]
+
+
+def test_build_command_names_a_users_file_in_its_folder(tmp_path, biolama_release_dir, capsys):
+    out = tmp_path / "biolama"
+    assert main(["build", "biolama", "--source", str(biolama_release_dir), "--out", str(out)]) == 0
+    (out / "notes.txt").write_text("my notes")
+    capsys.readouterr()
+    before = snapshot(tmp_path)
+    assert main(["build", "biolama", "--source", str(biolama_release_dir), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"medlama: error: {out}: ") and "did not write and would delete: notes.txt;" in err
+    assert snapshot(tmp_path) == before
+
+
+def test_an_earlier_record_of_the_same_command_keeps_its_entries(tmp_path):
+    # rewire records its ownership again when it resumes; the entries of its finished output stay listed.
+    from medlama.atomic import write_owner
+
+    target = tmp_path / "out"
+    with atomic_directory(target, marker=MARKER, kind="rewire") as staging:
+        (staging / MARKER).write_text("x")
+        (staging / "model.safetensors").write_bytes(b"w")
+    write_owner(target, "rewire", entries=["checkpoints"])
+    (target / "checkpoints").mkdir()
+    with atomic_directory(target, marker=MARKER, kind="rewire") as staging:
+        (staging / MARKER).write_text("y")
+    assert (target / MARKER).read_text() == "y"
+
+
+# --- the output's place: not the current directory, not around the inputs ----------------------------
+
+
+def test_out_dot_in_an_earlier_output_is_refused(tmp_path, monkeypatch):
+    import os
+
+    target = tmp_path / "out"
+    with atomic_directory(target, marker=MARKER, kind="probe") as staging:
+        (staging / MARKER).write_text("x")
+    inode = os.stat(target).st_ino
+    for here in (target, target / "sub"):  # the folder itself, or a folder inside it
+        here.mkdir(exist_ok=True)
+        monkeypatch.chdir(here)
+        message = refusal(".." if here != target else ".", marker=MARKER, kind="probe", match="the current directory")
+        assert message.startswith(f"{target}: ")
+        assert os.stat(target).st_ino == inode and os.stat(".").st_nlink > 0  # the shell's folder still exists
+        (target / "sub").rmdir() if here != target else None
+
+
+def test_out_around_what_the_run_reads_is_refused(tmp_path):
+    target = tmp_path / "out"
+    with atomic_directory(target, marker=MARKER, kind="probe") as staging:
+        (staging / MARKER).write_text("x")
+        (staging / "model").mkdir()
+    for read in (target, target / "model"):
+        message = refusal(target, marker=MARKER, kind="probe", match="which this run reads", reads=[read])
+        assert message.startswith(f"{target}: ") and str(read) in message
+    assert (target / "model").is_dir()
+
+
+def test_build_refuses_an_out_holding_its_source(tmp_path, biolama_release_dir, capsys):
+    import shutil
+
+    out = tmp_path / "biolama"
+    assert main(["build", "biolama", "--source", str(biolama_release_dir), "--out", str(out)]) == 0
+    source = shutil.copytree(biolama_release_dir, out / "release")
+    capsys.readouterr()
+    assert main(["build", "biolama", "--source", str(source), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"medlama: error: {out}: the output folder contains {source}, which this run reads")
+    assert (source / "data").is_dir()
+
+
+# --- permissions follow the umask ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027], ids=["umask-022", "umask-027"])
+def test_outputs_follow_the_umask(tmp_path, mask):
+    import os
+    import stat
+
+    from medlama.atomic import OWNER_NAME
+
+    previous = os.umask(mask)
+    try:
+        target = tmp_path / "out"
+        with atomic_directory(target, marker="results.json", kind="probe") as staging:
+            atomic_write_text(staging / "results.json", "{}")
+            atomic_write_text(staging / "plots" / "relations.png", "png")
+        atomic_write_text(tmp_path / "alone.json", "{}")
+    finally:
+        os.umask(previous)
+    modes = {p.relative_to(tmp_path).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in tmp_path.rglob("*")}
+    folders, files = 0o777 & ~mask, 0o666 & ~mask
+    assert modes == {"out": folders, "out/plots": folders, "out/results.json": files, "out/plots/relations.png": files,
+                     f"out/{OWNER_NAME}": files, "alone.json": files}
+
+
+# --- the lock file ------------------------------------------------------------------------------------
+
+
+def test_lock_file_is_removed_and_the_lock_still_excludes(tmp_path):
+    from locks import lock_held_elsewhere  # tests/helpers
+
+    from medlama.atomic import lock_directory
+
+    target = tmp_path / "out"
+    with lock_held_elsewhere(target):
+        assert (tmp_path / ".out.lock").is_file()
+        with pytest.raises(MedlamaInputError, match="is writing this output folder"):
+            with lock_directory(target):
+                pass
+    assert not (tmp_path / ".out.lock").exists()  # let go: nothing left beside the folder
+    with lock_directory(target):
+        assert (tmp_path / ".out.lock").is_file()
+    assert list(tmp_path.iterdir()) == []

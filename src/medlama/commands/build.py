@@ -56,6 +56,7 @@ def register(subparsers) -> None:
 def run_medlama(args: argparse.Namespace) -> int:
     from medlama.datasets.hardness import HardnessRule
     from medlama.datasets.medlama import check_threshold
+    from medlama.atomic import check_output_place
     from medlama.datasets.medlama_folder import write_medlama
     from medlama.display import print_table
     from medlama.progress import enabled as progress_enabled
@@ -63,6 +64,7 @@ def run_medlama(args: argparse.Namespace) -> int:
     # Checked here too, so that the message names the option the user typed.
     rule = HardnessRule(check_threshold(args.match_threshold, "--match-threshold"),
                         check_threshold(args.rouge_threshold, "--rouge-threshold"))
+    check_output_place(args.out, reads=[args.source] if args.source else [])  # before the release is read
     build, stats = write_medlama(args.out, args.source, rule=rule, verify_checksums=not args.no_verify,
                                  progress=progress_enabled())
     report = build.report
@@ -96,10 +98,12 @@ def run_medlama(args: argparse.Namespace) -> int:
 
 def run_biolama(args: argparse.Namespace) -> int:
     from medlama.datasets.biolama import SOURCES
+    from medlama.atomic import check_output_place
     from medlama.datasets.biolama_folder import write_biolama
     from medlama.display import print_table
     from medlama.progress import enabled as progress_enabled
 
+    check_output_place(args.out, reads=[args.source] if args.source else [])  # before the release is read
     build, stats = write_biolama(args.out, args.source, sources=args.sources or SOURCES, sha256=args.sha256,
                                  verify_checksums=not args.no_verify, progress=progress_enabled())
     report = build.report

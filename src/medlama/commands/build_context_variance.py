@@ -151,7 +151,8 @@ def run(args: argparse.Namespace) -> int:
 
     # The output first, as `build medlama` does: a folder that is not ours, or busy, is refused before any
     # input is read; the lock is then held until the folder is written.
-    with claim_directory(args.out, marker="build_info.json", kind=KIND):
+    reads = [path for path in [args.medlama, *(args.mimic or []), *(args.pmc or [])] if path]
+    with claim_directory(args.out, marker="build_info.json", kind=KIND, reads=reads):
         return _run(args)
 
 

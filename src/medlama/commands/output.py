@@ -77,25 +77,26 @@ def check_device(device: str | None) -> None:
     check_model_device(device, name="--device")
 
 
-def check_output(out: Path, *, kind: str, overwrite: bool) -> None:
+def check_output(out: Path, *, kind: str, overwrite: bool, reads: list = ()) -> None:
     """Refuse ``out`` if another command's (or no command's) files are there, or a finished run's without
-    ``overwrite``; see :func:`medlama.atomic.check_replaceable`."""
+    ``overwrite``, or if it is (or holds) the current directory or something in ``reads``, what the run
+    reads; see :func:`medlama.atomic.check_replaceable`."""
     from medlama.atomic import check_replaceable
 
-    check_replaceable(out, marker=RESULTS, kind=kind)
+    check_replaceable(out, marker=RESULTS, kind=kind, reads=reads)
     if (Path(out) / RESULTS).is_file() and not overwrite:
         raise MedlamaInputError(f"the output folder holds the results of an earlier run; give --overwrite to replace "
                                 f"them, or choose another --out (nothing was changed)", file=Path(out).resolve())
 
 
 @contextlib.contextmanager
-def claimed_output(out: Path, *, kind: str, overwrite: bool) -> Iterator[None]:
+def claimed_output(out: Path, *, kind: str, overwrite: bool, reads: list = ()) -> Iterator[None]:
     """Hold ``out``'s lock for the block, after :func:`check_output` (so before any work)."""
     from medlama.atomic import lock_directory
 
-    check_output(out, kind=kind, overwrite=overwrite)  # a refusal creates nothing, not even the lock file
+    check_output(out, kind=kind, overwrite=overwrite, reads=reads)  # a refusal creates nothing, not even the lock
     with lock_directory(out):
-        check_output(out, kind=kind, overwrite=overwrite)  # again, now that no one else writes it
+        check_output(out, kind=kind, overwrite=overwrite, reads=reads)  # again, now that no one else writes it
         yield
 
 

@@ -109,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
         for model in models:
             if not list_checkpoints(model):
                 raise MedlamaInputError("no checkpoint-N folders to probe", file=model)
-    with claimed_output(args.out, kind="probe", overwrite=args.overwrite):
+    reads = [*models, *([args.data] if getattr(args, "data", None) else [])]
+    with claimed_output(args.out, kind="probe", overwrite=args.overwrite, reads=reads):
         with human_output(args):
             _probe(args, methods, settings, labels, models)
     if args.json:
@@ -165,7 +166,8 @@ def _probe(args: argparse.Namespace, methods: list[str], settings: dict, labels:
         for result in results:
             result.extra["by_source"] = by_source(result.metrics, ks)
         print_source_table(results, ks)
-    with atomic_directory(args.out, marker="results.json", kind="probe") as out:
+    with atomic_directory(args.out, marker="results.json", kind="probe",
+                          reads=[*models, *([args.data] if getattr(args, "data", None) else [])]) as out:
         # results.json (scores, intervals, provenance) + predictions.jsonl
         report.write_probe_results(out, results)
         plots = [report.plot_relations(results[:4], out / "relations.png", k=ks[-1])]

@@ -68,6 +68,11 @@ def run_rewire(args: argparse.Namespace) -> int:
     check_corpus_files(args.corpus)
     if config.model is not None:
         resolve_model(config.model)
+    from medlama.atomic import check_output_place
+
+    # Before the model loads: an OUT that is the current directory, or holds the corpus or the model, is
+    # refused now rather than when the trained model is swapped in.
+    check_output_place(args.out, reads=[*args.corpus, *([args.model] if getattr(args, "model", None) else [])])
     from medlama.trainers.devices import is_main_process
     from medlama.trainers.trainer import rewire
 

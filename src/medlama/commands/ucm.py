@@ -97,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
     for model in models:
         resolve_model(model)  # a missing second model is an error before the first one loads
     check_device(args.device)
-    with claimed_output(args.out, kind="ucm", overwrite=args.overwrite), human_output(args):
+    with claimed_output(args.out, kind="ucm", overwrite=args.overwrite, reads=[*models, args.sets]), \
+            human_output(args):
         rankers = [(label, make_ranker(kind, model, ranker_settings, device=args.device))
                    for label, kind, model in zip(labels, kinds, models)]
         # Written into a staging folder that replaces OUT whole once everything is there.
