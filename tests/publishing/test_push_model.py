@@ -261,6 +261,9 @@ def test_push_model_puts_the_probe_scores_of_that_folder_into_the_card(rewired_f
     changed = tmp_path / "changed" / model.name  # same name, trained on (one file differs): not what was probed
     shutil.copytree(model, changed)
     (changed / "rewire_config.json").write_text((changed / "rewire_config.json").read_text() + " ")
+    from medlama.integrity import record_again
+
+    record_again(changed, ["rewire_config.json"])  # as medlama's own later write would: vouched, yet not probed
     assert main(["push-model", str(changed), "someone/x", "--results", str(probed), "--dry-run",
                  str(tmp_path / "dry2")]) == 2
     assert f"no run in it probed {model.name} as it is now" in capsys.readouterr().err
