@@ -327,3 +327,26 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+# ----------------------------------------------------------------------------------- finished runs
+def check_finished(out: str | Path, *, marker: str, kind: str, overwrite: bool,
+                   hint: str = "give --overwrite to replace them, or choose another --out") -> None:
+    """Refuse ``out`` if another command's (or no command's) files are there (:func:`check_replaceable`), or a
+    finished run's (its ``marker`` is there) without ``overwrite``; ``hint`` says how to proceed (the CLI's
+    flags, or the Python API's keywords)."""
+    check_replaceable(out, marker=marker, kind=kind)
+    if (Path(out) / marker).is_file() and not overwrite:
+        raise MedlamaInputError(f"the output folder holds the results of an earlier run; {hint} (nothing was "
+                                "changed)", file=Path(out).resolve())
+
+
+@contextlib.contextmanager
+def claimed_output(out: str | Path, *, marker: str, kind: str, overwrite: bool,
+                   hint: str = "give --overwrite to replace them, or choose another --out") -> Iterator[None]:
+    """Hold ``out``'s lock for the block, after :func:`check_finished` (so before any work). Used by every
+    writer of a run's results, the commands' and the Python API's alike."""
+    check_finished(out, marker=marker, kind=kind, overwrite=overwrite, hint=hint)  # a refusal creates nothing
+    with lock_directory(out):
+        check_finished(out, marker=marker, kind=kind, overwrite=overwrite, hint=hint)  # again, now no one writes it
+        yield
