@@ -7,7 +7,7 @@ imports the heavy libraries (torch, transformers, datasets) only when called.
 >>> result = medlama.probe(relations=["may_treat"], limit=50)      # the bundled encoder, MedLAMA hard
 >>> result.acc(10), result.acc_ci(10)                              # acc@10 and its 95% bootstrap interval
 >>> result.to_pandas().head()                                      # one row per query
->>> result.save("out/may_treat")                                   # results.json + predictions.jsonl
+>>> result.save("out/may_treat")                                   # as `medlama probe --out` writes it
 """
 
 from __future__ import annotations
