@@ -90,7 +90,8 @@ class QuerySet:
                         {**self.info, "limit_per_relation": limit} if self.info else {}, self.rule, self.pools)
 
 
-def _check_rule(rule: str) -> None:
+def check_rule(rule: str) -> None:
+    """Refuse a candidate rule that is not one of :data:`~medlama.probers.benchmarks.CANDIDATE_RULES`."""
     if rule not in CANDIDATE_RULES:
         raise MedlamaInputError(f"unknown candidate rule {rule!r}; choose from {list(CANDIDATE_RULES)}")
 
@@ -101,7 +102,7 @@ def medlama_pools(folder: Path, set_name: str, relations: Sequence[str], rule: s
     the evaluated ``relations`` under ``rule``; ``whole``: they are all the config's relations. The pools are
     the folder's ``candidates_<set>[_<relation>]`` configs, whatever rows are probed (a subset, a shuffle, the
     first N of each relation)."""
-    _check_rule(rule)
+    check_rule(rule)
     if rule == "config" or (rule == "evaluated" and whole):
         return list(load_config(folder, f"candidates_{set_name}", "test")["name"]), None
     pools = {rel: list(load_config(folder, f"candidates_{set_name}_{rel}", "test")["name"]) for rel in relations}
@@ -123,7 +124,7 @@ def load_medlama_queries(data: str | Path | DataFolder, config: str = "hard", *,
     folder = data if isinstance(data, DataFolder) else resolve_folder(data, dataset="medlama")
     if prompt_column not in PROMPT_COLUMNS:
         raise MedlamaInputError(f"unknown prompt column {prompt_column!r}; choose from {list(PROMPT_COLUMNS)}")
-    _check_rule(candidates)
+    check_rule(candidates)
     rows = load_config(folder.path, config, "test")
     known = sorted(set(rows["relation"]))
     if relations:
@@ -166,7 +167,7 @@ def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt
 
     from medlama.datasets.folders import loaded_from
 
-    _check_rule(candidates)
+    check_rule(candidates)
     if isinstance(data, DatasetDict):
         if "test" not in data and len(data) != 1:
             raise MedlamaInputError(f"a DatasetDict with splits {sorted(data)}: give the split to probe "

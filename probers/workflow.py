@@ -164,7 +164,7 @@ def aggregate(results: Sequence[ProbeResult], benchmark: Benchmark, ks: Sequence
             result.extra[name] = function(result.metrics, ks)
 
 
-def print_report(queries: QuerySet, outcome: ProbeOutcome, benchmark: Benchmark, ks: Sequence[int]) -> None:
+def print_report(outcome: ProbeOutcome, benchmark: Benchmark, ks: Sequence[int]) -> None:
     """The summary table, acc@k per relation (up to four runs) and the benchmark's aggregation table."""
     from medlama.probers import report
 

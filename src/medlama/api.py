@@ -94,7 +94,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       ``normalized`` (BioLAMA's default).
     """
     from medlama.probers.benchmarks import benchmark
-    from medlama.probers.queries import queries_from
+    from medlama.probers.queries import check_rule, queries_from
     from medlama.probers.registry import METHODS, method_name, settings_for
     from medlama.probers import workflow
 
@@ -106,6 +106,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
                                 f"{type(settings).__name__}")
     bench = benchmark(dataset)
     report_ks, scored, match = bench.scoring_plan(ks, match)
+    check_rule(candidates)
     loaded = model is not None and not isinstance(model, (str, Path))
     if loaded and name != "retrieval":  # a loaded object (the encoder checks which)
         raise MedlamaInputError(f"a loaded model object is probed by retrieval only; give {name} a model "

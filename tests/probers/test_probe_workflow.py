@@ -78,6 +78,8 @@ def test_relation_pool_makes_a_relation_score_independent_and_is_recorded(tiny, 
     whole_pool = load_config(medlama_dir, "candidates_hard")["name"]
     config = medlama.probe(str(tiny), medlama_dir, relations=[RELATION], candidates="config", limit=3)
     assert config.data["candidates"] == {"rule": "config", "size": len(whole_pool), "sha256": pool_sha(whole_pool)}
+    with pytest.raises(MedlamaInputError, match=r"unknown candidate rule 'relations'; choose from \['evaluated'"):
+        medlama.probe(str(tiny), medlama_dir, candidates="relations")
 
 
 def test_labels_are_unique(tiny, medlama_dir, tmp_path, capsys):

@@ -133,7 +133,7 @@ def _probe(args: argparse.Namespace, runs: list, checkpoints: dict | None) -> No
     outcome = workflow.probe_models(queries, runs, scored=scored, match=match, device=args.device,
                                     checkpoints=checkpoints)
     workflow.aggregate(outcome.results, bench, ks)
-    workflow.print_report(queries, outcome, bench, ks)
+    workflow.print_report(outcome, bench, ks)
     plots = workflow.write_outputs(args.out, outcome.results, by_layer=outcome.by_layer, by_step=outcome.by_step,
                                    overwrite=args.overwrite, hint="give --overwrite to replace them, or choose "
                                    "another --out", k=ks[-1])
