@@ -16,7 +16,6 @@ from medlama.cli import main
 from medlama.datasets.folders import load_config
 from medlama.errors import MedlamaInputError
 from medlama.probers.queries import load_medlama_queries, queries_from_dataset
-from medlama.probers.workflow import unique_labels
 
 RELATION, OTHER = "associated_morphology_of", "may_treat"
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -94,6 +93,8 @@ def test_labels_are_unique(tiny, medlama_dir, tmp_path, capsys):
     assert main(["probe", "--model", str(first), str(second), "--data", str(medlama_dir), "--relations", RELATION,
                  "--limit", "3", "--out", str(out)]) == 0
     assert [run["label"] for run in json.loads((out / "results.json").read_text())] == ["a/model", "b/model"]
+    from medlama.probers.workflow import unique_labels
+
     assert unique_labels(["x/m", "x/m"]) == ["x/m", "x/m #2"]
 
 
