@@ -35,10 +35,10 @@ def test_a_part_of_a_loaded_config_is_ranked_against_its_pool(tiny, medlama_dir)
     part = whole.filter(lambda row: row["relation"] == RELATION).select(range(20))
     limited = medlama.probe(str(tiny), medlama_dir, relations=[RELATION], limit=20)
     from_part = medlama.probe(str(tiny), part)
+    assert from_part.predictions == limited.predictions and from_part.metrics == limited.metrics
     pool = load_config(medlama_dir, f"candidates_hard_{RELATION}")["name"]
     assert from_part.data["candidates"]["size"] == len(pool) == limited.data["candidates"]["size"]
     assert from_part.data["candidates"]["sha256"] == pool_sha(pool)
-    assert from_part.predictions == limited.predictions and from_part.metrics == limited.metrics
     # a shuffle and a selection across relations: the union of the present relations' pools, as --relations
     mixed = whole.shuffle(seed=0).select(range(300))
     present = sorted(set(mixed["relation"]))
