@@ -206,6 +206,23 @@ def load_config(folder: str | Path, config: str, split: str = "test"):
     from medlama.datasets.export import quiet_datasets
 
     with quiet_datasets():
-        data = load_dataset(formats.pop(), data_files={split: [str(path) for path in files]}, split=split)
-    records.check_unique_ids(folder, config, data, record)
-    return data
+        loaded = load_dataset(formats.pop(), data_files={split: [str(path) for path in files]}, split=split)
+    records.check_unique_ids(folder, config, loaded, record)
+    # Which folder and config the rows are: selections, shuffles and filters keep a Dataset's info, so a
+    # part of it can still be ranked against its config's candidate pool (medlama.probers.queries).
+    loaded.info.description = json.dumps({_LOADED_FROM: {"folder": str(folder), "config": config}})
+    return loaded
+
+
+_LOADED_FROM = "medlama_loaded_from"
+
+
+def loaded_from(dataset) -> tuple[Path, str] | None:
+    """``(folder, config)`` that :func:`load_config` read ``dataset`` (or a part of it) from, or ``None`` for a
+    Dataset loaded otherwise or whose folder is gone."""
+    try:
+        record = json.loads(dataset.info.description or "")[_LOADED_FROM]
+        folder, config = Path(record["folder"]), str(record["config"])
+    except (AttributeError, ValueError, TypeError, KeyError):
+        return None
+    return (folder, config) if folder.is_dir() else None

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from medlama.errors import MedlamaInputError
+from medlama.probers.benchmarks import ALWAYS_SCORED
 from medlama.probers.queries import QuerySet
 from medlama.settings import check, choices_of, did_you_mean, fields_of, type_hints
 
 S = TypeVar("S")
 
-#: The cut-offs every report shows.
-DEFAULT_KS = (1, 5, 10)
+#: The cut-offs every report shows (every probe scores them: :data:`~medlama.probers.benchmarks.ALWAYS_SCORED`).
+DEFAULT_KS = ALWAYS_SCORED
 #: How :meth:`ProbeResult.acc` averages: over queries, or the mean over relations.
 AVERAGES = ("micro", "macro")
 
@@ -195,13 +196,16 @@ class ProbeResult:
         return {**self.to_json(queries=False), "per_relation": self.per_relation(),
                 "provenance": self.provenance(argv=argv)}
 
-    def save(self, folder: str | Path, *, argv: Sequence[str] | None = None) -> Path:
-        """Write ``folder/results.json`` (:meth:`results_json`) and ``folder/predictions.jsonl`` (one line per
-        query, :meth:`prediction_rows`); both atomically. Returns ``folder``."""
-        folder = Path(folder)
-        write_results(folder / RESULTS_FILE, self.results_json(argv=argv))
-        write_predictions(folder / PREDICTIONS_FILE, [self])
-        return folder
+    def save(self, folder: str | Path, *, argv: Sequence[str] | None = None, overwrite: bool = False) -> Path:
+        """Write this result into ``folder`` as ``medlama probe --out`` writes its runs, by the same writer
+        (:func:`medlama.probers.workflow.write_outputs`): ``results.json`` (a list of runs, this one),
+        ``predictions.jsonl`` and the plots, atomically, recording ``probe`` as the folder's owner. A folder
+        some other command or person wrote is refused, and so is a finished run's unless ``overwrite``.
+        Returns ``folder``."""
+        from medlama.probers.workflow import write_outputs
+
+        write_outputs(folder, [self], overwrite=overwrite, argv=argv)
+        return Path(folder)
 
 
 def write_results(path: str | Path, payload: Any) -> Path:
@@ -253,11 +257,35 @@ def score(queries: QuerySet, predictions: list[list[str]], *, ks=DEFAULT_KS, mat
                                       k=list(ks), match=match)
 
 
+def rank_by_pool(queries: QuerySet, rank: Any) -> Any:
+    """``rank(queries)`` for a query set with one pool; for per-relation pools (the ``relation`` rule), each
+    relation's queries are ranked against their own pool and the predictions put back in query order.
+    ``rank`` returns a list of predictions, or ``{layer: predictions}`` (layer sweeps)."""
+    if queries.pools is None:
+        return rank(queries)
+    merged: Any = None
+    for relation in dict.fromkeys(queries.relations):
+        pick = [i for i, r in enumerate(queries.relations) if r == relation]
+        part = queries.subset(pick)
+        part = QuerySet(part.ids, part.relations, part.texts, part.gold, list(queries.pools[relation]), part.name,
+                        part.info)
+        ranked = rank(part)
+        layered = isinstance(ranked, dict)
+        if merged is None:
+            merged = {layer: [None] * len(queries) for layer in ranked} if layered else [None] * len(queries)
+        for layer, predictions in (ranked.items() if layered else [(None, ranked)]):
+            target = merged[layer] if layered else merged
+            for index, prediction in zip(pick, predictions):
+                target[index] = prediction
+    return merged
+
+
 def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k: int = 10, ks=DEFAULT_KS,
           match: str = "exact") -> ProbeResult:
-    """Run ``prober`` on ``queries`` and score its top ``top_k`` predictions."""
+    """Run ``prober`` on ``queries`` (against the pool their rule gives) and score its top ``top_k``
+    predictions."""
     start = time.perf_counter()
-    predictions = prober.rank(queries, top_k=top_k)
+    predictions = rank_by_pool(queries, lambda part: prober.rank(part, top_k=top_k))
     return result_of(prober, queries, predictions, time.perf_counter() - start, label=label or prober.method,
                      ks=ks, match=match)
 
@@ -265,12 +293,14 @@ def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k:
 def result_of(prober: Prober, queries: QuerySet, predictions: list[list[str]], seconds: float, *, label: str,
               ks=DEFAULT_KS, match: str = "exact", **more_settings) -> ProbeResult:
     """The scored :class:`ProbeResult` of ``prober``'s ``predictions`` for ``queries``, with its provenance
-    (data, model, device); ``more_settings`` are recorded beside the prober's (e.g. the ``layer`` probed)."""
+    (data and its candidate pool, model, device); ``more_settings`` are recorded beside the prober's (e.g. the
+    ``layer`` probed)."""
     settings = {**prober.settings(), **more_settings}
     return ProbeResult(label=label, query_set=queries.name, settings=settings,
                        ids=queries.ids, relations=queries.relations, gold=queries.gold, predictions=predictions,
                        metrics=score(queries, predictions, ks=ks, match=match), seconds=seconds,
-                       data=dict(queries.info), model=settings.get("model"), device=device_of(prober))
+                       data={**queries.info, "candidates": queries.pool_record()}, model=settings.get("model"),
+                       device=device_of(prober))
 
 
 def device_of(prober: Prober) -> str | None:

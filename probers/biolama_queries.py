@@ -22,11 +22,12 @@ from pathlib import Path
 
 from medlama.datasets.folders import DataFolder, load_config, resolve_folder
 from medlama.errors import MedlamaInputError
+from medlama.probers.benchmarks import BIOLAMA
 from medlama.probers.queries import QuerySet
 
-#: BioLAMA's cut-offs and matching.
-BIOLAMA_KS = (1, 5)
-BIOLAMA_MATCH = "normalized"
+#: BioLAMA's cut-offs and matching, as its declaration gives them.
+BIOLAMA_KS = BIOLAMA.ks
+BIOLAMA_MATCH = BIOLAMA.match
 SOURCES = ("ctd", "umls", "wikidata")
 CANDIDATE_SETS = ("labels", "labels+aliases")
 
@@ -40,20 +41,30 @@ def source_of(group: str) -> str:
 
 
 def load_biolama_queries(data: str | Path | DataFolder, config: str = "all", *, split: str = "test",
-                         relations: Sequence[str] | None = None, candidates: str = "labels") -> QuerySet:
+                         relations: Sequence[str] | None = None, candidates: str = "labels",
+                         rule: str = "evaluated") -> QuerySet:
     """Queries of BioLAMA for ``config`` (``all``, a source, or ``<source>_<PID>``) and ``split`` from ``data``:
     a built folder (``medlama build biolama``), a ``push-dataset`` dry run or a Hub dataset id.
 
-    ``relations`` keeps only these relations, named ``UR44`` or ``umls_UR44``.
+    ``relations`` keeps only these relations, named ``UR44`` or ``umls_UR44``. ``rule``: the candidate pool
+    (:data:`~medlama.probers.benchmarks.CANDIDATE_RULES`): the evaluated relations' rows (default), each
+    relation's own rows, or all rows of the config and split.
     """
+    from medlama.probers.benchmarks import CANDIDATE_RULES
+
     folder = data if isinstance(data, DataFolder) else resolve_folder(data, dataset="biolama")
     data_dir = folder.path
     if candidates not in CANDIDATE_SETS:
         raise MedlamaInputError(f"unknown candidate set {candidates!r}; choose from {list(CANDIDATE_SETS)}")
+    if rule not in CANDIDATE_RULES:
+        raise MedlamaInputError(f"unknown candidate rule {rule!r}; choose from {list(CANDIDATE_RULES)}")
     data = load_config(data_dir, config, split)
     if "answers" not in data.column_names or "query" not in data.column_names:
         raise MedlamaInputError(f"config {config!r} is not BioLAMA (no 'query' and 'answers' columns)", file=data_dir)
     groups = [group_of(s, r) for s, r in zip(data["source"], data["relation"])]
+    per_group: dict[str, set[str]] = {}
+    for group, subject, labels, answers in zip(groups, data["sub_label"], data["obj_labels"], data["answers"]):
+        per_group.setdefault(group, set()).update([subject, *labels, *(answers if candidates != "labels" else ())])
     name = f"biolama {config}/{split}"
     if relations:
         known = sorted(set(groups))
@@ -67,16 +78,26 @@ def load_biolama_queries(data: str | Path | DataFolder, config: str = "all", *, 
         data = data.select(keep)
         groups = [groups[i] for i in keep]
         name += f"[{','.join(relations)}]"
-    names: set[str] = set(data["sub_label"])
-    for labels in data["obj_labels"]:
-        names.update(labels)
-    if candidates == "labels+aliases":
-        for answers in data["answers"]:
-            names.update(answers)
+    evaluated = sorted(set(groups)) if rule != "config" else sorted(per_group)
+    names = sorted(set().union(*(per_group[g] for g in evaluated)))
+    pools = {g: sorted(per_group[g]) for g in evaluated} if rule == "relation" else None
     info = {"dataset": "biolama", "config": config, "split": split,
             "relations": list(relations) if relations else "all", **folder.info}
     return QuerySet(ids=list(data["id"]), relations=groups, texts=list(data["query"]),
-                    gold=[list(g) for g in data["answers"]], candidates=sorted(names), name=name, info=info)
+                    gold=[list(g) for g in data["answers"]], candidates=names, name=name, info=info,
+                    rule=rule, pools=pools)
+
+
+def load_biolama_source(source) -> QuerySet:
+    """BioLAMA's loader (:data:`~medlama.probers.benchmarks.BIOLAMA`) for a
+    :class:`~medlama.probers.queries.QuerySource`."""
+    from medlama.probers.queries import CONFIGS, resolve_data
+
+    if source.prompt_column != "query_human":
+        raise MedlamaInputError("--prompt-column is a MedLAMA option; BioLAMA queries use its manual prompts")
+    return load_biolama_queries(resolve_data(source), source.config or CONFIGS["biolama"][0], split=source.split,
+                                relations=list(source.relations) if source.relations else None,
+                                rule=source.candidates)
 
 
 def by_source(metrics: Mapping, ks: Sequence[int] = BIOLAMA_KS) -> dict[str, dict]:

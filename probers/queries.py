@@ -13,6 +13,7 @@ from medlama.datasets.folders import DataFolder, folder_configs, identity, load_
 from medlama.defaults import MASK_PLACEHOLDER
 from medlama.errors import MedlamaInputError
 from medlama.probers.arguments import check_query_rows, check_relations, check_release_relations, relation_names
+from medlama.probers.benchmarks import BENCHMARKS, CANDIDATE_RULES, benchmark
 from medlama.settings import check, setting
 
 PROMPT_COLUMNS = ("query_human", "query_default")
@@ -34,6 +35,11 @@ class QuerySet:
     #: What identifies the data (dataset, config, relations, release commit or Hub revision, content hash):
     #: the ``data`` block of a result's provenance. Never a local path.
     info: dict = field(default_factory=dict, compare=False)
+    #: How the candidates were chosen (:data:`~medlama.probers.benchmarks.CANDIDATE_RULES`).
+    rule: str = "evaluated"
+    #: Rule ``relation``: each relation's own pool (``candidates`` is then their union); probers rank each
+    #: relation's queries against its pool (:func:`medlama.probers.base.rank_by_pool`).
+    pools: dict[str, list[str]] | None = None
 
     def __post_init__(self) -> None:
         sizes = {len(self.ids), len(self.relations), len(self.texts), len(self.gold)}
@@ -55,7 +61,16 @@ class QuerySet:
         pick = list(indices)
         return QuerySet([self.ids[i] for i in pick], [self.relations[i] for i in pick],
                         [self.texts[i] for i in pick], [self.gold[i] for i in pick], self.candidates,
-                        name or self.name, {**self.info, "subset": len(pick)} if self.info else {})
+                        name or self.name, {**self.info, "subset": len(pick)} if self.info else {},
+                        self.rule, self.pools)
+
+    def pool_record(self) -> dict:
+        """The candidate pool as a result records it: rule, size and SHA-256 of the sorted names
+        (:func:`~medlama.probers.benchmarks.pool_record`)."""
+        from medlama.probers.benchmarks import pool_record
+
+        pools = None if self.pools is None else {r: p for r, p in self.pools.items() if r in set(self.relations)}
+        return pool_record(self.rule, self.candidates, pools)
 
     def limit_per_relation(self, limit: int) -> "QuerySet":
         """The first ``limit`` queries of each relation, in query order, with the same candidates (a quick
@@ -73,49 +88,86 @@ class QuerySet:
             return self
         subset = self.subset(pick, name=f"{self.name}[first {limit} per relation]")
         return QuerySet(subset.ids, subset.relations, subset.texts, subset.gold, subset.candidates, subset.name,
-                        {**self.info, "limit_per_relation": limit} if self.info else {})
+                        {**self.info, "limit_per_relation": limit} if self.info else {}, self.rule, self.pools)
+
+
+def check_rule(rule: str) -> None:
+    """Refuse a candidate rule that is not one of :data:`~medlama.probers.benchmarks.CANDIDATE_RULES`."""
+    if rule not in CANDIDATE_RULES:
+        raise MedlamaInputError(f"unknown candidate rule {rule!r}; choose from {list(CANDIDATE_RULES)}")
+
+
+def medlama_pools(folder: Path, set_name: str, relations: Sequence[str], rule: str, *, whole: bool
+                  ) -> tuple[list[str], dict[str, list[str]] | None]:
+    """``(candidates, per-relation pools or None)`` of MedLAMA ``set_name`` (``hard``, ``full``) of ``folder`` for
+    the evaluated ``relations`` under ``rule``; ``whole``: they are all the config's relations. The pools are
+    the folder's ``candidates_<set>[_<relation>]`` configs, whatever rows are probed (a subset, a shuffle, the
+    first N of each relation)."""
+    check_rule(rule)
+    if rule == "config" or (rule == "evaluated" and whole):
+        return list(load_config(folder, f"candidates_{set_name}", "test")["name"]), None
+    pools = {rel: list(load_config(folder, f"candidates_{set_name}_{rel}", "test")["name"]) for rel in relations}
+    union = sorted(set().union(*pools.values()))
+    return union, (pools if rule == "relation" else None)
 
 
 def load_medlama_queries(data: str | Path | DataFolder, config: str = "hard", *,
-                         relations: Sequence[str] | None = None, prompt_column: str = "query_human") -> QuerySet:
+                         relations: Sequence[str] | None = None, prompt_column: str = "query_human",
+                         candidates: str = "evaluated") -> QuerySet:
     """Queries of MedLAMA for ``config`` (``hard`` or ``full``) from ``data``: a built folder (``medlama build
     medlama``), a ``push-dataset`` dry run or a Hub dataset id (:func:`~medlama.datasets.folders.resolve_folder`).
 
-    The candidate set is the config's exported one (all answer and head names of the evaluated
-    relations), as the reference probe builds it; a relation subset gets the union of its relations'.
+    The candidate set follows the rule ``candidates`` (:data:`~medlama.probers.benchmarks.CANDIDATE_RULES`):
+    ``evaluated`` (default) is the config's exported one (all answer and head names of the evaluated
+    relations), as the reference probe builds it, and a relation subset gets the union of its relations';
+    ``relation`` ranks each relation against its own; ``config`` against the config's whole pool.
     """
     folder = data if isinstance(data, DataFolder) else resolve_folder(data, dataset="medlama")
     if prompt_column not in PROMPT_COLUMNS:
         raise MedlamaInputError(f"unknown prompt column {prompt_column!r}; choose from {list(PROMPT_COLUMNS)}")
+    check_rule(candidates)
     rows = load_config(folder.path, config, "test")
+    known = sorted(set(rows["relation"]))
     relations = relation_names(relations)
     if relations:
         check_relations(relations, rows["relation"], file=folder.path)
         rows = rows.filter(lambda batch: [r in set(relations) for r in batch["relation"]], batched=True)
-        names: set[str] = set()
-        for rel in relations:
-            names.update(load_config(folder.path, f"candidates_{config}_{rel}", "test")["name"])
-        candidates = sorted(names)
         name = f"{config}[{','.join(relations)}]"
     else:
-        candidates = list(load_config(folder.path, f"candidates_{config}", "test")["name"])
         name = config
+    names, pools = medlama_pools(folder.path, config, list(relations) if relations else known, candidates,
+                                 whole=not relations)
     info = {"dataset": "medlama", "config": config, "relations": list(relations) if relations else "all",
             **folder.info}
     return QuerySet(ids=list(rows["id"]), relations=list(rows["relation"]), texts=list(rows[prompt_column]),
-                    gold=[list(g) for g in rows["answer_names"]], candidates=candidates, name=name, info=info)
+                    gold=[list(g) for g in rows["answer_names"]], candidates=names, name=name, info=info,
+                    rule=candidates, pools=pools)
+
+
+def _whole(data) -> bool:
+    """Whether ``data`` holds every row of the split it was loaded as (no selection, shuffle or filter)."""
+    splits = getattr(data.info, "splits", None) or {}
+    return getattr(data, "_indices", None) is None and any(
+        getattr(split, "num_examples", None) == len(data) for split in splits.values())
 
 
 def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt_column: str = "query_human",
-                         name: str = "dataset") -> QuerySet:
+                         name: str = "dataset", candidates: str = "evaluated") -> QuerySet:
     """Queries of an already loaded MedLAMA ``datasets.Dataset`` (or a ``DatasetDict`` with one split, or a
-    ``test`` split), e.g. ``load_dataset("<folder or Hub id>", "hard")``.
+    ``test`` split), e.g. ``medlama.load_medlama("hard")`` or any selection, shuffle or filter of it.
 
-    The candidates are the answer and head names of the rows probed, sorted: the rule by which the built
-    ``candidates_<config>[_<relation>]`` configs are made, so the scores equal those of the folder.
+    The candidates are the pool the rule ``candidates`` gives for the config the rows come from, never the
+    rows' own names: a Dataset loaded by medlama (:func:`~medlama.datasets.folders.load_config`) knows its
+    folder and config, and the pools are read from there, so 20 rows are ranked against what they would
+    be in a whole run. A Dataset loaded otherwise (``load_dataset("you/medlama", "hard")``) gives its pools
+    only while it holds the whole split (they are then the answer and head names of its rows, the rule by
+    which the built ``candidates_<config>[_<relation>]`` configs are made); a part of one is refused.
     """
     from datasets import DatasetDict
 
+    from medlama.datasets.folders import loaded_from
+
+    check_rule(candidates)
     if isinstance(data, DatasetDict):
         if "test" not in data and len(data) != 1:
             raise MedlamaInputError(f"a DatasetDict with splits {sorted(data)}: give the split to probe "
@@ -126,25 +178,48 @@ def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt
         raise MedlamaInputError(f"not MedLAMA queries: the dataset has no column(s) {sorted(missing)}")
     check_query_rows(data, prompt_column)
     relations = relation_names(relations)
+    source = loaded_from(data)
+    if source is None and not _whole(data):
+        raise MedlamaInputError(
+            "this Dataset is a part (a selection, shuffle or filter) of a MedLAMA split that was not loaded by "
+            "medlama, so the candidate pool of its config cannot be known, and ranking against its own rows' "
+            "names would inflate acc@k; load the config with medlama.load_medlama(config, data=FOLDER or Hub id) "
+            "and take the part of that, pass the whole split, or pass a QuerySet whose candidates are the pool")
+    whole_rows = data
     if relations:
         check_relations(relations, data.unique("relation"))
         wanted = set(relations)
         data = data.filter(lambda batch: [r in wanted for r in batch["relation"]], batched=True)
         name = f"{name}[{','.join(relations)}]"
-    names = set(data["head_name"])
-    for answers in data["answer_names"]:
-        names.update(answers)
+    present = sorted(set(data["relation"]))
+    if source is not None:
+        folder, config = source
+        set_name, _ = medlama_config(config)  # hard_may_treat's pools are hard's
+        # The union of the present relations' pools (with every relation present, the config's pool itself).
+        names, pools = medlama_pools(folder, set_name, present, candidates, whole=False)
+    else:
+        names, pools = _row_pools(whole_rows if candidates == "config" else data, candidates)
     info = {"dataset": "medlama", "config": name, "relations": list(relations) if relations else "all",
             "fingerprint": getattr(data, "_fingerprint", None)}
     return QuerySet(ids=list(data["id"]), relations=list(data["relation"]), texts=list(data[prompt_column]),
-                    gold=[list(g) for g in data["answer_names"]], candidates=sorted(names), name=name, info=info)
+                    gold=[list(g) for g in data["answer_names"]], candidates=names, name=name, info=info,
+                    rule=candidates, pools=pools)
+
+
+def _row_pools(rows, rule: str) -> tuple[list[str], dict[str, list[str]] | None]:
+    """Pools from whole rows: head and answer names, per relation for the ``relation`` rule."""
+    per: dict[str, set[str]] = {}
+    for relation, head, answers in zip(rows["relation"], rows["head_name"], rows["answer_names"]):
+        per.setdefault(relation, set()).update([head, *answers])
+    names = sorted(set().union(*per.values())) if per else []
+    return names, ({r: sorted(p) for r, p in per.items()} if rule == "relation" else None)
 
 
 # -- which queries to probe: the dataset, its built folder, config, split and relations ------------------
 
-DATASETS = ("medlama", "biolama")
+DATASETS = tuple(BENCHMARKS)
 #: Query sets each dataset offers (and one per relation: MedLAMA ``hard_<relation>``, BioLAMA ``<source>_<PID>``).
-CONFIGS = {"medlama": ("hard", "full"), "biolama": ("all", "ctd", "umls", "wikidata")}
+CONFIGS = {name: bench.configs for name, bench in BENCHMARKS.items()}
 
 
 @dataclass(frozen=True)
@@ -167,6 +242,11 @@ class QuerySource:
     relations: tuple[str, ...] | None = setting(None, help="probe only these relations (none: all)", metavar="REL")
     prompt_column: str = setting("query_human", choices=PROMPT_COLUMNS,
                                  help="MedLAMA: which prompt builds the query (the human prompt, as the reference)")
+    candidates: str = setting("evaluated", choices=CANDIDATE_RULES,
+                              help="the candidate pool each query is ranked against: evaluated, the union of the "
+                                   "probed relations' pools (the reference's rule: a relation's score depends on "
+                                   "what else is probed); relation, each relation's own pool (its score is the "
+                                   "same whatever else runs); config, the config's whole pool")
 
     def __post_init__(self) -> None:
         check(self)
@@ -178,14 +258,7 @@ def resolve_data(source: QuerySource) -> DataFolder:
     else a folder built once into the cache from the release."""
     if source.data is not None:
         return resolve_folder(source.data, dataset=source.dataset)
-    if source.dataset == "biolama":
-        from medlama.datasets.biolama import cached_build as cached_biolama
-
-        folder = cached_biolama(source.source)
-    else:
-        from medlama.datasets.medlama import cached_build
-
-        folder = cached_build(source.source)
+    folder = benchmark(source.dataset).cached_build(source.source)
     return DataFolder(folder, identity(folder, "build", source.dataset))
 
 
@@ -212,35 +285,39 @@ def _check_medlama_config(folder: DataFolder, config: str) -> None:
 
 
 def load_queries(source: QuerySource) -> QuerySet:
-    """The :class:`QuerySet` that ``source`` describes."""
-    config = source.config or CONFIGS[source.dataset][0]
-    relations = list(source.relations) if source.relations else None
-    if source.dataset == "biolama":
-        from medlama.probers.biolama_queries import load_biolama_queries
+    """The :class:`QuerySet` that ``source`` describes, loaded as its benchmark declares
+    (:attr:`~medlama.probers.benchmarks.Benchmark.load`)."""
+    return benchmark(source.dataset).load(source)
 
-        if source.prompt_column != "query_human":
-            raise MedlamaInputError("--prompt-column is a MedLAMA option; BioLAMA queries use its manual prompts")
-        return load_biolama_queries(resolve_data(source), config, split=source.split, relations=relations)
-    set_name, relations = medlama_config(config, relations)
+
+def load_medlama_source(source: QuerySource) -> QuerySet:
+    """MedLAMA's loader (:data:`~medlama.probers.benchmarks.MEDLAMA`): config, relations and pool of ``source``."""
+    config = source.config or CONFIGS["medlama"][0]
+    set_name, relations = medlama_config(config, list(source.relations) if source.relations else None)
     if source.split != "test":
         raise MedlamaInputError("MedLAMA has one split, test")
     folder = resolve_data(source)
     _check_medlama_config(folder, config)
-    return load_medlama_queries(folder, set_name, relations=relations, prompt_column=source.prompt_column)
+    return load_medlama_queries(folder, set_name, relations=relations, prompt_column=source.prompt_column,
+                                candidates=source.candidates)
 
 
 def queries_from(data=None, *, dataset: str = "medlama", config: str | None = None,
-                 relations: Sequence[str] | None = None) -> QuerySet:
+                 relations: Sequence[str] | None = None, candidates: str = "evaluated") -> QuerySet:
     """The :class:`QuerySet` that ``data`` names, for the Python API and the evaluator.
 
     ``data``: ``None`` (the build kept in the cache), a built folder, a ``push-dataset`` dry run or a Hub
     dataset id (``you/medlama``, ``you/medlama@REVISION``), all read by :func:`load_queries` exactly as
     ``medlama probe --data`` reads them (so the Hub commit goes into :attr:`QuerySet.info`); a loaded
     MedLAMA ``datasets.Dataset`` / ``DatasetDict`` (:func:`queries_from_dataset`); or a ``QuerySet``
-    (``relations`` picks from it).
+    (``relations`` picks from it; its candidates are its own). ``candidates``: the pool rule
+    (:attr:`QuerySource.candidates`).
     """
     relations = relation_names(relations)
     if isinstance(data, QuerySet):
+        if candidates != "evaluated" and candidates != data.rule:
+            raise MedlamaInputError(f"a QuerySet carries its own candidate pool (rule {data.rule!r}); load it with "
+                                    f"candidates={candidates!r} instead of asking for that rule here")
         if not relations:
             return data
         check_relations(relations, data.relations)
@@ -250,11 +327,11 @@ def queries_from(data=None, *, dataset: str = "medlama", config: str | None = No
     if data is None or isinstance(data, (str, Path)):
         folder = None if data is None else Path(data).expanduser()
         return load_queries(QuerySource(dataset=dataset, data=folder, config=config,
-                                        relations=tuple(relations) if relations else None))
+                                        relations=tuple(relations) if relations else None, candidates=candidates))
     if hasattr(data, "column_names"):  # a datasets.Dataset or DatasetDict
         if dataset != "medlama":
             raise MedlamaInputError("a loaded Dataset is read as MedLAMA queries; give BioLAMA as a built folder "
                                     "or a Hub dataset id")
-        return queries_from_dataset(data, relations=relations, name=config or "dataset")
+        return queries_from_dataset(data, relations=relations, name=config or "dataset", candidates=candidates)
     raise MedlamaInputError("data must be a built folder, a Hub dataset id, a Dataset/DatasetDict or a QuerySet, "
                             f"not {type(data).__name__}")

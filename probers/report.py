@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from medlama.display import print_table
-from medlama.probers.base import (DEFAULT_KS, PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, score, write_predictions,
-                                  write_results)
+from medlama.probers.base import (DEFAULT_KS, PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, _acc_at_k_module,
+                                  write_predictions, write_results)
 from medlama.probers.queries import QuerySet
 
 #: Answer-length bins in characters (figure 3): [0, 10), [10, 20), ... and 60 or more.
@@ -42,17 +42,11 @@ def print_per_relation(results: Sequence[ProbeResult], k_values: Sequence[int] =
 
 def scoring_plan(dataset: str = "medlama", ks: Sequence[int] | None = None,
                  match: str | None = None) -> tuple[tuple[int, ...], tuple[int, ...], str]:
-    """``(cut-offs to report, cut-offs to score, matching)`` of a probe of ``dataset``: the given ``ks`` (else
-    the dataset's: MedLAMA 1, 5, 10; BioLAMA 1, 5), always scoring acc@1/5/10 too (tables and plots read them),
-    and the dataset's matching unless ``match`` is given. The one rule of the CLI and the Python API."""
-    from medlama.errors import MedlamaInputError
-    from medlama.probers.biolama_queries import BIOLAMA_KS, BIOLAMA_MATCH
+    """``(cut-offs to report, cut-offs to score, matching)`` of a probe of ``dataset``: its declaration's
+    :meth:`~medlama.probers.benchmarks.Benchmark.scoring_plan`."""
+    from medlama.probers.benchmarks import benchmark
 
-    biolama = dataset == "biolama"
-    report = tuple(sorted(set(ks))) if ks else (BIOLAMA_KS if biolama else DEFAULT_KS)
-    if report[0] < 1:
-        raise MedlamaInputError(f"every ks value must be >= 1, got {list(report)}")
-    return report, tuple(sorted(set(report) | set(DEFAULT_KS))), match or (BIOLAMA_MATCH if biolama else "exact")
+    return benchmark(dataset).scoring_plan(ks, match)
 
 
 def write_probe_results(out: str | Path, results: Sequence[ProbeResult], *,
@@ -91,14 +85,16 @@ def length_bin(gold: Sequence[str]) -> str:
     return f"{LENGTH_EDGES[-1]}+"
 
 
-def acc_by_answer_length(result: ProbeResult, queries: QuerySet) -> dict:
+def acc_by_answer_length(result: ProbeResult, queries: QuerySet | None = None) -> dict:
     """acc@k per answer-length bin, through the metric module with the bins as groups.
 
-    The bins are scored with the run's own matching mode and cut-offs (``result.metrics``).
+    The bins are scored with the run's own matching mode and cut-offs (``result.metrics``); the gold answers
+    are the result's own (or ``queries``', the same ones).
     """
-    binned = QuerySet(ids=queries.ids, relations=[length_bin(g) for g in queries.gold], texts=queries.texts,
-                      gold=queries.gold, candidates=queries.candidates, name=queries.name)
-    return score(binned, result.predictions, ks=result.metrics["k"], match=result.metrics["match"])["groups"]
+    gold = queries.gold if queries is not None else result.gold
+    return _acc_at_k_module().compute(predictions=result.predictions, references=gold,
+                                      groups=[length_bin(g) for g in gold], k=list(result.metrics["k"]),
+                                      match=result.metrics["match"])["groups"]
 
 
 def _figure(width: float = 9, height: float = 4.5):
@@ -141,7 +137,8 @@ def plot_relations(results: Sequence[ProbeResult], path: str | Path, k: int = 10
     return save_figure(fig, Path(path))
 
 
-def plot_answer_length(results: Sequence[ProbeResult], queries: QuerySet, path: str | Path, k: int = 10) -> Path:
+def plot_answer_length(results: Sequence[ProbeResult], queries: QuerySet | None, path: str | Path,
+                       k: int = 10) -> Path:
     """Figure 3: acc@k per answer length in characters."""
     fig, ax = _figure()
     k = k if all(k in r.metrics["k"] for r in results) else max(results[0].metrics["k"])

@@ -26,7 +26,9 @@ def test_readme_python_api_example(medlama_dir, tmp_path, monkeypatch, capsys):
     printed = capsys.readouterr().out
     assert re.search(r"hard\[may_treat\]\[first 200 per relation\]: acc@10 = \d+\.\d\d% \(95% CI \d+\.\d\d-\d+\.\d\d, 200 queries\)", printed)
     assert "hit@10" in printed
-    results = json.loads((tmp_path / "out/api-may_treat/results.json").read_text())
+    runs = json.loads((tmp_path / "out/api-may_treat/results.json").read_text())
+    assert len(runs) == 1  # the layout of `medlama probe --out`: a list of runs
+    results = runs[0]
     assert results["metrics"]["num_queries"] == 200
     low, high = results["intervals"]["acc@10"]
     assert low <= results["metrics"]["acc@10"] <= high

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from medlama.errors import MedlamaInputError
+from medlama.probers.benchmarks import CONTEXT_VARIANCE
 from medlama.settings import check, setting
 from medlama.ucm.rankers import ContextRanker
 from medlama.ucm.records import rank_sequences, sequence_records
@@ -25,7 +26,7 @@ from medlama.ucm.report import print_tables, write_outputs
 from medlama.ucm.scores import ModelResult, accuracy, by_context, share_intervals, ucm, ucm_k_macro
 from medlama.ucm.sets import ContextSets, load_sets
 
-DEFAULT_KS = (1, 5)
+DEFAULT_KS = CONTEXT_VARIANCE.ks  # the benchmark's declaration (medlama.probers.benchmarks)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ imports the heavy libraries (torch, transformers, datasets) only when called.
 >>> result = medlama.probe(relations=["may_treat"], limit=50)      # the bundled encoder, MedLAMA hard
 >>> result.acc(10), result.acc_ci(10)                              # acc@10 and its 95% bootstrap interval
 >>> result.to_pandas().head()                                      # one row per query
->>> result.save("out/may_treat")                                   # results.json + predictions.jsonl
+>>> result.save("out/may_treat")                                   # as `medlama probe --out` writes it
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
           preset: str | None = None, relations: Sequence[str] | None = None, dataset: str = "medlama",
           settings: Mapping[str, Any] | Any = None, device: str | None = None, limit: int | None = None,
           top_k: int = 10, ks: Sequence[int] | None = None, match: str | None = None, tokenizer: Any = None,
-          label: str | None = None):
+          label: str | None = None, candidates: str = "evaluated", checkpoints: bool = False):
     """Probe ``model`` on MedLAMA (or BioLAMA) as ``medlama probe`` does; returns a
     :class:`~medlama.probers.base.ProbeResult` (``acc(k)``, ``acc_ci(k)``, ``intervals``, ``per_relation()``,
     ``to_pandas()``, ``save(folder)``).
@@ -90,6 +90,14 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       ``settings``: fields that replace the preset's (e.g. ``{"pooling": "mean"}``) or the method's settings
       dataclass.
     * ``limit``: probe only the first ``limit`` queries of each relation (the candidates stay the whole set's).
+    * ``candidates``: the pool each query is ranked against, as ``medlama probe --candidates``: ``evaluated``
+      (the union of the probed relations' pools, the reference's rule), ``relation`` (each relation's own:
+      its score does not depend on what else is probed) or ``config`` (the config's whole pool). A part of a
+      loaded Dataset (``load_medlama(...).select(...)``) is ranked against its config's pools, never its rows'.
+      The result records the rule, the pool's size and its SHA-256 (``result.data["candidates"]``).
+    * ``checkpoints``: also probe every ``checkpoint-N`` folder of ``model`` (checked before anything runs);
+      with it, or with ``settings={"layers": [...]}``, a list of results is returned, one per row of
+      ``medlama probe``'s table.
     * ``ks``: cut-offs to score (default 1, 5, 10; BioLAMA 1, 5; acc@1/5/10 are always scored too); ``match``: ``exact`` (MedLAMA) or
       ``normalized`` (BioLAMA's default). ``top_k``: predictions kept per query. ``device``: ``cpu``,
       ``cuda``, ``cuda:N`` or ``mps`` (default: CUDA when there is one).
@@ -103,11 +111,10 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     ks = tuple(ks) if isinstance(ks, range) else ks
     device = ProbeArguments(ks=ks, top_k=top_k, match=match, limit=limit, device=device).device
     relations = relation_names(relations)
-    from medlama.probers.base import probe as run_probe
-    from medlama.probers.queries import queries_from
-    from medlama.probers.report import scoring_plan
-    from medlama.probers.registry import METHODS, make_prober, method_name, settings_for
-    from medlama.probers.retrieval import RetrievalProber
+    from medlama.probers.benchmarks import benchmark
+    from medlama.probers.queries import check_rule, queries_from
+    from medlama.probers.registry import METHODS, method_name, settings_for
+    from medlama.probers import workflow
 
     name = method_name(method)
     if settings is None or isinstance(settings, Mapping):
@@ -115,22 +122,31 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     elif not isinstance(settings, METHODS[name].settings):
         raise MedlamaInputError(f"{name} takes {METHODS[name].settings.__name__} settings, not "
                                 f"{type(settings).__name__}")
-    _, scored, match = scoring_plan(dataset, ks, match)
-    queries = queries_from(data, dataset=dataset, config=config, relations=relations)
-    queries = queries.limit_per_relation(limit) if limit is not None else queries
-    if model is not None and not isinstance(model, (str, Path)):  # a loaded object (the encoder checks which)
-        if name != "retrieval":
-            raise MedlamaInputError(f"a loaded model object is probed by retrieval only; give {name} a model "
-                                    "folder or Hub id")
-        prober = RetrievalProber(model, settings, device=device, tokenizer=tokenizer)
-    else:
+    bench = benchmark(dataset)
+    report_ks, scored, match = bench.scoring_plan(ks, match)
+    check_rule(candidates)
+    loaded = model is not None and not isinstance(model, (str, Path))
+    if loaded and name != "retrieval":  # a loaded object (the encoder checks which)
+        raise MedlamaInputError(f"a loaded model object is probed by retrieval only; give {name} a model "
+                                "folder or Hub id")
+    if model is None:
         from medlama.defaults import default_model_path
 
-        prober = make_prober(name, str(default_model_path()) if model is None else model, settings, device=device)
+        model = str(default_model_path())
+        label = "bundled" if label is None else label
+    runs = workflow.model_runs([name], [label or "model"], [model], {name: settings}, tokenizer=tokenizer)
+    checkpoint_runs = workflow.checkpoint_folders(runs) if checkpoints else None  # before any probing
+    queries = queries_from(data, dataset=dataset, config=config, relations=relations, candidates=candidates)
+    queries = queries.limit_per_relation(limit) if limit is not None else queries
+    prober = runs[0].prober(device)
     if label is None:
-        label = "bundled" if model is None else Path(str(model)).name if isinstance(model, (str, Path)) else \
-            Path(str(prober.settings().get("model", name))).name
-    return run_probe(prober, queries, label=str(label), top_k=max(top_k, max(scored)), ks=scored, match=match)
+        label = Path(str(model)).name if not loaded else Path(str(prober.settings().get("model", name))).name
+    run = workflow.ModelRun(str(label), name, model, settings, tokenizer)
+    outcome = workflow.probe_models(queries, [run], scored=scored, match=match, top_k=top_k, device=device,
+                                    checkpoints={run.label: checkpoint_runs[runs[0].label]} if checkpoints else None,
+                                    probers={run.label: prober})
+    workflow.aggregate(outcome.results, bench, report_ks)
+    return outcome.results[0] if len(outcome.results) == 1 else outcome.results
 
 
 def rewire(corpus: Any, out: str | Path, model: str | Path | None = None, *, preset: str = "demo",

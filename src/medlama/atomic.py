@@ -30,13 +30,14 @@ one output folder at once, and a command replaces only what it wrote.
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import json
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from medlama.errors import MedlamaInputError
@@ -337,3 +338,31 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+# ----------------------------------------------------------------------------------- finished runs
+def check_finished(out: str | Path, *, marker: str, kind: str, overwrite: bool,
+                   hint: str = "give --overwrite to replace them, or choose another --out",
+                   reads: Iterable = ()) -> None:
+    """Refuse ``out`` if another command's (or no command's) files are there (:func:`check_replaceable`), or a
+    finished run's (its ``marker`` is there) without ``overwrite``, or if it is (or holds) the current directory
+    or something in ``reads``, what the run reads; ``hint`` says how to proceed (the CLI's flags, or the Python
+    API's keywords)."""
+    check_replaceable(out, marker=marker, kind=kind, reads=reads)
+    if (Path(out) / marker).is_file() and not overwrite:
+        raise MedlamaInputError(f"the output folder holds the results of an earlier run; {hint} (nothing was "
+                                "changed)", file=Path(out).resolve())
+
+
+@contextlib.contextmanager
+def claimed_output(out: str | Path, *, marker: str, kind: str, overwrite: bool,
+                   hint: str = "give --overwrite to replace them, or choose another --out",
+                   reads: Iterable = ()) -> Iterator[None]:
+    """Hold ``out``'s lock for the block, after :func:`check_finished` (so before any work). Used by every
+    writer of a run's results, the commands' and the Python API's alike."""
+    check = functools.partial(check_finished, out, marker=marker, kind=kind, overwrite=overwrite, hint=hint,
+                              reads=reads)
+    check()  # a refusal creates nothing, not even the lock
+    with lock_directory(out):
+        check()  # again, now that no one else writes it
+        yield

@@ -82,7 +82,9 @@ def test_result_intervals_tables_and_files(tiny, reference, tmp_path):
     table = reference.to_pandas("relation")
     assert table.loc[RELATION, "queries"] == 158 and table.loc[RELATION, "acc@10"] == reference.acc(10)
     reference.save(tmp_path / "run")
-    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    runs = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert isinstance(runs, list) and len(runs) == 1  # the layout of `medlama probe --out`
+    results = runs[0]
     assert "queries" not in results and results["metrics"] == reference.metrics
     assert results["per_relation"] == reference.per_relation()
     provenance = results["provenance"]

@@ -123,7 +123,7 @@ def test_python_api_probes_a_hub_dataset_as_the_cli(hub, pushed, medlama_dir, ma
     local = medlama.probe(model, medlama_dir, relations=[RELATION], limit=20)
     assert remote.ids == local.ids and remote.predictions == local.predictions and len(remote.ids) == 20
     assert (remote.data["kind"], remote.data["id"], remote.data["revision"]) == ("hub", "someone/medlama", COMMIT)
-    provenance = json.loads((remote.save(tmp_path / "run") / "results.json").read_text())["provenance"]
+    provenance = json.loads((remote.save(tmp_path / "run") / "results.json").read_text())[0]["provenance"]
     assert provenance["data"]["revision"] == COMMIT and provenance["data"]["release_commit"]
     rows = medlama.load_medlama("hard", data="someone/medlama", relations=[RELATION])
     assert hub[-1] == ("someone/medlama", "dataset", None)

@@ -80,24 +80,18 @@ def check_device(device: str | None) -> None:
 def check_output(out: Path, *, kind: str, overwrite: bool, reads: list = ()) -> None:
     """Refuse ``out`` if another command's (or no command's) files are there, or a finished run's without
     ``overwrite``, or if it is (or holds) the current directory or something in ``reads``, what the run
-    reads; see :func:`medlama.atomic.check_replaceable`."""
-    from medlama.atomic import check_replaceable
+    reads; see :func:`medlama.atomic.check_finished`."""
+    from medlama.atomic import check_finished
 
-    check_replaceable(out, marker=RESULTS, kind=kind, reads=reads)
-    if (Path(out) / RESULTS).is_file() and not overwrite:
-        raise MedlamaInputError(f"the output folder holds the results of an earlier run; give --overwrite to replace "
-                                f"them, or choose another --out (nothing was changed)", file=Path(out).resolve())
+    check_finished(out, marker=RESULTS, kind=kind, overwrite=overwrite, reads=reads)
 
 
-@contextlib.contextmanager
-def claimed_output(out: Path, *, kind: str, overwrite: bool, reads: list = ()) -> Iterator[None]:
-    """Hold ``out``'s lock for the block, after :func:`check_output` (so before any work)."""
-    from medlama.atomic import lock_directory
+def claimed_output(out: Path, *, kind: str, overwrite: bool, reads: list = ()):
+    """Hold ``out``'s lock for the block, after :func:`check_output` (so before any work):
+    :func:`medlama.atomic.claimed_output` with the commands' marker, ``results.json``."""
+    from medlama.atomic import claimed_output as claimed
 
-    check_output(out, kind=kind, overwrite=overwrite, reads=reads)  # a refusal creates nothing, not even the lock
-    with lock_directory(out):
-        check_output(out, kind=kind, overwrite=overwrite, reads=reads)  # again, now that no one else writes it
-        yield
+    return claimed(out, marker=RESULTS, kind=kind, overwrite=overwrite, reads=reads)
 
 
 def check_folder_output(out: Path, *, kind: str, overwrite: bool) -> None:

@@ -81,21 +81,21 @@ def load_queries(args: argparse.Namespace):
 
 
 def scoring(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...], str]:
-    """(cut-offs to report, cut-offs to score, matching) for the dataset (``probers.report.scoring_plan``)."""
-    from medlama.probers.report import scoring_plan
+    """(cut-offs to report, cut-offs to score, matching): the benchmark's declaration
+    (:meth:`~medlama.probers.benchmarks.Benchmark.scoring_plan`)."""
+    from medlama.probers.benchmarks import benchmark
 
-    return scoring_plan(query_source(args).dataset, args.ks, args.match)
+    return benchmark(query_source(args).dataset).scoring_plan(args.ks, args.match)
 
 
 def run(args: argparse.Namespace) -> int:
     from medlama.defaults import default_model_path
     from medlama.errors import MedlamaInputError
     from medlama.models import resolve_model
+    from medlama.probers.workflow import checkpoint_folders, model_runs, unique_labels
 
     models = args.model or [str(default_model_path())]
-    labels = args.label or (["bundled"] if not args.model else [Path(m).name or m for m in models])
-    if len(labels) != len(models):
-        raise MedlamaInputError(f"{len(labels)} --label values for {len(models)} --model values")
+    labels = unique_labels(models, args.label, bundled=not args.model and not args.label)
     # Before the queries: loading them may build MedLAMA first, minutes lost to a typo.
     methods = list(dict.fromkeys(current_names(args.method)))
     settings = method_settings(args, methods)
@@ -103,78 +103,36 @@ def run(args: argparse.Namespace) -> int:
     check_device(args.device)
     for model in models:
         resolve_model(model)  # a missing model folder is an error now, not after the queries are built
-    if args.checkpoints:  # before the first model is probed, not after
-        from medlama.trainers.checkpoints import list_checkpoints
-
-        for model in models:
-            if not list_checkpoints(model):
-                raise MedlamaInputError("no checkpoint-N folders to probe", file=model)
-    reads = [*models, *([args.data] if getattr(args, "data", None) else [])]
-    with claimed_output(args.out, kind="probe", overwrite=args.overwrite, reads=reads):
+    runs = model_runs(methods, labels, models, settings)
+    checkpoints = checkpoint_folders(runs) if args.checkpoints else None  # before any probing
+    with claimed_output(args.out, kind="probe", overwrite=args.overwrite, reads=reads_of(args)):
         with human_output(args):
-            _probe(args, methods, settings, labels, models)
+            _probe(args, runs, checkpoints)
     if args.json:
         print_results(args.out / "results.json")
     return 0
 
 
-def _probe(args: argparse.Namespace, methods: list[str], settings: dict, labels: list[str], models: list[str]
-           ) -> None:
-    """Probe, print the tables, and write OUT (replaced whole once everything is written)."""
-    from medlama.atomic import atomic_directory
-    from medlama.probers import report
-    from medlama.probers.base import probe, result_of
-    from medlama.probers.registry import make_prober
+def reads_of(args: argparse.Namespace) -> list[str]:
+    """What the probe reads (models and data), which its --out may not be, nor hold."""
+    return [*(args.model or []), *([args.data] if getattr(args, "data", None) else [])]
+
+
+def _probe(args: argparse.Namespace, runs: list, checkpoints: dict | None) -> None:
+    """Probe, print the tables, and write OUT (replaced whole once everything is written), by the workflow
+    ``medlama.probe`` runs too (:mod:`medlama.probers.workflow`)."""
+    from medlama.probers import workflow
+    from medlama.probers.benchmarks import benchmark
 
     queries = load_queries(args)
-    ks, scored, match = scoring(args)
-    top_k = max(scored)
-    print(f"{queries.name}: {len(queries):,} queries, {len(queries.candidates):,} candidates")
-    runs = [(method, label if len(methods) == 1 else f"{method}:{label}", model)
-            for method in methods for label, model in zip(labels, models)]
-    results, by_layer, by_step = [], {}, {}
-    for method, label, model in runs:
-        prober = make_prober(method, model, settings[method], device=args.device)
-        if isinstance(settings[method], RetrievalSettings) and settings[method].layers:
-            import time
-
-            start = time.perf_counter()
-            ranked = prober.rank_layers(queries, top_k)
-            seconds = time.perf_counter() - start
-            by_layer[label] = {}
-            for layer, predictions in ranked.items():
-                result = result_of(prober, queries, predictions, seconds, label=f"{label} L{layer}", ks=scored,
-                                   match=match, layer=layer)
-                by_layer[label][layer] = result
-                results.append(result)
-        else:
-            results.append(probe(prober, queries, label=label, top_k=top_k, ks=scored, match=match))
-        if args.checkpoints:
-            from medlama.trainers.checkpoints import checkpoint_step, list_checkpoints
-
-            steps = {checkpoint_step(path): path for path in list_checkpoints(model)}  # some: checked in run
-            by_step[label] = {step: probe(make_prober(method, path, settings[method], device=args.device), queries,
-                                          label=f"{label}@{step}", top_k=top_k, ks=scored, match=match)
-                              for step, path in steps.items()}
-            results += list(by_step[label].values())
-    report.print_summary(results, ks=ks)
-    if len(results) <= 4:
-        report.print_per_relation(results, k_values=tuple(dict.fromkeys((ks[0], ks[-1]))))
-    if query_source(args).dataset == "biolama":
-        from medlama.probers.biolama_queries import by_source, print_source_table
-
-        for result in results:
-            result.extra["by_source"] = by_source(result.metrics, ks)
-        print_source_table(results, ks)
-    with atomic_directory(args.out, marker="results.json", kind="probe",
-                          reads=[*models, *([args.data] if getattr(args, "data", None) else [])]) as out:
-        # results.json (scores, intervals, provenance) + predictions.jsonl
-        report.write_probe_results(out, results)
-        plots = [report.plot_relations(results[:4], out / "relations.png", k=ks[-1])]
-        if match == "exact":  # the answer-length figure rescores with exact matching
-            plots.append(report.plot_answer_length(results[:4], queries, out / "answer_length.png"))
-        if by_layer:
-            plots.append(report.plot_series(by_layer, out / "layers.png", "layer"))
-        if by_step:
-            plots.append(report.plot_series(by_step, out / "steps.png", "rewiring step"))
+    bench = benchmark(query_source(args).dataset)
+    ks, scored, match = bench.scoring_plan(args.ks, args.match)
+    print(workflow.describe_pool(queries))
+    outcome = workflow.probe_models(queries, runs, scored=scored, match=match, device=args.device,
+                                    checkpoints=checkpoints)
+    workflow.aggregate(outcome.results, bench, ks)
+    workflow.print_report(outcome, bench, ks)
+    plots = workflow.write_outputs(args.out, outcome.results, by_layer=outcome.by_layer, by_step=outcome.by_step,
+                                   overwrite=args.overwrite, reads=reads_of(args), hint="give --overwrite to replace them, or choose "
+                                   "another --out", k=ks[-1])
     print(f"wrote {args.out / 'results.json'} and {', '.join(p.name for p in plots)}")

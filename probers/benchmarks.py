@@ -1,0 +1,151 @@
+"""Each benchmark declared once: what decides its numbers, in one place.
+
+A :class:`Benchmark` names a benchmark's query configs, the column its prompts come from, what a candidate
+is, the cut-offs it reports, how answers match, what acc@k groups and macro-averages over, and the extra
+aggregation its paper reports (BioLAMA: macro acc@k per source). The loaders, the probe workflow
+(:mod:`medlama.probers.workflow`), the CLI and the Python API read these declarations instead of testing
+the dataset's name, so the CLI and ``medlama.probe`` cannot score one benchmark two ways.
+
+The candidate pool a retrieval prober ranks against is the second thing that moves a number: a relation's
+acc@k depends on which relations share its pool. :data:`CANDIDATE_RULES` spells the three rules out, and
+:func:`pool_record` is what a result records of its pool (rule, size, SHA-256 of the sorted names), so that
+two results can be checked for comparability.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from medlama.errors import MedlamaInputError
+
+#: The cut-offs every probe scores (tables and plots read them), whatever a benchmark reports.
+ALWAYS_SCORED = (1, 5, 10)
+
+#: How the candidate pool is chosen. ``evaluated`` (the reference probe's rule and the default): the union of
+#: the evaluated relations' pools, so a relation's score depends on what else is probed with it.
+#: ``relation``: each relation against its own pool, whatever else runs. ``config``: the config's whole pool.
+CANDIDATE_RULES = ("evaluated", "relation", "config")
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark's declaration (see the module docstring)."""
+
+    name: str
+    #: Query configs, the default first; per-relation configs are spelt :attr:`relation_configs`.
+    configs: tuple[str, ...]
+    relation_configs: str
+    #: Splits probed (the default first).
+    splits: tuple[str, ...]
+    #: Columns a query's prompt may come from (the default first).
+    prompt_columns: tuple[str, ...]
+    #: What a candidate is, in words (the loaders implement it; the card and ``--help`` quote it).
+    candidates: str
+    #: Cut-offs reported by default, and the answer matching.
+    ks: tuple[int, ...]
+    match: str
+    #: What a query's acc@k group (and so the macro average) is.
+    grouping: str
+    #: Extra aggregation the benchmark's paper reports, as ``(name, function of a result's metrics and the ks)``.
+    aggregation: tuple[str, Callable[[Mapping, Sequence[int]], dict]] | None = None
+    #: The loader: a :class:`~medlama.probers.queries.QuerySource` to its ``QuerySet`` (config, relations,
+    #: prompt column and candidate rule applied), and the build kept in the cache (from a release, or ``None``:
+    #: ``$..._SOURCE`` / the pinned download).
+    load: Callable[[Any], Any] | None = None
+    cached_build: Callable[[str | None], Path] | None = None
+
+    @property
+    def default_config(self) -> str:
+        return self.configs[0]
+
+    def scoring_plan(self, ks: Sequence[int] | None = None, match: str | None = None
+                     ) -> tuple[tuple[int, ...], tuple[int, ...], str]:
+        """``(cut-offs to report, cut-offs to score, matching)``: the given ``ks`` (else the benchmark's),
+        always scoring :data:`ALWAYS_SCORED` too, and the benchmark's matching unless ``match`` is given.
+        The one rule of the CLI and the Python API."""
+        report = tuple(sorted(set(ks))) if ks else self.ks
+        if report[0] < 1:
+            raise MedlamaInputError(f"every ks value must be >= 1, got {list(report)}")
+        return report, tuple(sorted(set(report) | set(ALWAYS_SCORED))), match or self.match
+
+
+def _by_source(metrics: Mapping, ks: Sequence[int]) -> dict:
+    from medlama.probers.biolama_queries import by_source
+
+    return by_source(metrics, ks)
+
+
+def _load_medlama(source):
+    from medlama.probers.queries import load_medlama_source
+
+    return load_medlama_source(source)
+
+
+def _load_biolama(source):
+    from medlama.probers.biolama_queries import load_biolama_source
+
+    return load_biolama_source(source)
+
+
+def _build_medlama(release: str | None) -> Path:
+    from medlama.datasets.medlama import cached_build
+
+    return cached_build(release)
+
+
+def _build_biolama(release: str | None) -> Path:
+    from medlama.datasets.biolama import cached_build
+
+    return cached_build(release)
+
+
+MEDLAMA = Benchmark(
+    name="medlama", configs=("hard", "full"), relation_configs="hard_<relation> / full_<relation>",
+    splits=("test",), prompt_columns=("query_human", "query_default"),
+    candidates="the head and answer names of the relations' rows (the folder's candidates_<config>_<relation>)",
+    ks=(1, 5, 10), match="exact", grouping="relation", load=_load_medlama, cached_build=_build_medlama)
+
+BIOLAMA = Benchmark(
+    name="biolama", configs=("all", "ctd", "umls", "wikidata"), relation_configs="<source>_<PID>",
+    splits=("test", "dev", "train"), prompt_columns=("query",),
+    candidates="the subject and object labels of the relations' rows in the probed split (aliases are gold "
+               "answers, not candidates)",
+    ks=(1, 5), match="normalized", grouping="<source>_<PID>", aggregation=("by_source", _by_source),
+    load=_load_biolama, cached_build=_build_biolama)
+
+#: Context variance is scored by :mod:`medlama.ucm` (UCM, and acc@k with and without context); its ranking
+#: is over each triple's own candidate entities.
+CONTEXT_VARIANCE = Benchmark(
+    name="context-variance", configs=("sets",), relation_configs="--relations", splits=("test",),
+    prompt_columns=("sequence",), candidates="each triple's candidate entities", ks=(1, 5), match="exact",
+    grouping="relation")
+
+#: The benchmarks ``medlama probe`` runs, by ``--dataset`` name.
+BENCHMARKS: dict[str, Benchmark] = {"medlama": MEDLAMA, "biolama": BIOLAMA}
+
+
+def benchmark(name: str) -> Benchmark:
+    """The declaration of ``name`` (``medlama`` or ``biolama``)."""
+    try:
+        return BENCHMARKS[name]
+    except KeyError:
+        raise MedlamaInputError(f"unknown dataset {name!r}; choose from {list(BENCHMARKS)}") from None
+
+
+def pool_hash(names: Sequence[str]) -> str:
+    """SHA-256 of the sorted, distinct candidate names (one per line, UTF-8): equal pools, equal hashes."""
+    return hashlib.sha256("\n".join(sorted(set(names))).encode("utf-8")).hexdigest()
+
+
+def pool_record(rule: str, candidates: Sequence[str], pools: Mapping[str, Sequence[str]] | None = None) -> dict:
+    """What a result records of its candidate pool: ``rule``, ``size`` and ``sha256`` of the pool (for the
+    ``relation`` rule, of the union) and, per relation, each pool's own size and hash."""
+    record = {"rule": rule, "size": len(set(candidates)), "sha256": pool_hash(candidates)}
+    if pools is not None:
+        record["per_relation"] = {relation: {"size": len(set(names)), "sha256": pool_hash(names)}
+                                  for relation, names in sorted(pools.items())}
+    return record

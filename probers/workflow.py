@@ -1,0 +1,217 @@
+"""The probe workflow: one path from queries and models to scores, tables and files, for ``medlama probe`` and
+``medlama.probe`` alike (as :mod:`medlama.ucm.evaluation` is for UCM), so the two cannot disagree.
+
+* :func:`unique_labels`: each model's row name; explicit duplicates are refused, same-named folders are told
+  apart by their parent folders.
+* :func:`checkpoint_folders`: the ``checkpoint-N`` folders of a ``--checkpoints`` sweep, checked before any
+  probing (a model without them fails at once, not after its base probe).
+* :func:`probe_models`: every (method, model) run, its layer sweep and checkpoint sweep, each ranked against
+  the pool its query set's rule gives (:func:`~medlama.probers.base.rank_by_pool`) and scored as the
+  benchmark declares (:mod:`medlama.probers.benchmarks`).
+* :func:`print_report` and :func:`write_outputs`: the tables, and the output folder (``results.json``, a list
+  of runs; ``predictions.jsonl``; the plots), written atomically into a folder this workflow owns.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from medlama.errors import MedlamaInputError
+from medlama.probers.base import PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, Prober, probe, rank_by_pool, result_of
+from medlama.probers.benchmarks import Benchmark
+from medlama.probers.queries import QuerySet
+
+#: The owner recorded in every probe output (``.medlama-output.json``): the CLI's and ``ProbeResult.save``'s.
+OUTPUT_KIND = "probe"
+#: How the Python API is told to replace a finished run.
+API_HINT = "give overwrite=True to replace them, or choose another folder"
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """One model probed by one method: its row ``label``, the ``model`` (a folder or Hub id, or a loaded
+    object for retrieval), the method's ``settings``, and the ``tokenizer`` of a loaded model."""
+
+    label: str
+    method: str
+    model: Any
+    settings: Any
+    tokenizer: Any = None
+
+    def prober(self, device: str | None = None, model: Any = None) -> Prober:
+        """The prober of this run (of ``model``, a checkpoint folder, instead of the run's own model)."""
+        from medlama.probers.registry import make_prober
+        from medlama.probers.retrieval import RetrievalProber
+
+        model = self.model if model is None else model
+        if not isinstance(model, (str, Path)):
+            return RetrievalProber(model, self.settings, device=device, tokenizer=self.tokenizer)
+        return make_prober(self.method, str(model), self.settings, device=device)
+
+
+@dataclass
+class ProbeOutcome:
+    """Every result of a probe, in row order, with the layer and checkpoint sweeps by run label."""
+
+    results: list[ProbeResult] = field(default_factory=list)
+    by_layer: dict[str, dict[int, ProbeResult]] = field(default_factory=dict)
+    by_step: dict[str, dict[int, ProbeResult]] = field(default_factory=dict)
+
+
+def unique_labels(models: Sequence[Any], labels: Sequence[str] | None = None, *, bundled: bool = False
+                  ) -> list[str]:
+    """A distinct row name per model: ``labels`` when given (duplicates are refused, since two rows of one name
+    cannot be told apart in tables, plots or ``results.json``); else ``bundled`` for the bundled encoder and
+    each folder's name, same-named folders told apart by as many parent folders as it takes."""
+    if labels is not None:
+        labels = [str(label) for label in labels]
+        if len(labels) != len(models):
+            raise MedlamaInputError(f"{len(labels)} --label values for {len(models)} --model values")
+        repeated = sorted({label for label in labels if labels.count(label) > 1})
+        if repeated:
+            raise MedlamaInputError(f"--label {', '.join(map(repr, repeated))} given more than once: every model "
+                                    "needs its own label, or its rows cannot be told apart")
+        return labels
+    if bundled:
+        return ["bundled"]
+    parts = [Path(str(model)).parts or (str(model),) for model in models]
+    depth = [1] * len(models)
+    while True:
+        names = ["/".join(p[-d:]) for p, d in zip(parts, depth)]
+        clashes = {name for name in names if names.count(name) > 1}
+        if not clashes:
+            return names
+        grown = False
+        for index, name in enumerate(names):
+            if name in clashes and depth[index] < len(parts[index]):
+                depth[index] += 1
+                grown = True
+        if not grown:  # the same model given twice: number the repeats
+            seen: dict[str, int] = {}
+            out = []
+            for name in names:
+                seen[name] = seen.get(name, 0) + 1
+                out.append(name if seen[name] == 1 else f"{name} #{seen[name]}")
+            return out
+
+
+def model_runs(methods: Sequence[str], labels: Sequence[str], models: Sequence[Any], settings: dict[str, Any],
+               *, tokenizer: Any = None) -> list[ModelRun]:
+    """One run per method and model, labelled ``label`` (one method) or ``method:label`` (several)."""
+    return [ModelRun(label if len(methods) == 1 else f"{method}:{label}", method, model, settings[method], tokenizer)
+            for method in methods for label, model in zip(labels, models)]
+
+
+def checkpoint_folders(runs: Sequence[ModelRun]) -> dict[str, dict[int, Path]]:
+    """``{run label: {step: checkpoint folder}}`` of every run, checked before anything is probed: a model
+    without ``checkpoint-N`` folders (or a loaded model object) is an error naming it."""
+    from medlama.trainers.checkpoints import checkpoint_step, list_checkpoints
+
+    out = {}
+    for run in runs:
+        if not isinstance(run.model, (str, Path)):
+            raise MedlamaInputError("a checkpoint sweep needs a model folder (its checkpoint-N folders), not a "
+                                    "loaded model object")
+        steps = {checkpoint_step(path): path for path in list_checkpoints(run.model)}
+        if not steps:
+            raise MedlamaInputError("no checkpoint-N folders to probe", file=run.model)
+        out[run.label] = steps
+    return out
+
+
+def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequence[int], match: str,
+                 top_k: int | None = None, device: str | None = None,
+                 checkpoints: dict[str, dict[int, Path]] | None = None,
+                 probers: dict[str, Prober] | None = None) -> ProbeOutcome:
+    """Probe each run on ``queries`` (a retrieval run with ``layers`` set: one result per layer), then each of
+    its ``checkpoints`` (:func:`checkpoint_folders`), scoring the cut-offs ``scored`` with ``match``.
+    ``probers``: probers already made, by run label (a loaded model is inspected once)."""
+    from medlama.probers.retrieval import RetrievalSettings
+
+    top_k = max(top_k or 0, max(scored))
+    outcome = ProbeOutcome()
+    for run in runs:
+        prober = (probers or {}).get(run.label) or run.prober(device)
+        if isinstance(run.settings, RetrievalSettings) and run.settings.layers:
+            start = time.perf_counter()
+            ranked = rank_by_pool(queries, lambda part: prober.rank_layers(part, top_k))
+            seconds = time.perf_counter() - start
+            outcome.by_layer[run.label] = {}
+            for layer, predictions in ranked.items():
+                result = result_of(prober, queries, predictions, seconds, label=f"{run.label} L{layer}", ks=scored,
+                                   match=match, layer=layer)
+                outcome.by_layer[run.label][layer] = result
+                outcome.results.append(result)
+        else:
+            outcome.results.append(probe(prober, queries, label=run.label, top_k=top_k, ks=scored, match=match))
+        if checkpoints:
+            outcome.by_step[run.label] = {
+                step: probe(run.prober(device, path), queries, label=f"{run.label}@{step}", top_k=top_k, ks=scored,
+                            match=match) for step, path in checkpoints[run.label].items()}
+            outcome.results += list(outcome.by_step[run.label].values())
+    return outcome
+
+
+def aggregate(results: Sequence[ProbeResult], benchmark: Benchmark, ks: Sequence[int]) -> None:
+    """Add the benchmark's own aggregation (BioLAMA: macro acc@k per source) to each result's ``extra``."""
+    if benchmark.aggregation is not None:
+        name, function = benchmark.aggregation
+        for result in results:
+            result.extra[name] = function(result.metrics, ks)
+
+
+def print_report(outcome: ProbeOutcome, benchmark: Benchmark, ks: Sequence[int]) -> None:
+    """The summary table, acc@k per relation (up to four runs) and the benchmark's aggregation table."""
+    from medlama.probers import report
+
+    results = outcome.results
+    report.print_summary(results, ks=ks)
+    if len(results) <= 4:
+        report.print_per_relation(results, k_values=tuple(dict.fromkeys((ks[0], ks[-1]))))
+    if benchmark.aggregation is not None and benchmark.aggregation[0] == "by_source":
+        from medlama.probers.biolama_queries import print_source_table
+
+        print_source_table(results, ks)
+
+
+def describe_pool(queries: QuerySet) -> str:
+    """``hard: 15,329 queries, 17,532 candidates (pool: evaluated)``: what the run ranks against, printed."""
+    return (f"{queries.name}: {len(queries):,} queries, {len(queries.candidates):,} candidates "
+            f"(pool: {queries.rule})")
+
+
+def write_outputs(out: str | Path, results: Sequence[ProbeResult], *, by_layer: dict | None = None,
+                  by_step: dict | None = None, overwrite: bool = False, argv: Sequence[str] | None = None,
+                  hint: str = API_HINT, k: int = 10, reads: Sequence = ()) -> list[Path]:
+    """Write a probe's output folder: ``results.json`` (a list, one entry per run), ``predictions.jsonl`` and
+    the plots (acc@``k`` per relation; per answer length with exact matching; per layer and per step for the
+    sweeps). Atomic (a staging folder replaces ``out`` when complete), owned (``.medlama-output.json`` names
+    ``probe``; a folder another command or a person wrote is refused) and, unless ``overwrite``, refusing a
+    finished run; nor may ``out`` be (or hold) the current directory or what the run read (``reads``).
+    Returns the plots written."""
+    from medlama.atomic import atomic_directory, claimed_output
+    from medlama.probers import report
+
+    if not results:
+        raise MedlamaInputError("no results to write")
+    with claimed_output(out, marker=RESULTS_FILE, kind=OUTPUT_KIND, overwrite=overwrite, hint=hint, reads=reads):
+        with atomic_directory(out, marker=RESULTS_FILE, kind=OUTPUT_KIND, reads=reads) as staging:
+            report.write_probe_results(staging, results, argv=argv)  # results.json + predictions.jsonl
+            first = list(results[:4])
+            plots = [report.plot_relations(first, staging / "relations.png", k=k)]
+            if first[0].metrics.get("match", "exact") == "exact":  # the answer-length figure rescores exactly
+                plots.append(report.plot_answer_length(first, None, staging / "answer_length.png"))
+            if by_layer:
+                plots.append(report.plot_series(by_layer, staging / "layers.png", "layer"))
+            if by_step:
+                plots.append(report.plot_series(by_step, staging / "steps.png", "rewiring step"))
+    return [Path(out) / plot.name for plot in plots]
+
+
+__all__ = ["API_HINT", "ModelRun", "OUTPUT_KIND", "PREDICTIONS_FILE", "ProbeOutcome", "aggregate",
+           "checkpoint_folders", "describe_pool", "model_runs", "print_report", "probe_models", "unique_labels",
+           "write_outputs"]
