@@ -210,9 +210,9 @@ def information_retrieval_evaluator():
 
 
 def assert_preset_equals_the_evaluator(queries):
-    """acc@1/5/10 of the ``sentence-transformers`` preset on ``queries``, relation by relation, equal
+    """The ``sentence-transformers`` preset's result on ``queries``, once its acc@1/5/10 are found to equal
     sentence-transformers' own evaluator's accuracy@k with the prompts as queries, the candidate set as
-    corpus and the gold answers as relevant documents.
+    corpus and the gold answers as relevant documents, relation by relation.
 
     The evaluator encodes the corpus once (its own ``embed_inputs``) and is given those embeddings for each
     relation's evaluation; each query is encoded once, by its relation's evaluator."""
@@ -246,6 +246,7 @@ def assert_preset_equals_the_evaluator(queries):
             ours = sum(hits[k][i] for i in rows)
             assert ours == theirs, (relation, k, ours, theirs)
             assert result.per_relation()[relation][f"acc@{k}"] == pytest.approx(scores["accuracy@k"][k], rel=1e-12)
+    return result
 
 
 @pytest.mark.slow
