@@ -69,7 +69,7 @@ def main() -> int:
     started = time.perf_counter()
     medlama_dir = args.medlama
     if medlama_dir is None:
-        from medlama.datasets.medlama import write_medlama
+        from medlama.datasets.medlama_folder import write_medlama
 
         medlama_dir = work / "medlama"
         if not (medlama_dir / "build_info.json").is_file():

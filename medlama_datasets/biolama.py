@@ -330,15 +330,3 @@ def load_biolama(source: str | Path | None = None, config: str = DEFAULT_CONFIG,
     build = build_biolama(source, **options)
     return datasets.DatasetDict({split: build.dataset(config, split) for split in SPLITS})
 
-
-def __getattr__(name: str):
-    # The folder export lives in its own module; these names stay importable from here.
-    if name in ("write_biolama", "cached_build", "config_layout", "render_biolama_card"):
-        from medlama.datasets import biolama_folder
-
-        return getattr(biolama_folder, name)
-    if name == "biolama_statistics":
-        from medlama.datasets.statistics import biolama_statistics
-
-        return biolama_statistics
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

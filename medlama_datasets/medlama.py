@@ -36,15 +36,10 @@ import datasets
 
 from medlama.datasets.downloads import builder_cache, download_config, fetch_verified
 from medlama.datasets.export import input_errors_unwrapped, prepare_fresh
-from medlama.datasets.export import quiet_datasets as _quiet_datasets  # noqa: F401  old name, see below
-from medlama.datasets.export import to_parquet as _to_parquet  # noqa: F401  old name, see below
 from medlama.datasets.hardness import HardnessRule, avg_match, avg_rouge_l, split_answers
 from medlama.datasets.prompts import fill_prompt
 from medlama.errors import MedlamaInputError
 from medlama.loaders import medlama_release as release
-
-# `_quiet_datasets`, `_to_parquet` and `fill_prompt` stay importable from here for the context-variance
-# builder until it imports them from their homes (medlama.datasets.export, medlama.datasets.prompts).
 
 SPLIT = "test"
 SETS = ("full", "hard")
@@ -374,11 +369,3 @@ def load_medlama(source: str | Path | None = None, **options) -> "datasets.Datas
     """
     return build_medlama(source, **options).datasets
 
-
-def __getattr__(name: str):
-    # The folder export lives in its own module; these names stay importable from here.
-    if name in ("write_medlama", "cached_build"):
-        from medlama.datasets import medlama_folder
-
-        return getattr(medlama_folder, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
