@@ -19,7 +19,7 @@ from medlama.settings import as_dict, check, fields_of, flag_of, setting, settin
 MAY_CHANGE = "may_change"
 
 
-@dataclass
+@dataclass(frozen=True)
 class RewireConfig:
     """Everything that defines a rewiring run. See :data:`PRESETS` and :meth:`preset`.
 
@@ -31,8 +31,8 @@ class RewireConfig:
     ``precision`` is ``"auto"`` (bf16 on a CUDA card that supports it, else fp16 on CUDA, else fp32),
     ``"fp32"``, ``"fp16"`` (CUDA only) or ``"bf16"`` (CUDA or CPU autocast).
 
-    The fields may be reassigned (older callers do); :func:`medlama.trainers.trainer.rewire` checks the
-    config again before it trains.
+    Frozen: a changed config is a new one (``dataclasses.replace`` or :meth:`preset` with overrides), so
+    it is checked as it is made.
     """
 
     model: str | None = setting(None, help="Hugging Face encoder folder or hub name (none: the bundled "

@@ -180,7 +180,7 @@ def rewire(corpus: Any, out: str | Path, config: RewireConfig | None = None, *, 
     """
     if preset is not None and preset not in PRESETS:
         raise MedlamaInputError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
-    config = (config or RewireConfig.preset("paper")).validate()  # again: fields may have been reassigned
+    config = config or RewireConfig.preset("paper")
     out = Path(out).expanduser()
     _check_output_folder(out, note=False)  # before the lock: a user's folder is refused with nothing created
     # Only the main process writes OUT, so only it holds the lock (the others would find it taken).
