@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.commands.flags import add_renamed_flag, add_settings_flags, given_settings, renamed_value
 from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, check_device, claimed_output,
                                      human_output, print_results)
 from medlama.probers.causal import LikelihoodSettings
@@ -38,7 +37,7 @@ def register(subparsers) -> None:
                              "auto: causal-likelihood for a decoder-only causal LM (GPT-2, Llama style), else "
                              "mask-average when the model has an MLM head, else retrieval. One value, or one per "
                              "model (default: auto)")
-    parser.add_argument("--ranker", nargs="+", choices=CHOICES, help=argparse.SUPPRESS)
+    add_renamed_flag(parser, "--ranker", nargs="+", choices=CHOICES)
     add_settings_flags(parser, UcmSettings, title="what to score")
     add_settings_flags(parser, MaskAverageSettings, exclude=("batch_size",), title="mask-average ranker",
                        helps={"max_tokens": lambda _: "mask-average: most masks per name, longer names are scored "
@@ -56,14 +55,7 @@ def register(subparsers) -> None:
 
 def _methods(args: argparse.Namespace) -> list[str]:
     """The methods asked for, in today's names; old spellings say on stderr what replaced them."""
-    methods = args.method or ["auto"]
-    if args.ranker:
-        print("medlama: --ranker is now --method", file=sys.stderr)
-        if args.method:
-            from medlama.errors import MedlamaInputError
-
-            raise MedlamaInputError("give --method only (--ranker is its old name)")
-        methods = args.ranker
+    methods = renamed_value(args, "--ranker", exclusive=True) or args.method or ["auto"]
     return current_names(methods, ("auto", *METHODS))
 
 
