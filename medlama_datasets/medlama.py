@@ -16,7 +16,7 @@ config's rows). Every config has one split, ``test``. Config parameters (:class:
 ``source``, ``match_threshold`` / ``rouge_threshold`` (the hard-set rule), ``verify_checksums``,
 ``compare_with_release``, ``url``.
 
-:func:`build_medlama` / :func:`load_medlama` are the one-call forms; ``write_medlama`` (the folder that
+:func:`build_medlama` / :func:`load_medlama_sets` are the one-call forms; ``write_medlama`` (the folder that
 ``medlama build medlama`` writes, in ``medlama.datasets.medlama_folder``) is a thin layer over them.
 
 One module, slightly over the usual length, as ``datasets``' packaged builders are: the config, the
@@ -362,10 +362,11 @@ def build_medlama(source: str | Path | None = None, *, rule: HardnessRule = Hard
                         report=report)
 
 
-def load_medlama(source: str | Path | None = None, **options) -> "datasets.DatasetDict":
-    """MedLAMA straight from the release as a ``DatasetDict`` with keys ``"full"`` and ``"hard"``.
+def load_medlama_sets(source: str | Path | None = None, **options) -> "datasets.DatasetDict":
+    """MedLAMA's two query sets straight from the release: a ``DatasetDict`` with keys ``"full"`` and ``"hard"``.
 
-    For users who never touch the CLI; options as ``build_medlama``.
+    Options as ``build_medlama``. (``medlama.load_medlama`` is the other one-call form: one config of a built
+    folder, the Hub or the cached build, as the ``Dataset`` a probe takes.)
     """
     return build_medlama(source, **options).datasets
 

@@ -15,6 +15,12 @@ from typing import Any, Literal
 from medlama.errors import MedlamaInputError
 from medlama.settings import as_dict, check, fields_of, flag_of, setting, settings_from
 
+#: The preset of ``medlama rewire``, of :meth:`RewireConfig.preset` and of the recipe workflow's rewiring when
+#: no config is given: the published run, so that a rewiring reproduces the paper unless asked otherwise.
+DEFAULT_PRESET = "paper"
+#: The preset of ``medlama.rewire()`` and ``medlama recipe``: the quick starts, which should finish on a
+#: laptop's CPU (about a minute with the bundled model) rather than run the paper's GPU-sized batch.
+QUICK_PRESET = "demo"
 #: ``resume=`` value of the settings a resumed run may change (the others must match the checkpoints).
 MAY_CHANGE = "may_change"
 
@@ -93,9 +99,9 @@ class RewireConfig:
         return self
 
     @classmethod
-    def preset(cls, name: str = "paper", **overrides: Any) -> RewireConfig:
-        """A preset (``"paper"`` or ``"demo"``) with some fields replaced; ``None`` overrides are ignored
-        (they mean "not given"); an unknown setting name is an error naming the nearest known one."""
+    def preset(cls, name: str = DEFAULT_PRESET, **overrides: Any) -> RewireConfig:
+        """A preset (``"paper"``, the default, or ``"demo"``) with some fields replaced; ``None`` overrides are
+        ignored (they mean "not given"); an unknown setting name is an error naming the nearest known one."""
         if name not in PRESETS:
             raise MedlamaInputError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
         return settings_from(cls, {k: v for k, v in overrides.items() if v is not None}, base=PRESETS[name],

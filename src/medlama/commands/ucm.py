@@ -8,6 +8,7 @@ from pathlib import Path
 from medlama.commands.flags import add_renamed_flag, add_settings_flags, given_settings, renamed_value
 from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, check_device, claimed_output,
                                      human_output, print_results)
+from medlama.probers.base import RESULTS_FILE
 from medlama.probers.causal import LikelihoodSettings
 from medlama.probers.mask_average import MaskAverageSettings
 from medlama.probers.registry import OLD_NAMES, current_names
@@ -61,7 +62,6 @@ def _methods(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from medlama.atomic import atomic_directory
-    from medlama.commands.output import RESULTS
     from medlama.defaults import default_model_path
     from medlama.errors import MedlamaInputError
     from medlama.models import resolve_model
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         rankers = [(label, make_ranker(kind, model, ranker_settings, device=args.device))
                    for label, kind, model in zip(labels, kinds, models)]
         # Written into a staging folder that replaces OUT whole once everything is there.
-        with atomic_directory(args.out, marker=RESULTS, kind="ucm") as staging:
+        with atomic_directory(args.out, marker=RESULTS_FILE, kind="ucm") as staging:
             results, written = run_ucm(rankers, args.sets, staging, settings, progress=progress_enabled())
         for result in results:
             cut = (f" ({result.num_records_truncated:,} more left out: an input over the model's length limit)"
@@ -103,5 +103,5 @@ def run(args: argparse.Namespace) -> int:
                   f"{result.num_records:,} records{cut}, {result.seconds:.1f} s")
         print(f"wrote {', '.join(str(args.out / p.name) for p in written)}")
     if args.json:
-        print_results(args.out / RESULTS)
+        print_results(args.out / RESULTS_FILE)
     return 0
