@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 
-
 @pytest.mark.slow
 def test_fault_suite_loses_nothing(medlama_source, elicit_corpora):
     result = subprocess.run([sys.executable, str(Path(__file__).with_name("harness.py")), "--short"],
