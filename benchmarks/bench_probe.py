@@ -39,7 +39,7 @@ def main() -> None:
     from medlama.probers.registry import make_prober
 
     if args.data is None:
-        from medlama.datasets.medlama import cached_build  # builds (and scores hardness) only when needed
+        from medlama.datasets.medlama_folder import cached_build  # builds (and scores hardness) only when needed
 
         args.data = cached_build(args.source)
     data = args.data

@@ -69,7 +69,7 @@ def main() -> int:
     started = time.perf_counter()
     medlama_dir = args.medlama
     if medlama_dir is None:
-        from medlama.datasets.medlama import write_medlama
+        from medlama.datasets.medlama_folder import write_medlama
 
         medlama_dir = work / "medlama"
         if not (medlama_dir / "build_info.json").is_file():
@@ -94,12 +94,14 @@ def main() -> int:
     rewired = args.rewired
     how = f"given ({rewired})"
     if rewired is None:
+        from dataclasses import replace
+
         from medlama.trainers.config import RewireConfig
         from medlama.trainers.trainer import rewire
 
         rewired = work / "rewired-demo"
-        config = RewireConfig.preset("demo")
-        config.skip_short_lines = True  # 86 lines of the 100k are too short to mask
+        # 86 lines of the 100k are too short to mask
+        config = replace(RewireConfig.preset("demo"), skip_short_lines=True)
         result = rewire(files, rewired, config, disable_tqdm=True)
         used = result.record["config"]
         how = (f"rewired here with `medlama rewire --preset demo --skip-short-lines` on the 10 PubMed files: "

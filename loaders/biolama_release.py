@@ -44,7 +44,6 @@ from medlama.loaders.medlama_release import extract_archive
 DRIVE_ID = "1CcjpmNuAXavL3aMjwVqiiziMu3OGDyyG"
 #: Direct-download form of the Drive link (``confirm=t`` skips the "cannot scan for viruses" page).
 URL = f"https://drive.usercontent.google.com/download?id={DRIVE_ID}&export=download&confirm=t"
-ARCHIVE_NAME = "data.tar.gz"
 #: SHA-256 of ``data.tar.gz``. TO BE FILLED: ``None`` means "not pinned yet"; the download then needs
 #: ``--sha256 HASH`` (or ``$BIOLAMA_SHA256``) or an explicit ``--no-verify``. Fill it in from a trusted copy
 #: (``sha256sum data.tar.gz``) and the download verifies by default.

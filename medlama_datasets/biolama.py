@@ -8,6 +8,7 @@ archive checked against a SHA-256 before it is extracted (into the download mana
     builder = BiolamaBuilder(config_name="umls", source="path/to/data.tar.gz")
     builder.download_and_prepare()
     umls = builder.as_dataset()   # DatasetDict: train, dev, test
+    report = builder.read_release().report   # what the build read and checked (read_biolama's)
 
 Configs, each with the splits ``train``, ``dev`` and ``test``:
 
@@ -28,7 +29,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,7 +36,7 @@ import datasets
 
 from medlama.checksums import sha256_of
 from medlama.datasets.downloads import builder_cache, check_sha256, discard, download, download_config
-from medlama.datasets.export import input_errors_unwrapped, prepare_fresh
+from medlama.datasets.export import prepare_fresh
 from medlama.datasets.prompts import fill_prompt
 from medlama.errors import MedlamaInputError
 from medlama.loaders import biolama_release as release
@@ -178,8 +178,51 @@ def _not_pinned_error(url: str) -> MedlamaInputError:
         "extracted folder", file=url)
 
 
+def read_biolama(found: release.BiolamaRelease, sources: Sequence[str] = SOURCES, *,
+                 url: str = release.URL) -> BiolamaBuild:
+    """Read and check every relation of ``sources`` in the opened release ``found`` (all splits: the report
+    covers every one); any bad file or record is an error naming it. ``url``: the download URL recorded."""
+    sources = [s for s in SOURCES if s in sources]
+    report = BuildReport(origin=found.origin, url=url, archive_sha256=found.archive_sha256,
+                         checksums_verified=found.verified, verification=found.verification, sources=sources,
+                         relations={})
+    rows: dict[str, dict[str, list[dict]]] = {}
+    templates: dict[str, str] = {}
+    for src in sources:
+        if not found.source_dir(src).is_dir():
+            raise MedlamaInputError(f"source folder {src}/ missing from the release", file=found.source_dir(src))
+        relations = found.relations(src)
+        prompt_file = found.prompt_file(src)
+        prompts = release.read_prompts(prompt_file)
+        report.relations[src] = relations
+        extra = sorted(set(prompts) - set(relations), key=release.natural_key)
+        if extra:
+            report.prompts_without_data[src] = extra
+        for rel in relations:
+            if rel not in prompts:
+                raise MedlamaInputError(f"no manual prompt for relation {rel!r}", file=prompt_file)
+            config = relation_config(src, rel)
+            templates[config] = prompts[rel].template
+            rows[config] = {}
+            first_split: dict[str, str] = {}
+            for split in SPLITS:
+                path = found.split_file(src, rel, split)
+                records = release.read_split(path, src, rel)
+                if split == "test" and not records:
+                    raise MedlamaInputError("no test records", file=path)
+                for record in records:
+                    if record.uuid in first_split:
+                        report.split_overlaps.append({"config": config, "uuid": record.uuid,
+                                                      "splits": [first_split[record.uuid], split]})
+                    else:
+                        first_split[record.uuid] = split
+                rows[config][split] = [_row(record, templates[config]) for record in records]
+    return BiolamaBuild(rows=rows, templates=templates, report=report)
+
+
 class BiolamaBuilder(datasets.ArrowBasedBuilder):
-    """BioLAMA as a ``datasets`` builder; after preparing, ``rows``, ``templates`` and ``report`` hold the build.
+    """BioLAMA as a ``datasets`` builder; after preparing, :meth:`read_release` returns what it read (rows,
+    templates and the report of :func:`read_biolama`).
 
     ``cache_dir`` defaults to ``$MEDLAMA_CACHE/builder`` (prepared configs, the download, its extraction).
     """
@@ -191,9 +234,14 @@ class BiolamaBuilder(datasets.ArrowBasedBuilder):
 
     def __init__(self, *args, cache_dir: str | Path | None = None, **kwargs) -> None:
         super().__init__(*args, cache_dir=str(builder_cache(cache_dir)), **kwargs)
-        self.report: BuildReport | None = None
-        self.rows: dict[str, dict[str, list[dict]]] = {}
-        self.templates: dict[str, str] = {}
+        self._read: BiolamaBuild | None = None
+
+    def read_release(self) -> BiolamaBuild:
+        """The release as this builder's preparation read it: rows per relation config and split, the manual
+        prompts and the report (``read_biolama``'s result; read once, while the splits were made)."""
+        if self._read is None:
+            raise RuntimeError("call download_and_prepare first: the release is read while the splits are made")
+        return self._read
 
     def _create_builder_config(self, config_name=None, custom_features=None, config_id=None, **config_kwargs):
         match = _RELATION_CONFIG.match(config_name or "")
@@ -209,11 +257,6 @@ class BiolamaBuilder(datasets.ArrowBasedBuilder):
             raise MedlamaInputError(f"unknown source(s) {unknown}; choose from {list(SOURCES)}")
         return datasets.DatasetInfo(description=self.config.description, features=features(),
                                     homepage="https://github.com/dmis-lab/BioLAMA")
-
-    def _download_and_prepare(self, dl_manager, verification_mode, **kwargs):
-        # A local archive stays extracted while the rows are generated.
-        with ExitStack() as self._open, input_errors_unwrapped():
-            super()._download_and_prepare(dl_manager, verification_mode, **kwargs)
 
     def _download(self, dl_manager) -> release.BiolamaRelease:
         """The pinned archive through the download manager: checked, then extracted into its cache."""
@@ -243,65 +286,32 @@ class BiolamaBuilder(datasets.ArrowBasedBuilder):
     def _split_generators(self, dl_manager):
         config = self.config
         source = config.source or os.environ.get(release.SOURCE_ENV)
-        if source:
-            found = self._open.enter_context(release.open_release(
-                source, sha256=config.sha256, verify_checksums=config.verify_checksums))
+        if source:  # a local archive is extracted only while it is read: the rows are kept in memory
+            with release.open_release(source, sha256=config.sha256, verify_checksums=config.verify_checksums) as found:
+                read = read_biolama(found, config.sources, url=config.url)
         else:
-            found = self._download(dl_manager)
-        self._read(found)
+            read = read_biolama(self._download(dl_manager), config.sources, url=config.url)
         if config.relation is not None:
             wanted = relation_config(config.sources[0], config.relation)
-            if wanted not in self.rows:
-                known = [relation_config(config.sources[0], rel) for rel in self.report.relations[config.sources[0]]]
+            if wanted not in read.rows:
+                known = [relation_config(config.sources[0], rel) for rel in read.report.relations[config.sources[0]]]
                 raise MedlamaInputError(f"unknown config {wanted!r}; the release's relations: {known}")
             parts = [wanted]
         else:
-            parts = list(self.rows)
-        return [datasets.SplitGenerator(name=split, gen_kwargs={"split": split, "parts": parts}) for split in SPLITS]
+            parts = list(read.rows)
+        self._read = read
+        # a dict, not a list: datasets would take a list of gen_kwargs as shards
+        return [datasets.SplitGenerator(name=split, gen_kwargs={"tables": {part: read.rows[part][split]
+                                                                           for part in parts}})
+                for split in SPLITS]
 
-    def _read(self, found: release.BiolamaRelease) -> None:
-        """Read and check every relation of the config's sources (all of them: the report covers every split)."""
-        sources = [s for s in SOURCES if s in self.config.sources]
-        report = self.report = BuildReport(
-            origin=found.origin, url=self.config.url, archive_sha256=found.archive_sha256,
-            checksums_verified=found.verified, verification=found.verification, sources=sources, relations={})
-        for src in sources:
-            if not found.source_dir(src).is_dir():
-                raise MedlamaInputError(f"source folder {src}/ missing from the release", file=found.source_dir(src))
-            relations = found.relations(src)
-            prompt_file = found.prompt_file(src)
-            prompts = release.read_prompts(prompt_file)
-            report.relations[src] = relations
-            extra = sorted(set(prompts) - set(relations), key=release.natural_key)
-            if extra:
-                report.prompts_without_data[src] = extra
-            for rel in relations:
-                if rel not in prompts:
-                    raise MedlamaInputError(f"no manual prompt for relation {rel!r}", file=prompt_file)
-                config = relation_config(src, rel)
-                self.templates[config] = prompts[rel].template
-                self.rows[config] = {}
-                first_split: dict[str, str] = {}
-                for split in SPLITS:
-                    path = found.split_file(src, rel, split)
-                    records = release.read_split(path, src, rel)
-                    if split == "test" and not records:
-                        raise MedlamaInputError("no test records", file=path)
-                    for record in records:
-                        if record.uuid in first_split:
-                            report.split_overlaps.append({"config": config, "uuid": record.uuid,
-                                                          "splits": [first_split[record.uuid], split]})
-                        else:
-                            first_split[record.uuid] = split
-                    self.rows[config][split] = [_row(record, self.templates[config]) for record in records]
-
-    def _generate_tables(self, split: str, parts: list[str]):
+    def _generate_tables(self, tables: dict[str, list[dict]]):
         import pyarrow as pa
         from datasets.builder import Key
 
-        for index, part in enumerate(parts):
-            if self.rows[part][split]:
-                yield Key(0, index), pa.Table.from_pylist(self.rows[part][split], schema=features().arrow_schema)
+        for index, rows in enumerate(tables.values()):
+            if rows:
+                yield Key(0, index), pa.Table.from_pylist(rows, schema=features().arrow_schema)
 
 
 def build_biolama(source: str | Path | None = None, *, sources: Sequence[str] = SOURCES, sha256: str | None = None,
@@ -321,7 +331,8 @@ def build_biolama(source: str | Path | None = None, *, sources: Sequence[str] = 
         BiolamaBuilder, DEFAULT_CONFIG, download_config=download_config(cache_dir), progress=progress,
         sources=tuple(s for s in SOURCES if s in sources), source=None if source is None else str(source),
         sha256=sha256, verify_checksums=verify_checksums, url=url)
-    return BiolamaBuild(rows=builder.rows, templates=builder.templates, report=builder.report, datasets=data)
+    read = builder.read_release()
+    return BiolamaBuild(rows=read.rows, templates=read.templates, report=read.report, datasets=data)
 
 
 def load_biolama(source: str | Path | None = None, config: str = DEFAULT_CONFIG,
@@ -330,15 +341,3 @@ def load_biolama(source: str | Path | None = None, config: str = DEFAULT_CONFIG,
     build = build_biolama(source, **options)
     return datasets.DatasetDict({split: build.dataset(config, split) for split in SPLITS})
 
-
-def __getattr__(name: str):
-    # The folder export lives in its own module; these names stay importable from here.
-    if name in ("write_biolama", "cached_build", "config_layout", "render_biolama_card"):
-        from medlama.datasets import biolama_folder
-
-        return getattr(biolama_folder, name)
-    if name == "biolama_statistics":
-        from medlama.datasets.statistics import biolama_statistics
-
-        return biolama_statistics
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,11 +3,12 @@
 The builder reads the release (``medlama.loaders.medlama_release``; a local folder or archive, else the
 pinned files through the download manager, each checked against its SHA-256), recomputes both hardness
 scores with the project's own code, derives the hard set from the full set alone under the config's
-thresholds, and checks both against the release (``builder.report``)::
+thresholds; :func:`check_release` (or ``builder.check_release()``) compares both with the release::
 
     builder = MedlamaBuilder(config_name="hard", source="path/to/data/medlama")
     builder.download_and_prepare()
     hard = builder.as_dataset(split="test")
+    report = builder.check_release()   # BuildReport: score mismatches, hard-set differences, checksums
 
 Configs (:data:`CONFIG_NAMES`): ``hard`` (default) and ``full``; ``hard_<relation>`` and
 ``full_<relation>`` for each of the 19 relations; and ``candidates_<config>`` for every one of those:
@@ -16,7 +17,7 @@ config's rows). Every config has one split, ``test``. Config parameters (:class:
 ``source``, ``match_threshold`` / ``rouge_threshold`` (the hard-set rule), ``verify_checksums``,
 ``compare_with_release``, ``url``.
 
-:func:`build_medlama` / :func:`load_medlama` are the one-call forms; ``write_medlama`` (the folder that
+:func:`build_medlama` / :func:`load_medlama_sets` are the one-call forms; ``write_medlama`` (the folder that
 ``medlama build medlama`` writes, in ``medlama.datasets.medlama_folder``) is a thin layer over them.
 
 One module, slightly over the usual length, as ``datasets``' packaged builders are: the config, the
@@ -28,7 +29,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -36,15 +37,10 @@ import datasets
 
 from medlama.datasets.downloads import builder_cache, download_config, fetch_verified
 from medlama.datasets.export import input_errors_unwrapped, prepare_fresh
-from medlama.datasets.export import quiet_datasets as _quiet_datasets  # noqa: F401  old name, see below
-from medlama.datasets.export import to_parquet as _to_parquet  # noqa: F401  old name, see below
 from medlama.datasets.hardness import HardnessRule, avg_match, avg_rouge_l, split_answers
 from medlama.datasets.prompts import fill_prompt
 from medlama.errors import MedlamaInputError
 from medlama.loaders import medlama_release as release
-
-# `_quiet_datasets`, `_to_parquet` and `fill_prompt` stay importable from here for the context-variance
-# builder until it imports them from their homes (medlama.datasets.export, medlama.datasets.prompts).
 
 SPLIT = "test"
 SETS = ("full", "hard")
@@ -146,20 +142,19 @@ class MedlamaBuild:
         return list(self.candidates)
 
 
+def _query_id(rel: str, row: release.ReleaseRow) -> str:
+    return f"{rel}-{row.row:04d}"
+
+
 def _rows_for_relation(rel: str, rows: Sequence[release.ReleaseRow], prompt: release.Prompt,
-                       rule: HardnessRule, report: BuildReport) -> list[dict]:
+                       rule: HardnessRule) -> list[dict]:
     out = []
     for row in rows:
         answers = split_answers(row.tail_names_raw)
         match = avg_match(row.head_name, answers)
         rouge = avg_rouge_l(row.head_name, answers)
-        query_id = f"{rel}-{row.row:04d}"
-        for name, released, recomputed in (("avg_match", row.released_avg_match, match),
-                                           ("avg_rouge_l", row.released_avg_rouge_l, rouge)):
-            if abs(released - recomputed) > SCORE_TOLERANCE:
-                report.score_mismatches.append(ScoreMismatch(query_id, row.file, row.row, name, released, recomputed))
         out.append({
-            "id": query_id,
+            "id": _query_id(rel, row),
             "relation": rel,
             "head_cui": row.head_cui,
             "head_name": row.head_name,
@@ -175,10 +170,21 @@ def _rows_for_relation(rel: str, rows: Sequence[release.ReleaseRow], prompt: rel
     return out
 
 
+def _score_mismatches(rel: str, derived: dict[str, dict], full_rows: Sequence[release.ReleaseRow]
+                      ) -> list[ScoreMismatch]:
+    out = []
+    for row in full_rows:
+        query = derived[_query_id(rel, row)]
+        for name, released in (("avg_match", row.released_avg_match), ("avg_rouge_l", row.released_avg_rouge_l)):
+            if abs(released - query[name]) > SCORE_TOLERANCE:
+                out.append(ScoreMismatch(query["id"], row.file, row.row, name, released, query[name]))
+    return out
+
+
 def _compare_with_released(rel: str, derived: list[dict], full_rows: Sequence[release.ReleaseRow],
                            released_path: Path, report: BuildReport) -> None:
     released_keys = [row.key() for row in release.read_relation_file(released_path, rel)]
-    id_of = {row.key(): f"{rel}-{row.row:04d}" for row in full_rows}
+    id_of = {row.key(): _query_id(rel, row) for row in full_rows}
     unknown = [key for key in released_keys if key not in id_of]
     if unknown:
         raise MedlamaInputError(f"{len(unknown)} row(s) of the released hard set are not in the full set, "
@@ -240,8 +246,38 @@ class _ReleaseFiles:
     checksums_unchecked: tuple[str, ...] = ()
 
 
+@contextmanager
+def _opened(config: MedlamaConfig, downloaded: _ReleaseFiles | None) -> Iterator[tuple[_ReleaseFiles, str]]:
+    """The release files of ``config`` and where they came from: ``downloaded`` (the pinned files, already in
+    the download cache), else the local release, opened (an archive extracted) for as long as the block runs."""
+    if downloaded is not None:
+        yield downloaded, "download"
+        return
+    source = config.source or os.environ.get(release.SOURCE_ENV)
+    with release.open_release(source, verify_checksums=config.verify_checksums) as found:
+        yield _ReleaseFiles(found.root / "prompts.csv", {rel: found.full_file(rel) for rel in release.RELATIONS},
+                            found.hard_file, found.verified, found.unexpected_files,
+                            found.checksum_mismatches, found.checksums_unchecked), str(source)
+
+
+def _download(config: MedlamaConfig, dl_manager) -> _ReleaseFiles | None:
+    """The pinned release files through ``dl_manager`` (each checked against its SHA-256); None when the
+    config (or ``$MEDLAMA_SOURCE``) names a local release instead."""
+    if config.source or os.environ.get(release.SOURCE_ENV):
+        return None
+    urls = {relative: f"{config.url.rstrip('/')}/{relative}" for relative in release.SHA256}
+    paths = fetch_verified(dl_manager, urls, release.SHA256, offline_hint=_OFFLINE_HINT)
+    hard = {path.split("/")[1].rsplit("_", 2)[0]: paths[path] for path in paths if path.endswith("_hard.csv")}
+    return _ReleaseFiles(paths["prompts.csv"], {rel: paths[f"{release.RELEASE}/{rel}_1000.csv"]
+                                                for rel in release.RELATIONS}, hard.__getitem__, verified=True)
+
+
+def _relations(config: MedlamaConfig) -> list[str]:
+    return [config.relation] if config.relation else list(release.RELATIONS)
+
+
 class MedlamaBuilder(datasets.ArrowBasedBuilder):
-    """MedLAMA as a ``datasets`` builder; after preparing, ``report`` says what the build checked.
+    """MedLAMA as a ``datasets`` builder; :meth:`check_release` says how the build compares with the release.
 
     ``cache_dir`` defaults to ``$MEDLAMA_CACHE/builder`` (prepared configs and downloads).
     """
@@ -252,7 +288,16 @@ class MedlamaBuilder(datasets.ArrowBasedBuilder):
 
     def __init__(self, *args, cache_dir: str | Path | None = None, **kwargs) -> None:
         super().__init__(*args, cache_dir=str(builder_cache(cache_dir)), **kwargs)
-        self.report: BuildReport | None = None
+        self.downloads = download_config(builder_cache(cache_dir))  # where the pinned files are cached
+
+    def download_and_prepare(self, *args, **kwargs) -> None:
+        """As ``datasets``; a bad release file is a :class:`MedlamaInputError` naming it (not wrapped)."""
+        with input_errors_unwrapped():
+            super().download_and_prepare(*args, **kwargs)
+
+    def check_release(self, rows: Sequence[dict] | None = None) -> BuildReport:
+        """:func:`check_release` of this builder's config (downloads from this builder's cache)."""
+        return check_release(self.config, rows, downloads=self.downloads)
 
     def _info(self) -> datasets.DatasetInfo:
         check_threshold(self.config.match_threshold, "match_threshold")
@@ -261,49 +306,66 @@ class MedlamaBuilder(datasets.ArrowBasedBuilder):
                                     features=candidate_features() if self.config.candidates else features(),
                                     homepage="https://github.com/cambridgeltl/medlama")
 
-    def _download_and_prepare(self, dl_manager, verification_mode, **kwargs):
-        # A local archive stays extracted while the rows are generated.
-        with ExitStack() as self._open, input_errors_unwrapped():
-            super()._download_and_prepare(dl_manager, verification_mode, **kwargs)
-
-    def _release_files(self, dl_manager) -> tuple[_ReleaseFiles, str]:
-        config = self.config
-        source = config.source or os.environ.get(release.SOURCE_ENV)
-        if source:
-            found = self._open.enter_context(release.open_release(source, verify_checksums=config.verify_checksums))
-            files = _ReleaseFiles(found.root / "prompts.csv", {rel: found.full_file(rel) for rel in release.RELATIONS},
-                                  found.hard_file, found.verified, found.unexpected_files,
-                                  found.checksum_mismatches, found.checksums_unchecked)
-            return files, str(source)
-        urls = {relative: f"{config.url.rstrip('/')}/{relative}" for relative in release.SHA256}
-        paths = fetch_verified(dl_manager, urls, release.SHA256, offline_hint=_OFFLINE_HINT)
-        hard = {path.split("/")[1].rsplit("_", 2)[0]: paths[path] for path in paths if path.endswith("_hard.csv")}
-        return _ReleaseFiles(paths["prompts.csv"],
-                             {rel: paths[f"{release.RELEASE}/{rel}_1000.csv"] for rel in release.RELATIONS},
-                             hard.__getitem__, verified=True), "download"
-
     def _split_generators(self, dl_manager):
-        files, origin = self._release_files(dl_manager)
-        prompts = release.read_prompts(files.prompt_file)
-        self.report = BuildReport(source=origin, commit=release.COMMIT, checksums_verified=files.verified,
-                                  rule=asdict(self.config.rule), unexpected_files=list(files.unexpected_files),
-                                  checksum_mismatches=list(files.checksum_mismatches),
-                                  checksums_unchecked=list(files.checksums_unchecked))
-        relations = [self.config.relation] if self.config.relation else list(release.RELATIONS)
-        return [datasets.SplitGenerator(name=SPLIT, gen_kwargs={"relations": relations, "files": files,
-                                                                 "prompts": prompts})]
+        return [datasets.SplitGenerator(name=SPLIT, gen_kwargs={"relations": _relations(self.config),
+                                                                 "downloaded": _download(self.config, dl_manager)})]
 
-    def _generate_tables(self, relations, files: _ReleaseFiles, prompts) -> Iterator:
+    def _generate_tables(self, relations, downloaded: _ReleaseFiles | None) -> Iterator:
         import pyarrow as pa
         from datasets.builder import Key
 
-        config, report = self.config, self.report
-        chosen, hard_files_present = [], True
-        for index, rel in enumerate(relations):
-            if rel not in prompts:
+        config = self.config
+        chosen = []
+        with _opened(config, downloaded) as (files, _):  # a local archive stays extracted while rows are made
+            prompts = release.read_prompts(files.prompt_file)
+            for index, rel in enumerate(relations):
+                if rel not in prompts:
+                    raise MedlamaInputError(f"no prompt for relation {rel!r}", file=files.prompt_file)
+                rows = _rows_for_relation(rel, release.read_relation_file(files.full_files[rel], rel), prompts[rel],
+                                          config.rule)
+                if config.subset == "hard":
+                    rows = [row for row in rows if row["is_hard"]]
+                if not rows:
+                    continue
+                if config.candidates:
+                    chosen += rows
+                else:
+                    chosen.append(rel)
+                    yield Key(0, index), pa.Table.from_pylist(rows, schema=features().arrow_schema)
+        if not chosen:  # `datasets` cannot hold a split of 0 rows
+            raise MedlamaInputError(f"config {config.name!r} has no rows with match threshold "
+                                    f"{config.match_threshold} and ROUGE-L threshold {config.rouge_threshold}")
+        if config.candidates:
+            yield Key(0, 0), pa.table({"name": candidate_names(chosen)}, schema=candidate_features().arrow_schema)
+
+
+def check_release(config: MedlamaConfig, rows: Sequence[dict] | None = None, *, downloads=None) -> BuildReport:
+    """What a build of ``config`` checked: its release files' checksums, the recomputed hardness scores
+    against the released ones, and the derived hard set against the released hard files.
+
+    ``rows``: the query rows of ``config``'s relations with their recomputed scores (``id``, ``relation``,
+    ``avg_match``, ``avg_rouge_l``, ``is_hard``), every row, hard or not: the ``full`` build's; None:
+    recomputed here. ``downloads``: the ``DownloadConfig`` of the cache holding the pinned files (when no local
+    release is named; default: the builder's default cache).
+    """
+    dl_manager = datasets.DownloadManager(download_config=downloads or download_config())
+    with input_errors_unwrapped(), _opened(config, _download(config, dl_manager)) as (files, origin):
+        report = BuildReport(source=origin, commit=release.COMMIT, checksums_verified=files.verified,
+                             rule=asdict(config.rule), unexpected_files=list(files.unexpected_files),
+                             checksum_mismatches=list(files.checksum_mismatches),
+                             checksums_unchecked=list(files.checksums_unchecked))
+        given: dict[str, list[dict]] = {}
+        for row in rows or ():
+            given.setdefault(row["relation"], []).append(row)
+        prompts = release.read_prompts(files.prompt_file) if rows is None else {}
+        hard_files_present = True
+        for rel in _relations(config):
+            if rows is None and rel not in prompts:
                 raise MedlamaInputError(f"no prompt for relation {rel!r}", file=files.prompt_file)
             full_rows = release.read_relation_file(files.full_files[rel], rel)
-            rows = _rows_for_relation(rel, full_rows, prompts[rel], config.rule, report)
+            derived = given.get(rel, []) if rows is not None else _rows_for_relation(rel, full_rows, prompts[rel],
+                                                                                      config.rule)
+            report.score_mismatches += _score_mismatches(rel, {row["id"]: row for row in derived}, full_rows)
             if config.compare_with_release:
                 try:
                     released_path = files.hard_file(rel)
@@ -312,22 +374,12 @@ class MedlamaBuilder(datasets.ArrowBasedBuilder):
                         raise
                     hard_files_present = False
                 else:
-                    _compare_with_released(rel, rows, full_rows, released_path, report)
-            if config.subset == "hard":
-                rows = [row for row in rows if row["is_hard"]]
-            if not rows:
+                    _compare_with_released(rel, derived, full_rows, released_path, report)
+            kept = [row for row in derived if row["is_hard"]] if config.subset == "hard" else derived
+            if not kept:
                 report.empty_configs.append(f"{config.subset}_{rel}")
-            elif config.candidates:
-                chosen += rows
-            else:
-                chosen.append(rel)
-                yield Key(0, index), pa.Table.from_pylist(rows, schema=features().arrow_schema)
         report.released_hard_checked = config.compare_with_release and hard_files_present
-        if not chosen:  # `datasets` cannot hold a split of 0 rows
-            raise MedlamaInputError(f"config {config.name!r} has no rows with match threshold "
-                                    f"{config.match_threshold} and ROUGE-L threshold {config.rouge_threshold}")
-        if config.candidates:
-            yield Key(0, 0), pa.table({"name": candidate_names(chosen)}, schema=candidate_features().arrow_schema)
+    return report
 
 
 def build_medlama(source: str | Path | None = None, *, rule: HardnessRule = HardnessRule(),
@@ -350,7 +402,9 @@ def build_medlama(source: str | Path | None = None, *, rule: HardnessRule = Hard
         compare_with_release=compare_with_release, url=url)
     full = data[SPLIT]
     hard = full.select([index for index, is_hard in enumerate(full["is_hard"]) if is_hard])
-    report = builder.report
+    report = check_release(builder.config, full.select_columns(["id", "relation", "avg_match", "avg_rouge_l",
+                                                                 "is_hard"]).to_list(),
+                           downloads=download_config(cache_dir))
     candidates: dict[str, list[str]] = {}
     for set_name, rows in (("full", full), ("hard", hard)):
         by_relation: dict[str, list[dict]] = {}
@@ -367,18 +421,11 @@ def build_medlama(source: str | Path | None = None, *, rule: HardnessRule = Hard
                         report=report)
 
 
-def load_medlama(source: str | Path | None = None, **options) -> "datasets.DatasetDict":
-    """MedLAMA straight from the release as a ``DatasetDict`` with keys ``"full"`` and ``"hard"``.
+def load_medlama_sets(source: str | Path | None = None, **options) -> "datasets.DatasetDict":
+    """MedLAMA's two query sets straight from the release: a ``DatasetDict`` with keys ``"full"`` and ``"hard"``.
 
-    For users who never touch the CLI; options as ``build_medlama``.
+    Options as ``build_medlama``. (``medlama.load_medlama`` is the other one-call form: one config of a built
+    folder, the Hub or the cached build, as the ``Dataset`` a probe takes.)
     """
     return build_medlama(source, **options).datasets
 
-
-def __getattr__(name: str):
-    # The folder export lives in its own module; these names stay importable from here.
-    if name in ("write_medlama", "cached_build"):
-        from medlama.datasets import medlama_folder
-
-        return getattr(medlama_folder, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,7 +21,7 @@ from medlama.settings import check, choices_of, did_you_mean, fields_of, type_hi
 S = TypeVar("S")
 
 #: The cut-offs every report shows (every probe scores them: :data:`~medlama.probers.benchmarks.ALWAYS_SCORED`).
-DEFAULT_KS = ALWAYS_SCORED
+REPORT_KS = ALWAYS_SCORED
 #: How :meth:`ProbeResult.acc` averages: over queries, or the mean over relations.
 AVERAGES = ("micro", "macro")
 
@@ -58,7 +58,9 @@ def check_settings(settings: S) -> S:
     return check(settings)
 
 
-#: Files :meth:`ProbeResult.save` writes into its folder.
+#: Files :meth:`ProbeResult.save` writes into its folder. ``RESULTS_FILE`` is also the file every output of
+#: ``probe``, ``ucm`` and ``recipe`` holds once its run finished (their ownership marker), and the one
+#: ``push-model --results`` reads.
 RESULTS_FILE, PREDICTIONS_FILE = "results.json", "predictions.jsonl"
 #: Top predictions kept per query in JSON outputs.
 KEEP_PREDICTIONS = 10
@@ -251,7 +253,7 @@ def _acc_at_k_module():
     return load("acc_at_k")
 
 
-def score(queries: QuerySet, predictions: list[list[str]], *, ks=DEFAULT_KS, match: str = "exact") -> dict:
+def score(queries: QuerySet, predictions: list[list[str]], *, ks=REPORT_KS, match: str = "exact") -> dict:
     """acc@k of ``predictions`` per relation, micro and macro, computed by the acc@k metric module."""
     return _acc_at_k_module().compute(predictions=predictions, references=queries.gold, groups=queries.relations,
                                       k=list(ks), match=match)
@@ -280,7 +282,7 @@ def rank_by_pool(queries: QuerySet, rank: Any) -> Any:
     return merged
 
 
-def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k: int = 10, ks=DEFAULT_KS,
+def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k: int = 10, ks=REPORT_KS,
           match: str = "exact") -> ProbeResult:
     """Run ``prober`` on ``queries`` (against the pool their rule gives) and score its top ``top_k``
     predictions."""
@@ -291,7 +293,7 @@ def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k:
 
 
 def result_of(prober: Prober, queries: QuerySet, predictions: list[list[str]], seconds: float, *, label: str,
-              ks=DEFAULT_KS, match: str = "exact", **more_settings) -> ProbeResult:
+              ks=REPORT_KS, match: str = "exact", **more_settings) -> ProbeResult:
     """The scored :class:`ProbeResult` of ``prober``'s ``predictions`` for ``queries``, with its provenance
     (data and its candidate pool, model, device); ``more_settings`` are recorded beside the prober's (e.g. the
     ``layer`` probed)."""

@@ -92,13 +92,13 @@ def _load_biolama(source):
 
 
 def _build_medlama(release: str | None) -> Path:
-    from medlama.datasets.medlama import cached_build
+    from medlama.datasets.medlama_folder import cached_build
 
     return cached_build(release)
 
 
 def _build_biolama(release: str | None) -> Path:
-    from medlama.datasets.biolama import cached_build
+    from medlama.datasets.biolama_folder import cached_build
 
     return cached_build(release)
 

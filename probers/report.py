@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from medlama.display import print_table
-from medlama.probers.base import (DEFAULT_KS, PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, _acc_at_k_module,
+from medlama.probers.base import (REPORT_KS, PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, _acc_at_k_module,
                                   write_predictions, write_results)
 from medlama.probers.queries import QuerySet
 
@@ -23,7 +23,7 @@ def percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.2f}"
 
 
-def print_summary(results: Sequence[ProbeResult], title: str = "acc@k (%)", ks: Sequence[int] = DEFAULT_KS) -> None:
+def print_summary(results: Sequence[ProbeResult], title: str = "acc@k (%)", ks: Sequence[int] = REPORT_KS) -> None:
     """One row per result: micro and macro acc@k, queries, seconds."""
     columns = ["run"] + [f"acc@{k}" for k in ks] + [f"macro acc@{k}" for k in ks] + ["queries", "seconds"]
     rows = [[r.label] + [percent(r.acc(k)) for k in ks] + [percent(r.acc(k, "macro")) for k in ks]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from medlama.errors import MedlamaInputError
+from medlama.probers.base import RESULTS_FILE
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class CardScores:
 
 
 def _runs(results: Path) -> tuple[Path, list[dict[str, Any]]]:
-    file = results / "results.json" if results.is_dir() else results
+    file = results / RESULTS_FILE if results.is_dir() else results
     try:
         payload = json.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:

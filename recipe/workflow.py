@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from medlama.probers.base import DEFAULT_KS, PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, probe, write_predictions
+from medlama.probers.base import REPORT_KS, PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, probe, write_predictions
 from medlama.probers.queries import QuerySet
 from medlama.probers.report import mean_std
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
@@ -34,7 +34,7 @@ class RecipeResult:
     corpora: list[str] = field(default_factory=list)
     heldout: str | None = None
 
-    def summary(self, ks: Sequence[int] = DEFAULT_KS) -> dict:
+    def summary(self, ks: Sequence[int] = REPORT_KS) -> dict:
         """acc@k of the base model and mean / std over the rewired models, micro and macro (and the held-out
         cloze self-retrieval, when scored)."""
         out: dict = {"base": {}, "rewired_mean": {}, "rewired_std": {}, "runs": len(self.rewired)}
@@ -112,7 +112,7 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
 
     out = Path(out)
     base_model = resolve_model(model)
-    config = rewire_config or RewireConfig.preset("paper")
+    config = rewire_config or RewireConfig.preset()
     if model is not None:
         config = RewireConfig(**{**config.to_dict(), "model": str(model)})
     progress(f"probing the un-rewired model on {queries.name} ({len(queries):,} queries, "

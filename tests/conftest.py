@@ -74,7 +74,7 @@ def corpus_head(elicit_corpora, tmp_path_factory):
 @pytest.fixture(scope="session")
 def medlama_build(tmp_path_factory, medlama_source):
     """MedLAMA built once per session with the real builder: ``(folder, MedlamaBuild, statistics)``."""
-    from medlama.datasets.medlama import write_medlama
+    from medlama.datasets.medlama_folder import write_medlama
 
     out = tmp_path_factory.mktemp("built") / "medlama"
     build, stats = write_medlama(out, medlama_source, progress=False)

@@ -15,11 +15,17 @@ from typing import Any, Literal
 from medlama.errors import MedlamaInputError
 from medlama.settings import as_dict, check, fields_of, flag_of, setting, settings_from
 
+#: The preset of ``medlama rewire``, of :meth:`RewireConfig.preset` and of the recipe workflow's rewiring when
+#: no config is given: the published run, so that a rewiring reproduces the paper unless asked otherwise.
+DEFAULT_PRESET = "paper"
+#: The preset of ``medlama.rewire()`` and ``medlama recipe``: the quick starts, which should finish on a
+#: laptop's CPU (about a minute with the bundled model) rather than run the paper's GPU-sized batch.
+QUICK_PRESET = "demo"
 #: ``resume=`` value of the settings a resumed run may change (the others must match the checkpoints).
 MAY_CHANGE = "may_change"
 
 
-@dataclass
+@dataclass(frozen=True)
 class RewireConfig:
     """Everything that defines a rewiring run. See :data:`PRESETS` and :meth:`preset`.
 
@@ -31,8 +37,8 @@ class RewireConfig:
     ``precision`` is ``"auto"`` (bf16 on a CUDA card that supports it, else fp16 on CUDA, else fp32),
     ``"fp32"``, ``"fp16"`` (CUDA only) or ``"bf16"`` (CUDA or CPU autocast).
 
-    The fields may be reassigned (older callers do); :func:`medlama.trainers.trainer.rewire` checks the
-    config again before it trains.
+    Frozen: a changed config is a new one (``dataclasses.replace`` or :meth:`preset` with overrides), so
+    it is checked as it is made.
     """
 
     model: str | None = setting(None, help="Hugging Face encoder folder or hub name (none: the bundled "
@@ -93,9 +99,9 @@ class RewireConfig:
         return self
 
     @classmethod
-    def preset(cls, name: str = "paper", **overrides: Any) -> RewireConfig:
-        """A preset (``"paper"`` or ``"demo"``) with some fields replaced; ``None`` overrides are ignored
-        (they mean "not given"); an unknown setting name is an error naming the nearest known one."""
+    def preset(cls, name: str = DEFAULT_PRESET, **overrides: Any) -> RewireConfig:
+        """A preset (``"paper"``, the default, or ``"demo"``) with some fields replaced; ``None`` overrides are
+        ignored (they mean "not given"); an unknown setting name is an error naming the nearest known one."""
         if name not in PRESETS:
             raise MedlamaInputError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
         return settings_from(cls, {k: v for k, v in overrides.items() if v is not None}, base=PRESETS[name],

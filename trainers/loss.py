@@ -30,6 +30,51 @@ class ClozeInfoNCELoss(MultipleNegativesRankingLoss):
     with the columns swapped so that the answers are the anchors, and averages the two. Gathering negatives
     across devices is the library's own (``gather_across_devices``): each device's anchors meet every
     device's texts, and the gradients flow back to the device that embedded them.
+
+    Args:
+        model: the SentenceTransformer being rewired.
+        temperature: tau of equation 1; the similarity is ``cos_sim / temperature`` (default 0.04, the
+            upstream README's; table 8 of the paper stars 0.03).
+        gather_across_devices: also take the other devices' texts as negatives (what
+            :func:`make_loss` turns on when training is distributed).
+
+    Requirements:
+        1. (query, answer) pairs: a masked sentence and the span its mask replaced
+           (:func:`medlama.trainers.cloze.build_cloze_dataset` makes them from a corpus)
+        2. no two equal texts in a batch, ideally: an equal text is counted as a negative (the rewiring's
+           ``batch_sampler="no_duplicates"`` is sentence-transformers' ``BatchSamplers.NO_DUPLICATES``)
+
+    Inputs:
+        +---------------------------------------------+--------+
+        | Texts                                       | Labels |
+        +=============================================+========+
+        | (query, answer) pairs: columns ``query``,   | none   |
+        | ``answer``, in that order                   |        |
+        +---------------------------------------------+--------+
+
+    Relations:
+        - Built on :class:`~sentence_transformers.losses.MultipleNegativesRankingLoss` (query-anchored
+          InfoNCE with in-batch negatives), run once with each column as the anchors.
+
+    Example:
+        ::
+
+            from datasets import Dataset
+            from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+
+            from medlama.trainers.loss import ClozeInfoNCELoss
+
+            model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")
+            train_dataset = Dataset.from_dict({
+                "query": ["aspirin may treat a [MASK] in adults", "metformin lowers [MASK] glucose"],
+                "answer": ["headache", "blood"],
+            })
+            loss = ClozeInfoNCELoss(model, temperature=0.04)
+            trainer = SentenceTransformerTrainer(model=model, train_dataset=train_dataset, loss=loss)
+            trainer.train()
+
+        ``medlama rewire`` (:func:`medlama.trainers.trainer.rewire`) does this with the paper's settings,
+        checkpoints and a run record.
     """
 
     def __init__(self, model: SentenceTransformer, temperature: float = 0.04,

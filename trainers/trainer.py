@@ -52,15 +52,13 @@ from medlama.trainers.checkpoints import (
     staged_checkpoint,
 )
 from medlama.trainers.cloze import ANSWER_COLUMN, QUERY_COLUMN, ClozeBuild, build_cloze_dataset, count_masks_cut
-from medlama.trainers.config import PRESETS, RewireConfig
+from medlama.trainers.config import DEFAULT_PRESET, PRESETS, RewireConfig
 from medlama.trainers.devices import is_main_process, resolve_precision, world_size
 from medlama.trainers.guards import divergence_callback, final_loss, trained_steps
 from medlama.trainers.loss import make_loss
 from medlama.trainers.model import WEIGHT_FILES, build_rewire_model
 from medlama.trainers.model_card import write_rewire_card
 
-#: The ``medlama rewire`` default preset (the recorded command line's on a tie).
-_COMMAND_PRESET = "paper"
 #: The command that writes (and alone may resume or replace) a rewiring output: its ownership record.
 KIND = "rewire"
 #: The run record's format, which also marks an output written before ownership records existed.
@@ -98,7 +96,7 @@ def _versions() -> dict[str, str]:
 def closest_preset(config: RewireConfig) -> str:
     """The preset ``config`` differs from in the fewest settings (``paper`` on a tie)."""
     return min(PRESETS, key=lambda name: (len(to_flags(config, relative_to=PRESETS[name])),
-                                          name != _COMMAND_PRESET))
+                                          name != DEFAULT_PRESET))
 
 
 def command_line(corpus: Any, out: Path, config: RewireConfig, *, preset: str | None = None) -> str | None:
@@ -180,7 +178,7 @@ def rewire(corpus: Any, out: str | Path, config: RewireConfig | None = None, *, 
     """
     if preset is not None and preset not in PRESETS:
         raise MedlamaInputError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
-    config = (config or RewireConfig.preset("paper")).validate()  # again: fields may have been reassigned
+    config = config or RewireConfig.preset()
     out = Path(out).expanduser()
     _check_output_folder(out, note=False)  # before the lock: a user's folder is refused with nothing created
     # Only the main process writes OUT, so only it holds the lock (the others would find it taken).

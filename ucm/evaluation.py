@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from medlama.errors import MedlamaInputError
+from medlama.probers.base import RESULTS_FILE
 from medlama.probers.benchmarks import CONTEXT_VARIANCE
 from medlama.settings import check, setting
 from medlama.ucm.rankers import ContextRanker
@@ -26,14 +27,16 @@ from medlama.ucm.report import print_tables, write_outputs
 from medlama.ucm.scores import ModelResult, accuracy, by_context, share_intervals, ucm, ucm_k_macro
 from medlama.ucm.sets import ContextSets, load_sets
 
-DEFAULT_KS = CONTEXT_VARIANCE.ks  # the benchmark's declaration (medlama.probers.benchmarks)
+#: The UCM cut-offs (acc@k of table 2): the context-variance benchmark's declaration (medlama.probers.benchmarks),
+#: not the probe reports' :data:`medlama.probers.base.REPORT_KS`.
+UCM_KS = CONTEXT_VARIANCE.ks
 
 
 @dataclass(frozen=True)
 class UcmSettings:
     """What a UCM evaluation scores (which sequences, which records) and reports."""
 
-    ks: tuple[int, ...] = setting(DEFAULT_KS, min=1, metavar="K", help="acc@k cut-offs, as table 2")
+    ks: tuple[int, ...] = setting(UCM_KS, min=1, metavar="K", help="acc@k cut-offs, as table 2")
     sources: tuple[str, ...] | None = setting(None, metavar="SOURCE",
                                               help="score only these sources; none: every source")
     context_types: tuple[str, ...] | None = setting(None, metavar="TYPE",
@@ -55,7 +58,7 @@ class UcmSettings:
             raise MedlamaInputError("setting 'ks' needs at least one cut-off")
 
 
-def evaluate_model(ranker: ContextRanker, sets: ContextSets, *, label: str, ks: Sequence[int] = DEFAULT_KS,
+def evaluate_model(ranker: ContextRanker, sets: ContextSets, *, label: str, ks: Sequence[int] = UCM_KS,
                    keep_records: bool = False, skip_first_segment: bool = True, progress: bool = True
                    ) -> ModelResult:
     """Rank, build the records, and score them with the UCM and acc@k modules.
@@ -138,7 +141,7 @@ def score_sets(sets: str | Path, model=None, *, method: str = "auto", out: str |
     for path in paths:
         resolve_model(path)
     device = check_device(device, name="device")
-    target = (atomic_directory(out, marker="results.json", kind="ucm") if out is not None
+    target = (atomic_directory(out, marker=RESULTS_FILE, kind="ucm") if out is not None
               else tempfile.TemporaryDirectory(prefix="medlama-ucm-"))
     with target as folder:  # the output is claimed before any model loads
         rankers = [(name, make_ranker(method, path, device=device)) for name, path in zip(labels, paths)]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from medlama.probers.base import RESULTS_FILE
 from medlama.probers.report import save_figure
 from medlama.ucm.scores import SHARES, ModelResult
 from medlama.ucm.sets import ContextSets
@@ -139,7 +140,7 @@ def write_outputs(results: Sequence[ModelResult], sets: ContextSets, out: str | 
                    "ucm_k": "per_relation; ucm_k_macro = their mean over relations"},
                "models": [r.to_json() for r in results],
                "provenance": _provenance(results, sets)}
-    written = [out / "results.json"]
+    written = [out / RESULTS_FILE]
     atomic_write_text(written[0], json.dumps(payload, indent=2, ensure_ascii=False, default=_plain) + "\n")
     written.append(plot(results, out / "ucm.png", ks))
     if records:

@@ -52,9 +52,8 @@ def load_sets(directory: str | Path, *, sources: Sequence[str] | None = None,
     """
     from datasets import concatenate_datasets
 
+    from medlama.datasets.export import quiet_datasets
     from medlama.datasets.folders import load_config  # not load_dataset(DIR): its cache mixes up folders
-
-    from medlama.datasets.medlama import _quiet_datasets
 
     directory = Path(directory)
     info = read_build_info(directory)
@@ -69,7 +68,7 @@ def load_sets(directory: str | Path, *, sources: Sequence[str] | None = None,
         if bad:
             raise MedlamaInputError(f"context type(s) {bad} not built; this folder has {types}", file=directory)
         types = [t for t in types if t in context_types]
-    with _quiet_datasets():
+    with quiet_datasets():
         parts = [load_config(directory, source, "test") for source in chosen]
         rows = concatenate_datasets(parts) if len(parts) > 1 else parts[0]
         frame = rows.select_columns(["context_type", "negative", "relation", "triple_id"]).to_pandas()

@@ -83,7 +83,7 @@ def write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origin
 def _write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origin: str | None,
                   umls_derived: bool | None) -> ContextVarianceBuild:
     from medlama.atomic import atomic_directory
-    from medlama.datasets.medlama import _quiet_datasets
+    from medlama.datasets.export import quiet_datasets
 
     config = builder.config
     settings = config.settings
@@ -94,7 +94,7 @@ def _write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origi
     stats = builder.open_sources()  # indexes first (outside the staging folder: later builds reuse them)
     configs, default_config = config_layout([s.source for s in stats], settings.context_types, settings.negative)
     used_pools: dict = {}
-    with atomic_directory(out_dir, marker="build_info.json", kind=KIND) as staging, _quiet_datasets():
+    with atomic_directory(out_dir, marker="build_info.json", kind=KIND) as staging, quiet_datasets():
         for stat in stats:
             writers = _Writers(staging, stat.source, settings)
             try:

@@ -239,6 +239,7 @@ def _score_query(preds, golds, key, index, match):
     return first_hit, len(seen)
 
 
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class AccAtK(evaluate.Metric):
     """acc@k with micro and macro (per-group) averages and a count of short prediction lists."""
 

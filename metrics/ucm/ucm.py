@@ -242,6 +242,7 @@ def _sign(value):
     return (value > 0) - (value < 0)
 
 
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class UCM(evaluate.Metric):
     """Understand / Confuse / Misunderstand shares and table-1 rank changes for context-variance probing."""
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from medlama.errors import MedlamaInputError
+from medlama.trainers.config import QUICK_PRESET
 
 __all__ = ["load_medlama", "probe", "rewire", "ucm"]
 
@@ -149,7 +150,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     return outcome.results[0] if len(outcome.results) == 1 else outcome.results
 
 
-def rewire(corpus: Any, out: str | Path, model: str | Path | None = None, *, preset: str = "demo",
+def rewire(corpus: Any, out: str | Path, model: str | Path | None = None, *, preset: str = QUICK_PRESET,
            resume: bool | str | Path = True, **settings: Any):
     """Rewire ``model`` (default: the bundled encoder) with Contrastive-Probe on ``corpus`` (a sentence file,
     a list of them, or a ``datasets.Dataset`` with a ``text`` column) into ``out``.

@@ -11,7 +11,7 @@ import pytest
 
 from medlama.atomic import write_owner
 from medlama.cli import main
-from medlama.datasets.biolama import write_biolama
+from medlama.datasets.biolama_folder import write_biolama
 from medlama.errors import MedlamaInputError
 
 

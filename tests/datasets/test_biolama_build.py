@@ -17,7 +17,8 @@ import yaml
 from datasets import List, Value, load_dataset
 
 from medlama.cli import main
-from medlama.datasets.biolama import build_biolama, features, load_biolama, write_biolama
+from medlama.datasets.biolama import build_biolama, features, load_biolama
+from medlama.datasets.biolama_folder import write_biolama
 from medlama.datasets.card import statistics_block
 from medlama.errors import MedlamaInputError
 from medlama.loaders import biolama_release as release

@@ -34,7 +34,7 @@ def test_medlama_builder_equals_the_built_folder(config, medlama_dir, medlama_so
     builder = MedlamaBuilder(config_name=config, source=str(medlama_source), cache_dir=tmp_path)
     data = prepared(builder)
     assert data.to_list() == load_dataset(str(medlama_dir), config, split="test").to_list()
-    assert builder.report.checksums_verified and builder.report.matches_release
+    assert (report := builder.check_release()).checksums_verified and report.matches_release
 
 
 def test_medlama_builder_configs_are_the_folders(medlama_dir):
@@ -48,7 +48,7 @@ def test_medlama_thresholds_are_config_parameters(medlama_source, tmp_path):
                              rouge_threshold=0.05)
     data = prepared(builder)
     assert 0 < data.num_rows < 977 and all(score < 0.05 for score in data["avg_rouge_l"])
-    assert len(builder.report.hard_only_released) == 977 - data.num_rows
+    assert len(builder.check_release().hard_only_released) == 977 - data.num_rows
     with pytest.raises(MedlamaInputError, match=r"^match_threshold must be a number in \(0, 1\]"):
         MedlamaBuilder(config_name="hard", match_threshold=10, cache_dir=tmp_path)
 
@@ -56,7 +56,7 @@ def test_medlama_thresholds_are_config_parameters(medlama_source, tmp_path):
 def test_medlama_download_from_a_file_url(medlama_dir, medlama_source, tmp_path, no_source):
     builder = MedlamaBuilder(config_name="hard_may_treat", url=medlama_source.as_uri(), cache_dir=tmp_path)
     data = prepared(builder)
-    assert builder.report.source == "download" and builder.report.checksums_verified
+    assert (report := builder.check_release()).source == "download" and report.checksums_verified
     assert data.to_list() == load_dataset(str(medlama_dir), "hard_may_treat", split="test").to_list()
 
 
@@ -150,3 +150,16 @@ def test_biolama_builder_unknown_relation(biolama_folder, tmp_path):
     with pytest.raises(MedlamaInputError, match=r"unknown config 'umls_UR1'; the release's relations: "
                                                 r"\['umls_UR44', 'umls_UR116'\]"):
         BiolamaBuilder(config_name="umls_UR1", source=str(release_dir), cache_dir=tmp_path).download_and_prepare()
+
+
+def test_builders_override_only_the_packaged_builder_hooks():
+    """As ``datasets``' packaged builders: a config and the three hooks, no other private method of the base
+    class (what a build checked comes back from a public call, not from state set while rows are generated).
+    BioLAMA's relation configs are named by the release's folders, so they are made on demand."""
+    import datasets
+
+    hooks = {"_info", "_split_generators", "_generate_tables", "_generate_examples"}
+    base = {name for name in dir(datasets.ArrowBasedBuilder) if name.startswith("_") and not name.startswith("__")}
+    for cls, allowed in ((MedlamaBuilder, hooks), (BiolamaBuilder, hooks | {"_create_builder_config"})):
+        overridden = {name for name in vars(cls) if name in base}
+        assert overridden <= allowed, (cls.__name__, sorted(overridden - allowed))

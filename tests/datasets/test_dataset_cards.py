@@ -13,7 +13,7 @@ from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from medlama.cli import main
-from medlama.datasets.biolama import write_biolama
+from medlama.datasets.biolama_folder import write_biolama
 from medlama.datasets.card import name_repository
 from medlama.datasets.folders import folder_configs, load_config
 from medlama.datasets.licences import GATED_FIELDS, GATED_PROMPT

@@ -147,9 +147,9 @@ def test_thresholds_configurable(medlama_source):
 
 
 def test_python_api_returns_dataset_dict(medlama_source):
-    from medlama.datasets.medlama import load_medlama
+    from medlama.datasets.medlama import load_medlama_sets
 
-    data = load_medlama(medlama_source, progress=False)
+    data = load_medlama_sets(medlama_source, progress=False)
     assert set(data) == {"full", "hard"}
     assert data["hard"].num_rows == 15_329
 

@@ -1,4 +1,4 @@
-"""The fault suite as CI runs it: ``benchmarks/faults.py --short`` kills builds, trainings and
+"""The fault suite as CI runs it: ``tests/faults/harness.py --short`` kills builds, trainings and
 probes with SIGKILL, runs two writers on one output folder and feeds corrupt inputs; nothing may be lost,
 and every case must survive (the earlier output loads, the rerun completes)."""
 
@@ -11,12 +11,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.mark.slow
 def test_fault_suite_loses_nothing(medlama_source, elicit_corpora):
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "faults.py"), "--short"],
+    result = subprocess.run([sys.executable, str(Path(__file__).with_name("harness.py")), "--short"],
                             capture_output=True, text=True, timeout=900)
     report = "\n".join(line for line in result.stdout.splitlines() if not line.startswith(("Generating", "Creating")))
     summary = re.search(r"^faults: (\d+) tried, (\d+) survived, (\d+) lost \((\d+) unclear errors\)$", result.stdout,

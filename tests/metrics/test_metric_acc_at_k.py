@@ -469,3 +469,9 @@ def test_property_repeating_predictions_changes_nothing(acc, queries):
     base = acc.compute(predictions=predictions, references=references, groups=groups, k=KS)
     again = acc.compute(predictions=doubled, references=golds_doubled, groups=groups, k=KS)
     assert base == again
+
+
+def test_class_docstring_carries_the_inputs_description(acc_by_path):
+    """``help()`` on the loaded module shows what ``compute`` takes (evaluate's add_start_docstrings)."""
+    doc = type(acc_by_path).__doc__
+    assert "Args:" in doc and "predictions" in doc and "acc@k with micro and macro" in doc

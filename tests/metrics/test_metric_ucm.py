@@ -463,3 +463,9 @@ def test_property_shares_follow_the_sign_of_the_target_rank_change(ucm, recs):
     assert results["num_misunderstand"] == sum(change > 0 for change in correct)
     if correct:
         assert results["rank_change"]["added_correct"]["target"] == pytest.approx(sum(correct) / len(correct))
+
+
+def test_class_docstring_carries_the_inputs_description(ucm_by_path):
+    """``help()`` on the loaded module shows what ``compute`` takes (evaluate's add_start_docstrings)."""
+    doc = type(ucm_by_path).__doc__
+    assert "target_rank_before" in doc and "Understand / Confuse / Misunderstand shares" in doc

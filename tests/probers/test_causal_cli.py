@@ -120,7 +120,7 @@ def test_wrong_model_class_and_foreign_flags_exit_2(make_tiny_bert, tiny_gpt2, m
 
 
 def test_biolama_with_causal_methods(biolama_fx, tiny_gpt2, tmp_path_factory, tmp_path):
-    from medlama.datasets.biolama import write_biolama
+    from medlama.datasets.biolama_folder import write_biolama
     from medlama.probers.biolama_queries import load_biolama_queries
 
     release = tmp_path_factory.mktemp("causal-biolama-release")

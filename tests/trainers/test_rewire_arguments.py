@@ -30,3 +30,17 @@ def test_bad_arguments_are_refused_before_any_model_loads(tmp_path, monkeypatch)
         with pytest.raises(MedlamaInputError, match=re.escape(message)):
             medlama.rewire(*arguments, **settings)
         assert not (tmp_path / "out").exists()
+
+
+def test_a_rewire_config_cannot_be_changed_after_its_checks():
+    """A field set after construction would skip the checks made as the config is built (steps=0 here)."""
+    import dataclasses
+
+    from medlama.trainers.config import RewireConfig
+
+    config = RewireConfig.preset("demo")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.steps = 0
+    with pytest.raises(MedlamaInputError, match="setting 'steps' must be at least 1"):
+        dataclasses.replace(config, steps=0)
+    assert dataclasses.replace(config, skip_short_lines=True).skip_short_lines

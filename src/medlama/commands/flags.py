@@ -5,7 +5,9 @@ A flag's value is parsed by the field's annotation (``int``, ``float``, ``str``,
 ``--x/--no-x``, ``Literal`` as choices, ``tuple[...]`` as one or more values, ``X | None`` accepting
 ``none``). Flags that are not given stay out of the namespace (``argparse.SUPPRESS``), so
 :func:`given_settings` returns exactly what the user typed and the rest comes from the defaults or a
-preset. Old spellings (``old_flags``) still parse and print what replaced them.
+preset. Old spellings still parse and print what replaced them: a settings field's in its ``old_flags``,
+the flags that are not fields in :data:`RENAMED_FLAGS` (old method *names*, such as ``--method contrastive``,
+in ``medlama.probers.registry.OLD_NAMES``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from medlama import settings as S
+from medlama.errors import MedlamaInputError
+
+#: Renamed flags that are not settings fields, old -> new: still parsed (hidden from ``--help``), each use
+#: saying on stderr what replaced it. ``--ranker``: ``medlama ucm``'s ``--method`` before the rankers and the
+#: probers shared method names; ``--mask-predict-preset``: ``medlama probe``'s ``--preset`` before every
+#: method had presets.
+RENAMED_FLAGS: dict[str, str] = {"--ranker": "--method", "--mask-predict-preset": "--preset"}
 
 
 def _parser_for(annotation: Any, field_name: str) -> Any:
@@ -112,6 +121,23 @@ def add_settings_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup
                 old_kwargs.update(nargs=0, const=True)
             target.add_argument(old, action=_OldFlag, note=note, new_flag=flag, help=argparse.SUPPRESS,
                                 **old_kwargs)
+
+
+def add_renamed_flag(parser: argparse.ArgumentParser, old: str, **kwargs: Any) -> None:
+    """Parse the old spelling ``old`` (a key of :data:`RENAMED_FLAGS`) into its own namespace key; read it
+    with :func:`renamed_value`. ``kwargs``: as ``add_argument`` (``nargs``, ``choices``)."""
+    parser.add_argument(old, action=_OldFlag, new_flag=RENAMED_FLAGS[old], default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS, **kwargs)
+
+
+def renamed_value(args: argparse.Namespace, old: str, *, exclusive: bool = False) -> Any:
+    """The value the renamed flag ``old`` gave (None when not given). ``exclusive``: giving both spellings is
+    an error (when the new one's value would otherwise be dropped)."""
+    value = vars(args).get(old[2:].replace("-", "_"))
+    new = RENAMED_FLAGS[old]
+    if value is not None and exclusive and vars(args).get(new[2:].replace("-", "_")) is not None:
+        raise MedlamaInputError(f"give {new} only ({old} is its old name)")
+    return value
 
 
 def given_settings(args: argparse.Namespace, cls: type, *, prefix: str = "") -> dict[str, Any]:

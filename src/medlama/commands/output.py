@@ -23,9 +23,7 @@ from pathlib import Path
 from medlama.errors import MedlamaInputError
 from medlama.models import DEVICE_PATTERN, DEVICE_WORDS
 from medlama.models import check_device as check_model_device
-
-#: The file every output of ``probe``, ``ucm`` and ``recipe`` holds once its run finished.
-RESULTS = "results.json"
+from medlama.probers.base import RESULTS_FILE
 
 #: ``--batch-size``'s meaning for every command that runs a model forward (not ``rewire``'s).
 BATCH_SIZE_LEAD = "inputs per forward pass"
@@ -49,7 +47,7 @@ def limit_word(word: str) -> int:
 
 
 OVERWRITE_HELP = (f"replace the results of an earlier run in OUT; without it, a rerun into a folder that holds "
-                  f"{RESULTS} is refused before any work (default: refuse)")
+                  f"{RESULTS_FILE} is refused before any work (default: refuse)")
 
 
 def add_output_arguments(parser: argparse.ArgumentParser, *, default_out: Path, writes: str,
@@ -61,7 +59,7 @@ def add_output_arguments(parser: argparse.ArgumentParser, *, default_out: Path, 
                        help=f"folder for {writes} (default: {default_out})")
     group.add_argument("--overwrite", action="store_true", help=overwrite)
     group.add_argument("--json", action="store_true",
-                       help=f"print {RESULTS} on stdout and nothing else (tables and notes go to stderr)")
+                       help=f"print {RESULTS_FILE} on stdout and nothing else (tables and notes go to stderr)")
     group.add_argument("--quiet", "-q", action="store_true",
                        help="no tables or notes, only warnings and errors (results are still written to OUT)")
     group.add_argument("--device", type=device_word, metavar="DEVICE",
@@ -83,7 +81,7 @@ def check_output(out: Path, *, kind: str, overwrite: bool, reads: list = ()) -> 
     reads; see :func:`medlama.atomic.check_finished`."""
     from medlama.atomic import check_finished
 
-    check_finished(out, marker=RESULTS, kind=kind, overwrite=overwrite, reads=reads)
+    check_finished(out, marker=RESULTS_FILE, kind=kind, overwrite=overwrite, reads=reads)
 
 
 def claimed_output(out: Path, *, kind: str, overwrite: bool, reads: list = ()):
@@ -91,7 +89,7 @@ def claimed_output(out: Path, *, kind: str, overwrite: bool, reads: list = ()):
     :func:`medlama.atomic.claimed_output` with the commands' marker, ``results.json``."""
     from medlama.atomic import claimed_output as claimed
 
-    return claimed(out, marker=RESULTS, kind=kind, overwrite=overwrite, reads=reads)
+    return claimed(out, marker=RESULTS_FILE, kind=kind, overwrite=overwrite, reads=reads)
 
 
 def check_folder_output(out: Path, *, kind: str, overwrite: bool) -> None:
@@ -100,7 +98,7 @@ def check_folder_output(out: Path, *, kind: str, overwrite: bool) -> None:
     from medlama.atomic import OWNER_NAME, check_replaceable
 
     check_replaceable(out, marker=OWNER_NAME, kind=kind)
-    if (Path(out) / RESULTS).is_file() and not overwrite:
+    if (Path(out) / RESULTS_FILE).is_file() and not overwrite:
         raise MedlamaInputError("the output folder holds the results of a finished run; give --overwrite to replace "
                                 "them, or choose another --out (nothing was changed)", file=Path(out).resolve())
 

@@ -9,6 +9,7 @@ from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.commands.method_flags import PRESET_HELP, add_method_arguments, method_settings
 from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, check_device, claimed_output, human_output,
                                      print_results)
+from medlama.probers.base import RESULTS_FILE
 from medlama.probers.queries import QuerySource
 from medlama.probers.retrieval import RetrievalSettings
 from medlama.probers.registry import METHODS, OLD_NAMES, current_names, settings_for
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         with human_output(args):
             _probe(args, runs, checkpoints)
     if args.json:
-        print_results(args.out / "results.json")
+        print_results(args.out / RESULTS_FILE)
     return 0
 
 

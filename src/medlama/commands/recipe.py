@@ -13,6 +13,8 @@ from pathlib import Path
 from medlama.commands.output import (add_output_arguments, check_device, check_folder_output, human_output,
                                      print_results)
 from medlama.commands.probe import add_data_arguments, add_retrieval_arguments, load_queries, retrieval_settings
+from medlama.probers.base import RESULTS_FILE
+from medlama.trainers.config import PRESETS, QUICK_PRESET
 
 
 def register(subparsers) -> None:
@@ -24,7 +26,7 @@ def register(subparsers) -> None:
                         help="sentence files to rewire on, one rewired model each (e.g. the released "
                              "elicit corpora pubmed_sents_no_punkt_10k_*)")
     parser.add_argument("--repeat", type=int, help="rewire on the first N corpora only (default: all given)")
-    parser.add_argument("--rewire-preset", default="demo", choices=["demo", "paper"],
+    parser.add_argument("--rewire-preset", default=QUICK_PRESET, choices=sorted(PRESETS),
                         help="a named bundle of the rewiring's settings, as `medlama rewire --preset`; --steps and "
                              "--rewire-batch-size replace its values. demo: a CPU-sized run; paper: the published "
                              "run (batch 192, 200 steps, max length 48) (default: %(default)s)")
@@ -88,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                 shutil.rmtree(args.out, ignore_errors=True)  # a run that wrote nothing leaves nothing
             raise
     if args.json:
-        print_results(args.out / "results.json")
+        print_results(args.out / RESULTS_FILE)
     return 0
 
 

@@ -12,7 +12,7 @@ from medlama.settings import fields_of, settings_from
 
 
 def register(subparsers) -> None:
-    from medlama.trainers.config import PRESETS, RewireConfig
+    from medlama.trainers.config import DEFAULT_PRESET, PRESETS, RewireConfig
 
     parser = subparsers.add_parser(
         "rewire", help="rewire an encoder for probing (Contrastive-Probe self-retrieval training)",
@@ -23,7 +23,7 @@ def register(subparsers) -> None:
     parser.add_argument("--corpus", required=True, nargs="+", type=Path, metavar="FILE",
                         help="sentence files, one sentence per line (e.g. ../shared/data/elicit_corpora/*_0)")
     parser.add_argument("--out", required=True, type=Path, help="output folder")
-    parser.add_argument("--preset", default="paper", choices=sorted(PRESETS),
+    parser.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS),
                         help="a named bundle of the rewiring's settings; the flags given replace its values. "
                              "paper: batch 192, lr 2e-5, 200 steps, max length 48, tau 0.04, checkpoint every 50 "
                              "steps, 10k sentences; demo: a CPU-sized run, batch 32, lr 5e-5, 50 steps, checkpoint "
@@ -31,11 +31,11 @@ def register(subparsers) -> None:
     settings = parser.add_argument_group(
         "rewiring settings", "each defaults to the preset's value (shown: the paper preset's); an optional "
                              "setting takes 'none'")
-    add_settings_flags(settings, RewireConfig, exclude=("dropout",), defaults=PRESETS["paper"], helps={
+    add_settings_flags(settings, RewireConfig, exclude=("dropout",), defaults=PRESETS[DEFAULT_PRESET], helps={
         "batch_size": lambda text: text.replace("pairs per optimiser step", "pairs per optimiser step (not inputs "
                                                 "per forward pass as in probe, ucm and recipe)", 1)})
     dropout = settings.add_mutually_exclusive_group()
-    add_settings_flags(dropout, RewireConfig, defaults=PRESETS["paper"],
+    add_settings_flags(dropout, RewireConfig, defaults=PRESETS[DEFAULT_PRESET],
                        exclude=tuple(f.name for f in fields_of(RewireConfig) if f.name != "dropout"))
     dropout.add_argument("--keep-model-dropout", dest="dropout", action="store_const", const=None,
                          default=argparse.SUPPRESS, help="keep the model's own dropout (same as --dropout none)")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.commands.flags import add_renamed_flag, add_settings_flags, given_settings, renamed_value
 from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, check_device, claimed_output,
                                      human_output, print_results)
+from medlama.probers.base import RESULTS_FILE
 from medlama.probers.causal import LikelihoodSettings
 from medlama.probers.mask_average import MaskAverageSettings
 from medlama.probers.registry import OLD_NAMES, current_names
@@ -38,7 +38,7 @@ def register(subparsers) -> None:
                              "auto: causal-likelihood for a decoder-only causal LM (GPT-2, Llama style), else "
                              "mask-average when the model has an MLM head, else retrieval. One value, or one per "
                              "model (default: auto)")
-    parser.add_argument("--ranker", nargs="+", choices=CHOICES, help=argparse.SUPPRESS)
+    add_renamed_flag(parser, "--ranker", nargs="+", choices=CHOICES)
     add_settings_flags(parser, UcmSettings, title="what to score")
     add_settings_flags(parser, MaskAverageSettings, exclude=("batch_size",), title="mask-average ranker",
                        helps={"max_tokens": lambda _: "mask-average: most masks per name, longer names are scored "
@@ -56,20 +56,12 @@ def register(subparsers) -> None:
 
 def _methods(args: argparse.Namespace) -> list[str]:
     """The methods asked for, in today's names; old spellings say on stderr what replaced them."""
-    methods = args.method or ["auto"]
-    if args.ranker:
-        print("medlama: --ranker is now --method", file=sys.stderr)
-        if args.method:
-            from medlama.errors import MedlamaInputError
-
-            raise MedlamaInputError("give --method only (--ranker is its old name)")
-        methods = args.ranker
+    methods = renamed_value(args, "--ranker", exclusive=True) or args.method or ["auto"]
     return current_names(methods, ("auto", *METHODS))
 
 
 def run(args: argparse.Namespace) -> int:
     from medlama.atomic import atomic_directory
-    from medlama.commands.output import RESULTS
     from medlama.defaults import default_model_path
     from medlama.errors import MedlamaInputError
     from medlama.models import resolve_model
@@ -102,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         rankers = [(label, make_ranker(kind, model, ranker_settings, device=args.device))
                    for label, kind, model in zip(labels, kinds, models)]
         # Written into a staging folder that replaces OUT whole once everything is there.
-        with atomic_directory(args.out, marker=RESULTS, kind="ucm") as staging:
+        with atomic_directory(args.out, marker=RESULTS_FILE, kind="ucm") as staging:
             results, written = run_ucm(rankers, args.sets, staging, settings, progress=progress_enabled())
         for result in results:
             cut = (f" ({result.num_records_truncated:,} more left out: an input over the model's length limit)"
@@ -111,5 +103,5 @@ def run(args: argparse.Namespace) -> int:
                   f"{result.num_records:,} records{cut}, {result.seconds:.1f} s")
         print(f"wrote {', '.join(str(args.out / p.name) for p in written)}")
     if args.json:
-        print_results(args.out / RESULTS)
+        print_results(args.out / RESULTS_FILE)
     return 0

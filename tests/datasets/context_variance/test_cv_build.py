@@ -72,7 +72,7 @@ def test_medlama_adapter_triples_pools_and_correct_objects(medlama_folder):
 
 def built_biolama_fixture(tmp_path: Path, fx):
     """The BioLAMA fixture release (conftest's ``biolama_fx``) built into ``tmp_path / "biolama"``; ``fx``."""
-    from medlama.datasets.biolama import write_biolama
+    from medlama.datasets.biolama_folder import write_biolama
 
     fx.write_release(tmp_path / "release")
     write_biolama(tmp_path / "biolama", tmp_path / "release", progress=False)

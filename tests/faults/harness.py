@@ -4,8 +4,8 @@ system, and outputs placed where they would delete something (a user's files ins
 directory, folders named like leftovers); after each, the previous output must still load and a rerun
 must complete. Outputs must follow the umask and leave no lock file behind.
 
-    python benchmarks/faults.py --short      # CI (tests/faults/test_faults.py runs it): a cut-down release
-    python benchmarks/faults.py              # the whole MedLAMA release (slower builds, same cases)
+    python tests/faults/harness.py --short   # CI (tests/faults/test_faults.py runs it): a cut-down release
+    python tests/faults/harness.py           # the whole MedLAMA release (slower builds, same cases)
 
 Every command runs as ``python -m medlama ...`` in a subprocess, as a user runs it, and is killed with
 SIGKILL (nothing to clean up, no handler runs) or stopped with SIGTERM (it must clean up and exit 143).
@@ -20,7 +20,8 @@ no longer loads. An error that is not a one-line ``medlama: error:`` (a tracebac
 The last line printed is the summary, ``faults: N tried, S survived, L lost (U unclear errors)``; the exit
 status is 1 when anything was lost or did not survive.
 
-One file although over the usual length: it is one list of cases, each a few lines, read top to bottom.
+A test harness, not a benchmark (those measure speed and memory), so it lives with the tests; it is not a
+pytest module itself. One file although over the usual length: it is one list of cases, each a few lines, read top to bottom.
 
 Needs the real data (``../shared/data``: the MedLAMA release and the rewiring corpora) and writes only
 into a temporary folder (``--keep DIR`` to keep it).
@@ -43,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the repository: tests/faults/harness.py
 SHARED = ROOT.parent / "shared" / "data"
 DEAD_PID = 4_000_000  # above the kernel's pid_max: certainly not a live process
 
