@@ -32,8 +32,8 @@ def main() -> None:
 
     import torch
 
-    from medlama.defaults import default_model_path
-    from medlama.display import print_table
+    from medlama.core.defaults import default_model_path
+    from medlama.core.display import print_table
     from medlama.probers.base import probe
     from medlama.probers.queries import load_medlama_queries
     from medlama.probers.registry import make_prober

@@ -76,7 +76,7 @@ def build_models(folder: Path) -> dict[str, Path]:
     from transformers import (AutoTokenizer, BartConfig, BartForConditionalGeneration, BertConfig, BertForMaskedLM,
                               BertModel, T5Config, T5ForConditionalGeneration, T5Tokenizer)
 
-    from medlama.defaults import default_model_path
+    from medlama.core.defaults import default_model_path
 
     torch.manual_seed(0)
     bert_tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from transformers.utils import logging as hf_logging
 
-    from medlama.display import print_table
+    from medlama.core.display import print_table
 
     hf_logging.set_verbosity_error()
     if args.threads:

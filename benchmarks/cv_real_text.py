@@ -55,8 +55,8 @@ def main() -> int:
 
     from medlama.datasets.context_variance import BuildSettings, CorpusSpec, build_context_variance
     from medlama.datasets.context_variance.kb_adapters import knowledge_base_from_medlama
-    from medlama.defaults import default_model_path
-    from medlama.display import print_table
+    from medlama.core.defaults import default_model_path
+    from medlama.core.display import print_table
     from medlama.ucm.evaluation import evaluate_model
     from medlama.ucm.rankers import RetrievalRanker
     from medlama.ucm.report import print_tables, write_outputs

@@ -32,7 +32,7 @@ def main() -> None:
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
     if args.tokenizer is None:
-        from medlama.defaults import default_model_path
+        from medlama.core.defaults import default_model_path
 
         args.tokenizer = str(default_model_path())
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)

@@ -36,8 +36,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from medlama.checksums import sha256_of
-from medlama.errors import MedlamaInputError
+from medlama.core.checksums import sha256_of
+from medlama.core.errors import MedlamaInputError
 from medlama.loaders.medlama_release import extract_archive
 
 #: Google Drive id of ``data.tar.gz``, from the README of github.com/dmis-lab/BioLAMA.

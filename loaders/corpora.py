@@ -3,7 +3,7 @@
 Every reader returns a :class:`datasets.IterableDataset` (``IterableDataset.from_generator``) whose
 records hold at least ``doc_id``, ``text`` and ``source`` (the file they come from), so a corpus larger
 than memory is read one record at a time. Bad input stops the iteration with a
-:class:`~medlama.errors.MedlamaInputError` naming the file, and the row (line) and field where known.
+:class:`~medlama.core.errors.MedlamaInputError` naming the file, and the row (line) and field where known.
 Missing columns of a MIMIC file are reported before anything is read.
 
 Document ids are unique within a corpus, because the context-variance sets name their rows after them.
@@ -57,7 +57,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.loaders.corpus_files import (  # noqa: F401  (FORMATS and the suffixes are this module's API too)
     FORMATS,
     PMC_SUFFIXES,

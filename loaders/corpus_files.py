@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 FORMATS = ("mimic", "pmc", "jsonl", "text")
 PMC_SUFFIXES = (".xml", ".nxml", ".txt")

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 _ENTITY_DECLARATION = re.compile(rb"<!ENTITY", re.IGNORECASE)
 #: Inline elements whose text is not running prose of a paragraph.

@@ -39,8 +39,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from medlama.checksums import sha256_of
-from medlama.errors import MedlamaInputError
+from medlama.core.checksums import sha256_of
+from medlama.core.errors import MedlamaInputError
 
 COMMIT = "8a314d11c3b8538a7ec522f668b7fbe0394caa9d"
 BASE_URL = f"https://raw.githubusercontent.com/cambridgeltl/medlama/{COMMIT}/data/medlama"

@@ -34,11 +34,11 @@ from pathlib import Path
 
 import datasets
 
-from medlama.checksums import sha256_of
+from medlama.core.checksums import sha256_of
 from medlama.datasets.downloads import builder_cache, check_sha256, discard, download, download_config
 from medlama.datasets.export import prepare_fresh
 from medlama.datasets.prompts import fill_prompt
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.loaders import biolama_release as release
 
 SPLITS = release.SPLITS

@@ -14,7 +14,7 @@ from pathlib import Path
 from medlama.datasets.biolama import DEFAULT_CONFIG, SOURCES, SPLITS, BiolamaBuild, build_biolama, relation_config
 from medlama.datasets.export import relation_ranges, write_folder
 from medlama.datasets.statistics import biolama_statistics, biolama_statistics_markdown
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.loaders import biolama_release as release
 
 #: The command that writes (and alone may replace) a BioLAMA folder: its ownership record.
@@ -64,7 +64,7 @@ def write_biolama(out_dir: str | Path, source: str | Path | None = None, **optio
     ownership record does not name :data:`KIND`) is refused before the build starts, and so is a second
     build into the same folder while one runs.
     """
-    from medlama.atomic import claim_directory
+    from medlama.core.atomic import claim_directory
 
     with claim_directory(out_dir, marker="build_info.json", kind=KIND):  # before the build, not after it
         return _write_biolama(out_dir, source, **options)
@@ -111,7 +111,7 @@ def cached_build(source: str | Path | None = None, cache_dir: str | Path | None 
 
     Keyed by the input: the archive's SHA-256, or a fingerprint of an extracted folder.
     """
-    from medlama.cache import cache_root
+    from medlama.core.cache import cache_root
     from medlama.datasets.records import has_record
 
     root = cache_root(cache_dir)

@@ -13,15 +13,15 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from medlama.checksums import sha256_of
-from medlama.errors import MedlamaInputError
+from medlama.core.checksums import sha256_of
+from medlama.core.errors import MedlamaInputError
 
 
 def builder_cache(cache_dir: str | Path | None = None) -> Path:
     """Where the builders keep prepared data and downloads: ``cache_dir``, else ``<medlama cache>/builder``."""
     if cache_dir is not None:
         return Path(cache_dir)
-    from medlama.cache import cache_root  # the one cache root ($MEDLAMA_CACHE)
+    from medlama.core.cache import cache_root  # the one cache root ($MEDLAMA_CACHE)
 
     return cache_root() / "builder"
 

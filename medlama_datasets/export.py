@@ -3,7 +3,7 @@
 A built folder holds Parquet files named by their content (:mod:`medlama.datasets.records`), a README
 dataset card whose YAML declares the configs by those exact names, and ``build_info.json`` (the marker every
 build holds, with the record of the files that loading checks) and the hidden ownership record naming the command that
-wrote it (``medlama.atomic.OWNER_NAME``: only that command replaces the folder). :func:`write_folder`
+wrote it (``medlama.core.atomic.OWNER_NAME``: only that command replaces the folder). :func:`write_folder`
 writes all of it atomically. :func:`prepare_fresh` runs a ``datasets`` builder into a scratch folder, so that a
 ``medlama build`` always regenerates (and re-checks) the data, while downloads stay in the cache.
 """
@@ -60,10 +60,10 @@ def write_folder(out_dir: str | Path, tables: Mapping[str, object], configs: Map
     tables are written in ``folder`` (the card states their sizes and names those files).
     ``kind``: the command writing it (``"build medlama"``); an existing ``out_dir`` must have been written
     by the same one. An earlier build in ``out_dir`` is replaced only once the new one is complete; the
-    caller holds ``medlama.atomic.lock_directory(out_dir)`` and checks with
-    ``medlama.atomic.check_replaceable`` *before* building that ``out_dir`` may be replaced.
+    caller holds ``medlama.core.atomic.lock_directory(out_dir)`` and checks with
+    ``medlama.core.atomic.check_replaceable`` *before* building that ``out_dir`` may be replaced.
     """
-    from medlama.atomic import atomic_directory
+    from medlama.core.atomic import atomic_directory
 
     with atomic_directory(out_dir, marker=MARKER, kind=kind) as staging, quiet_datasets():
         for relative, table in tables.items():
@@ -105,7 +105,7 @@ def input_errors_unwrapped() -> Iterator[None]:
     as itself (``datasets`` wraps it in ``DatasetGenerationError``), so it still names file, row and field."""
     from datasets.exceptions import DatasetGenerationError
 
-    from medlama.errors import MedlamaInputError
+    from medlama.core.errors import MedlamaInputError
 
     try:
         yield

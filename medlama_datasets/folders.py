@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _FORMATS = {".parquet": "parquet"}
@@ -46,7 +46,7 @@ def identity(folder: Path, kind: str, repo_id: str | None = None, revision: str 
 
     ``release_verified``: whether the build's input was checked against its pinned SHA-256 (a ``--no-verify``
     build of a modified copy is not the release; ``release_differs`` then names its files that differ)."""
-    from medlama.provenance import folder_hash
+    from medlama.core.provenance import folder_hash
 
     try:
         report = json.loads((folder / "build_info.json").read_text(encoding="utf-8")).get("report") or {}

@@ -39,7 +39,7 @@ from medlama.datasets.downloads import builder_cache, download_config, fetch_ver
 from medlama.datasets.export import input_errors_unwrapped, prepare_fresh
 from medlama.datasets.hardness import HardnessRule, avg_match, avg_rouge_l, split_answers
 from medlama.datasets.prompts import fill_prompt
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.loaders import medlama_release as release
 
 SPLIT = "test"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from medlama.datasets.export import relation_ranges, write_folder
 from medlama.datasets.medlama import SETS, SPLIT, MedlamaBuild, build_medlama, candidate_features
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.loaders import medlama_release as release
 
 #: The command that writes (and alone may replace) a MedLAMA folder: its ownership record.
@@ -50,7 +50,7 @@ def write_medlama(out_dir: str | Path, source: str | Path | None = None, *, toke
     ownership record names :data:`KIND`) is refused before the build starts, and so is a second build
     into the same folder while one runs (the folder's lock is held from that check to the swap).
     """
-    from medlama.atomic import claim_directory
+    from medlama.core.atomic import claim_directory
 
     with claim_directory(out_dir, marker="build_info.json", kind=KIND):  # before the build, not after it
         return _write_medlama(out_dir, source, tokenizer=tokenizer, **options)
@@ -90,7 +90,7 @@ def cached_build(source: str | Path | None = None, cache_dir: str | Path | None 
     For commands that need MedLAMA but were not given a built folder (``medlama probe`` without
     ``--data``). The folder is keyed by the pinned commit, so a new pin builds anew.
     """
-    from medlama.cache import cache_root  # the one cache root ($MEDLAMA_CACHE)
+    from medlama.core.cache import cache_root  # the one cache root ($MEDLAMA_CACHE)
     from medlama.datasets.records import has_record
 
     root = cache_root(cache_dir)

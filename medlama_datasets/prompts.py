@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from medlama.defaults import MASK_PLACEHOLDER
+from medlama.core.defaults import MASK_PLACEHOLDER
 
 
 def fill_prompt(prompt: str, head_name: str) -> str:

@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 MARKER = "build_info.json"
 #: Hex digits of a file's SHA-256 in its name.
@@ -40,7 +40,7 @@ def seal(folder: Path, configs: Mapping[str, Mapping[str, Sequence[str]]]) -> tu
     name; returns ``(configs with the new names, record)`` where the record goes into ``build_info.json``."""
     import pyarrow.parquet as pq
 
-    from medlama.checksums import sha256_of
+    from medlama.core.checksums import sha256_of
 
     names: dict[str, str] = {}
     files: dict[str, dict] = {}
@@ -159,7 +159,7 @@ def _check_file(path: str, version: tuple[int, int] | None, expected: tuple[int,
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from medlama.checksums import sha256_of
+    from medlama.core.checksums import sha256_of
 
     if version is None:
         raise MedlamaInputError(f"missing data file; {_REBUILD}", file=Path(path))

@@ -30,7 +30,7 @@ def medlama_statistics(datasets, tokenizer=None) -> list[dict]:
     if tokenizer is None:
         from transformers import AutoTokenizer
 
-        from medlama.defaults import default_model_path
+        from medlama.core.defaults import default_model_path
 
         tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
     full, hard = datasets["full"], datasets["hard"]

@@ -1,10 +1,10 @@
 """A probe's arguments, checked before any data is read or model loaded: the Python API
 (:func:`medlama.probe`, :func:`medlama.load_medlama`) checks them as strictly as ``medlama probe``'s
-parser does, with a :class:`~medlama.errors.MedlamaInputError` naming the argument (and the row and field of
+parser does, with a :class:`~medlama.core.errors.MedlamaInputError` naming the argument (and the row and field of
 a bad query row).
 
 * :class:`ProbeArguments`: ``ks``, ``top_k``, ``match``, ``limit`` and ``device``, checked from their fields
-  (:func:`medlama.settings.check`) and the device against this machine.
+  (:func:`medlama.core.settings.check`) and the device against this machine.
 * :func:`relation_names`: ``relations`` as a tuple (one name given as a string is that one relation, never
   its letters); :func:`check_relations`: an unknown relation is an error listing the known ones.
 * :func:`check_query_rows`: every row of a loaded MedLAMA ``Dataset`` has the fields a query needs.
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from medlama.errors import MedlamaInputError
-from medlama.settings import check, did_you_mean, setting
+from medlama.core.errors import MedlamaInputError
+from medlama.core.settings import check, did_you_mean, setting
 
 MATCHES = ("exact", "normalized")
 
@@ -37,7 +37,7 @@ class ProbeArguments:
         check(self)
         if self.ks is not None and not self.ks:
             raise MedlamaInputError("setting 'ks' must list at least one cut-off, e.g. [1, 5, 10] (or be None)")
-        from medlama.models import check_device
+        from medlama.core.models import check_device
 
         check_device(self.device, name="device")
 

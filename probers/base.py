@@ -13,10 +13,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.benchmarks import ALWAYS_SCORED
 from medlama.probers.queries import QuerySet
-from medlama.settings import check, choices_of, did_you_mean, fields_of, type_hints
+from medlama.core.settings import check, choices_of, did_you_mean, fields_of, type_hints
 
 S = TypeVar("S")
 
@@ -42,7 +42,7 @@ class Prober(ABC):
 
 
 def check_settings(settings: S) -> S:
-    """Check a prober's settings dataclass (:func:`medlama.settings.check`), wording a value outside its
+    """Check a prober's settings dataclass (:func:`medlama.core.settings.check`), wording a value outside its
     choices or bounds as the probers always have: "unknown initial fill 'left'; choose from [...]", "beam
     size must be >= 1, got 0" (the noun is the field's ``noun`` metadata, else its name)."""
     hints = type_hints(settings)
@@ -122,8 +122,8 @@ class ProbeResult:
                ) -> tuple[float, float] | None:
         """Percentile-bootstrap confidence interval of the micro acc@k: queries resampled with replacement
         (seeded, so the interval is reproducible); ``None`` with fewer than two queries. See
-        :mod:`medlama.intervals`. Macro averages get no interval."""
-        from medlama.intervals import bootstrap_mean_ci
+        :mod:`medlama.core.intervals`. Macro averages get no interval."""
+        from medlama.core.intervals import bootstrap_mean_ci
 
         return bootstrap_mean_ci([float(h) for h in self.hits(k)], resamples=resamples, seed=seed, level=level)
 
@@ -131,7 +131,7 @@ class ProbeResult:
     def intervals(self) -> dict:
         """``{"acc@k": [low, high] or None, ...}`` for every scored k (95%, 1,000 resamples, seed 0), with the
         method spelt out under ``"method"``."""
-        from medlama.intervals import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
+        from medlama.core.intervals import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
 
         cached = self.__dict__.get("_intervals")
         if cached is None:
@@ -170,7 +170,7 @@ class ProbeResult:
         """Everything as plain JSON: scores, ``intervals``, and (``queries``) each query's top 10. A model
         given as a local path is named by its folder's name in ``settings["model"]`` (a path means nothing on
         another machine; :meth:`provenance` identifies the model by its content hash)."""
-        from medlama.public_paths import with_public_model
+        from medlama.core.public_paths import with_public_model
 
         data = asdict(self)
         data.pop("model")
@@ -183,10 +183,10 @@ class ProbeResult:
         return data
 
     def provenance(self, *, argv: Sequence[str] | None = None) -> dict:
-        """The :func:`medlama.provenance.provenance` block: versions, data, model identity (never a local
+        """The :func:`medlama.core.provenance.provenance` block: versions, data, model identity (never a local
         path), the full settings, command line, date and device."""
-        from medlama.provenance import provenance
-        from medlama.public_paths import with_public_model
+        from medlama.core.provenance import provenance
+        from medlama.core.public_paths import with_public_model
 
         model = self.model or self.settings.get("model")
         return provenance(settings=with_public_model(self.settings), data=self.data or {"query_set": self.query_set},
@@ -212,7 +212,7 @@ class ProbeResult:
 
 def write_results(path: str | Path, payload: Any) -> Path:
     """``payload`` as indented JSON, written atomically."""
-    from medlama.atomic import atomic_write_text
+    from medlama.core.atomic import atomic_write_text
 
     atomic_write_text(path, json.dumps(payload, indent=2, ensure_ascii=False, default=_plain) + "\n")
     return Path(path)
@@ -220,7 +220,7 @@ def write_results(path: str | Path, payload: Any) -> Path:
 
 def write_predictions(path: str | Path, results: Sequence[ProbeResult]) -> Path:
     """Per-query predictions of ``results`` as JSON lines (with a ``run`` key: the result's label), atomically."""
-    from medlama.atomic import atomic_write_text
+    from medlama.core.atomic import atomic_write_text
 
     lines = (json.dumps({"run": result.label, **row}, ensure_ascii=False) for result in results
              for row in result.prediction_rows())
@@ -230,7 +230,7 @@ def write_predictions(path: str | Path, results: Sequence[ProbeResult]) -> Path:
 
 def _is_bundled(model: str | None) -> bool:
     """Whether ``model`` is the bundled encoder's folder (provenance then names it by its Hub id)."""
-    from medlama.defaults import default_model_path
+    from medlama.core.defaults import default_model_path
 
     try:
         return model is not None and Path(model).resolve() == Path(default_model_path()).resolve()

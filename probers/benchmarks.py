@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 #: The cut-offs every probe scores (tables and plots read them), whatever a benchmark reports.
 ALWAYS_SCORED = (1, 5, 10)

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from medlama.datasets.folders import DataFolder, load_config, resolve_folder
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.benchmarks import BIOLAMA
 from medlama.probers.queries import QuerySet
 
@@ -119,7 +119,7 @@ def by_source(metrics: Mapping, ks: Sequence[int] = BIOLAMA_KS) -> dict[str, dic
 
 def print_source_table(results, ks: Sequence[int] = BIOLAMA_KS) -> None:
     """Table 7 of the paper: per run, macro acc@k (%) of each source."""
-    from medlama.display import print_table
+    from medlama.core.display import print_table
     from medlama.probers.report import percent
 
     tables = [by_source(r.metrics, ks) for r in results]

@@ -35,14 +35,14 @@ from typing import Literal
 
 import numpy as np
 
-from medlama.errors import MedlamaInputError
-from medlama.finite import FiniteScores
+from medlama.core.errors import MedlamaInputError
+from medlama.core.finite import FiniteScores
 from medlama.probers.base import Prober, _acc_at_k_module
 from medlama.probers.causal_scoring import CausalLM, CausalModelSettings, CausalQuery
 from medlama.probers.generative import aligned_answer
 from medlama.probers.mlm import candidate_lookup, rank_unique
 from medlama.probers.queries import QuerySet
-from medlama.settings import as_dict, setting
+from medlama.core.settings import as_dict, setting
 
 REDUCTION_HELP = "a candidate's score: the sum of its (and the suffix's) token log-probabilities, or their mean"
 

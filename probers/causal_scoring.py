@@ -31,14 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from medlama.defaults import MASK_PLACEHOLDER
-from medlama.errors import MedlamaInputError
-from medlama.finite import require_log_probs
-from medlama.models import (load_tokenizer, loading_weights, pick_device, quiet_transformers, read_config,
+from medlama.core.defaults import MASK_PLACEHOLDER
+from medlama.core.errors import MedlamaInputError
+from medlama.core.finite import require_log_probs
+from medlama.core.models import (load_tokenizer, loading_weights, pick_device, quiet_transformers, read_config,
                             resolve_model)
 from medlama.probers.mlm import MAX_LOGPROB_ELEMENTS
 from medlama.probers.base import check_settings
-from medlama.settings import setting
+from medlama.core.settings import setting
 
 DTYPES = ("fp32", "bf16", "fp16")
 #: A word every tokenizer splits off on its own: names and suffixes are tokenised after it, as in context.

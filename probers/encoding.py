@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from medlama.errors import MedlamaInputError
-from medlama.finite import require_finite
-from medlama.models import load_tokenizer, loading_weights, pick_device, read_config, resolve_model
+from medlama.core.errors import MedlamaInputError
+from medlama.core.finite import require_finite
+from medlama.core.models import load_tokenizer, loading_weights, pick_device, read_config, resolve_model
 
 POOLINGS = ("cls", "mean")
 #: The pooling that is no pooling of ours: the model's own sentence-transformers modules.
@@ -185,7 +185,7 @@ class Encoder:
         import torch
         from tqdm.auto import tqdm
 
-        from medlama.progress import enabled as progress_enabled
+        from medlama.core.progress import enabled as progress_enabled
 
         with torch.inference_mode():
             for start in tqdm(starts, desc=progress, disable=progress is None or not progress_enabled(),
@@ -261,7 +261,7 @@ class SentenceTransformerEncoder:
                role: str | None = None) -> dict[int, np.ndarray]:
         """``{-1: float32 array (len(texts), dimension)}``; ``max_length`` replaces the model's
         ``max_seq_length`` for this call (``None``: the model's own); ``role``: ``query`` or ``document``."""
-        from medlama.progress import enabled as progress_enabled
+        from medlama.core.progress import enabled as progress_enabled
 
         encode = getattr(self.model, f"encode_{role}", None) if role else None
         encode = encode or self.model.encode

@@ -25,14 +25,14 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from medlama.defaults import MASK_PLACEHOLDER
-from medlama.errors import MedlamaInputError
-from medlama.finite import FiniteScores
-from medlama.models import pick_device
+from medlama.core.defaults import MASK_PLACEHOLDER
+from medlama.core.errors import MedlamaInputError
+from medlama.core.finite import FiniteScores
+from medlama.core.models import pick_device
 from medlama.probers.base import Prober, check_settings
 from medlama.probers.mlm import candidate_lookup, load_seq2seq_lm
 from medlama.probers.queries import QuerySet
-from medlama.settings import setting
+from medlama.core.settings import setting
 
 STYLES = ("auto", "t5", "bart")
 T5_SENTINEL = "<extra_id_0>"

@@ -24,11 +24,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.base import Prober, check_settings
 from medlama.probers.mlm import MaskedLM
 from medlama.probers.queries import QuerySet
-from medlama.settings import setting
+from medlama.core.settings import setting
 
 
 @dataclass(frozen=True)

@@ -45,11 +45,11 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.base import Prober, check_settings
 from medlama.probers.mlm import MaskedLM, candidate_lookup, rank_unique
 from medlama.probers.queries import QuerySet
-from medlama.settings import setting
+from medlama.core.settings import setting
 
 INITS = ("independent", "order", "confidence")
 REFINES = ("none", "order", "confidence")

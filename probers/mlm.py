@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from medlama.defaults import MASK_PLACEHOLDER
-from medlama.errors import MedlamaInputError
-from medlama.finite import require_finite
-from medlama.models import (load_tokenizer, loading_weights, pick_device, quiet_transformers, read_config,
+from medlama.core.defaults import MASK_PLACEHOLDER
+from medlama.core.errors import MedlamaInputError
+from medlama.core.finite import require_finite
+from medlama.core.models import (load_tokenizer, loading_weights, pick_device, quiet_transformers, read_config,
                             resolve_model)
 
 #: Log-probabilities (rows x positions x vocabulary) materialised at once, at most (256 MB in float32).

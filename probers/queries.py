@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from medlama.datasets.folders import DataFolder, folder_configs, identity, load_config, resolve_folder
-from medlama.defaults import MASK_PLACEHOLDER
-from medlama.errors import MedlamaInputError
+from medlama.core.defaults import MASK_PLACEHOLDER
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.arguments import check_query_rows, check_relations, check_release_relations, relation_names
 from medlama.probers.benchmarks import BENCHMARKS, CANDIDATE_RULES, benchmark
-from medlama.settings import check, setting
+from medlama.core.settings import check, setting
 
 PROMPT_COLUMNS = ("query_human", "query_default")
 

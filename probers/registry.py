@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.base import Prober
 from medlama.probers.causal import CausalConstrainedProber, CausalGenerateProber, CausalLikelihoodProber, \
     ConstrainedSettings, GenerateSettings, LikelihoodSettings
@@ -22,7 +22,7 @@ from medlama.probers.mask_predict import PRESETS as MASK_PREDICT_PRESETS
 from medlama.probers.mask_predict import MaskPredictProber, MaskPredictSettings
 from medlama.probers.retrieval import PRESETS as RETRIEVAL_PRESETS
 from medlama.probers.retrieval import RetrievalProber, RetrievalSettings
-from medlama.settings import settings_from
+from medlama.core.settings import settings_from
 
 
 class Method(NamedTuple):

@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from medlama.display import print_table
+from medlama.core.display import print_table
 from medlama.probers.base import (REPORT_KS, PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, _acc_at_k_module,
                                   write_predictions, write_results)
 from medlama.probers.queries import QuerySet

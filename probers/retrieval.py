@@ -20,12 +20,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.base import Prober, check_settings
 from medlama.probers.encoding import POOLINGS, SENTENCE_TRANSFORMERS, Encoder, SentenceTransformerEncoder
 from medlama.probers.queries import QuerySet
 from medlama.probers.scoring import Distance, check_distance, search
-from medlama.settings import setting
+from medlama.core.settings import setting
 
 __all__ = ["PRESETS", "RetrievalProber", "RetrievalSettings"]
 

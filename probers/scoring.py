@@ -16,7 +16,7 @@ from typing import Literal
 
 import numpy as np
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 Distance = Literal["l2", "cosine"]
 DISTANCES: tuple[str, ...] = ("l2", "cosine")

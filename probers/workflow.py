@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.base import PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, Prober, probe, rank_by_pool, result_of
 from medlama.probers.benchmarks import Benchmark
 from medlama.probers.queries import QuerySet
@@ -193,7 +193,7 @@ def write_outputs(out: str | Path, results: Sequence[ProbeResult], *, by_layer: 
     ``probe``; a folder another command or a person wrote is refused) and, unless ``overwrite``, refusing a
     finished run; nor may ``out`` be (or hold) the current directory or what the run read (``reads``).
     Returns the plots written."""
-    from medlama.atomic import atomic_directory, claimed_output
+    from medlama.core.atomic import atomic_directory, claimed_output
     from medlama.probers import report
 
     if not results:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from medlama.datasets.licences import MIMIC_TAG, UMLS_TAG, SourceLicence, is_physionet, recorded_licence
-from medlama.errors import MedlamaInputError
-from medlama.integrity import check_vouched
+from medlama.core.errors import MedlamaInputError
+from medlama.core.integrity import check_vouched
 from medlama.publishing.public_names import public_build_info
 from medlama.publishing.upload import check_repo_id, finish
 
@@ -163,7 +163,7 @@ def push_dataset(path: str | Path, repo_id: str, *, private: bool = False, revis
     for UMLS-derived data (each request approved by hand), none otherwise. UMLS-derived data is refused ungated
     unless ``private``; data quoting MIMIC notes, or with a source of unknown (undeclared) licence, is refused
     unless ``private``. The folder must be a dataset build's, its files unchanged since
-    (:func:`medlama.integrity.check_vouched`).
+    (:func:`medlama.core.integrity.check_vouched`).
     With ``dry_run=DIR`` nothing is uploaded (module docstring). Returns the manifest.
     """
     folder = Path(path)

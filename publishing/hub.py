@@ -16,14 +16,14 @@ uploads it (``HfApi.upload_folder``, one commit) or, with ``dry_run=DIR``, leave
   its size and SHA-256 (and, for the local record only, the folder it came from).
 
 A dry-run folder is written atomically and records the command that wrote it (``push-dataset``,
-``push-model``, ``push-metric``: :data:`medlama.atomic.OWNER_NAME` in ``DIR``, beside the tree, so never
+``push-model``, ``push-metric``: :data:`medlama.core.atomic.OWNER_NAME` in ``DIR``, beside the tree, so never
 uploaded); only that command replaces it, and two dry runs into one ``DIR`` at once are refused. A real
 upload whose Hub cannot be reached (or refuses it) is a clear error naming the repository, the step and the
 cause, never a traceback, never the token.
 
 Only what medlama wrote goes up: a dataset folder must have been written by a ``medlama build`` command and
 a model folder by ``medlama rewire`` (their ownership records), and every file uploaded must have the size
-and SHA-256 recorded when it was written (:func:`medlama.integrity.check_vouched`): a hand-made card, a file
+and SHA-256 recorded when it was written (:func:`medlama.core.integrity.check_vouched`): a hand-made card, a file
 added by hand or weights cut short are refused, naming the file.
 
 No uploaded file names a local path (:mod:`medlama.publishing.public_names`): the local copy keeps them.

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.publishing.upload import check_repo_id, finish
 
 METRIC_FILES = ("README.md", "requirements.txt")

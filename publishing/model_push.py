@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from medlama.errors import MedlamaInputError
-from medlama.integrity import check_vouched
+from medlama.core.errors import MedlamaInputError
+from medlama.core.integrity import check_vouched
 from medlama.publishing.public_names import public_rewire_record, replace_local
 from medlama.publishing.upload import check_repo_id, finish
 from medlama.trainers.model_card import (CARD_NAME, SCORES_NAME, card_for_repo, card_with_scores, checkpoint_card,
@@ -112,7 +112,7 @@ def push_model(path: str | Path, repo_id: str, *, private: bool = False, revisio
     is uploaded: ``DIR/files/`` receives exactly the files that would be, and ``DIR/manifest.json`` the
     repository, revision, privacy, commit message and each file's size and SHA-256. Returns that manifest
     (plus ``commit_url`` after a real upload). The folder must be a ``rewire`` output whose files are those
-    it wrote (:func:`medlama.integrity.check_vouched`: a model copied in by hand, or weights cut short, are
+    it wrote (:func:`medlama.core.integrity.check_vouched`: a model copied in by hand, or weights cut short, are
     refused). ``results``: a ``medlama probe`` output of this folder, whose scores go into the pushed card's
     ``model-index`` and ``probing_scores.json`` (:func:`medlama.publishing.model_scores.probe_scores`).
     """

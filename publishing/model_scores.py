@@ -2,7 +2,7 @@
 
 :func:`probe_scores` reads ``PROBE_OUT/results.json`` and keeps the runs that probed the model folder being
 pushed *as it is now*: a run's provenance names the model folder and the SHA-256 of its files
-(:func:`medlama.provenance.folder_hash`, checkpoints left out), so scores of another model, or of this folder
+(:func:`medlama.core.provenance.folder_hash`, checkpoints left out), so scores of another model, or of this folder
 before it was trained further, are refused rather than published under its name. Scores are acc@k in percent,
 rounded to 2 decimals, as ``medlama recipe`` writes them into the cards of the models it rewires.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.base import RESULTS_FILE
 
 
@@ -52,7 +52,7 @@ def _percent(metrics: dict[str, Any]) -> dict[str, float]:
 def probe_scores(results: str | Path, model: str | Path) -> CardScores:
     """The acc@k scores of the runs in ``results`` (a ``medlama probe`` output folder or its ``results.json``)
     that probed the model folder ``model`` as it is now (module docstring)."""
-    from medlama.provenance import folder_hash
+    from medlama.core.provenance import folder_hash
 
     file, runs = _runs(Path(results))
     folder = Path(model)

@@ -10,7 +10,7 @@ tree gets, instead of each one:
   beside it, which identifies the file);
 * a command line: the same command with each path reduced to its last part.
 
-What counts as a local path and what a path's public part is are :mod:`medlama.public_paths`' rules, the
+What counts as a local path and what a path's public part is are :mod:`medlama.core.public_paths`' rules, the
 ones every results file follows too.
 
 :func:`public_rewire_record` does this for a ``rewire_config.json`` record and returns the replacements the
@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from medlama.public_paths import LOCAL_PATH, is_absolute, is_local_path, public_model_name, public_path
+from medlama.core.public_paths import LOCAL_PATH, is_absolute, is_local_path, public_model_name, public_path
 
 #: The flags of ``medlama rewire`` whose values are paths (``--model`` gets the base model's public name).
 _PATH_FLAGS = ("--corpus", "--out", "--resume-from")

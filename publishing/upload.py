@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from medlama.atomic import atomic_directory, check_replaceable
-from medlama.checksums import sha256_of
-from medlama.errors import MedlamaInputError
+from medlama.core.atomic import atomic_directory, check_replaceable
+from medlama.core.checksums import sha256_of
+from medlama.core.errors import MedlamaInputError
 
 MANIFEST_NAME = "manifest.json"
 

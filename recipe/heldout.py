@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from medlama.defaults import MASK_PLACEHOLDER
-from medlama.errors import MedlamaInputError
+from medlama.core.defaults import MASK_PLACEHOLDER
+from medlama.core.errors import MedlamaInputError
 
 #: Pairs scored by default: enough for a standard error under 1 point at acc@10 around 20%.
 DEFAULT_PAIRS = 2000
@@ -53,7 +53,7 @@ def cloze_self_retrieval(model: str | Path, queries, *, label: str | None = None
     """Probe ``model`` on held-out cloze ``queries`` (:func:`heldout_queries`); a ``ProbeResult``."""
     from medlama.probers.base import probe
     from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
-    from medlama.settings import settings_from
+    from medlama.core.settings import settings_from
 
     settings = settings_from(RetrievalSettings, base=PRESETS["reference"], query_max_length=MAX_LENGTH,
                              name_max_length=MAX_LENGTH)

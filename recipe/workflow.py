@@ -59,7 +59,7 @@ class RecipeResult:
         scores, intervals and per-relation table (no per-query predictions: those go to ``predictions.jsonl``),
         and the provenance block (data, the base and rewired models, the settings, command, date, device)."""
         from medlama.probers.base import _is_bundled
-        from medlama.provenance import provenance, public_word
+        from medlama.core.provenance import provenance, public_word
 
         runs = [self.base, *self.rewired]
         settings = {"probe": self.base.settings, "rewire": self.rewire_config}
@@ -105,7 +105,7 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
     steps); one trained for fewer steps trains on; one trained for more steps, or with other settings, is
     refused.
     """
-    from medlama.models import resolve_model
+    from medlama.core.models import resolve_model
     from medlama.trainers.config import RewireConfig
     from medlama.trainers.trainer import rewire
     from medlama.trainers.model_card import update_model_card_scores
@@ -127,7 +127,7 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
 
         used = {Path(corpus).resolve() for corpus in corpora}
         if Path(heldout).resolve() in used:
-            from medlama.errors import MedlamaInputError
+            from medlama.core.errors import MedlamaInputError
 
             raise MedlamaInputError("the held-out corpus is one of the rewiring corpora; give a file none of them "
                                     "holds", file=heldout)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.trainers.config import MAY_CHANGE_ON_RESUME, MUST_MATCH_ON_RESUME, RewireConfig
 from medlama.trainers.devices import is_main_process
 from medlama.trainers.model import WEIGHT_FILES

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 if TYPE_CHECKING:  # pragma: no cover
     import datasets

@@ -1,8 +1,8 @@
 """The rewiring configuration, defined once: :class:`RewireConfig` and its :data:`PRESETS`.
 
-Each field is a :func:`medlama.settings.setting` carrying its help text and bounds; from those fields come
+Each field is a :func:`medlama.core.settings.setting` carrying its help text and bounds; from those fields come
 the checks (in ``__post_init__``, so no invalid config exists), the ``medlama rewire`` flags
-(the CLI's ``flags`` module), the recorded command line (:func:`medlama.settings.to_flags`) and the
+(the CLI's ``flags`` module), the recorded command line (:func:`medlama.core.settings.to_flags`) and the
 settings a resumed run must share with the run that wrote its checkpoints (:data:`MUST_MATCH_ON_RESUME`:
 every field not marked ``resume="may_change"``).
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from medlama.errors import MedlamaInputError
-from medlama.settings import as_dict, check, fields_of, flag_of, setting, settings_from
+from medlama.core.errors import MedlamaInputError
+from medlama.core.settings import as_dict, check, fields_of, flag_of, setting, settings_from
 
 #: The preset of ``medlama rewire``, of :meth:`RewireConfig.preset` and of the recipe workflow's rewiring when
 #: no config is given: the published run, so that a rewiring reproduces the paper unless asked otherwise.

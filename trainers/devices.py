@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 

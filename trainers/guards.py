@@ -19,7 +19,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 
 class TrainingDivergedError(MedlamaInputError):

@@ -4,7 +4,7 @@
 The encoder is a Hugging Face folder or hub name, a sentence-transformers folder (its transformer weights are
 used; its own pooling is replaced by ``[CLS]``), or ``None`` for the bundled all-MiniLM-L6-v2. Only the first
 ``layer`` layers are loaded (``num_hidden_layers=layer``: the paper "chopped the last layers"). Paths, configs,
-quiet loading and the device go through the shared :mod:`medlama.models`.
+quiet loading and the device go through the shared :mod:`medlama.core.models`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from medlama.errors import MedlamaInputError
-from medlama.models import loading_weights, pick_device, quiet_transformers, read_config, resolve_model
+from medlama.core.errors import MedlamaInputError
+from medlama.core.models import loading_weights, pick_device, quiet_transformers, read_config, resolve_model
 
 if TYPE_CHECKING:  # imported when a model is built: listing checkpoints needs no torch
     from sentence_transformers import SentenceTransformer
@@ -48,7 +48,7 @@ class EncoderInfo:
 
 
 def _resolve_encoder_path(model: str | Path | None) -> tuple[str, str]:
-    """(display name, path or Hub id of the Hugging Face encoder inside), through :func:`medlama.models.resolve_model`
+    """(display name, path or Hub id of the Hugging Face encoder inside), through :func:`medlama.core.models.resolve_model`
     (a sentence-transformers folder gives its ``Transformer`` module's folder; a path that does not exist and is
     no Hub id either is a clear error)."""
     if model is None:
@@ -59,7 +59,7 @@ def _resolve_encoder_path(model: str | Path | None) -> tuple[str, str]:
         raise MedlamaInputError("a model is a folder (or a hub name), not a file", file=path)
     resolved = resolve_model(text)
     if path.exists():
-        from medlama.defaults import default_model_path
+        from medlama.core.defaults import default_model_path
 
         with contextlib.suppress(Exception):
             if Path(resolved).resolve() == default_model_path().resolve():

@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from medlama.atomic import atomic_write_text
-from medlama.errors import MedlamaInputError
+from medlama.core.atomic import atomic_write_text
+from medlama.core.errors import MedlamaInputError
 
 CARD_NAME = "README.md"
 SCORES_NAME = "probing_scores.json"
@@ -116,7 +116,7 @@ def _replace_block(text: str, start: str, end: str, block: str) -> str | None:
 
 
 def _is_hub_id(name: str) -> bool:
-    from medlama.models import is_hub_id
+    from medlama.core.models import is_hub_id
 
     return bool(name) and not Path(name).expanduser().exists() and is_hub_id(name)
 
@@ -365,7 +365,7 @@ def update_model_card_scores(path: str | Path, scores: Mapping[str, Any], *, sou
     atomic_write_text(card_path, text)
     atomic_write_text(folder / SCORES_NAME, scores_record(scores, source=source, checkpoint=checkpoint,
                                                           dataset=dataset, config=config))
-    from medlama.integrity import record_again
+    from medlama.core.integrity import record_again
 
     record_again(folder, [CARD_NAME, SCORES_NAME])  # medlama's own edit: push-model still vouches for them
     return card_path

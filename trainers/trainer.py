@@ -11,9 +11,9 @@ with sentence-transformers' ``SentenceTransformerTrainer``.
   loadable model too, written atomically: :mod:`medlama.trainers.checkpoints`). Running again into the same
   ``OUT`` resumes from the last complete checkpoint. The final folder is replaced atomically, so an
   interrupted run leaves the previous final model as it was.
-* Ownership: the run holds ``OUT``'s lock (:func:`medlama.atomic.lock_directory`) from its first check to
+* Ownership: the run holds ``OUT``'s lock (:func:`medlama.core.atomic.lock_directory`) from its first check to
   its last write, so a second ``rewire`` into the same ``OUT`` is refused at once, and ``OUT`` records
-  that ``rewire`` wrote it (:data:`medlama.atomic.OWNER_NAME`, written before the first checkpoint). Only
+  that ``rewire`` wrote it (:data:`medlama.core.atomic.OWNER_NAME`, written before the first checkpoint). Only
   a ``rewire`` output is resumed or replaced. A folder from a version before that record (no record, but
   the ``medlama-rewire/1`` run record in ``checkpoints/``) is taken over, with a note: its checkpoints
   are this command's own and hours of training; a folder with a hand-written or foreign record is refused.
@@ -39,10 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medlama.atomic import atomic_directory, atomic_write_text, lock_directory, owner_kind, write_owner
-from medlama.errors import MedlamaInputError
-from medlama.progress import enabled as progress_enabled
-from medlama.settings import to_flags
+from medlama.core.atomic import atomic_directory, atomic_write_text, lock_directory, owner_kind, write_owner
+from medlama.core.errors import MedlamaInputError
+from medlama.core.progress import enabled as progress_enabled
+from medlama.core.settings import to_flags
 from medlama.trainers.checkpoints import (
     CHECKPOINTS_DIR,
     CONFIG_NAME,
@@ -86,9 +86,9 @@ RECORD_PACKAGES = ("medlama", "torch", "transformers", "sentence-transformers", 
 
 
 def _versions() -> dict[str, str]:
-    """Installed versions of :data:`RECORD_PACKAGES` (:func:`medlama.provenance.package_versions`), those not
+    """Installed versions of :data:`RECORD_PACKAGES` (:func:`medlama.core.provenance.package_versions`), those not
     installed left out."""
-    from medlama.provenance import package_versions
+    from medlama.core.provenance import package_versions
 
     return {name: version for name, version in package_versions(RECORD_PACKAGES).items() if version is not None}
 

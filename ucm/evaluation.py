@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.base import RESULTS_FILE
 from medlama.probers.benchmarks import CONTEXT_VARIANCE
-from medlama.settings import check, setting
+from medlama.core.settings import check, setting
 from medlama.ucm.rankers import ContextRanker
 from medlama.ucm.records import rank_sequences, sequence_records
 from medlama.ucm.report import print_tables, write_outputs
@@ -120,10 +120,10 @@ def score_sets(sets: str | Path, model=None, *, method: str = "auto", out: str |
     folder that is not an earlier UCM output)."""
     import tempfile
 
-    from medlama.atomic import atomic_directory
-    from medlama.defaults import default_model_path
-    from medlama.models import check_device, resolve_model
-    from medlama.settings import settings_from
+    from medlama.core.atomic import atomic_directory
+    from medlama.core.defaults import default_model_path
+    from medlama.core.models import check_device, resolve_model
+    from medlama.core.settings import settings_from
     from medlama.ucm.rankers import canonical_method, make_ranker
     from medlama.ucm.sets import read_build_info
 

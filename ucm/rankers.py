@@ -53,14 +53,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from medlama.defaults import MASK_PLACEHOLDER
-from medlama.errors import MedlamaInputError
+from medlama.core.defaults import MASK_PLACEHOLDER
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.causal import LikelihoodSettings
 from medlama.probers.encoding import POOLINGS
 from medlama.probers.mask_average import MaskAverageSettings
 from medlama.probers.registry import method_name
 from medlama.probers.scoring import DISTANCES, Distance, check_distance, score_matrix
-from medlama.settings import check, setting, settings_from
+from medlama.core.settings import check, setting, settings_from
 
 #: The ranking methods: the probing methods of :data:`medlama.probers.registry.METHODS` that rank a whole
 #: pool at one slot, as ``medlama ucm --method`` and ``medlama probe --method`` spell them.

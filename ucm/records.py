@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.ucm.rankers import ContextRanker, ranks_from_scores
 from medlama.ucm.sets import ContextSets
 
@@ -67,7 +67,7 @@ def rank_sequences(ranker: ContextRanker, sets: ContextSets, *, block_rows: int 
     """
     from tqdm.auto import tqdm
 
-    from medlama.progress import enabled as progress_enabled
+    from medlama.core.progress import enabled as progress_enabled
 
     frame = sets.rows.select_columns(["pool_id", "triple_id", "negative", "context_type", "subject_id",
                                       "correct_ids", "correct_names"]).to_pandas()

@@ -21,7 +21,7 @@ def _f(value, digits: int = 3) -> str:
 
 def print_tables(results: Sequence[ModelResult], ks: Sequence[int]) -> None:
     """Tables 1-3, UCM_k per relation (up to three models) and UCM_m by source and context type."""
-    from medlama.display import print_table
+    from medlama.core.display import print_table
 
     rows = []
     for r in results:
@@ -123,7 +123,7 @@ def plot(results: Sequence[ModelResult], path: str | Path, ks: Sequence[int]) ->
 def write_outputs(results: Sequence[ModelResult], sets: ContextSets, out: str | Path, ks: Sequence[int], *,
                   records: bool = False) -> list[Path]:
     """``results.json``, ``ucm.png`` and, with ``records``, ``records.jsonl`` (one line per record and model)."""
-    from medlama.atomic import atomic_write_text
+    from medlama.core.atomic import atomic_write_text
 
     out = Path(out)
     payload = {"sets": str(sets.directory), "selection": sets.selection, "origin": sets.info.get("origin"),
@@ -151,11 +151,11 @@ def write_outputs(results: Sequence[ModelResult], sets: ContextSets, out: str | 
 
 
 def _provenance(results: Sequence[ModelResult], sets: ContextSets) -> dict:
-    """The provenance block (:mod:`medlama.provenance`): versions, the sets (their build's origin and settings,
+    """The provenance block (:mod:`medlama.core.provenance`): versions, the sets (their build's origin and settings,
     a hash of the folder), each model's identity, every model's settings, command, date and device."""
     from medlama.probers.base import _is_bundled
-    from medlama.provenance import folder_hash, provenance
-    from medlama.public_paths import with_public_model
+    from medlama.core.provenance import folder_hash, provenance
+    from medlama.core.public_paths import with_public_model
 
     models = [None if _is_bundled(m := r.settings.get("model")) else m for r in results]
     settings = {r.label: with_public_model(r.settings) for r in results}

@@ -121,9 +121,9 @@ def record_label(record: dict) -> str | None:
 
 def share_intervals(target: Sequence[dict], negative: Sequence[dict]) -> dict:
     """95% percentile-bootstrap interval of each UCM_m share, records resampled with replacement (seeded:
-    :func:`medlama.intervals.bootstrap_shares_ci`), for the O_t-centred and negative-centred records; a side
+    :func:`medlama.core.intervals.bootstrap_shares_ci`), for the O_t-centred and negative-centred records; a side
     with fewer than two counted records has ``None`` intervals."""
-    from medlama.intervals import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_shares_ci
+    from medlama.core.intervals import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_shares_ci
 
     out: dict = {}
     for side, records in (("target", target), ("negative", negative)):

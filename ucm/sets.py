@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 
 @dataclass

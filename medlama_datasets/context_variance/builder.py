@@ -49,7 +49,7 @@ from medlama.datasets.context_variance.settings import (
     merge_specs,
 )
 from medlama.datasets.context_variance.stats import SourceStats, count_chunk, pool_rows
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 _NOT_IN_ID = ("index_root", "num_proc", "chunk_triples", "progress")  # change how, not what, is built
 

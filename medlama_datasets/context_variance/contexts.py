@@ -43,8 +43,8 @@ from medlama.datasets.context_variance.knowledge import Triple
 from medlama.datasets.context_variance.matching import Mention
 from medlama.datasets.context_variance.segmentation import (Segment, outward, render_segments,
                                                              resolve_pool_mentions, segment_document)
-from medlama.defaults import MASK_PLACEHOLDER
-from medlama.errors import MedlamaInputError
+from medlama.core.defaults import MASK_PLACEHOLDER
+from medlama.core.errors import MedlamaInputError
 
 REAL = "real"
 KNOWLEDGE_ONLY = "knowledge-only"

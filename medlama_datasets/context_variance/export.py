@@ -38,7 +38,7 @@ from medlama.datasets.context_variance.knowledge import KnowledgeBase
 from medlama.datasets.context_variance.layout import SPLIT, config_layout, data_file, features, pool_features
 from medlama.datasets.context_variance.settings import BuildSettings, CorpusSpec
 from medlama.datasets.context_variance.stats import ContextVarianceBuild, pool_rows
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 ROWS_PER_WRITE = 512
 #: The command that writes (and alone may replace) a context-variance folder: its ownership record.
@@ -74,7 +74,7 @@ def write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origin
     before any indexing, and so is a second build into the same folder while one runs (its lock is held
     from that check to the swap).
     """
-    from medlama.atomic import claim_directory
+    from medlama.core.atomic import claim_directory
 
     with claim_directory(out_dir, marker="build_info.json", kind=KIND):  # before indexing, not after it
         return _write_folder(builder, out_dir, origin=origin, umls_derived=umls_derived)
@@ -82,7 +82,7 @@ def write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origin
 
 def _write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origin: str | None,
                   umls_derived: bool | None) -> ContextVarianceBuild:
-    from medlama.atomic import atomic_directory
+    from medlama.core.atomic import atomic_directory
     from medlama.datasets.export import quiet_datasets
 
     config = builder.config

@@ -32,7 +32,7 @@ import numpy as np
 
 from medlama.datasets.context_variance.knowledge import Entity, KnowledgeBase, Triple, entities_fingerprint
 from medlama.datasets.context_variance.matching import Mention
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 FORMAT = "medlama-context-variance-index"
 FORMAT_VERSION = 1

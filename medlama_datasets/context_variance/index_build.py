@@ -25,12 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
-from medlama.atomic import atomic_directory
+from medlama.core.atomic import atomic_directory
 from medlama.datasets.context_variance.index import (FORMAT, FORMAT_VERSION, ROW_GROUP_SIZE, entity_payload,
                                                       payload_fingerprint)
 from medlama.datasets.context_variance.knowledge import Entity, KnowledgeBase
 from medlama.datasets.context_variance.matching import EntityMatcher
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 
 def write_index(corpus: Iterable[Mapping], entities: Iterable[Entity] | KnowledgeBase, directory: str | Path, *,

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from medlama.datasets.context_variance.knowledge import Entity, EntityPool, KnowledgeBase, Triple
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 
 def _load(data_dir: Path, config: str, split: str, what: str):

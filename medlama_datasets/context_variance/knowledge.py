@@ -19,8 +19,8 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from medlama.defaults import MASK_PLACEHOLDER
-from medlama.errors import MedlamaInputError
+from medlama.core.defaults import MASK_PLACEHOLDER
+from medlama.core.errors import MedlamaInputError
 
 #: The subject slot of prompt templates ("[X] has symptoms such as [Y].").
 SUBJECT_PLACEHOLDER = "[X]"

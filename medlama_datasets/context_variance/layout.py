@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from medlama.datasets.context_variance.contexts import REAL
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 SPLIT = "test"
 POOLS = "pools"

@@ -7,7 +7,7 @@
   (:meth:`CorpusSpec.source_licence` says what its licence is: :mod:`medlama.datasets.licences`);
 * :class:`KnowledgeSpec` says where the triples come from: a built MedLAMA or BioLAMA folder.
 
-Each is checked when made (``medlama.settings.check`` plus the rules below), so no invalid one exists.
+Each is checked when made (``medlama.core.settings.check`` plus the rules below), so no invalid one exists.
 Turning command-line strings (``--corpus NAME:FORMAT:PATH``) into these is the command's job
 (the CLI's ``build_context_variance`` command); the library takes only these typed objects.
 """
@@ -23,8 +23,8 @@ from typing import Literal
 
 from medlama.datasets.context_variance.contexts import CONTEXT_TYPES
 from medlama.datasets.licences import PHYSIONET, UNKNOWN, SourceLicence
-from medlama.errors import MedlamaInputError
-from medlama.settings import check, setting
+from medlama.core.errors import MedlamaInputError
+from medlama.core.settings import check, setting
 
 #: Default source name of each corpus format (``jsonl`` and ``text`` corpora are named after their file).
 SOURCE_NAMES = {"mimic": "ehr", "pmc": "pmc"}
@@ -229,6 +229,6 @@ class KnowledgeSpec:
 
 def default_index_root() -> Path:
     """Where corpus indexes are kept and reused: ``$MEDLAMA_CACHE/cv-index``, else ``~/.cache/medlama/cv-index``."""
-    from medlama.cache import cache_path
+    from medlama.core.cache import cache_path
 
     return cache_path("cv-index")

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.trainers.config import QUICK_PRESET
 
 __all__ = ["load_medlama", "probe", "rewire", "ucm"]
@@ -104,7 +104,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       ``cuda``, ``cuda:N`` or ``mps`` (default: CUDA when there is one).
 
     Every argument is checked (:class:`~medlama.probers.arguments.ProbeArguments`) before any data is read or
-    model loaded; a bad one is a :class:`~medlama.errors.MedlamaInputError` naming it.
+    model loaded; a bad one is a :class:`~medlama.core.errors.MedlamaInputError` naming it.
     """
     from medlama.probers.arguments import ProbeArguments, relation_names
 
@@ -131,7 +131,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
         raise MedlamaInputError(f"a loaded model object is probed by retrieval only; give {name} a model "
                                 "folder or Hub id")
     if model is None:
-        from medlama.defaults import default_model_path
+        from medlama.core.defaults import default_model_path
 
         model = str(default_model_path())
         label = "bundled" if label is None else label
@@ -159,7 +159,7 @@ def rewire(corpus: Any, out: str | Path, model: str | Path | None = None, *, pre
     :class:`~medlama.trainers.config.RewireConfig` that replace the preset's (``steps=20``,
     ``eval_steps=10``, ...). Returns the :class:`~medlama.trainers.trainer.RewireResult`.
     """
-    from medlama.models import resolve_model
+    from medlama.core.models import resolve_model
     from medlama.trainers.cloze import check_corpus_files
     from medlama.trainers.config import RewireConfig
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from medlama import __version__
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 #: Subcommand modules, in the order ``medlama --help`` lists them.
 COMMAND_MODULES = (
@@ -106,7 +106,7 @@ def os_error_text(error: OSError, out: object = None) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from medlama.progress import showing
+    from medlama.core.progress import showing
 
     show = vars(args).get("progress")
     if show is None and vars(args).get("quiet"):

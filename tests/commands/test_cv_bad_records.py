@@ -11,7 +11,7 @@ from cv_inputs import write_corpora, write_medlama_folder
 
 from medlama.cli import main
 from medlama.datasets.context_variance import CorpusSpec
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 
 def broken_notes(tmp_path):

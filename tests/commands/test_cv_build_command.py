@@ -9,7 +9,7 @@ import pytest
 
 from medlama.commands.build_context_variance import parse_corpus, register
 from medlama.datasets.context_variance import BuildSettings, CorpusSpec, KnowledgeSpec
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 
 def test_corpus_specs():

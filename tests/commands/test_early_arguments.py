@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from medlama.defaults import default_model_path
+from medlama.core.defaults import default_model_path
 
 #: Runs ``medlama ARGS`` and says which heavy libraries the run imported.
 SCRIPT = """

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from medlama import progress
+from medlama.core import progress
 from medlama.cli import main
 from medlama.probers.queries import QuerySet
 from medlama.probers.registry import METHODS
@@ -144,7 +144,7 @@ def test_limit_per_relation_keeps_order_and_candidates():
     limited = queries.limit_per_relation(1)
     assert limited.ids == ["a", "b"] and limited.candidates == ["x", "y"] and limited.name == "q[first 1 per relation]"
     assert queries.limit_per_relation(3) is queries
-    from medlama.errors import MedlamaInputError
+    from medlama.core.errors import MedlamaInputError
 
     with pytest.raises(MedlamaInputError, match="query limit must be an integer >= 1, got 0"):
         queries.limit_per_relation(0)

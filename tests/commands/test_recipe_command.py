@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from medlama.atomic import OWNER_NAME, owner_kind
+from medlama.core.atomic import OWNER_NAME, owner_kind
 from medlama.cli import main
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from medlama.atomic import write_owner
+from medlama.core.atomic import write_owner
 from medlama.cli import main
 from medlama.datasets.biolama_folder import write_biolama
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 
 

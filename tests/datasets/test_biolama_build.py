@@ -20,7 +20,7 @@ from medlama.cli import main
 from medlama.datasets.biolama import build_biolama, features, load_biolama
 from medlama.datasets.biolama_folder import write_biolama
 from medlama.datasets.card import statistics_block
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.loaders import biolama_release as release
 
 

@@ -15,7 +15,7 @@ from datasets import load_dataset
 
 from medlama.datasets.biolama import BiolamaBuilder
 from medlama.datasets.medlama import CONFIG_NAMES, MedlamaBuilder
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.loaders import medlama_release as release
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import medlama
 from medlama.datasets.folders import load_config
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.queries import queries_from
 
 

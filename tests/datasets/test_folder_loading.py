@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from medlama.datasets.folders import folder_configs, load_config
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from named_folders import medlama_named_folder as make  # tests/helpers
 
 

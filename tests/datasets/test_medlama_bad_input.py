@@ -10,12 +10,12 @@ import tarfile
 
 import pytest
 
-from medlama.atomic import write_owner
+from medlama.core.atomic import write_owner
 from medlama.cli import main
 from medlama.datasets.hardness import HardnessRule
 from medlama.datasets.medlama import build_medlama
 from medlama.datasets.medlama_folder import write_medlama
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.loaders import medlama_release as release
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from medlama.atomic import OWNER_NAME, lock_directory, owner_kind, write_owner
+from medlama.core.atomic import OWNER_NAME, lock_directory, owner_kind, write_owner
 from medlama.cli import main
 from locks import lock_held_elsewhere  # tests/helpers
 
@@ -79,7 +79,7 @@ def test_a_second_writer_is_told_the_folder_is_busy(tmp_path, capsys, command):
 def test_the_lock_is_held_over_the_whole_build(tmp_path, monkeypatch):
     # While the (slow) build runs, before any staging folder exists, another writer is already refused.
     import medlama.datasets.medlama_folder as folder_module
-    from medlama.errors import MedlamaInputError
+    from medlama.core.errors import MedlamaInputError
 
     out = tmp_path / "out"
     seen = []
@@ -100,7 +100,7 @@ def test_the_lock_is_held_over_the_whole_build(tmp_path, monkeypatch):
 
 
 def _try_lock(out: Path) -> str:
-    from medlama.errors import MedlamaInputError
+    from medlama.core.errors import MedlamaInputError
 
     try:
         with lock_directory(out):
@@ -112,7 +112,7 @@ def _try_lock(out: Path) -> str:
 def test_push_dry_runs_record_their_command_and_upload_no_hidden_file(tmp_path, make_tiny_bert):
     from sentence_transformers import SentenceTransformer
 
-    from medlama.errors import MedlamaInputError
+    from medlama.core.errors import MedlamaInputError
     from medlama.publishing.hub import push_metric, push_model
 
     model = tmp_path / "model"

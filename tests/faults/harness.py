@@ -203,7 +203,7 @@ def tiny_bert(folder: Path) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from medlama.defaults import default_model_path
+    from medlama.core.defaults import default_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 @contextmanager
 def lock_held_elsewhere(out: Path) -> Iterator[subprocess.Popen]:
-    """Yield a process that holds ``out``'s lock (``medlama.atomic.lock_directory``) until the block ends."""
+    """Yield a process that holds ``out``'s lock (``medlama.core.atomic.lock_directory``) until the block ends."""
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys\nfrom medlama.atomic import lock_directory\n"
+        "import sys\nfrom medlama.core.atomic import lock_directory\n"
         f"with lock_directory({str(out)!r}):\n    print('held', flush=True)\n    sys.stdin.read()\n")],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:

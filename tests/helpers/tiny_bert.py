@@ -16,7 +16,7 @@ def save_tiny_bert(folder: Path, *, mlm: bool = False, layers: int = 2, seed: in
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
 
-    from medlama.defaults import default_model_path
+    from medlama.core.defaults import default_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=layers,

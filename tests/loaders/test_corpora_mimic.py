@@ -7,7 +7,7 @@ import gzip
 
 import pytest
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.loaders.corpora import MIMIC_COLUMNS, MIMIC_IV_COLUMNS, load_corpus, read_mimic_notes
 
 HEADER = ",".join(MIMIC_COLUMNS)

@@ -11,7 +11,7 @@ import pytest
 
 from medlama.cli import main
 from medlama.datasets.medlama import build_medlama
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.loaders import medlama_release as release
 
 

@@ -10,7 +10,7 @@ import torch
 from datasets import load_dataset
 
 from medlama.cli import main
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.base import Prober, probe
 from medlama.probers.biolama_queries import by_source, load_biolama_queries
 from medlama.probers.registry import METHODS

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.base import probe
 from medlama.probers.queries import QuerySet
 
@@ -130,7 +130,7 @@ def test_wrong_models_and_tokenizers_get_clear_errors(tmp_path, tiny_gpt2):
 
 def _settings(method, **values):
     from medlama.probers.registry import METHODS
-    from medlama.settings import settings_from
+    from medlama.core.settings import settings_from
 
     return settings_from(METHODS[method].settings, values)
 

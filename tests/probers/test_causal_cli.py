@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from medlama.cli import main
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.base import probe
 from medlama.probers.queries import QuerySet, load_queries
 from medlama.probers.registry import make_prober

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.queries import QuerySet
 from medlama.probers.registry import make_prober
 from medlama.ucm.rankers import make_ranker

@@ -10,8 +10,8 @@ import pytest
 
 import medlama
 from medlama.cli import main
-from medlama.errors import MedlamaInputError
-from medlama.intervals import bootstrap_mean_ci
+from medlama.core.errors import MedlamaInputError
+from medlama.core.intervals import bootstrap_mean_ci
 from medlama.probers.base import probe
 from medlama.probers.queries import load_medlama_queries, queries_from_dataset
 from medlama.probers.report import mean_std, mean_std_text

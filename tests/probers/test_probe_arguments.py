@@ -9,7 +9,7 @@ import re
 import pytest
 
 import medlama
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers import registry, retrieval
 from medlama.probers.queries import load_medlama_queries, queries_from
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.base import probe
 from medlama.probers.queries import QuerySet
 from fp32 import fp32_sum_atol
@@ -474,7 +474,7 @@ def test_generative_real_models_give_ranked_unique_answers(model, request):
 def test_models_that_do_not_fit_the_method(tiny_encoder, tiny_mlm, tiny_t5, tmp_path):
     from transformers import GPT2Config
 
-    from medlama.defaults import default_model_path
+    from medlama.core.defaults import default_model_path
     from medlama.probers.generative import GenerativeProber
     from medlama.probers.mask_average import MaskAverageProber
     from medlama.probers.mask_predict import MaskPredictProber
@@ -548,7 +548,7 @@ def tiny_mlm_real_vocab(tmp_path_factory):
     """A tiny masked LM with the bundled model's (BERT uncased) vocabulary, for probing real MedLAMA queries."""
     from transformers import AutoTokenizer, BertForMaskedLM
 
-    from medlama.defaults import default_model_path
+    from medlama.core.defaults import default_model_path
 
     folder = tmp_path_factory.mktemp("tiny-mlm-real-vocab")
     tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))

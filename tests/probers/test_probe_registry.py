@@ -8,7 +8,7 @@ import json
 import pytest
 
 from medlama.cli import main
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.registry import METHODS, OLD_NAMES, make_prober, method_name, settings_for
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
 from probe_outputs import predictions

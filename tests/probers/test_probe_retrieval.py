@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 import torch
 
-from medlama.defaults import default_model_path
-from medlama.errors import MedlamaInputError
+from medlama.core.defaults import default_model_path
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.base import probe
 from medlama.probers.queries import QuerySet, load_medlama_queries
 from medlama.probers.registry import settings_for
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
-from medlama.settings import settings_from
+from medlama.core.settings import settings_from
 from medlama.probers.scoring import search
 from probe_outputs import predictions
 

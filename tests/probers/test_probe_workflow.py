@@ -11,10 +11,10 @@ import shutil
 import pytest
 
 import medlama
-from medlama.atomic import owner_kind, write_owner
+from medlama.core.atomic import owner_kind, write_owner
 from medlama.cli import main
 from medlama.datasets.folders import load_config
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.queries import load_medlama_queries, queries_from_dataset
 
 RELATION, OTHER = "associated_morphology_of", "may_treat"

@@ -13,10 +13,10 @@ import yaml
 from datasets import load_dataset
 from huggingface_hub import DatasetCard
 
-from medlama.atomic import OWNER_NAME, write_owner
+from medlama.core.atomic import OWNER_NAME, write_owner
 from medlama.cli import main
 from medlama.datasets.biolama_folder import write_biolama
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.publishing.hub import GATED_FIELDS, push_dataset, push_metric
 from medlama.metrics import metric_path
 

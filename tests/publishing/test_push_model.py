@@ -13,9 +13,9 @@ import pytest
 import torch
 from huggingface_hub import ModelCard
 
-from medlama.atomic import OWNER_NAME, write_owner
+from medlama.core.atomic import OWNER_NAME, write_owner
 from medlama.cli import main
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.publishing.hub import plan_model, push_model
 
 MODEL_FILES = ["1_Pooling/config.json", "README.md", "config.json", "config_sentence_transformers.json",
@@ -261,7 +261,7 @@ def test_push_model_puts_the_probe_scores_of_that_folder_into_the_card(rewired_f
     changed = tmp_path / "changed" / model.name  # same name, trained on (one file differs): not what was probed
     shutil.copytree(model, changed)
     (changed / "rewire_config.json").write_text((changed / "rewire_config.json").read_text() + " ")
-    from medlama.integrity import record_again
+    from medlama.core.integrity import record_again
 
     record_again(changed, ["rewire_config.json"])  # as medlama's own later write would: vouched, yet not probed
     assert main(["push-model", str(changed), "someone/x", "--results", str(probed), "--dry-run",
@@ -271,7 +271,7 @@ def test_push_model_puts_the_probe_scores_of_that_folder_into_the_card(rewired_f
 
 
 def test_bundled_model_is_named_by_its_hub_id(model_folder, tmp_path):
-    from medlama.defaults import default_model_path
+    from medlama.core.defaults import default_model_path
 
     bundled = str(default_model_path())
     assert "site-packages" in bundled
@@ -376,7 +376,7 @@ def test_skipped_short_lines_are_named_by_the_corpus_file_name(tmp_path):
 
 def test_a_folder_medlama_did_not_write_or_cut_weights_are_refused(model_folder, tmp_path):
     """push-model uploads what `medlama rewire` wrote: not a copy of the bundled model, not weights cut in half."""
-    from medlama.defaults import default_model_path
+    from medlama.core.defaults import default_model_path
 
     bundled = tmp_path / "bundled"
     shutil.copytree(default_model_path(), bundled)

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.trainers.cloze import (
     ClozePair,
     build_cloze_dataset,

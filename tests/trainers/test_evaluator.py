@@ -85,7 +85,7 @@ def test_python_api_rewire(make_tiny_bert, corpus, tmp_path):
     result = medlama.rewire(corpus, tmp_path / "api", make_tiny_bert("api-rewire-bert"), preset="demo", steps=1,
                             batch_size=8, max_length=32, save_steps=1, skip_short_lines=True)
     assert result.global_step == 1 and result.record["config"]["steps"] == 1
-    from medlama.provenance import package_versions  # the record's versions are provenance's
+    from medlama.core.provenance import package_versions  # the record's versions are provenance's
     from medlama.trainers.trainer import RECORD_PACKAGES
 
     versions = result.record["versions"]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from huggingface_hub import ModelCard
 
-from medlama.defaults import default_model_path
-from medlama.errors import MedlamaInputError
+from medlama.core.defaults import default_model_path
+from medlama.core.errors import MedlamaInputError
 from medlama.trainers.config import RewireConfig
 from medlama.trainers.model_card import (
     MODEL_ID_PLACEHOLDER,

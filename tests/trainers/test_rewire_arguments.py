@@ -8,7 +8,7 @@ import re
 import pytest
 
 import medlama
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.trainers import trainer
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from medlama.atomic import write_owner
+from medlama.core.atomic import write_owner
 from medlama.cli import main
 from locks import lock_held_elsewhere  # tests/helpers
 

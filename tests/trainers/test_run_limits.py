@@ -15,7 +15,7 @@ import torch
 
 from medlama.cli import main
 from medlama.commands.rewire import config_from_args
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.trainers.guards import TrainingDivergedError
 from medlama.trainers.trainer import rewire
 from tiny_rewire import LINES, sha256, tiny_config  # tests/helpers
@@ -145,7 +145,7 @@ def test_masks_cut_off_by_the_max_length_are_counted_and_reported(tiny_bert, cor
 def test_the_real_corpus_loses_a_few_masks_at_48_tokens(elicit_corpora):
     from transformers import AutoTokenizer
 
-    from medlama.defaults import default_model_path
+    from medlama.core.defaults import default_model_path
     from medlama.trainers.cloze import build_cloze_dataset, count_masks_cut
 
     tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))

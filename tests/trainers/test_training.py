@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from medlama.cli import main
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.trainers.checkpoints import choose_resume_checkpoint, inspect_checkpoint
 from medlama.trainers.config import RewireConfig
 from medlama.trainers.model import BUNDLED_MODEL_NAME, build_rewire_model

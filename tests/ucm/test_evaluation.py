@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from medlama.cli import main
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.ucm.evaluation import evaluate_model
 from medlama.ucm.rankers import RetrievalRanker, RetrievalRankerSettings
 from medlama.ucm.sets import load_sets
@@ -145,7 +145,7 @@ def test_ucm_help_shows_every_default(capsys):
 
 
 def test_results_carry_share_intervals_and_provenance(sets, tiny_encoder, tmp_path, capsys):
-    from medlama.intervals import bootstrap_shares_ci
+    from medlama.core.intervals import bootstrap_shares_ci
     from medlama.ucm.scores import SHARES, record_label
 
     out = tmp_path / "ucm-ci"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.mask_average import MaskAverageSettings
 from medlama.ucm.rankers import (MaskAverageRanker, RankerSettings, RetrievalRanker, RetrievalRankerSettings,
                                  make_ranker, ranker_settings, ranks_from_scores)

@@ -8,8 +8,8 @@ import re
 import pytest
 
 import medlama
-from medlama.defaults import default_model_path
-from medlama.errors import MedlamaInputError
+from medlama.core.defaults import default_model_path
+from medlama.core.errors import MedlamaInputError
 from medlama.ucm import rankers
 
 

@@ -56,10 +56,10 @@ def register(subparsers) -> None:
 def run_medlama(args: argparse.Namespace) -> int:
     from medlama.datasets.hardness import HardnessRule
     from medlama.datasets.medlama import check_threshold
-    from medlama.atomic import check_output_place
+    from medlama.core.atomic import check_output_place
     from medlama.datasets.medlama_folder import write_medlama
-    from medlama.display import print_table
-    from medlama.progress import enabled as progress_enabled
+    from medlama.core.display import print_table
+    from medlama.core.progress import enabled as progress_enabled
 
     # Checked here too, so that the message names the option the user typed.
     rule = HardnessRule(check_threshold(args.match_threshold, "--match-threshold"),
@@ -98,10 +98,10 @@ def run_medlama(args: argparse.Namespace) -> int:
 
 def run_biolama(args: argparse.Namespace) -> int:
     from medlama.datasets.biolama import SOURCES
-    from medlama.atomic import check_output_place
+    from medlama.core.atomic import check_output_place
     from medlama.datasets.biolama_folder import write_biolama
-    from medlama.display import print_table
-    from medlama.progress import enabled as progress_enabled
+    from medlama.core.display import print_table
+    from medlama.core.progress import enabled as progress_enabled
 
     check_output_place(args.out, reads=[args.source] if args.source else [])  # before the release is read
     build, stats = write_biolama(args.out, args.source, sources=args.sources or SOURCES, sha256=args.sha256,

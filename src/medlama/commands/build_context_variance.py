@@ -77,7 +77,7 @@ def parse_corpus(spec: str, **options):
     """A :class:`CorpusSpec` from ``NAME:FORMAT:PATH`` (e.g. ``pubmed:text:sentences.txt``; read so whenever the
     second part is a format, even with a NAME that is a format name too) or ``FORMAT:PATH``."""
     from medlama.datasets.context_variance.settings import CorpusSpec
-    from medlama.errors import MedlamaInputError
+    from medlama.core.errors import MedlamaInputError
     from medlama.loaders.corpora import FORMATS
 
     parts = spec.split(":", 2)
@@ -123,7 +123,7 @@ def _with_licences(specs: list, declarations) -> list:
     declaration without ``=`` or one source declared twice differently is an error."""
     import dataclasses
 
-    from medlama.errors import MedlamaInputError
+    from medlama.core.errors import MedlamaInputError
 
     licences: dict[str, str] = {}
     for declaration in declarations:
@@ -146,7 +146,7 @@ def _with_licences(specs: list, declarations) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
-    from medlama.atomic import claim_directory
+    from medlama.core.atomic import claim_directory
     from medlama.datasets.context_variance.export import KIND
 
     # The output first, as `build medlama` does: a folder that is not ours, or busy, is refused before any
@@ -162,10 +162,10 @@ def _run(args: argparse.Namespace) -> int:
     from medlama.datasets.context_variance.builder import ContextVarianceBuilder
     from medlama.datasets.context_variance.export import write_folder
     from medlama.datasets.context_variance.settings import BuildSettings, KnowledgeSpec
-    from medlama.display import print_table
-    from medlama.errors import MedlamaInputError
-    from medlama.progress import enabled as progress_enabled
-    from medlama.settings import settings_from
+    from medlama.core.display import print_table
+    from medlama.core.errors import MedlamaInputError
+    from medlama.core.progress import enabled as progress_enabled
+    from medlama.core.settings import settings_from
 
     specs = corpus_specs(args)
     if not specs:

@@ -1,4 +1,4 @@
-"""Command-line flags made from settings dataclasses (``medlama.settings``): the only place that turns a
+"""Command-line flags made from settings dataclasses (``medlama.core.settings``): the only place that turns a
 configuration into argparse arguments, so a field's name, help, choices and default are written once.
 
 A flag's value is parsed by the field's annotation (``int``, ``float``, ``str``, ``Path``, ``bool`` as
@@ -20,8 +20,8 @@ from pathlib import Path
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from medlama import settings as S
-from medlama.errors import MedlamaInputError
+from medlama.core import settings as S
+from medlama.core.errors import MedlamaInputError
 
 #: Renamed flags that are not settings fields, old -> new: still parsed (hidden from ``--help``), each use
 #: saying on stderr what replaced it. ``--ranker``: ``medlama ucm``'s ``--method`` before the rankers and the

@@ -17,9 +17,9 @@ from typing import Any
 
 from medlama.commands.flags import add_renamed_flag, add_settings_flags, given_settings, renamed_value
 from medlama.commands.output import BATCH_SIZE_LEAD
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.probers.registry import METHODS, settings_for
-from medlama.settings import default_of, fields_of, flag_of
+from medlama.core.settings import default_of, fields_of, flag_of
 
 PRESET_HELP = {
     "retrieval": "reference: the reference implementation's ([CLS] of the last layer, L2, names 25 / queries 50 "

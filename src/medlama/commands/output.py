@@ -5,7 +5,7 @@ run (``--device``) and quick checks on fewer queries (``--limit``).
 * Outputs are checked before any work: a ``--out`` that is a file, someone else's folder, or the output of
   another command is refused at once, and so is a rerun into the folder of a finished run unless
   ``--overwrite`` is given (the folder is then replaced whole when the new run finishes; an interrupted
-  run leaves the earlier one as it was). The folder's lock (:func:`medlama.atomic.lock_directory`) is
+  run leaves the earlier one as it was). The folder's lock (:func:`medlama.core.atomic.lock_directory`) is
   held from that check to the end, so two runs never write one folder.
 * ``--json``: stdout carries the run's ``results.json`` and nothing else; tables and notes go to stderr.
   ``--quiet``: no tables or notes (warnings and errors still go to stderr); with ``--json``, only the JSON.
@@ -20,9 +20,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from medlama.errors import MedlamaInputError
-from medlama.models import DEVICE_PATTERN, DEVICE_WORDS
-from medlama.models import check_device as check_model_device
+from medlama.core.errors import MedlamaInputError
+from medlama.core.models import DEVICE_PATTERN, DEVICE_WORDS
+from medlama.core.models import check_device as check_model_device
 from medlama.probers.base import RESULTS_FILE
 
 #: ``--batch-size``'s meaning for every command that runs a model forward (not ``rewire``'s).
@@ -71,23 +71,23 @@ def add_output_arguments(parser: argparse.ArgumentParser, *, default_out: Path, 
 
 
 def check_device(device: str | None) -> None:
-    """Refuse, before any work, a device this machine does not have (:func:`medlama.models.check_device`)."""
+    """Refuse, before any work, a device this machine does not have (:func:`medlama.core.models.check_device`)."""
     check_model_device(device, name="--device")
 
 
 def check_output(out: Path, *, kind: str, overwrite: bool, reads: list = ()) -> None:
     """Refuse ``out`` if another command's (or no command's) files are there, or a finished run's without
     ``overwrite``, or if it is (or holds) the current directory or something in ``reads``, what the run
-    reads; see :func:`medlama.atomic.check_finished`."""
-    from medlama.atomic import check_finished
+    reads; see :func:`medlama.core.atomic.check_finished`."""
+    from medlama.core.atomic import check_finished
 
     check_finished(out, marker=RESULTS_FILE, kind=kind, overwrite=overwrite, reads=reads)
 
 
 def claimed_output(out: Path, *, kind: str, overwrite: bool, reads: list = ()):
     """Hold ``out``'s lock for the block, after :func:`check_output` (so before any work):
-    :func:`medlama.atomic.claimed_output` with the commands' marker, ``results.json``."""
-    from medlama.atomic import claimed_output as claimed
+    :func:`medlama.core.atomic.claimed_output` with the commands' marker, ``results.json``."""
+    from medlama.core.atomic import claimed_output as claimed
 
     return claimed(out, marker=RESULTS_FILE, kind=kind, overwrite=overwrite, reads=reads)
 
@@ -95,7 +95,7 @@ def claimed_output(out: Path, *, kind: str, overwrite: bool, reads: list = ()):
 def check_folder_output(out: Path, *, kind: str, overwrite: bool) -> None:
     """:func:`check_output` for a command that writes into ``out`` as it goes (``recipe``'s rewired models, so
     that an interrupted run resumes there): ``out`` must be new, empty, or written by ``kind``."""
-    from medlama.atomic import OWNER_NAME, check_replaceable
+    from medlama.core.atomic import OWNER_NAME, check_replaceable
 
     check_replaceable(out, marker=OWNER_NAME, kind=kind)
     if (Path(out) / RESULTS_FILE).is_file() and not overwrite:

@@ -13,7 +13,7 @@ from medlama.probers.base import RESULTS_FILE
 from medlama.probers.queries import QuerySource
 from medlama.probers.retrieval import RetrievalSettings
 from medlama.probers.registry import METHODS, OLD_NAMES, current_names, settings_for
-from medlama.settings import settings_from
+from medlama.core.settings import settings_from
 
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,9 +90,9 @@ def scoring(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...],
 
 
 def run(args: argparse.Namespace) -> int:
-    from medlama.defaults import default_model_path
-    from medlama.errors import MedlamaInputError
-    from medlama.models import resolve_model
+    from medlama.core.defaults import default_model_path
+    from medlama.core.errors import MedlamaInputError
+    from medlama.core.models import resolve_model
     from medlama.probers.workflow import checkpoint_folders, model_runs, unique_labels
 
     models = args.model or [str(default_model_path())]

@@ -56,9 +56,9 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     import shutil
 
-    from medlama.atomic import OWNER_NAME, lock_directory, write_owner
-    from medlama.errors import MedlamaInputError
-    from medlama.models import resolve_model
+    from medlama.core.atomic import OWNER_NAME, lock_directory, write_owner
+    from medlama.core.errors import MedlamaInputError
+    from medlama.core.models import resolve_model
     from medlama.trainers.cloze import check_corpus_files
     from medlama.trainers.config import RewireConfig
 

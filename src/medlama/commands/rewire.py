@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from medlama.commands.flags import add_settings_flags, given_settings
-from medlama.settings import fields_of, settings_from
+from medlama.core.settings import fields_of, settings_from
 
 
 def register(subparsers) -> None:
@@ -60,7 +60,7 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run_rewire(args: argparse.Namespace) -> int:
-    from medlama.models import resolve_model
+    from medlama.core.models import resolve_model
     from medlama.trainers.cloze import check_corpus_files
 
     # Checked before torch is imported (the trainer's modules import it) and before the model loads.
@@ -68,7 +68,7 @@ def run_rewire(args: argparse.Namespace) -> int:
     check_corpus_files(args.corpus)
     if config.model is not None:
         resolve_model(config.model)
-    from medlama.atomic import check_output_place
+    from medlama.core.atomic import check_output_place
 
     # Before the model loads: an OUT that is the current directory, or holds the corpus or the model, is
     # refused now rather than when the trained model is swapped in.

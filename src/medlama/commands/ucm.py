@@ -61,12 +61,12 @@ def _methods(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from medlama.atomic import atomic_directory
-    from medlama.defaults import default_model_path
-    from medlama.errors import MedlamaInputError
-    from medlama.models import resolve_model
-    from medlama.progress import enabled as progress_enabled
-    from medlama.settings import settings_from
+    from medlama.core.atomic import atomic_directory
+    from medlama.core.defaults import default_model_path
+    from medlama.core.errors import MedlamaInputError
+    from medlama.core.models import resolve_model
+    from medlama.core.progress import enabled as progress_enabled
+    from medlama.core.settings import settings_from
     from medlama.ucm.evaluation import run_ucm
     from medlama.ucm.rankers import RankerSettings, make_ranker
     from medlama.ucm.sets import read_build_info

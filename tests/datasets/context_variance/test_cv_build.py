@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from medlama.atomic import write_owner
+from medlama.core.atomic import write_owner
 from medlama.cli import main
 from medlama.datasets.context_variance import BuildSettings, CorpusSpec, EntityMatcher, build_contexts
 from medlama.datasets.context_variance.export import build_context_variance
@@ -29,7 +29,7 @@ from medlama.datasets.context_variance.kb_adapters import (
 from medlama.datasets.context_variance.knowledge import Entity, EntityPool, KnowledgeBase
 from medlama.datasets.context_variance.layout import features
 from medlama.datasets.context_variance.pipeline import sequence_rows
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 from cv_inputs import FINDING, NOTES, TREAT
 

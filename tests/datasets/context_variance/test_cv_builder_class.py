@@ -12,8 +12,8 @@ from medlama.datasets.context_variance import (
     KnowledgeSpec,
 )
 from medlama.datasets.context_variance.layout import features, pool_features
-from medlama.errors import MedlamaInputError
-from medlama.settings import settings_from
+from medlama.core.errors import MedlamaInputError
+from medlama.core.settings import settings_from
 
 
 def _builder(name, medlama_folder, corpora, indexes, tmp_path, **more):

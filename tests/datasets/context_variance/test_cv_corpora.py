@@ -10,7 +10,7 @@ import os
 import pytest
 from datasets import IterableDataset
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.loaders import corpora
 from medlama.loaders.corpora import (
     MIMIC_COLUMNS,

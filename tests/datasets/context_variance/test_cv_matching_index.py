@@ -16,7 +16,7 @@ from medlama.datasets.context_variance import (
     Triple,
     build_contexts,
 )
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 from medlama.loaders.corpora import MIMIC_COLUMNS, corpus_fingerprint, read_mimic_notes
 
 from cv_figures import ASSESSMENT, FIGURE_1_TEXT, FIGURE_2_REAL

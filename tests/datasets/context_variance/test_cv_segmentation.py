@@ -40,7 +40,7 @@ from medlama.datasets.context_variance import (
     segment_document,
 )
 from medlama.datasets.context_variance.segmentation import resolve_pool_mentions
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 from cv_figures import ASSESSMENT, FIGURE_1_TEXT, FIGURE_2_NEGATIVE, FIGURE_2_REAL, FIGURE_2_TEXT
 

@@ -2,7 +2,7 @@
 
 A local path means nothing on another machine and may say more than its owner wants (a home folder, a user
 name), so results files, provenance blocks and everything pushed to the Hub name a local file or folder by
-its last part. The rules, used by :mod:`medlama.provenance` (results), :mod:`medlama.publishing.public_names`
+its last part. The rules, used by :mod:`medlama.core.provenance` (results), :mod:`medlama.publishing.public_names`
 (uploads) and the probers' and UCM's records:
 
 * :func:`is_absolute`: an absolute local path (POSIX, Windows drive or share, or ``~``-relative);

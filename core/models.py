@@ -2,7 +2,7 @@
 
 * :func:`resolve_model`: ``None`` is the bundled encoder; a sentence-transformers folder becomes the folder
   of its ``Transformer`` module; an existing path stays as it is; anything else must be a Hub id, else a
-  :class:`~medlama.errors.MedlamaInputError` says the path does not exist (rather than huggingface_hub's
+  :class:`~medlama.core.errors.MedlamaInputError` says the path does not exist (rather than huggingface_hub's
   "Repo id must be in the form ...", which names no path).
 * :func:`read_config` and :func:`load_tokenizer`: the model's config and tokenizer, with errors naming it.
 * :func:`quiet_transformers`: silence transformers' load report while loading (callers raise their own
@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 
 def transformer_folder(folder: Path) -> Path:
@@ -52,7 +52,7 @@ def is_hub_id(text: str) -> bool:
 def resolve_model(model: str | Path | None) -> str:
     """The path or Hub id that transformers should load for ``model`` (``None``: the bundled encoder)."""
     if model is None:
-        from medlama.defaults import default_model_path
+        from medlama.core.defaults import default_model_path
 
         return str(default_model_path())
     text = str(model)

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 S = TypeVar("S")
 

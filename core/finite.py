@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 
 def all_finite(values: Any) -> bool:

@@ -9,8 +9,8 @@ from typing import Literal
 import pytest
 
 from medlama.commands.flags import add_settings_flags, given_settings
-from medlama.errors import MedlamaInputError
-from medlama.settings import as_dict, check, differences, setting, settings_from, to_flags
+from medlama.core.errors import MedlamaInputError
+from medlama.core.settings import as_dict, check, differences, setting, settings_from, to_flags
 
 
 @dataclass(frozen=True)

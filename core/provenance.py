@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from medlama.public_paths import public_word, with_public_model
+from medlama.core.public_paths import public_word, with_public_model
 
 __all__ = ["command_line", "device_description", "folder_hash", "model_identity", "package_versions", "provenance",
            "public_word", "with_public_model"]
@@ -78,7 +78,7 @@ def model_identity(model: Any) -> dict[str, Any]:
     ``name_or_path``). A folder is named by its last path component only.
     """
     if model is None:
-        from medlama.defaults import default_model_path
+        from medlama.core.defaults import default_model_path
 
         return {"id": "sentence-transformers/all-MiniLM-L6-v2", "bundled": True,
                 "sha256": folder_hash(default_model_path())}
@@ -127,7 +127,7 @@ def device_description(device: str | None = None) -> dict[str, Any]:
 
 def command_line(argv: Sequence[str] | None = None) -> str:
     """The command as typed, with any local path reduced to its last component (``medlama probe ...``,
-    :func:`medlama.public_paths.public_word`)."""
+    :func:`medlama.core.public_paths.public_word`)."""
     words = list(sys.argv if argv is None else argv)
     if words and Path(words[0]).name in ("medlama", "__main__.py", "cli.py"):
         words = ["medlama", *words[1:]]

@@ -1,4 +1,4 @@
-"""``medlama.models``: resolving a model argument, reading its config, quiet loading, the device."""
+"""``medlama.core.models``: resolving a model argument, reading its config, quiet loading, the device."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from medlama.defaults import default_model_path
-from medlama.errors import MedlamaInputError
-from medlama.models import pick_device, quiet_transformers, read_config, resolve_model
+from medlama.core.defaults import default_model_path
+from medlama.core.errors import MedlamaInputError
+from medlama.core.models import pick_device, quiet_transformers, read_config, resolve_model
 
 
 def test_resolve_model(tmp_path):

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 # An owner tag: pid, start token (0 if unknown) and host, "+"-separated ("+" is kept out of the host
 # name), then for staging folders the random part mkdtemp adds.

@@ -2,9 +2,9 @@
 
 import pytest
 
-from medlama.atomic import atomic_directory, atomic_write_text, check_replaceable
+from medlama.core.atomic import atomic_directory, atomic_write_text, check_replaceable
 from medlama.cli import main
-from medlama.errors import MedlamaInputError
+from medlama.core.errors import MedlamaInputError
 
 MARKER = "info.json"
 
@@ -45,7 +45,7 @@ def killed_staging(parent, target_name, pid, *, start=0, host=None, old=None):
     and (``old``: the previous output's marker text) the previous output it had moved aside."""
     import json
 
-    from medlama.atomic import STAGING_MARKER, _host
+    from medlama.core.atomic import STAGING_MARKER, _host
 
     host = host or _host()
     folder = parent / f".{target_name}.tmp-{pid}+{start}+{host}+abcd1234"
@@ -70,7 +70,7 @@ def test_stale_staging_from_a_killed_run_is_cleaned(tmp_path):
 def test_a_users_folder_named_like_a_leftover_is_never_touched(tmp_path, name):
     # Only a marker inside proves a staging folder medlama's; a name pattern never does (even one naming a
     # process of this host that is gone).
-    from medlama.atomic import _host
+    from medlama.core.atomic import _host
 
     users = tmp_path / name.format(dead=dead_pid(), host=_host())
     (users / "data").mkdir(parents=True)
@@ -161,8 +161,8 @@ def test_write_text(tmp_path):
 WRITER = r"""
 import sys, time
 from pathlib import Path
-from medlama.atomic import atomic_directory
-from medlama.errors import MedlamaInputError
+from medlama.core.atomic import atomic_directory
+from medlama.core.errors import MedlamaInputError
 
 target, started, go = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 try:
@@ -234,7 +234,7 @@ def test_only_staging_folders_of_dead_runs_are_cleaned(tmp_path):
     import subprocess
     import sys
 
-    from medlama.atomic import _tag
+    from medlama.core.atomic import _tag
 
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -253,7 +253,7 @@ def test_only_staging_folders_of_dead_runs_are_cleaned(tmp_path):
 
 def test_a_reused_pid_is_not_the_owner(tmp_path):
     # Same pid as a live process but another start time: the owner is gone, the pid was reused.
-    from medlama.atomic import _tag
+    from medlama.core.atomic import _tag
 
     pid, start, host = _tag().split("+")
     stale = killed_staging(tmp_path, "out", int(pid), start=int(start) + 1 if int(start) else 0)
@@ -276,7 +276,7 @@ def test_previous_output_put_back_after_a_kill_during_the_swap(tmp_path, capsys)
 def test_lock_is_reentrant_in_one_thread_and_refuses_another_thread(tmp_path):
     import threading
 
-    from medlama.atomic import lock_directory
+    from medlama.core.atomic import lock_directory
 
     target = tmp_path / "out"
     errors = []
@@ -303,7 +303,7 @@ def test_lock_is_reentrant_in_one_thread_and_refuses_another_thread(tmp_path):
 
 
 def test_kind_is_recorded_and_only_the_same_kind_replaces(tmp_path):
-    from medlama.atomic import OWNER_NAME, owner_kind
+    from medlama.core.atomic import OWNER_NAME, owner_kind
 
     target = tmp_path / "out"
     with atomic_directory(target, marker="build_info.json", kind="build biolama") as staging:
@@ -326,7 +326,7 @@ def test_kind_is_recorded_and_only_the_same_kind_replaces(tmp_path):
 @pytest.mark.parametrize("record", [None, "{}", "not json", '{"kind": ""}'])
 def test_marker_without_ownership_record_refused_when_kind_given(tmp_path, record):
     # `{}` written by hand as build_info.json, or a folder of an earlier version: not replaced.
-    from medlama.atomic import OWNER_NAME
+    from medlama.core.atomic import OWNER_NAME
 
     target = tmp_path / "out"
     target.mkdir()
@@ -356,7 +356,7 @@ def refusal(target, *, marker, kind, match=None, **options) -> str:
 
 
 def test_rebuild_stops_at_entries_it_did_not_write(tmp_path):
-    from medlama.atomic import OWNER_NAME
+    from medlama.core.atomic import OWNER_NAME
 
     target = tmp_path / "medlama"
     with atomic_directory(target, marker="build_info.json", kind="build medlama") as staging:
@@ -396,7 +396,7 @@ def test_build_command_names_a_users_file_in_its_folder(tmp_path, biolama_releas
 
 def test_an_earlier_record_of_the_same_command_keeps_its_entries(tmp_path):
     # rewire records its ownership again when it resumes; the entries of its finished output stay listed.
-    from medlama.atomic import write_owner
+    from medlama.core.atomic import write_owner
 
     target = tmp_path / "out"
     with atomic_directory(target, marker=MARKER, kind="rewire") as staging:
@@ -460,7 +460,7 @@ def test_outputs_follow_the_umask(tmp_path, mask):
     import os
     import stat
 
-    from medlama.atomic import OWNER_NAME
+    from medlama.core.atomic import OWNER_NAME
 
     previous = os.umask(mask)
     try:
@@ -483,7 +483,7 @@ def test_outputs_follow_the_umask(tmp_path, mask):
 def test_lock_file_is_removed_and_the_lock_still_excludes(tmp_path):
     from locks import lock_held_elsewhere  # tests/helpers
 
-    from medlama.atomic import lock_directory
+    from medlama.core.atomic import lock_directory
 
     target = tmp_path / "out"
     with lock_held_elsewhere(target):

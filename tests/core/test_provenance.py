@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from medlama.provenance import command_line, folder_hash, model_identity, provenance
+from medlama.core.provenance import command_line, folder_hash, model_identity, provenance
 
 
 def test_folder_hash_is_independent_of_where_the_folder_is(tmp_path):
@@ -33,7 +33,7 @@ def test_one_rule_set_names_local_paths_in_results_and_uploads():
     """Results files and the Hub uploads reduce a path by the same rules: a Windows path in a command line
     or a recorded model loses its folders on any machine, as the upload's own rule always did."""
     from medlama.publishing import public_names
-    from medlama.public_paths import public_path, public_word, with_public_model
+    from medlama.core.public_paths import public_path, public_word, with_public_model
 
     for word in ("C:\\Users\\me\\models\\m", "C:/Users/me/models/m", "\\\\server\\share\\m", "~/models/m",
                  "/home/me/models/m/"):

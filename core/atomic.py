@@ -5,7 +5,7 @@ one output folder at once, and a command replaces only what it wrote.
 * :func:`claim_directory` checks that an output folder may be replaced and holds its lock over a whole
   run (a build, a training), so that a second writer is refused before doing any work.
 * :func:`lock_directory` is the inter-process lock behind them: an ``flock`` on the hidden
-  ``.NAME.lock`` beside the target, removed when the run lets go (see :func:`medlama.locks._take_lock` for why that
+  ``.NAME.lock`` beside the target, removed when the run lets go (see :func:`medlama.core.locks._take_lock` for why that
   is safe). A second writer fails at once with :class:`MedlamaInputError` naming the folder and, where
   known, the pid holding it; it does not wait, since the first writer may run for hours. Within one
   process the lock is re-entrant, so a command may hold it over its whole run and still call
@@ -40,13 +40,13 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from medlama.errors import MedlamaInputError
-from medlama.locks import Owner as _Owner
-from medlama.locks import host_name as _host
-from medlama.locks import lock_directory
-from medlama.locks import owner_tag as _tag
-from medlama.locks import parse_owner as _owner
-from medlama.locks import start_token as _start_token
+from medlama.core.errors import MedlamaInputError
+from medlama.core.locks import Owner as _Owner
+from medlama.core.locks import host_name as _host
+from medlama.core.locks import lock_directory
+from medlama.core.locks import owner_tag as _tag
+from medlama.core.locks import parse_owner as _owner
+from medlama.core.locks import start_token as _start_token
 
 __all__ = ["OWNER_NAME", "STAGING_MARKER", "atomic_directory", "atomic_write_text", "check_output_place",
            "check_replaceable", "claim_directory", "lock_directory", "owner_kind", "write_owner"]
@@ -91,12 +91,12 @@ def write_owner(folder: str | Path, kind: str, *, entries: list[str] | None = No
     the names it wrote at its top level; an earlier record of the same ``kind`` keeps its entries.
 
     :func:`atomic_directory` does this itself, with ``files``: the size and SHA-256 of every file written
-    (:func:`medlama.integrity.file_records`, reusing those of ``previous``'s record for files unchanged), which
+    (:func:`medlama.core.integrity.file_records`, reusing those of ``previous``'s record for files unchanged), which
     ``push-dataset`` / ``push-model`` check. A command that writes into its output folder directly (``rewire``'s
     checkpoints) calls it when it first writes there; the files recorded by an earlier write of the same
     ``kind`` are then kept.
     """
-    from medlama.integrity import FILES_KEY, file_records
+    from medlama.core.integrity import FILES_KEY, file_records
 
     _check_kind(kind)
     folder = Path(folder)

@@ -1,7 +1,7 @@
 """What an output folder held when medlama wrote it, and the check that it still does.
 
-:func:`medlama.atomic.atomic_directory` records, in the folder's ownership record
-(:data:`medlama.atomic.OWNER_NAME`), the size and SHA-256 of every file it wrote (:func:`file_records`; hidden
+:func:`medlama.core.atomic.atomic_directory` records, in the folder's ownership record
+(:data:`medlama.core.atomic.OWNER_NAME`), the size and SHA-256 of every file it wrote (:func:`file_records`; hidden
 files are not recorded). A command that changes a file of a finished output in place (the recipe writing
 probing scores into a rewired model's card) records it again (:func:`record_again`).
 
@@ -19,8 +19,8 @@ import struct
 from collections.abc import Iterable
 from pathlib import Path
 
-from medlama.checksums import sha256_of
-from medlama.errors import MedlamaInputError
+from medlama.core.checksums import sha256_of
+from medlama.core.errors import MedlamaInputError
 
 #: The key of the ownership record that lists the files.
 FILES_KEY = "files"
@@ -53,7 +53,7 @@ def file_records(folder: str | Path, previous: dict | None = None) -> dict[str, 
 def record_again(folder: str | Path, names: Iterable[str]) -> None:
     """Record anew the files ``names`` (relative paths) of a finished output that a medlama command has just
     rewritten in place; a folder without an ownership record is left as it is."""
-    from medlama.atomic import OWNER_NAME, atomic_write_text, owner_record
+    from medlama.core.atomic import OWNER_NAME, atomic_write_text, owner_record
 
     folder = Path(folder)
     record = owner_record(folder)
@@ -95,7 +95,7 @@ def check_vouched(folder: str | Path, files: Iterable[str], *, kinds: Iterable[s
     and list every file with the size and SHA-256 it has now; safetensors weights must be whole. Raises
     :class:`MedlamaInputError` naming the folder, the file and what failed.
     """
-    from medlama.atomic import OWNER_NAME, owner_record
+    from medlama.core.atomic import OWNER_NAME, owner_record
 
     folder = Path(folder)
     kinds = tuple(kinds)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from medlama.intervals import bootstrap_mean_ci, bootstrap_shares_ci
+from medlama.core.intervals import bootstrap_mean_ci, bootstrap_shares_ci
 
 
 def test_interval_matches_the_normal_approximation_of_a_proportion():
