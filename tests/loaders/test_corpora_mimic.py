@@ -16,18 +16,18 @@ HEADER = ",".join(MIMIC_COLUMNS)
 def note(row_id: int, text: str, *, quoted: bool = True) -> str:
     """A NOTEEVENTS line as MIMIC writes it: ``text`` quoted, quotes inside doubled; or, with ``quoted=False``,
     as given (for broken lines)."""
-    body = '"' + text.replace('"', '""') + '"' if quoted else text
-    return f"{row_id},{100 + row_id},{200 + row_id},2150-01-01,,,Discharge summary,Report,,,{body}\n"
+    return f"{row_id},{100 + row_id},{200 + row_id},2150-01-01,,,Discharge summary,Report,,,{csv_text(text, quoted)}\n"
 
 
-CLEAN = [
-    note(1, 'Admission Date: [**2150-1-1**]\nHPI: "postnasal drip", heartburn.\nLabs: 1,2,3\n'),
-    note(2, "note two, on one line"),
-    note(3, "note three\n2150-01-01 follow-up\n"),
-    note(4, "note four"),
-]
+def csv_text(text: str, quoted: bool = True) -> str:
+    """The TEXT field as MIMIC's CSV files write it: quoted, quotes inside doubled (``quoted=False``: as given)."""
+    return '"' + text.replace('"', '""') + '"' if quoted else text
+
+
+#: {ROW_ID: text} of a clean NOTEEVENTS file, and its lines.
 TEXTS = {"1": 'Admission Date: [**2150-1-1**]\nHPI: "postnasal drip", heartburn.\nLabs: 1,2,3\n',
          "2": "note two, on one line", "3": "note three\n2150-01-01 follow-up\n", "4": "note four"}
+CLEAN = [note(int(row_id), text) for row_id, text in TEXTS.items()]
 
 
 def write(path, lines, compress, header=HEADER):
@@ -138,17 +138,14 @@ IV_HEADER = ",".join(MIMIC_IV_COLUMNS)
 
 def note_iv(seq: int, text: str, *, kind: str = "DS", quoted: bool = True, hadm: str = "20000001") -> str:
     """A MIMIC-IV-Note line as discharge.csv / radiology.csv write it (note_id ``<subject>-<type>-<seq>``)."""
-    body = '"' + text.replace('"', '""') + '"' if quoted else text
-    return f"10000032-{kind}-{seq},10000032,{hadm},{kind},{seq},2180-05-06 00:00:00,2180-05-07 10:15:00,{body}\n"
+    return (f"10000032-{kind}-{seq},10000032,{hadm},{kind},{seq},2180-05-06 00:00:00,2180-05-07 10:15:00,"
+            f"{csv_text(text, quoted)}\n")
 
 
-CLEAN_IV = [
-    note_iv(21, 'Name: ___\nChief Complaint: "worsening" dyspnea, cough\n2180-05-06 follow-up\n'),
-    note_iv(22, "second discharge note"),
-    note_iv(23, "third note"),
-]
+#: {note_id: text} of a clean discharge.csv, and its lines.
 TEXTS_IV = {"10000032-DS-21": 'Name: ___\nChief Complaint: "worsening" dyspnea, cough\n2180-05-06 follow-up\n',
             "10000032-DS-22": "second discharge note", "10000032-DS-23": "third note"}
+CLEAN_IV = [note_iv(int(note_id.rsplit("-", 1)[1]), text) for note_id, text in TEXTS_IV.items()]
 
 
 def write_iv(path, lines, compress):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import re
 from pathlib import Path
 
 import evaluate
@@ -12,28 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import medlama.metrics
-from metric_module import assert_card_sections, assert_self_contained, run_doctest  # tests/helpers
 
 REPO = Path(__file__).resolve().parents[2]
 METRICS_DIR = REPO / "metrics"
 MODULE_DIR = METRICS_DIR / "acc_at_k"
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    """Where evaluate keeps its per-computation data: a fresh folder, not the user's cache."""
-    return str(tmp_path_factory.mktemp("acc_at_k_cache"))
-
-
-@pytest.fixture(scope="module")
-def acc(cache_dir):
-    """The module as the toolkit loads it (loaded once: evaluate.load is not free)."""
-    return medlama.metrics.load("acc_at_k", keep_in_memory=True, cache_dir=cache_dir)
-
-
-@pytest.fixture(scope="module")
-def acc_by_path(cache_dir):
-    return evaluate.load(str(MODULE_DIR), keep_in_memory=True, cache_dir=cache_dir)
+# The module itself: the fixtures `acc` and `acc_by_path` (tests/metrics/conftest.py).
 
 
 def naive_acc(predictions, references, k):
@@ -59,15 +43,6 @@ def test_loads_by_path_and_through_the_toolkit(acc, acc_by_path):
         assert (installed / name).read_bytes() == (MODULE_DIR / name).read_bytes(), name
     args = dict(predictions=[["a", "b"]], references=[["b"]], k=[1, 2])
     assert acc.compute(**args) == acc_by_path.compute(**args)
-
-
-def test_loads_by_relative_path_and_bare_name(monkeypatch, cache_dir):
-    monkeypatch.chdir(REPO)
-    by_relative = evaluate.load("metrics/acc_at_k", keep_in_memory=True, cache_dir=cache_dir)
-    monkeypatch.chdir(METRICS_DIR)
-    by_name = evaluate.load("acc_at_k", keep_in_memory=True, cache_dir=cache_dir)
-    args = dict(predictions=[["a", "b"]], references=[["b"]], k=2)
-    assert by_relative.compute(**args)["acc@2"] == by_name.compute(**args)["acc@2"] == 1.0
 
 
 def test_loads_alone_outside_the_repository(tmp_path, cache_dir, acc):
@@ -366,34 +341,7 @@ def test_no_queries(acc):
         acc.compute(predictions=[], references=[], k=1)
 
 
-# --- the script and the card -----------------------------------------------------------------------
-
-
-def test_script_is_self_contained():
-    assert_self_contained(MODULE_DIR / "acc_at_k.py")
-
-
-def _card():
-    return (MODULE_DIR / "README.md").read_text(encoding="utf-8")
-
-
-def test_card_has_evaluate_front_matter_and_sections():
-    card = _card()
-    assert_card_sections(card)
-    assert "Rewire-then-Probe" in card and "Can Language Models be Biomedical Knowledge Bases?" in card
-
-
-def test_card_examples_are_correct(monkeypatch, cache_dir):
-    blocks = re.findall(r"```python\n(.*?)```", _card(), flags=re.S)
-    results, report = run_doctest("\n".join(b for b in blocks if ">>>" in b), "acc_at_k card", monkeypatch, cache_dir)
-    assert results.attempted >= 10
-    assert results.failed == 0, report
-
-
-def test_script_docstring_example_is_correct(acc, monkeypatch, cache_dir):
-    results, report = run_doctest(acc.inputs_description, "acc_at_k inputs", monkeypatch, cache_dir)
-    assert results.attempted >= 3
-    assert results.failed == 0, report
+# The script's self-containment, its card and its docstring examples: tests/metrics/test_metric_modules.py.
 
 
 # --- properties ------------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from pathlib import Path
 
 import evaluate
@@ -14,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import medlama.metrics
-from metric_module import assert_card_sections, assert_self_contained, run_doctest  # tests/helpers
 
 REPO = Path(__file__).resolve().parents[2]
 METRICS_DIR = REPO / "metrics"
@@ -36,21 +34,7 @@ FIGURE_1 = dict(
 )
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    """Where evaluate keeps its per-computation data: a fresh folder, not the user's cache."""
-    return str(tmp_path_factory.mktemp("ucm_cache"))
-
-
-@pytest.fixture(scope="module")
-def ucm(cache_dir):
-    """The module as the toolkit loads it (loaded once: evaluate.load is not free)."""
-    return medlama.metrics.load("ucm", keep_in_memory=True, cache_dir=cache_dir)
-
-
-@pytest.fixture(scope="module")
-def ucm_by_path(cache_dir):
-    return evaluate.load(str(MODULE_DIR), keep_in_memory=True, cache_dir=cache_dir)
+# The module itself: the fixtures `ucm` and `ucm_by_path` (tests/metrics/conftest.py).
 
 
 # --- loading ---------------------------------------------------------------------------------------
@@ -63,14 +47,6 @@ def test_loads_by_path_and_through_the_toolkit(ucm, ucm_by_path):
     for name in ("ucm.py", "README.md", "requirements.txt"):
         assert (installed / name).read_bytes() == (MODULE_DIR / name).read_bytes(), name
     assert ucm.compute(**FIGURE_1) == ucm_by_path.compute(**FIGURE_1)
-
-
-def test_loads_by_relative_path_and_bare_name(monkeypatch, cache_dir):
-    monkeypatch.chdir(REPO)
-    by_relative = evaluate.load("metrics/ucm", keep_in_memory=True, cache_dir=cache_dir)
-    monkeypatch.chdir(METRICS_DIR)
-    by_name = evaluate.load("ucm", keep_in_memory=True, cache_dir=cache_dir)
-    assert by_relative.compute(**FIGURE_1) == by_name.compute(**FIGURE_1)
 
 
 def test_loads_alone_outside_the_repository(tmp_path, cache_dir, ucm):
@@ -350,34 +326,7 @@ def test_no_records(ucm):
         ucm.compute(target_rank_before=[], target_rank_after=[], added_is_correct=[])
 
 
-# --- the script and the card -----------------------------------------------------------------------
-
-
-def test_script_is_self_contained():
-    assert_self_contained(MODULE_DIR / "ucm.py")
-
-
-def _card():
-    return (MODULE_DIR / "README.md").read_text(encoding="utf-8")
-
-
-def test_card_has_evaluate_front_matter_and_sections():
-    card = _card()
-    assert_card_sections(card)
-    assert "Context Variance Evaluation of Pretrained Language Models" in card
-
-
-def test_card_examples_are_correct(monkeypatch, cache_dir):
-    blocks = re.findall(r"```python\n(.*?)```", _card(), flags=re.S)
-    results, report = run_doctest("\n".join(b for b in blocks if ">>>" in b), "ucm card", monkeypatch, cache_dir)
-    assert results.attempted >= 10
-    assert results.failed == 0, report
-
-
-def test_script_docstring_example_is_correct(ucm, monkeypatch, cache_dir):
-    results, report = run_doctest(ucm.inputs_description, "ucm inputs", monkeypatch, cache_dir)
-    assert results.attempted >= 3
-    assert results.failed == 0, report
+# The script's self-containment, its card and its docstring examples: tests/metrics/test_metric_modules.py.
 
 
 # --- properties ------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from medlama.publishing.hub import GATED_FIELDS, push_dataset, push_metric
 from medlama.metrics import metric_path
 
 import cv_inputs as cvb  # tests/helpers (pytest pythonpath): the tiny MedLAMA folder and corpora
+from dry_runs import assert_busy_dry_run_refused  # tests/helpers (pytest pythonpath)
 
 SECRET = "hf_medlamaTestTokenNeverToBeShown"
 
@@ -159,12 +160,7 @@ def test_dataset_errors(biolama_dir, tmp_path):
     dev.unlink()
     with pytest.raises(MedlamaInputError, match=r"config 'all': no file matches 'data/umls/UR44/dev-[0-9a-f]{8}\.parquet'"):
         push_dataset(broken, "me/data", dry_run=tmp_path / "dry")
-    busy = tmp_path / "busy"
-    busy.mkdir()
-    (busy / "mine.txt").write_text("keep")
-    with pytest.raises(MedlamaInputError, match="busy: the dry-run folder exists and is not an earlier dry run"):
-        push_dataset(biolama_dir, "me/data", dry_run=busy)
-    assert [p.name for p in busy.iterdir()] == ["mine.txt"]
+    assert_busy_dry_run_refused(lambda **dry: push_dataset(biolama_dir, "me/data", **dry), tmp_path)
     with pytest.raises(MedlamaInputError, match="must be outside the folder being published"):
         push_dataset(biolama_dir, "me/data", dry_run=biolama_dir / "dry")
     with pytest.raises(MedlamaInputError, match="unknown gating 'open'"):

@@ -17,6 +17,7 @@ from medlama.core.atomic import OWNER_NAME, write_owner
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
 from medlama.publishing.hub import plan_model, push_model
+from dry_runs import assert_busy_dry_run_refused  # tests/helpers (pytest pythonpath)
 
 MODEL_FILES = ["1_Pooling/config.json", "README.md", "config.json", "config_sentence_transformers.json",
                "model.safetensors", "modules.json", "rewire_config.json", "sentence_bert_config.json",
@@ -112,12 +113,7 @@ def test_push_errors(model_folder, tmp_path, monkeypatch, capsys):
         push_model(tmp_path / "nope", "me/model", dry_run=tmp_path / "dry")
     with pytest.raises(MedlamaInputError, match="invalid repository id 'not a/valid id'"):
         push_model(model_folder, "not a/valid id", dry_run=tmp_path / "dry")
-    busy = tmp_path / "busy"
-    busy.mkdir()
-    (busy / "mine.txt").write_text("keep")
-    with pytest.raises(MedlamaInputError, match="busy: the dry-run folder exists and is not an earlier dry run"):
-        push_model(model_folder, "me/model", dry_run=busy)
-    assert (busy / "mine.txt").read_text() == "keep"
+    assert_busy_dry_run_refused(lambda **dry: push_model(model_folder, "me/model", **dry), tmp_path)
     with pytest.raises(MedlamaInputError, match="the dry-run folder must be outside the model folder"):
         push_model(model_folder, "me/model", dry_run=model_folder / "dry")
     # offline (as in these tests), a real upload stops before any network call and says why
