@@ -195,11 +195,16 @@ def test_a_rerun_is_refused_before_any_work_unless_overwrite(probe_args, tmp_pat
     err = capsys.readouterr().err
     assert "holds the results of an earlier run; give --overwrite" in err and "Traceback" not in err
     assert loaded == [] and (out / "results.json").read_text() == first
-    (out / "stale.png").write_text("from the earlier run")
+    (out / "notes.png").write_text("a user's file, put there after the run")
+    assert main(probe_args(out, "--pooling", "mean", "--overwrite")) == 2  # --overwrite replaces what probe wrote
+    err = capsys.readouterr().err
+    assert "notes.png" in err and loaded == [] and (out / "notes.png").exists()
+    (out / "notes.png").unlink()
+    (out / "relations.png").write_text("changed since")  # a file the earlier run wrote: replaced with the rest
     assert main(probe_args(out, "--pooling", "mean", "--overwrite")) == 0
     assert loaded == [1]
     assert json.loads((out / "results.json").read_text())[0]["settings"]["pooling"] == "mean"
-    assert not (out / "stale.png").exists()  # the folder is replaced whole
+    assert (out / "relations.png").read_bytes() != b"changed since"  # the folder is replaced whole
 
 
 @pytest.mark.parametrize("kind", ["file", "foreign"])

@@ -48,7 +48,8 @@ def test_a_part_of_a_loaded_config_is_ranked_against_its_pool(tiny, medlama_dir)
     # A Dataset medlama did not load: its whole split gives its pool, a part of it is refused.
     from datasets import Dataset
 
-    plain = Dataset.from_parquet(str(medlama_dir / "data" / "hard" / f"{RELATION}.parquet"))
+    [relation_file] = (medlama_dir / "data" / "hard").glob(f"{RELATION}-*.parquet")  # named after its content
+    plain = Dataset.from_parquet(str(relation_file))
     assert queries_from_dataset(plain).candidates == sorted(pool)
     with pytest.raises(MedlamaInputError, match="candidate pool of its config cannot be known"):
         queries_from_dataset(plain.select(range(20)))

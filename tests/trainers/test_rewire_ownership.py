@@ -15,7 +15,9 @@ from locks import lock_held_elsewhere  # tests/helpers
 def rewire_into(out, tmp_path, capsys) -> tuple[int, str]:
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("aspirin may treat headache in adults\n", encoding="utf-8")
-    status = main(["rewire", "--corpus", str(corpus), "--out", str(out), "--model", str(tmp_path / "no-model")])
+    not_a_model = tmp_path / "not-a-model"  # there (its path is checked first), yet no model: nothing trains
+    not_a_model.mkdir(exist_ok=True)
+    status = main(["rewire", "--corpus", str(corpus), "--out", str(out), "--model", str(not_a_model)])
     return status, capsys.readouterr().err
 
 
@@ -41,11 +43,11 @@ def test_hand_written_record_is_refused_and_an_earlier_versions_folder_taken_ove
     earlier = in_progress(tmp_path / "earlier", {"format": "medlama-rewire/1"})
     status, err = rewire_into(earlier, tmp_path, capsys)
     assert "written by an earlier medlama version (no ownership record); taking it over" in err
-    assert status == 2 and "no-model" in err  # got past the folder check, to the (missing) model
+    assert status == 2 and "not-a-model" in err  # got past the folder check, to the model that is none
 
 
 def test_a_second_rewire_into_one_out_is_refused(tmp_path, capsys):
     out = tmp_path / "out"
     with lock_held_elsewhere(out):
         status, err = rewire_into(out, tmp_path, capsys)
-    assert status == 2 and "is writing this output folder right now" in err and "no-model" not in err
+    assert status == 2 and "is writing this output folder right now" in err and "not-a-model" not in err
