@@ -35,6 +35,7 @@ import glob
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -272,6 +273,39 @@ def _clean_leftovers(target: Path) -> None:
         shutil.rmtree(leftover, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGTERM and SIGINT back for the block; one that arrives meanwhile is acted on when it ends.
+
+    Python runs a signal handler between bytecodes, so a kill can land after ``mkdtemp`` has made a staging
+    folder and before the code that would remove it on an exception has the folder's name: the folder
+    would outlive the run. For the block, the handlers only note the signal; at its end the previous
+    handlers are back and a noted signal is handed to its own (raising ``KeyboardInterrupt`` or the CLI's
+    ``Terminated`` once the caller holds the name, inside its ``try``). Masking the signal instead would
+    not do: the kernel hands a process signal to any thread that does not mask it. Handlers can only be
+    set in the main thread; elsewhere the block runs as it is.
+    """
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted: list[int] = []
+    previous = {number: signal.signal(number, lambda signum, frame: noted.append(signum))
+                for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        for number in dict.fromkeys(noted):
+            handler = previous[number]
+            if callable(handler):
+                handler(number, None)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), number)  # the default action (ending the process), as it would have been
+
+
 def _staging_folder(target: Path) -> Path:
     """A new staging folder beside ``target``, its marker written before anything else goes in."""
     folder = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{_tag()}+", dir=target.parent))
@@ -305,9 +339,11 @@ def atomic_directory(target: str | Path, *, marker: str, kind: str | None = None
     """
     target = Path(target).resolve()
     with claim_directory(target, marker=marker, kind=kind, reads=reads):  # checked before and after locking
-        folder = _staging_folder(target)
-        staging = folder / "new"
+        folder = None
         try:
+            with _signals_held():  # a kill right after mkdtemp would leave a folder nothing cleans up
+                folder = _staging_folder(target)
+            staging = folder / "new"
             yield staging
             if kind is not None:
                 write_owner(staging, kind, entries=[p.name for p in staging.iterdir()], files=True, previous=target)
@@ -318,6 +354,8 @@ def atomic_directory(target: str | Path, *, marker: str, kind: str | None = None
                 os.replace(target, folder / "old")
             os.replace(staging, target)
         except BaseException:
+            if folder is None:
+                raise
             if not target.exists() and (folder / "old").is_dir():
                 os.replace(folder / "old", target)  # the swap failed halfway: the previous output goes back
             shutil.rmtree(folder, ignore_errors=True)
@@ -329,14 +367,17 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename (with the umask's mode)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    tmp = None
     try:
+        with _signals_held():  # as for a staging folder: no kill between mkstemp and the cleanup below
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide results from collaborators
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise
 
 

@@ -121,11 +121,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"medlama: error: {os_error_text(error, vars(args).get('out'))}", file=sys.stderr)
         return 2
     except Terminated:
+        _quiet_abandoned_writers()
         print("medlama: terminated (SIGTERM); earlier outputs are left as they were", file=sys.stderr)
         return 128 + signal.SIGTERM
     except KeyboardInterrupt:
+        _quiet_abandoned_writers()
         print("medlama: interrupted; earlier outputs are left as they were", file=sys.stderr)
         return 130
+
+
+def _quiet_abandoned_writers() -> None:
+    """Let the writers an interrupted run abandoned go without a word.
+
+    A writer cut off mid-file (pyarrow's ``ParquetWriter`` under ``datasets``) tries to finish its file when
+    it is collected, after its handle is closed and its staging folder removed, and Python prints that
+    failure ("Exception ignored in ... write to closed file") after medlama's last line. Its file is gone
+    with the staging folder, so nothing is lost: the writers are collected now, quietly, and any collected
+    at exit stay quiet too.
+    """
+    import gc
+
+    sys.unraisablehook = lambda unraisable: None
+    gc.collect()
 
 
 if __name__ == "__main__":

@@ -495,3 +495,60 @@ def test_lock_file_is_removed_and_the_lock_still_excludes(tmp_path):
     with lock_directory(target):
         assert (tmp_path / ".out.lock").is_file()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("writer", ["directory", "text"])
+def test_a_kill_the_moment_the_temporary_is_made_leaves_nothing_behind(tmp_path, monkeypatch, writer):
+    """SIGTERM landing right after mkdtemp/mkstemp returns (as a supervisor that watches for the staging folder
+    sends it): the run unwinds and no temporary outlives it."""
+    import os
+    import signal
+    import tempfile
+
+    from medlama.cli import Terminated, _sigterm_unwinds
+
+    def killed_after(make):
+        def made(*args, **kwargs):
+            made_path = make(*args, **kwargs)
+            os.kill(os.getpid(), signal.SIGTERM)  # pending at once: Python runs the handler at the next bytecode
+            return made_path
+        return made
+
+    monkeypatch.setattr(tempfile, "mkdtemp", killed_after(tempfile.mkdtemp))
+    monkeypatch.setattr(tempfile, "mkstemp", killed_after(tempfile.mkstemp))
+    out = tmp_path / "out"
+    with pytest.raises(Terminated), _sigterm_unwinds():
+        if writer == "directory":
+            with atomic_directory(out, marker="m.json") as staging:
+                (staging / "m.json").write_text("{}")
+        else:
+            atomic_write_text(out, "text")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_an_interrupted_run_ends_on_its_own_line(monkeypatch, capsys):
+    """A writer the run abandoned (here one that fails when collected, as pyarrow's does on a closed file)
+    says nothing after medlama's last line."""
+    from medlama.cli import Terminated
+    from medlama.commands import build
+
+    class AbandonedWriter:
+        def __del__(self):
+            raise ValueError("write to closed file")
+
+    def cut_off(args):
+        writer = AbandonedWriter()
+        writer.itself = writer  # a cycle, as a writer held by its dataset: freed by the collector, not at return
+        raise Terminated()
+
+    monkeypatch.setattr(build, "run_biolama", cut_off)
+    import sys
+
+    # Python's own hook (it prints to stderr), in place of pytest's; put back after the test
+    monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)
+    assert main(["build", "biolama", "--source", "nowhere", "--out", "nowhere"]) == 143
+    import gc
+
+    gc.collect()
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == ["medlama: terminated (SIGTERM); earlier outputs are left as they were"]
