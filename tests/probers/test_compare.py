@@ -11,42 +11,15 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
+from probe_outputs import TOY_NAMES, TOY_RELATIONS, toy_queries, toy_result  # tests/helpers (pytest pythonpath)
+
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import ProbeResult, score
+from medlama.probers.base import ProbeResult
 from medlama.probers.compare import CompareSettings, compare_runs, load_runs
-from medlama.probers.queries import QuerySet
 from medlama.probers.workflow import write_outputs
 
-RELATIONS = ("disease_has_finding", "may_treat", "has_component")
-NAMES = [f"name {i}" for i in range(40)]
-
-
-def queries(per_relation: int = 30, *, fingerprint: str = "f0", candidates=NAMES) -> QuerySet:
-    rng = np.random.default_rng(0)
-    ids, relations, gold = [], [], []
-    for relation in RELATIONS:
-        for i in range(per_relation):
-            ids.append(f"{relation}-{i}")
-            relations.append(relation)
-            gold.append([str(name) for name in rng.choice(candidates, size=1 + i % 2, replace=False)])
-    info = {"dataset": "medlama", "config": "hard", "relations": "all", "fingerprint": fingerprint}
-    return QuerySet(ids, relations, [f"q {i} [Y]." for i in range(len(ids))], gold, list(candidates), "hard", info)
-
-
-def result(query_set: QuerySet, label: str, skill: float, seed: int) -> ProbeResult:
-    """A run whose top 10 puts a gold answer first with probability ``skill``, else a shuffled pool."""
-    rng = np.random.default_rng(seed)
-    predictions = []
-    for gold in query_set.gold:
-        ranked = [str(name) for name in rng.permutation(query_set.candidates)[:10]]
-        if rng.random() < skill:
-            ranked = [gold[0]] + [name for name in ranked if name != gold[0]][:9]
-        predictions.append(ranked)
-    return ProbeResult(label=label, query_set=query_set.name, settings={"method": "test"}, ids=query_set.ids,
-                       relations=query_set.relations, gold=query_set.gold, predictions=predictions,
-                       metrics=score(query_set, predictions), seconds=0.0,
-                       data={**query_set.info, "candidates": query_set.pool_record()})
+RELATIONS, NAMES = TOY_RELATIONS, list(TOY_NAMES)
 
 
 def written(folder, *results):
@@ -62,13 +35,13 @@ def written(folder, *results):
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("compare")
     made = {}
-    base = queries()
+    base = toy_queries()
     for name, skill, seed in (("base", 0.3, 1), ("better", 0.6, 2)):
         made[name] = root / name
-        made[f"{name}-result"] = result(base, name, skill, seed)
+        made[f"{name}-result"] = toy_result(base, name, skill, seed)
         made[f"{name}-result"].save(made[name])
     made["two"] = root / "two"  # one folder, two runs
-    write_outputs(made["two"], [result(base, "m1", 0.4, 3), result(base, "m2", 0.5, 4)])
+    write_outputs(made["two"], [toy_result(base, "m1", 0.4, 3), toy_result(base, "m2", 0.5, 4)])
     return made
 
 
@@ -112,18 +85,18 @@ def test_numbers_are_the_direct_computations(folders):
 
 def test_runs_of_other_queries_or_pools_are_refused_naming_what_differs(folders, tmp_path):
     cases = {
-        "candidate pool": queries(candidates=NAMES + ["extra name"]),
-        "data fingerprint": queries(fingerprint="f1"),
-        "queries": queries(per_relation=29),
+        "candidate pool": toy_queries(candidates=NAMES + ["extra name"]),
+        "data fingerprint": toy_queries(fingerprint="f1"),
+        "queries": toy_queries(per_relation=29),
     }
     for what, other in cases.items():
         folder = tmp_path / what.replace(" ", "-")
-        written(folder, result(other, "other", 0.5, 9))
+        written(folder, toy_result(other, "other", 0.5, 9))
         with pytest.raises(MedlamaInputError, match=f"'base' .* and 'other' .* differ in their {what}"):
             compare_runs(load_runs([folders["base"], folder]))
-    swapped = queries()
+    swapped = toy_queries()
     swapped.gold[4] = ["name 39"] if swapped.gold[4] != ["name 39"] else ["name 38"]
-    written(tmp_path / "gold", result(swapped, "gold", 0.5, 9))
+    written(tmp_path / "gold", toy_result(swapped, "gold", 0.5, 9))
     with pytest.raises(MedlamaInputError, match="relation or gold answers of query 'disease_has_finding-4'"):
         compare_runs(load_runs([folders["base"], tmp_path / "gold"]))
     with pytest.raises(MedlamaInputError, match="a comparison needs two or more"):

@@ -1,5 +1,5 @@
-"""``medlama push-dataset``, ``push-model`` and ``push-metric``: publish built datasets, rewired models and the
-metrics on the Hub (:mod:`medlama.publishing.hub`)."""
+"""``medlama push-dataset``, ``push-model``, ``push-results`` and ``push-metric``: publish built datasets, rewired
+models, probe results and the metrics on the Hub (:mod:`medlama.publishing.hub`)."""
 
 from __future__ import annotations
 
@@ -53,6 +53,24 @@ def register(subparsers) -> None:
                             "of another model, or of PATH before it changed, are refused (default: none)")
     model.set_defaults(func=run_push_model)
 
+    results = subparsers.add_parser(
+        "push-results", help="upload a probe's results and per-query predictions to the Hub as a dataset",
+        description="Upload results.json and predictions.jsonl of the `medlama probe` output OUT to the dataset "
+                    "repository REPO_ID, with a card giving each run's model, data, candidate pool, settings and "
+                    "scores (load_dataset(REPO_ID, 'predictions') gives the per-query rows). The rows quote the "
+                    "data: MedLAMA and BioLAMA's umls source are UMLS-derived, so the repository is gated to UMLS "
+                    "licensees (access requests, manual approval by default) before anything is uploaded; runs on "
+                    "other data (context-variance sets) are pushed only with --private. Only a folder `medlama "
+                    "probe` wrote, its files unchanged since, is uploaded; no local path goes up. The token comes "
+                    "from HF_TOKEN or `hf auth login`.")
+    results.add_argument("path", type=Path, metavar="OUT", help="output folder of `medlama probe`")
+    results.add_argument("repo_id", metavar="REPO_ID", help="e.g. your-name/minilm-medlama-hard-results")
+    _common(results)
+    results.add_argument("--gated", choices=["auto", "manual", "none"],
+                         help="access requests: auto-approved, manually approved, or none (default: manual for "
+                              "UMLS-derived data, none otherwise; none needs --private for UMLS data)")
+    results.set_defaults(func=run_push_results)
+
     metric = subparsers.add_parser(
         "push-metric", help="publish a metric module (acc_at_k, ucm) as an evaluate community module",
         description="Publish metrics/NAME to the Space REPO_ID so that evaluate.load(REPO_ID) works: the script "
@@ -87,6 +105,15 @@ def run_push_dataset(args: argparse.Namespace) -> int:
     from medlama.publishing.hub import push_dataset
 
     manifest = push_dataset(args.path, args.repo_id, private=args.private, revision=args.revision,
+                            commit_message=args.message, gated=args.gated, dry_run=args.dry_run)
+    _report(manifest, args.dry_run)
+    return 0
+
+
+def run_push_results(args: argparse.Namespace) -> int:
+    from medlama.publishing.hub import push_results
+
+    manifest = push_results(args.path, args.repo_id, private=args.private, revision=args.revision,
                             commit_message=args.message, gated=args.gated, dry_run=args.dry_run)
     _report(manifest, args.dry_run)
     return 0
