@@ -27,6 +27,8 @@ def _pct(value: float | None) -> str:
 
 def _with_ci(entry: dict, signed: bool = False) -> str:
     value, interval = entry.get("value", entry.get("difference")), entry.get("interval")
+    if signed and abs(value) < 5e-5:  # a difference that rounds to zero is shown unsigned, never "-0.00"
+        value = 0.0
     text = f"{100 * value:+.2f}" if signed else _pct(value)
     return text if not interval else f"{text} [{_pct(interval[0])}, {_pct(interval[1])}]"
 

@@ -147,7 +147,7 @@ def plot_relations(results: Sequence[ProbeResult], path: str | Path, k: int = 10
                         [intervals.get(r) for r in relations], width, label=result.label)
     ax.set_xticks(x + 0.4 - width / 2, relations, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel(f"acc@{k} (%)")
-    ax.set_title(f"acc@{k} per relation (error bars: 95% bootstrap interval over the relation's queries)")
+    ax.set_title(f"acc@{k} per relation (error bars: 95% bootstrap interval)")
     ax.legend()
     return save_figure(fig, Path(path))
 

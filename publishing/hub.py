@@ -95,6 +95,5 @@ __all__ = [
     "METRIC_FILES", "MIMIC_TAG", "MANIFEST_NAME", "MODEL_RECORD", "MODEL_TREE", "UMLS_TAG", "check_licences_allow",
     "check_repo_id", "check_tree_names_no_local_path", "is_mimic_derived", "is_umls_derived", "local_paths",
     "metric_folder", "mimic_source_names", "plan_dataset", "plan_model", "push_dataset", "push_metric", "push_model",
-    "push_results",
-    "source_licences", "space_app_text",
+    "push_results", "source_licences", "space_app_text",
 ]

@@ -133,6 +133,20 @@ def test_cli_formats_plot_and_several_runs_per_folder(folders, tmp_path, capsys)
     assert "given twice" in capsys.readouterr().err
 
 
+def test_a_recipe_output_gives_its_un_rewired_and_rewired_runs(folders, tmp_path, capsys):
+    from medlama.recipe.workflow import RecipeResult
+
+    base = toy_queries()
+    recipe = tmp_path / "recipe"
+    recipe.mkdir()
+    RecipeResult(base=toy_result(base, "un-rewired", 0.3, 1, model="someone/base"),
+                 rewired=[toy_result(base, "rewired (c0)", 0.5, 6, model="someone/base")], models=[]).save(recipe)
+    assert main(["compare", str(recipe), str(folders["better"]), "--json", "--resamples", "100"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert [c["run"] for c in record["comparisons"]] == ["rewired (c0)", "better"]
+    assert record["comparisons"][0]["baseline"] == "un-rewired"
+
+
 def test_per_relation_plot_draws_each_relations_interval(folders, monkeypatch):
     from medlama.core.intervals import bootstrap_mean_ci
     from medlama.probers import report
