@@ -29,7 +29,7 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.integrity import check_vouched
 from medlama.core.public_paths import LOCAL_PATH, public_path
 from medlama.probers.base import PREDICTIONS_FILE, RESULTS_FILE
-from medlama.publishing.dataset_push import GATE_MODES
+from medlama.publishing.dataset_push import gate_mode
 from medlama.publishing.upload import check_repo_id, finish
 
 #: The command whose output folders ``push-results`` uploads, and the files it uploads besides the card.
@@ -156,15 +156,8 @@ def push_results(path: str | Path, repo_id: str, *, private: bool = False, revis
         raise MedlamaInputError("these runs probed data other than MedLAMA or BioLAMA (a context-variance set may "
                                 "quote MIMIC notes or text of undeclared licence), and the per-query rows quote it: "
                                 "push them --private (nothing was uploaded)", file=folder)
-    if gated is None:
-        gated = "manual" if terms == "umls" else "none"
-    if gated not in (*GATE_MODES, "none"):
-        raise MedlamaInputError(f"unknown gating {gated!r}; choose from {[*GATE_MODES, 'none']}")
-    if terms == "umls" and gated == "none" and not private:
-        raise MedlamaInputError("the per-query rows quote names from the UMLS Metathesaurus, which may only be "
-                                "redistributed to UMLS licensees: push them gated (the default) or --private",
-                                file=folder)
-    gate = None if gated == "none" else gated
+    gate = gate_mode(gated, umls=terms == "umls", private=private, folder=folder,
+                     what="the per-query rows quote names")
     manifest: dict[str, Any] = {
         "repo_id": repo_id, "repo_type": "dataset", "private": private, "revision": revision, "gated": gate or False,
         "umls_derived": terms == "umls", "source": str(folder.resolve()),

@@ -58,7 +58,7 @@ def test_dry_run_tree_is_gated_path_free_and_loads(probe_out, tmp_path, capsys):
 
 
 def test_what_may_not_go_up_is_refused(probe_out, tmp_path):
-    with pytest.raises(MedlamaInputError, match="UMLS licensees: push them gated"):
+    with pytest.raises(MedlamaInputError, match="the per-query rows quote names derived from the UMLS Metathesaurus.*push it gated"):
         push_results(probe_out, "me/r", gated="none", dry_run=tmp_path / "a")
     assert push_results(probe_out, "me/r", gated="none", private=True, dry_run=tmp_path / "b")["gated"] is False
     other = toy_result(toy_queries(dataset="context-variance"), "cv", 0.5, 2).save(tmp_path / "cv")

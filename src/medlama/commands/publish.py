@@ -16,6 +16,12 @@ def _common(parser: argparse.ArgumentParser, tree: str = "DIR/<repo name>/") -> 
                              "(default: upload)")
 
 
+def _gated(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--gated", choices=["auto", "manual", "none"],
+                        help="access requests: auto-approved, manually approved, or none (default: manual for "
+                             "UMLS-derived data, none otherwise; none needs --private for UMLS data)")
+
+
 def register(subparsers) -> None:
     dataset = subparsers.add_parser(
         "push-dataset", help="upload a built dataset folder (Parquet, card, configs) to the Hugging Face Hub",
@@ -31,9 +37,7 @@ def register(subparsers) -> None:
     dataset.add_argument("path", type=Path, metavar="DIR", help="built dataset folder, e.g. out/biolama")
     dataset.add_argument("repo_id", metavar="REPO_ID", help="e.g. your-name/biolama")
     _common(dataset)
-    dataset.add_argument("--gated", choices=["auto", "manual", "none"],
-                         help="access requests: auto-approved, manually approved, or none (default: manual for "
-                              "UMLS-derived data, none otherwise; none needs --private for UMLS data)")
+    _gated(dataset)
     dataset.set_defaults(func=run_push_dataset)
 
     model = subparsers.add_parser(
@@ -66,9 +70,7 @@ def register(subparsers) -> None:
     results.add_argument("path", type=Path, metavar="OUT", help="output folder of `medlama probe`")
     results.add_argument("repo_id", metavar="REPO_ID", help="e.g. your-name/minilm-medlama-hard-results")
     _common(results)
-    results.add_argument("--gated", choices=["auto", "manual", "none"],
-                         help="access requests: auto-approved, manually approved, or none (default: manual for "
-                              "UMLS-derived data, none otherwise; none needs --private for UMLS data)")
+    _gated(results)
     results.set_defaults(func=run_push_results)
 
     metric = subparsers.add_parser(
