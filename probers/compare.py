@@ -15,7 +15,9 @@ leaderboard, paired differences and per-relation tests (tables and plot: :mod:`m
   stratified interval) and, for every run after the first (the baseline), the paired difference ``run -
   baseline`` in micro and macro acc@k with its interval and McNemar's exact p-value, and per relation with
   Holm-corrected p-values across the relations (:mod:`medlama.core.significance`). The method, resamples,
-  seed and level are recorded beside the numbers, and each input by its folder's name and its files' SHA-256.
+  seed and level are recorded beside the numbers.
+* :func:`compare_folders`: what ``medlama compare`` runs: the above for every run of the folders given, with
+  each input recorded by its folder's name, its files' SHA-256 and what it probed.
 """
 
 from __future__ import annotations
@@ -268,3 +270,16 @@ def input_record(run: Run) -> dict:
             "predictions_sha256": sha256_of(run.folder / PREDICTIONS_FILE),
             "settings": run.record.get("settings"), "model": provenance.get("model"), "date": provenance.get("date"),
             "data": run.data}
+
+
+def compare_folders(folders: Sequence[str | Path], settings: CompareSettings = CompareSettings(), *,
+                    argv: Sequence[str] | None = None) -> dict:
+    """What ``medlama compare FOLDER ...`` computes: :func:`compare_runs` of every run of ``folders``
+    (:func:`load_runs`), with each input's record (:func:`input_record`) and the comparison's own provenance."""
+    from medlama.core.provenance import provenance
+
+    runs = load_runs(folders)
+    record = compare_runs(runs, settings)
+    record["inputs"] = [input_record(run) for run in runs]
+    record["provenance"] = provenance(argv=argv)
+    return record

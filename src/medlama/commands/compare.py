@@ -50,9 +50,8 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from medlama.core.errors import MedlamaInputError
-    from medlama.core.provenance import provenance
     from medlama.core.settings import settings_from
-    from medlama.probers.compare import compare_runs, input_record, load_runs
+    from medlama.probers.compare import compare_folders
     from medlama.probers.compare_report import plot_leaderboard, render
 
     settings = settings_from(CompareSettings, given_settings(args, CompareSettings))
@@ -64,10 +63,7 @@ def run(args: argparse.Namespace) -> int:
             raise MedlamaInputError("exists; give --overwrite to replace it, or another file", file=args.plot)
         if not args.plot.parent.is_dir():
             raise MedlamaInputError("its folder does not exist", file=args.plot)
-    runs = load_runs(args.runs)
-    record = compare_runs(runs, settings)
-    record["inputs"] = [input_record(r) for r in runs]
-    record["provenance"] = provenance()
+    record = compare_folders(args.runs, settings)
     if args.plot is not None:
         plot_leaderboard(record, args.plot)
     if fmt == "json":
