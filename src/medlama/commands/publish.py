@@ -16,10 +16,16 @@ def _common(parser: argparse.ArgumentParser, tree: str = "DIR/<repo name>/") -> 
                              "(default: upload)")
 
 
-def _gated(parser: argparse.ArgumentParser) -> None:
+def _gated_push(parser: argparse.ArgumentParser, metavar: str, path_help: str, repo_help: str, func) -> None:
+    """The arguments of a dataset push (``push-dataset``, ``push-results``): the folder, the repository, the
+    common flags and ``--gated``."""
+    parser.add_argument("path", type=Path, metavar=metavar, help=path_help)
+    parser.add_argument("repo_id", metavar="REPO_ID", help=repo_help)
+    _common(parser)
     parser.add_argument("--gated", choices=["auto", "manual", "none"],
                         help="access requests: auto-approved, manually approved, or none (default: manual for "
                              "UMLS-derived data, none otherwise; none needs --private for UMLS data)")
+    parser.set_defaults(func=func)
 
 
 def register(subparsers) -> None:
@@ -34,11 +40,7 @@ def register(subparsers) -> None:
                     "of undeclared licence, are pushed only with --private. Only a folder a `medlama build` "
                     "command wrote, with its files unchanged since, is uploaded. The token comes from HF_TOKEN or "
                     "`hf auth login`.")
-    dataset.add_argument("path", type=Path, metavar="DIR", help="built dataset folder, e.g. out/biolama")
-    dataset.add_argument("repo_id", metavar="REPO_ID", help="e.g. your-name/biolama")
-    _common(dataset)
-    _gated(dataset)
-    dataset.set_defaults(func=run_push_dataset)
+    _gated_push(dataset, "DIR", "built dataset folder, e.g. out/biolama", "e.g. your-name/biolama", run_push_dataset)
 
     model = subparsers.add_parser(
         "push-model", help="upload a rewired model folder to the Hugging Face Hub",
@@ -67,11 +69,8 @@ def register(subparsers) -> None:
                     "other data (context-variance sets) are pushed only with --private. Only a folder `medlama "
                     "probe` wrote, its files unchanged since, is uploaded; no local path goes up. The token comes "
                     "from HF_TOKEN or `hf auth login`.")
-    results.add_argument("path", type=Path, metavar="OUT", help="output folder of `medlama probe`")
-    results.add_argument("repo_id", metavar="REPO_ID", help="e.g. your-name/minilm-medlama-hard-results")
-    _common(results)
-    _gated(results)
-    results.set_defaults(func=run_push_results)
+    _gated_push(results, "OUT", "output folder of `medlama probe`", "e.g. your-name/minilm-medlama-hard-results",
+                run_push_results)
 
     metric = subparsers.add_parser(
         "push-metric", help="publish a metric module (acc_at_k, ucm) as an evaluate community module",
