@@ -118,6 +118,12 @@ def test_cli_formats_plot_and_several_runs_per_folder(folders, tmp_path, capsys)
     assert record["method"]["settings"] == {"resamples": 200, "seed": 0, "level": 0.95}
     assert [i["folder"] for i in record["inputs"]] == ["base", "two", "two"]
     assert str(tmp_path.parent) not in json.dumps(record["inputs"])
+    import medlama  # the Python API computes the same record and checks its settings as strictly
+
+    same = medlama.compare(*runs, resamples=200)
+    assert {k: v for k, v in same.items() if k != "provenance"} == {k: v for k, v in record.items() if k != "provenance"}
+    with pytest.raises(MedlamaInputError, match="resampels"):
+        medlama.compare(*runs, resampels=200)
     assert main(["compare", *runs, "--format", "markdown"]) == 0
     markdown = capsys.readouterr().out
     assert "| run | acc@1 | acc@5 | acc@10 |" in markdown and "| may_treat | 30 |" in markdown
