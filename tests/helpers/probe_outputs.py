@@ -36,9 +36,10 @@ def toy_queries(per_relation: int = 30, *, fingerprint: str = "f0", candidates=T
     return QuerySet(ids, relations, [f"q {i} [Y]." for i in range(len(ids))], gold, list(candidates), "hard", info)
 
 
-def toy_result(queries, label: str, skill: float, seed: int, **fields):
-    """A scored run on ``queries`` (by the acc@k module) whose top 10 puts a gold answer first with probability
-    ``skill``, else is a seeded shuffle of the pool; ``fields``: more :class:`ProbeResult` fields."""
+def toy_result(queries, label: str, skill: float, seed: int, *, match: str = "exact", **fields):
+    """A scored run on ``queries`` (by the acc@k module, answers matched by ``match``) whose top 10 puts a gold
+    answer first with probability ``skill``, else is a seeded shuffle of the pool; ``fields``: more
+    :class:`ProbeResult` fields."""
     import numpy as np
 
     from medlama.probers.base import ProbeResult, score
@@ -52,5 +53,5 @@ def toy_result(queries, label: str, skill: float, seed: int, **fields):
         predictions.append(ranked)
     return ProbeResult(label=label, query_set=queries.name, settings=fields.pop("settings", {"method": "test"}),
                        ids=queries.ids, relations=queries.relations, gold=queries.gold, predictions=predictions,
-                       metrics=score(queries, predictions), seconds=0.0,
+                       metrics=score(queries, predictions, match=match), seconds=0.0,
                        data={**queries.info, "candidates": queries.pool_record()}, **fields)

@@ -94,6 +94,10 @@ def test_runs_of_other_queries_or_pools_are_refused_naming_what_differs(folders,
         written(folder, toy_result(other, "other", 0.5, 9))
         with pytest.raises(MedlamaInputError, match=f"'base' .* and 'other' .* differ in their {what}"):
             compare_runs(load_runs([folders["base"], folder]))
+    written(tmp_path / "normalized", toy_result(toy_queries(), "other", 0.5, 9, match="normalized"))
+    with pytest.raises(MedlamaInputError, match="'base' .* and 'other' .* differ in their answer matching: exact vs "
+                                                "normalized"):
+        compare_runs(load_runs([folders["base"], tmp_path / "normalized"]))
     swapped = toy_queries()
     swapped.gold[4] = ["name 39"] if swapped.gold[4] != ["name 39"] else ["name 38"]
     written(tmp_path / "gold", toy_result(swapped, "gold", 0.5, 9))
