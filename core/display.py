@@ -37,7 +37,8 @@ def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> 
 
 #: LaTeX's special characters in text, and what stands for each.
 _LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-          "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "±": r"$\pm$"}
+          "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "±": r"$\pm$",
+          "Δ": r"$\Delta$"}
 
 
 def latex_escape(text: object) -> str:

@@ -134,6 +134,7 @@ def test_cli_formats_plot_and_several_runs_per_folder(folders, tmp_path, capsys)
     assert main(["compare", *runs, "--format", "latex"]) == 0
     latex = capsys.readouterr().out
     assert latex.count(r"\begin{tabular}") == 4 and r"may\_treat" in latex
+    assert r"$\Delta$ acc@1" in latex and "Δ" not in latex
     plot = tmp_path / "board.png"
     assert main(["compare", *runs, "--plot", str(plot)]) == 0
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "Leaderboard" in capsys.readouterr().out
