@@ -22,3 +22,38 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[obje
     # Off a terminal (CI logs, pipes) rich assumes 80 columns and would cut relation names.
     console = Console() if sys.stdout.isatty() else Console(width=200)
     console.print(table)
+
+
+def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """``rows`` under ``columns`` as a GitHub-flavoured Markdown table (``|`` in a cell escaped)."""
+    def cell(value: object) -> str:
+        return str(value).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(map(cell, columns)) + " |",
+             "|" + "|".join([":---"] + ["---:"] * (len(columns) - 1)) + "|"]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+#: LaTeX's special characters in text, and what stands for each.
+_LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+          "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "±": r"$\pm$",
+          "Δ": r"$\Delta$"}
+
+
+def latex_escape(text: object) -> str:
+    """``text`` with LaTeX's special characters escaped."""
+    return "".join(_LATEX.get(char, char) for char in str(text))
+
+
+def latex_table(columns: Sequence[str], rows: Sequence[Sequence[object]], *, caption: str | None = None) -> str:
+    """``rows`` under ``columns`` as a LaTeX ``table`` with a ``booktabs`` ``tabular`` (needs
+    ``\\usepackage{booktabs}``), every cell escaped."""
+    lines = [r"\begin{table}[t]", r"\centering", r"\begin{tabular}{l" + "r" * (len(columns) - 1) + "}", r"\toprule",
+             " & ".join(map(latex_escape, columns)) + r" \\", r"\midrule"]
+    lines += [" & ".join(map(latex_escape, row)) + r" \\" for row in rows]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    if caption:
+        lines.append(r"\caption{" + latex_escape(caption) + "}")
+    lines.append(r"\end{table}")
+    return "\n".join(lines) + "\n"

@@ -119,8 +119,22 @@ def save_figure(fig, path: Path, *, dpi: int = 130) -> Path:
     return path
 
 
+def bar_with_errors(ax, x: Sequence[float], values: Sequence[float], intervals: Sequence[Sequence[float] | None],
+                    width: float, **options) -> None:
+    """Bars of ``values`` (in [0, 1], drawn in percent) with error bars from their ``intervals`` (none where
+    an interval is ``None``): the one way every probing plot draws an interval."""
+    import numpy as np
+
+    heights = 100 * np.asarray(values, dtype=float)
+    low = np.array([h - 100 * ci[0] if ci else 0.0 for h, ci in zip(heights, intervals)])
+    high = np.array([100 * ci[1] - h if ci else 0.0 for h, ci in zip(heights, intervals)])
+    ax.bar(x, heights, width, yerr=np.vstack([np.maximum(low, 0), np.maximum(high, 0)]), capsize=2,
+           error_kw={"elinewidth": 0.8}, **options)
+
+
 def plot_relations(results: Sequence[ProbeResult], path: str | Path, k: int = 10) -> Path:
-    """Figure 5: acc@k per relation, one bar per result."""
+    """Figure 5: acc@k per relation, one bar per result, with each relation's 95% bootstrap interval
+    (:meth:`~medlama.probers.base.ProbeResult.relation_intervals`) as error bars."""
     import numpy as np
 
     relations = sorted(results[0].metrics["groups"])
@@ -128,11 +142,12 @@ def plot_relations(results: Sequence[ProbeResult], path: str | Path, k: int = 10
     width = 0.8 / len(results)
     x = np.arange(len(relations))
     for i, result in enumerate(results):
-        ax.bar(x + i * width, [100 * result.metrics["groups"][r][f"acc@{k}"] for r in relations], width,
-               label=result.label)
+        intervals = result.relation_intervals(k)
+        bar_with_errors(ax, x + i * width, [result.metrics["groups"][r][f"acc@{k}"] for r in relations],
+                        [intervals.get(r) for r in relations], width, label=result.label)
     ax.set_xticks(x + 0.4 - width / 2, relations, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel(f"acc@{k} (%)")
-    ax.set_title(f"acc@{k} per relation")
+    ax.set_title(f"acc@{k} per relation (error bars: 95% bootstrap interval)")
     ax.legend()
     return save_figure(fig, Path(path))
 

@@ -102,6 +102,20 @@ def check_licences_allow(folder: Path, card, info: dict[str, Any], *, private: b
             "SPDX id or text, recorded in the card) (nothing was uploaded)", file=folder)
 
 
+def gate_mode(gated: str | None, *, umls: bool, private: bool, folder: Path, what: str) -> str | None:
+    """The repository's gating (``"auto"``, ``"manual"``, or ``None`` for none) for ``gated`` as asked
+    (``None``: manual for UMLS-derived data, none otherwise); UMLS-derived data (``what`` says what holds it)
+    is refused ungated unless ``private``."""
+    if gated is None:
+        gated = "manual" if umls else "none"
+    if gated not in (*GATE_MODES, "none"):
+        raise MedlamaInputError(f"unknown gating {gated!r}; choose from {[*GATE_MODES, 'none']}")
+    if umls and gated == "none" and not private:
+        raise MedlamaInputError(f"{what} derived from the UMLS Metathesaurus, which may only be redistributed to "
+                                "UMLS licensees: push it gated (the default) or --private", file=folder)
+    return None if gated == "none" else gated
+
+
 def plan_dataset(path: str | Path) -> tuple[list[str], list[str]]:
     """(files to upload, other files left out) of a built dataset folder, relative POSIX paths, sorted.
 
@@ -175,15 +189,7 @@ def push_dataset(path: str | Path, repo_id: str, *, private: bool = False, revis
     umls = is_umls_derived(card, info)
     mimic = is_mimic_derived(card, info)
     check_licences_allow(folder, card, info, private=private)
-    if gated is None:
-        gated = "manual" if umls else "none"
-    if gated not in (*GATE_MODES, "none"):
-        raise MedlamaInputError(f"unknown gating {gated!r}; choose from {[*GATE_MODES, 'none']}")
-    if umls and gated == "none" and not private:
-        raise MedlamaInputError("this dataset holds data derived from the UMLS Metathesaurus, which may only be "
-                                "redistributed to UMLS licensees: push it gated (the default) or --private",
-                                file=folder)
-    gate = None if gated == "none" else gated
+    gate = gate_mode(gated, umls=umls, private=private, folder=folder, what="this dataset holds data")
     manifest: dict[str, Any] = {
         "repo_id": repo_id, "repo_type": "dataset", "private": private, "revision": revision, "gated": gate or False,
         "umls_derived": umls, "commit_message": commit_message or f"Upload {card.data.get('pretty_name') or name} "

@@ -1,5 +1,6 @@
-"""Publishing to the Hugging Face Hub: built dataset folders (``push-dataset``), rewired models (``push-model``)
-and metric modules (``push-metric``). This module gathers the public API of the modules doing each job:
+"""Publishing to the Hugging Face Hub: built dataset folders (``push-dataset``), rewired models (``push-model``),
+probe results (``push-results``: :mod:`.results_push`) and metric modules (``push-metric``). This module
+gathers the public API of the modules doing each job:
 
 * :mod:`.upload`: the upload tree and its manifest, the dry run, the local-path check and the upload itself;
 * :mod:`.dataset_push`: datasets, their gating and their licences;
@@ -80,6 +81,7 @@ from medlama.publishing.dataset_push import (
 )
 from medlama.publishing.metric_push import APP_PLACEHOLDER, METRIC_FILES, metric_folder, push_metric, space_app_text
 from medlama.publishing.model_push import MODEL_RECORD, MODEL_TREE, plan_model, push_model
+from medlama.publishing.results_push import push_results
 from medlama.publishing.upload import (
     BINARY_SUFFIXES,
     MANIFEST_NAME,
@@ -93,5 +95,5 @@ __all__ = [
     "METRIC_FILES", "MIMIC_TAG", "MANIFEST_NAME", "MODEL_RECORD", "MODEL_TREE", "UMLS_TAG", "check_licences_allow",
     "check_repo_id", "check_tree_names_no_local_path", "is_mimic_derived", "is_umls_derived", "local_paths",
     "metric_folder", "mimic_source_names", "plan_dataset", "plan_model", "push_dataset", "push_metric", "push_model",
-    "source_licences", "space_app_text",
+    "push_results", "source_licences", "space_app_text",
 ]

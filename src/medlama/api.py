@@ -19,7 +19,7 @@ from typing import Any
 from medlama.core.errors import MedlamaInputError
 from medlama.trainers.config import QUICK_PRESET
 
-__all__ = ["load_medlama", "probe", "rewire", "ucm"]
+__all__ = ["compare", "load_medlama", "probe", "rewire", "ucm"]
 
 
 def load_medlama(config: str = "hard", *, data: str | Path | None = None, source: str | Path | None = None,
@@ -190,3 +190,17 @@ def ucm(sets: str | Path, model: str | Path | Sequence[str | Path] | None = None
     from medlama.ucm.evaluation import score_sets
 
     return score_sets(sets, model, method=method, out=out, label=label, device=device, **settings)
+
+
+def compare(*runs: str | Path, **settings: Any) -> dict:
+    """``medlama compare RUN ...``'s record of the runs in the output folders ``runs`` (``medlama probe`` or
+    ``medlama recipe``; the first run is the baseline): the leaderboard with bootstrap intervals, each run's
+    paired difference from the baseline with McNemar's exact p-value, per relation with Holm-corrected
+    p-values, how each number was computed and each input's identity
+    (:func:`~medlama.probers.compare.compare_folders`). Runs of other queries or another candidate pool are
+    refused. ``settings``: fields of :class:`~medlama.probers.compare.CompareSettings` (``resamples``,
+    ``seed``, ``level``)."""
+    from medlama.core.settings import settings_from
+    from medlama.probers.compare import CompareSettings, compare_folders
+
+    return compare_folders(runs, settings_from(CompareSettings, settings))

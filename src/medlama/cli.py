@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "medlama.commands.recipe",
     "medlama.commands.build",
     "medlama.commands.probe",
+    "medlama.commands.compare",
     "medlama.commands.rewire",
     "medlama.commands.publish",
     "medlama.commands.ucm",

@@ -28,7 +28,7 @@ def flag_help(parser: argparse.ArgumentParser, flag: str) -> str:
 
 def test_every_command_is_found():
     assert set(commands()) >= {"probe", "ucm", "recipe", "rewire", "build medlama", "build biolama",
-                               "build context-variance", "push-dataset", "push-model"}
+                               "build context-variance", "push-dataset", "push-model", "push-results", "compare"}
 
 
 @pytest.mark.parametrize("name", sorted(commands()))

@@ -1,5 +1,5 @@
-"""``medlama push-dataset``, ``push-model`` and ``push-metric``: publish built datasets, rewired models and the
-metrics on the Hub (:mod:`medlama.publishing.hub`)."""
+"""``medlama push-dataset``, ``push-model``, ``push-results`` and ``push-metric``: publish built datasets, rewired
+models, probe results and the metrics on the Hub (:mod:`medlama.publishing.hub`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,18 @@ def _common(parser: argparse.ArgumentParser, tree: str = "DIR/<repo name>/") -> 
                              "(default: upload)")
 
 
+def _gated_push(parser: argparse.ArgumentParser, metavar: str, path_help: str, repo_help: str, func) -> None:
+    """The arguments of a dataset push (``push-dataset``, ``push-results``): the folder, the repository, the
+    common flags and ``--gated``."""
+    parser.add_argument("path", type=Path, metavar=metavar, help=path_help)
+    parser.add_argument("repo_id", metavar="REPO_ID", help=repo_help)
+    _common(parser)
+    parser.add_argument("--gated", choices=["auto", "manual", "none"],
+                        help="access requests: auto-approved, manually approved, or none (default: manual for "
+                             "UMLS-derived data, none otherwise; none needs --private for UMLS data)")
+    parser.set_defaults(func=func)
+
+
 def register(subparsers) -> None:
     dataset = subparsers.add_parser(
         "push-dataset", help="upload a built dataset folder (Parquet, card, configs) to the Hugging Face Hub",
@@ -28,13 +40,7 @@ def register(subparsers) -> None:
                     "of undeclared licence, are pushed only with --private. Only a folder a `medlama build` "
                     "command wrote, with its files unchanged since, is uploaded. The token comes from HF_TOKEN or "
                     "`hf auth login`.")
-    dataset.add_argument("path", type=Path, metavar="DIR", help="built dataset folder, e.g. out/biolama")
-    dataset.add_argument("repo_id", metavar="REPO_ID", help="e.g. your-name/biolama")
-    _common(dataset)
-    dataset.add_argument("--gated", choices=["auto", "manual", "none"],
-                         help="access requests: auto-approved, manually approved, or none (default: manual for "
-                              "UMLS-derived data, none otherwise; none needs --private for UMLS data)")
-    dataset.set_defaults(func=run_push_dataset)
+    _gated_push(dataset, "DIR", "built dataset folder, e.g. out/biolama", "e.g. your-name/biolama", run_push_dataset)
 
     model = subparsers.add_parser(
         "push-model", help="upload a rewired model folder to the Hugging Face Hub",
@@ -52,6 +58,19 @@ def register(subparsers) -> None:
                             "the uploaded card's model-index and probing scores table (PATH is not changed); runs "
                             "of another model, or of PATH before it changed, are refused (default: none)")
     model.set_defaults(func=run_push_model)
+
+    results = subparsers.add_parser(
+        "push-results", help="upload a probe's results and per-query predictions to the Hub as a dataset",
+        description="Upload results.json and predictions.jsonl of the `medlama probe` output OUT to the dataset "
+                    "repository REPO_ID, with a card giving each run's model, data, candidate pool, settings and "
+                    "scores (load_dataset(REPO_ID, 'predictions') gives the per-query rows). The rows quote the "
+                    "data: MedLAMA and BioLAMA's umls source are UMLS-derived, so the repository is gated to UMLS "
+                    "licensees (access requests, manual approval by default) before anything is uploaded; runs on "
+                    "other data (context-variance sets) are pushed only with --private. Only a folder `medlama "
+                    "probe` wrote, its files unchanged since, is uploaded; no local path goes up. The token comes "
+                    "from HF_TOKEN or `hf auth login`.")
+    _gated_push(results, "OUT", "output folder of `medlama probe`", "e.g. your-name/minilm-medlama-hard-results",
+                run_push_results)
 
     metric = subparsers.add_parser(
         "push-metric", help="publish a metric module (acc_at_k, ucm) as an evaluate community module",
@@ -87,6 +106,15 @@ def run_push_dataset(args: argparse.Namespace) -> int:
     from medlama.publishing.hub import push_dataset
 
     manifest = push_dataset(args.path, args.repo_id, private=args.private, revision=args.revision,
+                            commit_message=args.message, gated=args.gated, dry_run=args.dry_run)
+    _report(manifest, args.dry_run)
+    return 0
+
+
+def run_push_results(args: argparse.Namespace) -> int:
+    from medlama.publishing.hub import push_results
+
+    manifest = push_results(args.path, args.repo_id, private=args.private, revision=args.revision,
                             commit_message=args.message, gated=args.gated, dry_run=args.dry_run)
     _report(manifest, args.dry_run)
     return 0

@@ -1,0 +1,77 @@
+"""``medlama compare``: compare probe runs of the same queries and candidate pool, as a paper must.
+
+Each RUN is the output folder of `medlama probe` or `medlama recipe`; a folder holding several runs (several
+models, methods or layers; the recipe's un-rewired and rewired models) gives each of them. The first run is
+the baseline. Prints, for every cut-off k the runs share:
+
+* a leaderboard: each run's micro and macro acc@k with its 95% bootstrap interval (queries resampled; macro:
+  within each relation);
+* each other run minus the baseline: the difference in acc@k with its paired bootstrap interval (both runs
+  scored on the same resampled queries) and McNemar's exact p-value (a two-sided binomial test of the queries
+  only one of the two runs gets right);
+* the same per relation, with the p-values Holm-corrected across the relations.
+
+Runs of other queries, another candidate pool, another data fingerprint or another answer matching are
+refused, naming what differs. --format markdown or latex prints the tables for a paper; --json prints the
+record (with the inputs' names and SHA-256, and how every number was computed); --plot FILE writes the
+leaderboard with its intervals as error bars.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.probers.compare import CompareSettings
+from medlama.probers.compare_report import FORMATS
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "compare", help="compare probe runs of the same queries: leaderboard with intervals, paired differences, "
+                        "McNemar's exact test (Holm-corrected per relation), tables for a paper, a plot",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN",
+                        help="output folders of `medlama probe` or `medlama recipe`; the first run is the baseline")
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="table: the terminal's; markdown or latex: the tables as text for a paper; json: the "
+                             "whole record (default: %(default)s)")
+    parser.add_argument("--json", action="store_true", help="the same as --format json")
+    parser.add_argument("--plot", type=Path, metavar="FILE",
+                        help="also write the leaderboard with its intervals as error bars to FILE (a PNG; an "
+                             "existing FILE is replaced only with --overwrite) (default: no plot)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --plot FILE (default: refuse)")
+    add_settings_flags(parser, CompareSettings, title="intervals")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from medlama.core.errors import MedlamaInputError
+    from medlama.core.settings import settings_from
+    from medlama.probers.compare import compare_folders
+    from medlama.probers.compare_report import plot_leaderboard, render
+
+    settings = settings_from(CompareSettings, given_settings(args, CompareSettings))
+    fmt = "json" if args.json else args.format
+    if args.plot is not None:  # checked before any work
+        if args.plot.suffix.lower() != ".png":
+            raise MedlamaInputError("the plot is written as PNG: give a FILE ending in .png", file=args.plot)
+        if args.plot.is_dir() or (args.plot.exists() and not args.overwrite):
+            raise MedlamaInputError("exists; give --overwrite to replace it, or another file", file=args.plot)
+        if not args.plot.parent.is_dir():
+            raise MedlamaInputError("its folder does not exist", file=args.plot)
+    record = compare_folders(args.runs, settings)
+    if args.plot is not None:
+        plot_leaderboard(record, args.plot)
+    if fmt == "json":
+        print(json.dumps(record, indent=2, ensure_ascii=False))
+    else:
+        text = render(record, fmt)
+        if text is not None:
+            sys.stdout.write(text)
+    if args.plot is not None:
+        print(f"wrote {args.plot}", file=sys.stderr)
+    return 0
