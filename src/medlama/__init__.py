@@ -9,13 +9,14 @@ The toolkit's parts, one job each:
 * ``medlama.trainers``  Contrastive-Probe rewiring (``trainers/``);
 * ``medlama.cli``       the ``medlama`` command.
 
-The Python API (:mod:`medlama.api`): ``medlama.probe``, ``medlama.load_medlama``, ``medlama.rewire`` and
-``medlama.ucm``, loaded on first use so that ``import medlama`` stays light.
+The Python API (:mod:`medlama.api`): ``medlama.probe``, ``medlama.load_medlama``, ``medlama.rewire``,
+``medlama.ucm`` and ``medlama.mteb_task`` (MedLAMA as an MTEB retrieval task), loaded on first use so that
+``import medlama`` stays light.
 """
 
 __version__ = "0.1.0"
 
-_API = ("probe", "load_medlama", "rewire", "ucm")
+_API = ("probe", "load_medlama", "rewire", "ucm", "mteb_task")
 __all__ = ["__version__", *_API]
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from medlama.core.errors import MedlamaInputError
 from medlama.trainers.config import QUICK_PRESET
 
-__all__ = ["load_medlama", "probe", "rewire", "ucm"]
+__all__ = ["load_medlama", "mteb_task", "probe", "rewire", "ucm"]
 
 
 def load_medlama(config: str = "hard", *, data: str | Path | None = None, source: str | Path | None = None,
@@ -190,3 +190,18 @@ def ucm(sets: str | Path, model: str | Path | Sequence[str | Path] | None = None
     from medlama.ucm.evaluation import score_sets
 
     return score_sets(sets, model, method=method, out=out, label=label, device=device, **settings)
+
+
+def mteb_task(data: Any = None, config: str = "hard", relations: Sequence[str] | str | None = None, *,
+              limit: int | None = None, mask_token: str | None = None):
+    """MedLAMA as an MTEB retrieval task, one subset per relation, main score ``hit_rate_at_10`` (acc@10):
+    what ``medlama probe --preset sentence-transformers --candidates relation`` scores, for MTEB to run
+    (``mteb.evaluate(model, task)``); see :mod:`medlama.integrations.mteb_task`. Needs the ``mteb`` extra.
+
+    ``data``: as :func:`probe`'s; ``config``: ``hard`` or ``full``; ``relations``: the subsets (default all);
+    ``limit``: the first ``limit`` queries of each relation; ``mask_token``: the object slot's filler
+    (default: the model's mask token, else the neutral blank ``___``).
+    """
+    from medlama.integrations.mteb_task import mteb_task as make_task
+
+    return make_task(data, config, relations, limit=limit, mask_token=mask_token)
