@@ -3,7 +3,8 @@
 The data come from medlama's own loaders, already in memory: :meth:`MedlamaRetrieval.load_data` only puts
 them in MTEB's layout, so nothing is downloaded and the dataset path in the metadata names the data, never a
 Hub repository MTEB could fetch. The object slot is filled when MTEB runs a model
-(:meth:`MedlamaRetrieval._evaluate_subset`), since only then is the model's mask token known.
+(:meth:`MedlamaRetrieval._evaluate_subset`), since only then is the model's mask token known (the data as
+loaded hold the fixed filler: the given ``mask_token``, else the blank).
 """
 
 from __future__ import annotations
@@ -62,13 +63,15 @@ class MedlamaRetrieval(AbsTaskRetrieval):
         super().__init__(**kwargs)
 
     def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
-        """The subsets in MTEB's layout (queries hold the ``[Y]`` slot until a model is run)."""
+        """The subsets in MTEB's layout. Until a model is run, the queries' slot holds the fixed filler
+        (``mask_token``, else the blank), so that what reads the data outside an evaluation (statistics, a
+        push to the Hub) sees the export's queries, never medlama's ``[Y]`` placeholder."""
         if self.data_loaded:
             return
         self.dataset = {}
         for relation, subset in self.subsets.items():
             corpus = Dataset.from_dict({"id": subset.corpus_ids, "text": subset.names})
-            queries = Dataset.from_dict({"id": subset.query_ids, "text": subset.templates})
+            queries = self._queries(subset, self.mask_token or BLANK)
             relevant = {query: {doc: 1 for doc in docs} for query, docs in subset.relevant.items()}
             self.dataset[relation] = {"test": {"corpus": corpus, "queries": queries, "relevant_docs": relevant,
                                                "top_ranked": None}}
@@ -80,12 +83,13 @@ class MedlamaRetrieval(AbsTaskRetrieval):
             logger.warning("%s: the model has no mask token; the queries' object slot is the blank %r",
                            self.metadata.name, BLANK)
         self.filled_with[hf_subset] = filler
-        subset = self.subsets[hf_subset]
-        queries = Dataset.from_dict({"id": subset.query_ids,
-                                     "text": [fill_slot(text, filler) for text in subset.templates]})
-        rendered = {**data_split, "queries": queries,
-                    "relevant_docs": {query: dict(docs) for query, docs in data_split["relevant_docs"].items()}}
+        rendered = {**data_split, "queries": self._queries(self.subsets[hf_subset], filler)}
         return super()._evaluate_subset(model, rendered, hf_subset=hf_subset, **kwargs)
+
+    @staticmethod
+    def _queries(subset: RelationData, filler: str) -> Dataset:
+        return Dataset.from_dict({"id": subset.query_ids,
+                                  "text": [fill_slot(text, filler) for text in subset.templates]})
 
 
 def build_task(subsets: Sequence[RelationData], *, config: str, limit: int | None, mask_token: str | None,

@@ -90,6 +90,8 @@ def test_the_export_loads_back_with_mteb_as_the_task(medlama_dir, tmp_path, caps
         assert sorted(loaded["queries"]["id"]) == sorted(subset.query_ids)
         texts = dict(zip(loaded["queries"]["id"], loaded["queries"]["text"]))
         assert texts == {qid: fill_slot(text, BLANK) for qid, text in zip(subset.query_ids, subset.templates)}
+        # the task's own data, before any model fills the slot, hold the export's queries
+        assert dict(zip(expected["queries"]["id"], expected["queries"]["text"])) == texts
         assert loaded["relevant_docs"] == expected["relevant_docs"]
         assert record["subsets"][relation] == {"corpus": len(subset.names), "queries": len(subset.query_ids),
                                                "qrels": sum(len(docs) for docs in subset.relevant.values())}
