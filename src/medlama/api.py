@@ -19,7 +19,7 @@ from typing import Any
 from medlama.core.errors import MedlamaInputError
 from medlama.trainers.config import QUICK_PRESET
 
-__all__ = ["compare", "load_medlama", "probe", "rewire", "ucm"]
+__all__ = ["compare", "load_medlama", "mteb_task", "probe", "rewire", "ucm"]
 
 
 def load_medlama(config: str = "hard", *, data: str | Path | None = None, source: str | Path | None = None,
@@ -204,3 +204,18 @@ def compare(*runs: str | Path, **settings: Any) -> dict:
     from medlama.probers.compare import CompareSettings, compare_folders
 
     return compare_folders(runs, settings_from(CompareSettings, settings))
+
+
+def mteb_task(data: Any = None, config: str = "hard", relations: Sequence[str] | str | None = None, *,
+              limit: int | None = None, mask_token: str | None = None):
+    """MedLAMA as an MTEB retrieval task, one subset per relation, main score ``hit_rate_at_10`` (acc@10):
+    what ``medlama probe --preset sentence-transformers --candidates relation`` scores, for MTEB to run
+    (``mteb.evaluate(model, task)``); see :mod:`medlama.integrations.mteb_task`. Needs the ``mteb`` extra.
+
+    ``data``: as :func:`probe`'s; ``config``: ``hard`` or ``full``; ``relations``: the subsets (default all);
+    ``limit``: the first ``limit`` queries of each relation; ``mask_token``: the object slot's filler
+    (default: the model's mask token, else the neutral blank ``___``).
+    """
+    from medlama.integrations.mteb_task import mteb_task as make_task
+
+    return make_task(data, config, relations, limit=limit, mask_token=mask_token)
