@@ -19,7 +19,7 @@ FORMAT_MODULES = (
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("export", help="write a benchmark for another evaluation harness",
-                                   description=__doc__.split("\n\n")[0])
+                                   description="Write a benchmark in the layout another evaluation harness reads.")
     formats = parser.add_subparsers(dest="format", required=True, metavar="FORMAT")
     for name in FORMAT_MODULES:
         if importlib.util.find_spec(name) is not None:  # a format whose module is not in this tree is not offered
