@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 
 #: One module per exported format, in the order ``medlama export --help`` lists them.
 FORMAT_MODULES = (
@@ -21,4 +22,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    description=__doc__.split("\n\n")[0])
     formats = parser.add_subparsers(dest="format", required=True, metavar="FORMAT")
     for name in FORMAT_MODULES:
-        importlib.import_module(name).register(formats)
+        if importlib.util.find_spec(name) is not None:  # a format whose module this checkout lacks is not offered
+            importlib.import_module(name).register(formats)
