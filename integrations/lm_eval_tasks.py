@@ -101,8 +101,9 @@ def _docs(queries, config: str) -> dict[str, list[dict]]:
 
 def _stops(docs: dict[str, list[dict]]) -> list[str]:
     """The generation task's stop sequences: each distinct text after the slot, trailing spaces removed (MedLAMA:
-    `` .``; medlama stops at its first token), and a newline (lm-eval adds the model's EOS)."""
-    return sorted({doc["suffix"].rstrip() for rows in docs.values() for doc in rows} - {""}) + ["\n"]
+    `` .``, where medlama stops at its first token); lm-eval adds the model's EOS, as medlama stops at it too.
+    No newline: medlama generates through one (and collapses the whitespace of the answer)."""
+    return sorted({doc["suffix"].rstrip() for rows in docs.values() for doc in rows} - {""})
 
 
 def _yaml(value) -> str:
