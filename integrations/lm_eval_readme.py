@@ -6,15 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-CITATION = """\
-@inproceedings{meng-etal-2022-rewire,
-    title = "Rewire-then-Probe: A Contrastive Recipe for Probing Biomedical Knowledge of Pre-trained Language Models",
-    author = "Meng, Zaiqiao and Liu, Fangyu and Shareghi, Ehsan and Su, Yixuan and Collins, Charlotte and Collier, Nigel",
-    booktitle = "Proceedings of the 60th Annual Meeting of the Association for Computational Linguistics (Volume 1: Long Papers)",
-    year = "2022",
-    publisher = "Association for Computational Linguistics",
-    url = "https://aclanthology.org/2022.acl-long.329",
-}"""
+def medlama_citation() -> str:
+    """The MedLAMA paper's BibTeX, as the dataset card (``dataset_cards/medlama.md``) cites it."""
+    from medlama.dataset_cards import card_path
+
+    section = card_path("medlama").read_text(encoding="utf-8").split("## Citation", 1)[1]
+    return section.split("```bibtex\n", 1)[1].split("```", 1)[0].strip()
 
 
 def _data_line(data: dict) -> str:
@@ -54,7 +51,7 @@ These task files were written by `medlama export lm-eval` (medlama {record['medl
 ### Citation
 
 ```
-{CITATION}
+{medlama_citation()}
 ```
 
 ### Groups and Tasks

@@ -9,6 +9,7 @@ each relation ranked against its own whole pool.
   queries are chosen so that both a hit and a miss occur and the relations differ in size (micro != macro).
 * Ties: a flat GPT-2 (every token equally likely) ties every candidate with as many tokens, so the ranking is
   decided by the tie rule alone; lm-eval's top 10 and hits are still medlama's.
+* Tokenizers: a Llama-style model (SentencePiece, BOS) gets causal-likelihood's scores too.
 * Generation: ``medlama_hard_gen``'s greedy answers are ``causal-generate``'s (greedy, raw) and its acc@1 is
   medlama's with normalised matching.
 * The folder: self-contained (its ``utils.py`` imports no medlama), ``utils.normalize_answer`` is the acc@k
@@ -135,6 +136,24 @@ def test_ranking_equals_causal_likelihood(tasks, gpt2, picked):
 def test_ties_are_broken_as_medlama_breaks_them(tasks, flat_gpt2, picked):
     result = check_ranking(tasks, flat_gpt2, picked, check_scores=False)
     assert result.acc(10) > 0  # a gold name among the shortest, ahead of others of its length by pool order
+
+
+def test_sentencepiece_tokenizer_with_bos_scores_equal(tasks, tmp_path, picked):
+    """A Llama-style model (SentencePiece word-start marks, a BOS before every text): lm-eval's log-likelihoods
+    are still causal-likelihood's, so the token boundaries agree beyond GPT-2's byte-level BPE."""
+    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+
+    llama = save_causal(tmp_path / "llama", "llama", positions=512)
+    relation = RELATIONS[0]
+    out = lm_eval_run(tasks, llama, [f"medlama_hard_{relation}"], {f"medlama_hard_{relation}": PICKED[relation][-1:]})
+    (sample,) = out["samples"][f"medlama_hard_{relation}"]
+    one = picked.subset([picked.ids.index(sample["doc"]["id"])])
+    pool = picked.pools[relation]
+    expected = CausalLikelihoodProber(str(llama), LikelihoodSettings(**FAST)).scores(
+        type(one)(one.ids, one.relations, one.texts, one.gold, pool))[0]
+    got = np.array([resp[0] for resp in sample["filtered_resps"]])
+    terms = max(len(name) for name in pool) + len(one.texts[0])
+    np.testing.assert_allclose(got, expected, rtol=0, atol=fp32_sum_atol(got, expected, terms=terms))
 
 
 def test_generation_equals_causal_generate(tasks, gpt2, picked):
