@@ -64,7 +64,7 @@ These task files were written by `medlama export lm-eval` (medlama {record['medl
 
 #### Tasks
 
-* `{config}_<relation>` tasks, named `medlama_{config}_<relation>`: every query is ranked by log-likelihood
+* One task per relation, `medlama_{config}_<relation>`: every query is ranked by log-likelihood
   against its relation's whole candidate pool (the head and answer names of that relation's queries; a
   relation's score does not depend on which other relations run). The context is the query's text before
   `[Y]`; each candidate is scored as the continuation `" " + name + text after [Y]` (e.g. `" aspirin ."`),
@@ -84,8 +84,8 @@ These task files were written by `medlama export lm-eval` (medlama {record['medl
 ### Cost
 
 Ranking runs one log-likelihood request per query and candidate: {record['loglikelihood_requests']:,} requests
-for the whole group (the table above), each the length of a prompt plus a name. lm-eval batches requests that
-share a context, but every candidate still costs a forward pass over its tokens. Use `--limit N` (the first N
+for the whole group (the table above), each a forward pass over a prompt and one name (lm-eval runs every
+request's whole text). Use `--limit N` (the first N
 queries of every relation) for a quick look: its numbers are not the benchmark's. For a large model, medlama's
 `causal-likelihood` computes the same scores running each prompt once (its KV cache serves every candidate).
 
@@ -104,7 +104,9 @@ spaces (GPT-2's byte-level BPE, SentencePiece as in Llama) both give the same to
 They can differ when a query and its longest candidate exceed the model's positions (lm-eval cuts each
 candidate's context on its own, medlama a query's once, for its longest candidate), on near-ties (lm-eval sums
 float32 log-probabilities, medlama float64), and with `--apply_chat_template` (medlama's `--chat-template`
-wraps the query in its own instruction).
+wraps the query in its own instruction). The generation task stops where the decoded text reaches the text
+after `[Y]` (` .`), medlama's `causal-generate` at that text's first token: the same answer unless the model
+glues it to another character in one token (`" .5"`).
 
 ### Checklist
 

@@ -176,6 +176,19 @@ def _gen_yaml(config: str, relations: Sequence[str], stops: Sequence[str], max_g
             f"{version_meta}")
 
 
+def _check_selection(folder: Path, settings: LmEvalExportSettings) -> None:
+    """Refuse a config or relation the folder's card does not declare."""
+    from medlama.datasets.folders import folder_configs
+    from medlama.probers.arguments import check_relations
+
+    configs = folder_configs(folder)
+    if settings.config not in configs:
+        raise MedlamaInputError(f"the dataset has no config {settings.config!r}; is it a MedLAMA build?", file=folder)
+    prefix = f"{settings.config}_"
+    check_relations(settings.relations, [name[len(prefix):] for name in configs if name.startswith(prefix)],
+                    file=folder)
+
+
 def export_lm_eval(data: str | Path, out: str | Path,
                    settings: LmEvalExportSettings = LmEvalExportSettings()) -> dict:
     """Write the lm-eval task folder of MedLAMA ``settings.config`` from ``data`` (a built folder, a
@@ -194,6 +207,7 @@ def export_lm_eval(data: str | Path, out: str | Path,
     reads = [data] if Path(data).exists() else []
     check_replaceable(out, marker=MARKER, kind=KIND, reads=reads)  # before a Hub download or any reading
     folder = resolve_folder(data, dataset="medlama")
+    _check_selection(folder.path, settings)  # from the card alone, before any data file is read
     queries = load_medlama_queries(folder, settings.config, relations=settings.relations,
                                    prompt_column=settings.prompt_column, candidates="relation")
     config = settings.config

@@ -34,6 +34,8 @@ CASES = [
     (["probe", "--batch-size", "0", "--out", "{out}"], "batch size must be >= 1, got 0"),
     (["recipe", "--corpus", "{corpus}", "--steps", "0", "--out", "{out}"], "setting 'steps' must be at least 1, got 0"),
     (["ucm", "--sets", "{sets}", "--ks", "0", "--out", "{out}"], "setting 'ks' must be at least 1, got 0"),
+    (["export", "lm-eval", "--data", "{sets}", "--out", "{out}", "--max-gen-toks", "0"],
+     "setting 'max_gen_toks' must be at least 1, got 0"),
     # paths a command would otherwise find missing only after importing torch, reading data or loading a model
     (["rewire", "--corpus", "{missing}", "--out", "{out}"], "{missing}: corpus file not found"),
     (["rewire", "--corpus", "{corpus}", "--out", "{out}", "--model", "{missing}"],
@@ -41,6 +43,7 @@ CASES = [
     (["recipe", "--corpus", "{corpus}", "--model", "{missing}", "--out", "{out}"], "{missing}: model path does not exist"),
     (["ucm", "--sets", "{sets}", "--model", "{bundled}", "{missing}", "--out", "{out}"],
      "{missing}: model path does not exist"),
+    (["export", "lm-eval", "--data", "{missing}", "--out", "{out}"], "{missing}: no such dataset folder"),
 ]
 #: Cases that may import torch (to look into a model folder), but must not read data or load a model first.
 LATER_CASES = [
