@@ -36,6 +36,8 @@ CASES = [
     (["ucm", "--sets", "{sets}", "--ks", "0", "--out", "{out}"], "setting 'ks' must be at least 1, got 0"),
     (["compare", "{sets}", "{sets}", "--level", "1.5"], "setting 'level' must be at most 0.999, got 1.5"),
     (["compare", "{sets}", "{sets}", "--plot", "{out}.pdf"], "{out}.pdf: the plot is written as PNG"),
+    (["export", "lm-eval", "--data", "{sets}", "--out", "{out}", "--max-gen-toks", "0"],
+     "setting 'max_gen_toks' must be at least 1, got 0"),
     # paths a command would otherwise find missing only after importing torch, reading data or loading a model
     (["rewire", "--corpus", "{missing}", "--out", "{out}"], "{missing}: corpus file not found"),
     (["rewire", "--corpus", "{corpus}", "--out", "{out}", "--model", "{missing}"],
@@ -45,6 +47,7 @@ CASES = [
      "{missing}: model path does not exist"),
     (["compare", "{missing}", "{sets}"], "{missing}: not a folder"),
     (["push-results", "{missing}", "me/results", "--dry-run", "{out}"], "{missing}: not a folder"),
+    (["export", "lm-eval", "--data", "{missing}", "--out", "{out}"], "{missing}: no such dataset folder"),
 ]
 #: Cases that may import torch (to look into a model folder), but must not read data or load a model first.
 LATER_CASES = [

@@ -47,24 +47,25 @@ def llama_tokenizer(eos: bool = True):
                                    **({"eos_token": "</s>"} if eos else {}))
 
 
-def save_causal(folder, kind: str, *, eos: bool = True, seed: int = 0, flat: bool = False):
+def save_causal(folder, kind: str, *, eos: bool = True, seed: int = 0, flat: bool = False, positions: int = 64):
     """A tiny ``kind`` ("gpt2" or "llama") model and its tokenizer saved in ``folder``.
 
     ``flat``: the LM head (GPT-2: tied to the token embeddings) is all zeros, so every logit is exactly 0
     and every next token has log-probability ``-log(vocabulary)``: candidates with as many tokens tie
-    exactly (all of them under a mean).
+    exactly (all of them under a mean). ``positions``: the longest input (a real MedLAMA query and a long name,
+    tokenised by these small vocabularies, need a few hundred).
     """
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     tokenizer = gpt2_tokenizer() if kind == "gpt2" else llama_tokenizer(eos)
     torch.manual_seed(seed)
     if kind == "gpt2":
-        model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32, n_layer=2,
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=positions, n_embd=32, n_layer=2,
                                            n_head=2, bos_token_id=0, eos_token_id=0))
     else:
         model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
                                              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                             max_position_embeddings=64, bos_token_id=1,
+                                             max_position_embeddings=positions, bos_token_id=1,
                                              eos_token_id=2 if eos else None, tie_word_embeddings=False))
     with torch.no_grad():  # spread the output distribution so that scores are well apart (no near-ties), or flatten it
         weight = model.get_output_embeddings().weight

@@ -1,0 +1,51 @@
+"""``medlama export lm-eval --data DIR_OR_HUB_ID --out TASKS``: MedLAMA as lm-evaluation-harness tasks
+(:mod:`medlama.integrations.lm_eval_tasks`), run with ``lm_eval --include_path TASKS --tasks medlama_hard``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from medlama.commands.flags import add_settings_flags, given_settings
+
+
+def register(formats) -> None:
+    from medlama.integrations.lm_eval_tasks import LmEvalExportSettings
+
+    parser = formats.add_parser(
+        "lm-eval", help="MedLAMA as lm-evaluation-harness tasks (a group of per-relation ranking tasks and a "
+                        "generation task)",
+        description="Write a task folder for `lm_eval --include_path TASKS`: the group medlama_<config> of one "
+                    "log-likelihood ranking task per relation (medlama_<config>_<relation>, each over its "
+                    "relation's candidate pool; acc@1 and acc@10, micro and macro over relations) and "
+                    "medlama_<config>_gen (greedy generation, normalised match against the gold names). The "
+                    "queries and pools are written into TASKS, so lm-eval runs offline; the scores equal "
+                    "`medlama probe --method causal-likelihood --candidates relation` on the same queries.")
+    parser.add_argument("--data", required=True,
+                        help="the MedLAMA dataset: a built folder (`medlama build medlama --out DIR`), a "
+                             "push-dataset dry run, or a Hub dataset id (you/medlama, you/medlama@REVISION; "
+                             "gated: log in with `hf auth login` first)")
+    parser.add_argument("--out", required=True, type=Path,
+                        help="the task folder to write (a new or empty folder, or an earlier export, which is "
+                             "replaced once the new one is complete)")
+    add_settings_flags(parser, LmEvalExportSettings)
+    parser.add_argument("--json", action="store_true", help="print what medlama_export.json records")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from medlama.core.settings import settings_from
+    from medlama.integrations.lm_eval_tasks import LmEvalExportSettings, export_lm_eval
+
+    settings = settings_from(LmEvalExportSettings, given_settings(args, LmEvalExportSettings))
+    record = export_lm_eval(args.data, args.out, settings)
+    if args.json:
+        print(json.dumps(record, indent=2, ensure_ascii=False))
+        return 0
+    tasks = record["tasks"]
+    print(f"wrote {len(tasks)} ranking task(s), the group {record['group']} and {record['generation_task']} to "
+          f"{args.out} ({sum(t['queries'] for t in tasks):,} queries, {record['loglikelihood_requests']:,} "
+          "log-likelihood requests for the whole group)")
+    print(f"run: lm_eval --model hf --model_args pretrained=MODEL --include_path {args.out} --tasks {record['group']}")
+    return 0
