@@ -145,8 +145,9 @@ def _write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origi
 class _Writers:
     """The Parquet shards of each (context type, negative) of a source, fed in batches (bounded memory).
 
-    A shard is closed once its bytes reach ``max_shard_bytes`` (it may pass it by one batch of rows), and the
-    next batch opens the next shard; every kind has at least one shard (empty when it has no rows), so each
+    Rows are written in batches (one row group each) of at most :data:`ROWS_PER_WRITE` rows or an eighth of
+    ``max_shard_bytes`` in text. A shard is closed once its bytes reach ``max_shard_bytes`` (it may pass it by
+    one batch), and the next batch opens the next shard; every kind has at least one shard (empty when it has no rows), so each
     config loads. :meth:`close` numbers the shards ``-<shard>-of-<shards>`` and returns them.
     """
 
@@ -154,11 +155,14 @@ class _Writers:
         self.root, self.source, self.max_shard_bytes = root, source, max_shard_bytes
         self.schema = features().arrow_schema
         self.buffers: dict[tuple[str, bool], list[dict]] = {}
+        self.buffered: dict[tuple[str, bool], int] = {}  # characters of text in the buffer
+        self.batch_chars = max(1, max_shard_bytes // 8)
         self.shards: dict[tuple[str, bool], int] = {}  # shards opened so far
         self.open: dict[tuple[str, bool], tuple] = {}  # (writer, sink) of the shard being written
         for context_type in settings.context_types:
             for negative in (False, True):
                 self.buffers[(context_type, negative)] = []
+                self.buffered[(context_type, negative)] = 0
                 self.shards[(context_type, negative)] = 0
                 (root / data_file(source, context_type, negative)).parent.mkdir(parents=True, exist_ok=True)
 
@@ -166,7 +170,9 @@ class _Writers:
         for row in rows:
             key = (row["context_type"], row["negative"])
             self.buffers[key].append(row)
-            if len(self.buffers[key]) >= ROWS_PER_WRITE:
+            self.buffered[key] += sum(map(len, row["segments"])) + len(row["prompt"])
+            # a batch is one row group: bounded in rows, and in text so that a shard ends near its bound
+            if len(self.buffers[key]) >= ROWS_PER_WRITE or self.buffered[key] >= self.batch_chars:
                 self._flush(key)
 
     def _start(self, key: tuple[str, bool]) -> None:
@@ -192,7 +198,7 @@ class _Writers:
             self._start(key)
         writer, sink = self.open[key]
         writer.write_table(pa.Table.from_pylist(self.buffers[key], schema=self.schema))
-        self.buffers[key] = []
+        self.buffers[key], self.buffered[key] = [], 0
         if sink.tell() >= self.max_shard_bytes:  # full: the next rows go to the next shard
             self._finish(key)
 
