@@ -34,8 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from medlama.core.errors import MedlamaInputError
-
-REAL = "real"  # the context type whose segments are document text (contexts.REAL; kept import-free)
+from medlama.datasets.context_variance.contexts import REAL
 #: The columns :func:`row_inputs` reads.
 INPUT_COLUMNS = ("context_type", "prompt", "segments", "layout", "knowledge_separator", "knowledge_end")
 
