@@ -4,8 +4,8 @@ between consecutive inputs that the UCM metric scores.
 For each row of a set built by ``medlama build context-variance`` (one context sequence) a ranker
 (:mod:`medlama.ucm.rankers`) ranks the row's candidates (its pool without the subject, plus any correct
 object missing from the pool) at every input (:func:`rank_sequences`; the row's inputs rebuilt from its
-segments and layout by :func:`medlama.datasets.context_variance.row_inputs`, added to the row as ``inputs``). Ranks are 1-based positions in
-the ranking of all candidates at that input.
+segments and layout by :func:`medlama.datasets.context_variance.row_inputs`, added to the row as ``inputs``).
+Ranks are 1-based positions in the ranking of all candidates at that input.
 
 Rank-change records (:func:`sequence_records`): for every input ``k > 0`` of a sequence, one record with
 

@@ -147,8 +147,8 @@ class _Writers:
 
     Rows are written in batches (one row group each) of at most :data:`ROWS_PER_WRITE` rows or an eighth of
     ``max_shard_bytes`` in text. A shard is closed once its bytes reach ``max_shard_bytes`` (it may pass it by
-    one batch), and the next batch opens the next shard; every kind has at least one shard (empty when it has no rows), so each
-    config loads. :meth:`close` numbers the shards ``-<shard>-of-<shards>`` and returns them.
+    one batch), and the next batch opens the next shard; every kind has at least one shard (empty when it has
+    no rows), so each config loads. :meth:`close` numbers the shards ``-<shard>-of-<shards>`` and returns them.
     """
 
     def __init__(self, root: Path, source: str, settings: BuildSettings, max_shard_bytes: int) -> None:

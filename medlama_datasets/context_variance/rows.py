@@ -23,7 +23,7 @@ a knowledge context is its mentions joined by the separator, then the end mark.
     from medlama.datasets.context_variance import with_inputs
 
     real = load_dataset("path/to/sets", "ehr_real", split="test").with_transform(with_inputs)
-    real[0]["inputs"]            # ['asthma may have finding [Y] .', '... wheeze ... asthma may have finding [Y] .', ...]
+    real[0]["inputs"]            # ['asthma may have finding [Y] .', '... wheeze ... asthma may have ...', ...]
 
 These are exactly the inputs of :class:`~.contexts.ContextSequence` (``[step.text for step in
 sequence.inputs]``), which the tests check row for row.

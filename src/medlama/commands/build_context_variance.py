@@ -188,7 +188,8 @@ def _run(args: argparse.Namespace) -> int:
     kb = builder.knowledge_base()
     print(f"{knowledge.origin} ({folder}): {len(kb):,} triples, {len(kb.entities):,} entities", file=sys.stderr)
     # `origin` goes into the card and build_info.json, which are published: the spec's has no local path.
-    build = write_folder(builder, args.out, max_shard_bytes=args.max_shard_mb * 1_000_000)  # UMLS provenance: the builder infers it from the origin
+    # UMLS provenance: the builder infers it from the origin
+    build = write_folder(builder, args.out, max_shard_bytes=args.max_shard_mb * 1_000_000)
     if args.json:
         json.dump({"out": str(args.out), "sources": [asdict(s) for s in build.sources],
                    "configs": build.configs, "default_config": build.default_config}, sys.stdout, indent=2)
