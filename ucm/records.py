@@ -3,8 +3,9 @@ between consecutive inputs that the UCM metric scores.
 
 For each row of a set built by ``medlama build context-variance`` (one context sequence) a ranker
 (:mod:`medlama.ucm.rankers`) ranks the row's candidates (its pool without the subject, plus any correct
-object missing from the pool) at every input (:func:`rank_sequences`). Ranks are 1-based positions in
-the ranking of all candidates at that input.
+object missing from the pool) at every input (:func:`rank_sequences`; the row's inputs rebuilt from its
+segments and layout by :func:`medlama.datasets.context_variance.row_inputs`, added to the row as ``inputs``).
+Ranks are 1-based positions in the ranking of all candidates at that input.
 
 Rank-change records (:func:`sequence_records`): for every input ``k > 0`` of a sequence, one record with
 
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from medlama.core.errors import MedlamaInputError
+from medlama.datasets.context_variance.rows import row_inputs
 from medlama.ucm.rankers import ContextRanker, ranks_from_scores
 from medlama.ucm.sets import ContextSets
 
@@ -92,6 +94,8 @@ def rank_sequences(ranker: ContextRanker, sets: ContextSets, *, block_rows: int 
         positions = group["position"].tolist()
         for start in range(0, len(positions), block_rows):
             block = sets.rows.select(positions[start:start + block_rows]).to_list()
+            for row in block:  # the stored row holds its segments once: its inputs are rebuilt here
+                row["inputs"] = row_inputs(row)
             unique = list(dict.fromkeys(text for row in block for text in row["inputs"] if text not in prompts))
             scored = {} if not unique else dict(zip(unique, zip(ranker.scores(unique, names),
                                                                 ranker.whole(unique, names))))
@@ -126,7 +130,7 @@ def sequence_records(row: dict, ranks: np.ndarray, column: dict[str, int],
         raise MedlamaInputError(f"sequence {row['id']!r}: its centre {center!r} is not a candidate")
     records = []
     present: list[str] = []  # pool entities in the previous input, in order of arrival
-    for k in range(1, len(row["inputs"])):
+    for k in range(1, len(row["added_entities"])):  # one per input after input0
         added = row["added_entities"][k]
         if added not in column:
             raise MedlamaInputError(f"sequence {row['id']!r}: added entity {added!r} is not a candidate")

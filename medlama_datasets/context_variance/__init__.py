@@ -9,7 +9,8 @@ The construction core:
 * :mod:`.index`         an entity -> documents index built once per corpus and reused (its writer:
   :mod:`.index_build`);
 * :mod:`.segmentation`  segments around the centre object (figure 1 of the paper);
-* :mod:`.contexts`      every context type built from the segments, with its incremental inputs (figure 2).
+* :mod:`.contexts`      every context type built from the segments, with its incremental inputs (figure 2);
+* :mod:`.rows`          a stored row's inputs rebuilt from its segments and layout (:func:`with_inputs`).
 
 The dataset:
 
@@ -30,6 +31,7 @@ from medlama.datasets.context_variance.index import CorpusIndex, IndexedDocument
 from medlama.datasets.context_variance.segmentation import (Segment, Segmentation, resolve_pool_mentions,
                                                              segment_document)
 from medlama.datasets.context_variance.contexts import CONTEXT_TYPES, ContextInput, ContextSequence, build_contexts
+from medlama.datasets.context_variance.rows import row_inputs, with_inputs
 from medlama.datasets.context_variance.settings import BuildSettings, CorpusSpec, KnowledgeSpec
 
 _LAZY = {
@@ -71,6 +73,8 @@ __all__ = [
     "build_contexts",
     "fill_template",
     "resolve_pool_mentions",
+    "row_inputs",
     "segment_document",
+    "with_inputs",
     "write_folder",
 ]

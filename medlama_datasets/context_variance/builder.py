@@ -114,7 +114,7 @@ class ContextVarianceBuilder(datasets.GeneratorBasedBuilder):
     """The context-variance sets of a knowledge base and corpora (see the module docstring)."""
 
     BUILDER_CONFIG_CLASS = ContextVarianceConfig
-    VERSION = datasets.Version("1.0.0")
+    VERSION = datasets.Version("1.1.0")  # 1.1: rows hold segments and layout, not inputs (a new cache entry)
     config: ContextVarianceConfig
 
     def __init__(self, *args, dataset_name: str = "context_variance", **kwargs) -> None:

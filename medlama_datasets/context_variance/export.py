@@ -4,15 +4,18 @@ written at once, as Parquet, with its card and ``build_info.json`` (``medlama bu
 Folder layout (written atomically; an earlier build is replaced only by a complete one)::
 
     README.md                                  card: configs, schema, statistics
-    build_info.json                            settings, statistics, index folders
-    data/<source>/<context_type>/target-<sha8>.parquet
-    data/<source>/<context_type>/negative-<sha8>.parquet
+    build_info.json                            settings, statistics, index folders, every file's rows and SHA-256
+    data/<source>/<context_type>/target-00000-of-00001-<sha8>.parquet
+    data/<source>/<context_type>/negative-00000-of-00001-<sha8>.parquet
     pools/pools-<sha8>.parquet                 the entity pools the rows rank (one row per entity)
 
 Each data file is named after its content (the first 8 hex digits of its SHA-256), the card names every file of
 a config, and ``build_info.json`` records each file's rows and SHA-256 (:mod:`medlama.datasets.records`).
 Each source's rows are made once (:meth:`~.builder.ContextVarianceBuilder.source_rows`) and streamed to the
-file of their context type and kind in batches, so memory stays bounded.
+file of their context type and kind in batches, so memory stays bounded; a file is closed at
+``max_shard_bytes`` (default :data:`MAX_SHARD_BYTES`) and the rows go on in the next shard, numbered
+``-<shard>-of-<shards>``. A row stores its segments once with their layout (:mod:`.rows`), so the files grow
+linearly with the documents.
 
 Licences travel in the card and ``build_info.json``, which ``medlama push-dataset`` reads
 (:mod:`medlama.datasets.licences`): the ``umls`` tag when the triples derive from the UMLS Metathesaurus
@@ -41,6 +44,8 @@ from medlama.datasets.context_variance.stats import ContextVarianceBuild, pool_r
 from medlama.core.errors import MedlamaInputError
 
 ROWS_PER_WRITE = 512
+#: Bytes at which a data file is closed and the next shard begins (the ``datasets`` Hub's default shard size).
+MAX_SHARD_BYTES = 500_000_000
 #: The command that writes (and alone may replace) a context-variance folder: its ownership record.
 KIND = "build context-variance"
 
@@ -49,7 +54,7 @@ def build_context_variance(kb: KnowledgeBase, corpora: Sequence[CorpusSpec], out
                            settings: BuildSettings | None = None, num_proc: int = 1,
                            index_root: str | Path | None = None, origin: str = "knowledge base",
                            umls_derived: bool | None = None, chunk_triples: int = 64,
-                           progress: bool = True) -> ContextVarianceBuild:
+                           progress: bool = True, max_shard_bytes: int = MAX_SHARD_BYTES) -> ContextVarianceBuild:
     """Build the context-variance sets of ``kb`` from ``corpora`` into ``out_dir`` (atomically).
 
     ``index_root``: where corpus indexes are kept and reused (default ``$MEDLAMA_CACHE/cv-index``);
@@ -57,16 +62,25 @@ def build_context_variance(kb: KnowledgeBase, corpora: Sequence[CorpusSpec], out
     ``origin``: where the triples come from, as the card says it (no local path: the card is published);
     ``umls_derived``: whether the triples come from the UMLS Metathesaurus (the card's ``umls`` tag);
     ``None`` infers it: a BioLAMA ``umls_`` relation, or an ``origin`` that names MedLAMA.
+    ``max_shard_bytes``: the size at which a data file is closed and the next shard begins.
     Raises :class:`MedlamaInputError` for an empty corpus, and when no triple found a context anywhere.
     """
+    check_shard_bytes(max_shard_bytes)  # before any indexing
     builder = ContextVarianceBuilder(knowledge_base=kb, corpora=tuple(corpora), settings=settings or BuildSettings(),
                                      index_root=index_root, num_proc=num_proc, chunk_triples=chunk_triples,
                                      progress=progress)
-    return write_folder(builder, out_dir, origin=origin, umls_derived=umls_derived)
+    return write_folder(builder, out_dir, origin=origin, umls_derived=umls_derived, max_shard_bytes=max_shard_bytes)
+
+
+def check_shard_bytes(value: int) -> None:
+    """A shard size is a positive whole number of bytes."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise MedlamaInputError(f"max_shard_bytes must be a positive number of bytes, not {value!r}",
+                                field="max_shard_bytes")
 
 
 def write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origin: str | None = None,
-                 umls_derived: bool | None = None) -> ContextVarianceBuild:
+                 umls_derived: bool | None = None, max_shard_bytes: int = MAX_SHARD_BYTES) -> ContextVarianceBuild:
     """Every config of ``builder`` into ``out_dir``: Parquet files, card and ``build_info.json`` (atomically).
 
     ``origin`` defaults to the builder's knowledge folder as the card names it (``MedLAMA `hard```).
@@ -76,12 +90,14 @@ def write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origin
     """
     from medlama.core.atomic import claim_directory
 
+    check_shard_bytes(max_shard_bytes)
     with claim_directory(out_dir, marker="build_info.json", kind=KIND):  # before indexing, not after it
-        return _write_folder(builder, out_dir, origin=origin, umls_derived=umls_derived)
+        return _write_folder(builder, out_dir, origin=origin, umls_derived=umls_derived,
+                             max_shard_bytes=max_shard_bytes)
 
 
 def _write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origin: str | None,
-                  umls_derived: bool | None) -> ContextVarianceBuild:
+                  umls_derived: bool | None, max_shard_bytes: int) -> ContextVarianceBuild:
     from medlama.core.atomic import atomic_directory
     from medlama.datasets.export import quiet_datasets
 
@@ -92,16 +108,20 @@ def _write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origi
     triples = builder.knowledge_base().triples
     out_dir = Path(out_dir)
     stats = builder.open_sources()  # indexes first (outside the staging folder: later builds reuse them)
-    configs, default_config = config_layout([s.source for s in stats], settings.context_types, settings.negative)
     used_pools: dict = {}
+    files: dict[tuple[str, str, bool], list[str]] = {}
     with atomic_directory(out_dir, marker="build_info.json", kind=KIND) as staging, quiet_datasets():
         for stat in stats:
-            writers = _Writers(staging, stat.source, settings)
+            writers = _Writers(staging, stat.source, settings, max_shard_bytes)
             try:
                 for rows in builder.source_rows(stat, used_pools):
                     writers.add(rows)
-            finally:
-                writers.close()
+            except BaseException:
+                writers.abandon()
+                raise
+            files.update(writers.close())
+        configs, default_config = config_layout([s.source for s in stats], settings.context_types,
+                                                settings.negative, files)
         if not any(stat.triples_with_context for stat in stats):
             searched = ", ".join(f"{s.source}: {s.documents:,} documents" for s in stats)
             raise MedlamaInputError(
@@ -112,7 +132,8 @@ def _write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origi
         if umls_derived is None:  # the triples carry no provenance of their own: relation names and origin
             umls_derived = origin.startswith("MedLAMA") or any(t.relation.startswith("umls_") for t in triples)
         info = {"dataset": "context-variance", "origin": origin, "settings": asdict(settings),
-                "sources": [asdict(s) for s in stats], "default_config": default_config}
+                "sources": [asdict(s) for s in stats], "default_config": default_config,
+                "max_shard_bytes": max_shard_bytes}
         # The files named after their content, recorded in `info` (configs, record): see medlama.datasets.records.
         sealed = seal_folder(staging, {name: {SPLIT: files} for name, files in configs.items()}, info)
         result = ContextVarianceBuild(out_dir, settings, stats, sealed, default_config, origin, umls_derived)
@@ -122,39 +143,87 @@ def _write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origi
 
 
 class _Writers:
-    """One Parquet writer per (context type, negative) of a source, fed in batches (bounded memory)."""
+    """The Parquet shards of each (context type, negative) of a source, fed in batches (bounded memory).
 
-    def __init__(self, root: Path, source: str, settings: BuildSettings) -> None:
-        import pyarrow.parquet as pq
+    Rows are written in batches (one row group each) of at most :data:`ROWS_PER_WRITE` rows or an eighth of
+    ``max_shard_bytes`` in text. A shard is closed once its bytes reach ``max_shard_bytes`` (it may pass it by
+    one batch), and the next batch opens the next shard; every kind has at least one shard (empty when it has
+    no rows), so each config loads. :meth:`close` numbers the shards ``-<shard>-of-<shards>`` and returns them.
+    """
 
+    def __init__(self, root: Path, source: str, settings: BuildSettings, max_shard_bytes: int) -> None:
+        self.root, self.source, self.max_shard_bytes = root, source, max_shard_bytes
         self.schema = features().arrow_schema
         self.buffers: dict[tuple[str, bool], list[dict]] = {}
-        self.writers = {}
+        self.buffered: dict[tuple[str, bool], int] = {}  # characters of text in the buffer
+        self.batch_chars = max(1, max_shard_bytes // 8)
+        self.shards: dict[tuple[str, bool], int] = {}  # shards opened so far
+        self.open: dict[tuple[str, bool], tuple] = {}  # (writer, sink) of the shard being written
         for context_type in settings.context_types:
             for negative in (False, True):
-                path = root / data_file(source, context_type, negative)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self.writers[(context_type, negative)] = pq.ParquetWriter(path, self.schema, compression="zstd")
                 self.buffers[(context_type, negative)] = []
+                self.buffered[(context_type, negative)] = 0
+                self.shards[(context_type, negative)] = 0
+                (root / data_file(source, context_type, negative)).parent.mkdir(parents=True, exist_ok=True)
 
     def add(self, rows: Iterable[dict]) -> None:
         for row in rows:
             key = (row["context_type"], row["negative"])
             self.buffers[key].append(row)
-            if len(self.buffers[key]) >= ROWS_PER_WRITE:
+            self.buffered[key] += sum(map(len, row["segments"])) + len(row["prompt"])
+            # a batch is one row group: bounded in rows, and in text so that a shard ends near its bound
+            if len(self.buffers[key]) >= ROWS_PER_WRITE or self.buffered[key] >= self.batch_chars:
                 self._flush(key)
 
-    def _flush(self, key) -> None:
+    def _start(self, key: tuple[str, bool]) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = self.root / data_file(self.source, key[0], key[1], self.shards[key])
+        sink = pa.OSFile(str(path), "wb")
+        self.open[key] = (pq.ParquetWriter(sink, self.schema, compression="zstd"), sink)
+        self.shards[key] += 1
+
+    def _finish(self, key: tuple[str, bool]) -> None:
+        writer, sink = self.open.pop(key)
+        writer.close()
+        sink.close()
+
+    def _flush(self, key: tuple[str, bool]) -> None:
         import pyarrow as pa
 
-        if self.buffers[key]:
-            self.writers[key].write_table(pa.Table.from_pylist(self.buffers[key], schema=self.schema))
-            self.buffers[key] = []
+        if not self.buffers[key]:
+            return
+        if key not in self.open:
+            self._start(key)
+        writer, sink = self.open[key]
+        writer.write_table(pa.Table.from_pylist(self.buffers[key], schema=self.schema))
+        self.buffers[key], self.buffered[key] = [], 0
+        if sink.tell() >= self.max_shard_bytes:  # full: the next rows go to the next shard
+            self._finish(key)
 
-    def close(self) -> None:
-        for key, writer in self.writers.items():
+    def close(self) -> dict[tuple[str, str, bool], list[str]]:
+        """Flush and close every shard; (source, context type, negative) -> its shards, numbered in order."""
+        files = {}
+        for key in self.buffers:
             self._flush(key)
-            writer.close()
+            if not self.shards[key]:
+                self._start(key)  # no rows: one empty shard, so that the config still loads
+            if key in self.open:
+                self._finish(key)
+            count = self.shards[key]
+            names = []
+            for shard in range(count):
+                name = data_file(self.source, key[0], key[1], shard, count)
+                (self.root / data_file(self.source, key[0], key[1], shard)).rename(self.root / name)
+                names.append(name)
+            files[(self.source, *key)] = names
+        return files
+
+    def abandon(self) -> None:
+        """Close the open shards after a failure (the staging folder is thrown away)."""
+        for key in list(self.open):
+            self._finish(key)
 
 
 def _write_pools(path: Path, pools: dict) -> None:

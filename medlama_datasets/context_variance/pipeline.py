@@ -3,7 +3,8 @@
 For each triple, at most ``max_docs`` documents mentioning both its subject and its target are retrieved
 from a source's :class:`~.index.CorpusIndex` (a seeded random sample when there are more), and every
 requested context type of each document is built with its negative-target counterpart
-(:func:`~.contexts.build_contexts`): one row per (triple, document, context type, negative flag).
+(:func:`~.contexts.build_contexts`): one row per (triple, document, context type, negative flag), its
+segments stored once with their layout (:mod:`.rows` rebuilds the inputs).
 Triples are processed in chunks, in ``num_proc`` spawned processes when more than one, and the chunks
 come back in order, so the rows never depend on the scheduling.
 """
@@ -47,7 +48,7 @@ def sequence_rows(triple: Triple, source: str, doc_id: str, text: str, mentions,
     correct = [entity.id for entity in triple.correct_objects]
     rows = []
     for (context_type, negative), sequence in contexts.items():
-        inputs = sequence.inputs
+        inputs = sequence.inputs  # the steps' texts are not stored: rows.row_inputs rebuilds them when read
         rows.append({
             "id": f"{source}/{tid}/{doc_id}/{context_type}" + ("/negative" if negative else ""),
             "triple_id": tid, "relation": triple.relation, "source": source, "doc_id": doc_id,
@@ -58,7 +59,6 @@ def sequence_rows(triple: Triple, source: str, doc_id: str, text: str, mentions,
                                                                           sequence.center_entity),
             "correct_ids": correct, "correct_names": [entity.name for entity in triple.correct_objects],
             "pool_id": pool_id(triple), "prompt": sequence.prompt,
-            "inputs": [step.text for step in inputs],
             "added_entities": [step.added_entity for step in inputs],
             "added_texts": [step.added_text for step in inputs],
             "added_is_correct": [step.added_is_correct for step in inputs],
@@ -66,6 +66,7 @@ def sequence_rows(triple: Triple, source: str, doc_id: str, text: str, mentions,
             "segments": [segment.text if context_type == REAL else segment.knowledge_text
                          for segment in sequence.segments],
             "layout": list(sequence.layout),
+            "knowledge_separator": settings.separator, "knowledge_end": settings.knowledge_end,
         })
     return rows
 

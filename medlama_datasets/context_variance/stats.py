@@ -80,11 +80,12 @@ def count_chunk(stat: SourceStats, rows: list[dict], found: list[tuple[int, int]
     for row in rows:
         key = row["context_type"] + ("_negative" if row["negative"] else "")
         stat.sequences[key] = stat.sequences.get(key, 0) + 1
-        stat.inputs += len(row["inputs"])
-        stat.records += len(row["inputs"]) - 1
+        added = len(row["segments"])  # input_k adds S_k: inputs 0..N
+        stat.inputs += added + 1
+        stat.records += added
         per = stat.relations[row["relation"]]
         per["sequences"] += 1
-        per["records"] += len(row["inputs"]) - 1
+        per["records"] += added
 
 
 def pool_rows(pools: dict) -> dict[str, list]:

@@ -10,7 +10,7 @@ import pytest
 from cv_inputs import write_corpora, write_medlama_folder
 
 from medlama.cli import main
-from medlama.datasets.context_variance import CorpusSpec
+from medlama.datasets.context_variance import CorpusSpec, with_inputs
 from medlama.core.errors import MedlamaInputError
 
 
@@ -43,7 +43,8 @@ def test_unterminated_quote_error_names_file_and_line_then_skip_completes(tmp_pa
 
     rows = load_dataset(str(tmp_path / "lenient"), "ehr_real", split="test")
     assert rows.num_rows and "2" not in rows["doc_id"]  # note 2 left out
-    assert not any("2150-01-01" in text for inputs in rows["inputs"] for text in inputs)  # no raw CSV row in a context
+    assert not any("2150-01-01" in text for inputs in rows.with_transform(with_inputs)[:]["inputs"]
+                for text in inputs)  # no raw CSV row in a context
 
     # The strict build does not reuse the index the lenient one built: it still stops at the record.
     assert main([*base, "--out", str(tmp_path / "strict")]) == 2

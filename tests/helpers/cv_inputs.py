@@ -43,18 +43,21 @@ ARTICLE = """<?xml version="1.0" encoding="UTF-8"?>
 """
 
 
-def write_medlama_folder(root: Path) -> Path:
-    """A MedLAMA-shaped folder (configs ``hard`` and ``full``, split ``test``, the builder's schema)."""
+def write_medlama_folder(root: Path, rows: list[tuple] | None = None, prompts: dict[str, str] | None = None) -> Path:
+    """A MedLAMA-shaped folder (configs ``hard`` and ``full``, split ``test``, the builder's schema) of ``rows``
+    (default :data:`ROWS`; as they are: id, relation, head cui, head name, answers, is_hard) with ``prompts``
+    (default :data:`PROMPTS`)."""
     from datasets import Dataset
 
     from medlama.datasets.medlama import features as medlama_features
 
     root.mkdir(parents=True, exist_ok=True)
+    prompts = PROMPTS if prompts is None else prompts
     rows = [{"id": i, "relation": rel, "head_cui": head, "head_name": name, "answer_cuis": [c for c, _ in answers],
              "answer_names": [n for _, n in answers], "answer_count": len(answers),
-             "query_human": PROMPTS[rel].replace("[X]", name), "query_default": PROMPTS[rel].replace("[X]", name),
+             "query_human": prompts[rel].replace("[X]", name), "query_default": prompts[rel].replace("[X]", name),
              "avg_match": 0.0, "avg_rouge_l": 0.0, "is_hard": hard}
-            for i, rel, head, name, answers, hard in ROWS]
+            for i, rel, head, name, answers, hard in (ROWS if rows is None else rows)]
     for config, subset in (("full", rows), ("hard", [r for r in rows if r["is_hard"]])):
         (root / "data" / config).mkdir(parents=True, exist_ok=True)
         Dataset.from_list(subset, features=medlama_features()).to_parquet(str(root / "data" / config / "all.parquet"))
@@ -94,3 +97,21 @@ def write_mimic_iv_jsonl(root: Path) -> Path:
                                      "hadm_id": f"2000000{i}", "note_type": "DS", "note_seq": i,
                                      "charttime": "2150-01-01 00:00:00", "storetime": "", "text": text}) + "\n")
     return path
+
+
+def release_rows(release: Path, relation: str, limit: int) -> tuple[list[tuple], dict[str, str]]:
+    """The first ``limit`` rows of one relation of the MedLAMA release (``2021AA/<relation>_1000.csv``, its
+    ``prompts.csv`` human prompt), as :func:`write_medlama_folder` takes them (all marked hard)."""
+    import ast
+
+    with open(release / "prompts.csv", newline="", encoding="utf-8") as handle:
+        prompts = {row["pid"]: row["human_prompt"] for row in csv.DictReader(handle)}
+    [path] = (release / "2021AA").glob(f"{relation}_1000.csv")
+    rows = []
+    with open(path, newline="", encoding="utf-8") as handle:
+        for number, row in enumerate(csv.DictReader(handle)):
+            if number == limit:
+                break
+            answers = list(zip(ast.literal_eval(row["tail_cuis_list"]), ast.literal_eval(row["tail_names_list"])))
+            rows.append((f"{relation}-{number:04d}", relation, row["head_cui"], row["head_name"], answers, True))
+    return rows, {relation: prompts[relation]}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from medlama.cli import main
+from medlama.datasets.context_variance import with_inputs
 from medlama.probers.causal import LikelihoodSettings
 from medlama.ucm.causal_ranker import CausalRanker
 from medlama.ucm.rankers import make_ranker
@@ -31,7 +32,7 @@ def test_ucm_causal_likelihood_end_to_end(sets, tiny_mlm, tmp_path_factory, tmp_
     rows = concatenate_datasets([load_dataset(str(sets), s, split="test") for s in ("ehr", "pmc")])
     assert explicit["num_sequences"] == len(rows)
     # every record is kept or counted as cut (the tiny model has 64 positions)
-    assert explicit["num_records"] + explicit["num_records_truncated"] == sum(len(i) - 1 for i in rows["inputs"])
+    assert explicit["num_records"] + explicit["num_records_truncated"] == sum(len(i) - 1 for i in rows.with_transform(with_inputs)[:]["inputs"])
     assert len(records) == explicit["num_records"]
     assert make_ranker("auto", tiny_mlm).settings()["method"] == "mask-average"  # auto for others as before
 
@@ -39,7 +40,7 @@ def test_ucm_causal_likelihood_end_to_end(sets, tiny_mlm, tmp_path_factory, tmp_
     ranker = CausalRanker(gpt2, LikelihoodSettings(reduction="mean"))
     selected = load_sets(sets)
     kept = cut = 0
-    for inputs, pool_id, names in zip(selected.rows["inputs"], selected.rows["pool_id"],
+    for inputs, pool_id, names in zip(selected.rows.with_transform(with_inputs)[:]["inputs"], selected.rows["pool_id"],
                                       selected.rows["correct_names"]):
         pool = list(selected.pools[pool_id][1]) + [n for n in names if n not in selected.pools[pool_id][1]]
         whole = ranker.whole(inputs, pool)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from medlama.cli import main
+from medlama.datasets.context_variance import with_inputs
 from medlama.core.errors import MedlamaInputError
 from medlama.ucm.evaluation import evaluate_model
 from medlama.ucm.rankers import RetrievalRanker, RetrievalRankerSettings
@@ -34,7 +35,7 @@ def test_medlama_ucm_end_to_end(sets, tiny_mlm, tiny_encoder, tmp_path, capsys):
     from datasets import concatenate_datasets, load_dataset
 
     rows = concatenate_datasets([load_dataset(str(sets), s, split="test") for s in ("ehr", "pmc")])
-    per_model = sum(len(inputs) - 1 for inputs in rows["inputs"])
+    per_model = sum(len(inputs) - 1 for inputs in rows.with_transform(with_inputs)[:]["inputs"])
     assert len(records) == 2 * per_model
     mlm, enc = results["models"]
     assert (mlm["settings"]["method"], enc["settings"]["method"]) == ("mask-average", "retrieval")
@@ -72,22 +73,23 @@ def test_medlama_ucm_end_to_end(sets, tiny_mlm, tiny_encoder, tmp_path, capsys):
     pmc_real = load_dataset(str(sets), "pmc_real", split="test")
     assert small["num_sequences"] == len(pmc_real) and small["negative"] is None
     assert small["settings"]["skip_first_segment"] is True and small["num_records_truncated"] == 0
-    assert small["num_records"] == sum(len(inputs) - 2 for inputs in pmc_real["inputs"])
+    assert small["num_records"] == sum(len(inputs) - 2 for inputs in pmc_real.with_transform(with_inputs)[:]["inputs"])
 
 
 def test_records_over_cut_inputs_are_left_out_and_counted(sets, tiny_encoder):
     from transformers import AutoTokenizer
 
     selected = load_sets(sets, negative=False)
+    all_inputs = selected.rows.with_transform(with_inputs)[:]["inputs"]
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_encoder))
     lengths = {text: len(tokenizer(text.replace("[Y]", "[MASK]"))["input_ids"])
-               for inputs in selected.rows["inputs"] for text in inputs}
+               for inputs in all_inputs for text in inputs}
     limit = int(np.median(list(lengths.values())))  # cuts about half of the inputs
     ranker = RetrievalRanker(tiny_encoder, RetrievalRankerSettings(query_max_length=limit))
     result = evaluate_model(ranker, selected, label="cut", keep_records=True, skip_first_segment=False,
                             progress=False)
     expected_kept = expected_cut = 0
-    for inputs in selected.rows["inputs"]:
+    for inputs in all_inputs:
         for k in range(1, len(inputs)):
             if lengths[inputs[k - 1]] <= limit and lengths[inputs[k]] <= limit:
                 expected_kept += 1

@@ -69,6 +69,9 @@ def register(builders) -> None:
                                                                             "(default: %(default)s)")
     parser.add_argument("--index-dir", type=Path, help="where corpus indexes are kept and reused (default: "
                                                        "$MEDLAMA_CACHE/cv-index, else ~/.cache/medlama/cv-index)")
+    parser.add_argument("--max-shard-mb", type=int, default=500, metavar="MB",
+                        help="a data file is closed at this size (megabytes) and the rows go on in its next shard "
+                             "(default: %(default)s, the datasets Hub's shard size)")
     parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
     parser.set_defaults(func=run)
 
@@ -147,7 +150,11 @@ def _with_licences(specs: list, declarations) -> list:
 
 def run(args: argparse.Namespace) -> int:
     from medlama.core.atomic import claim_directory
+    from medlama.core.errors import MedlamaInputError
     from medlama.datasets.context_variance.export import KIND
+
+    if args.max_shard_mb < 1:
+        raise MedlamaInputError(f"--max-shard-mb must be at least 1, not {args.max_shard_mb}", field="max_shard_mb")
 
     # The output first, as `build medlama` does: a folder that is not ours, or busy, is refused before any
     # input is read; the lock is then held until the folder is written.
@@ -181,7 +188,8 @@ def _run(args: argparse.Namespace) -> int:
     kb = builder.knowledge_base()
     print(f"{knowledge.origin} ({folder}): {len(kb):,} triples, {len(kb.entities):,} entities", file=sys.stderr)
     # `origin` goes into the card and build_info.json, which are published: the spec's has no local path.
-    build = write_folder(builder, args.out)  # UMLS provenance: the builder infers it from the origin
+    # UMLS provenance: the builder infers it from the origin
+    build = write_folder(builder, args.out, max_shard_bytes=args.max_shard_mb * 1_000_000)
     if args.json:
         json.dump({"out": str(args.out), "sources": [asdict(s) for s in build.sources],
                    "configs": build.configs, "default_config": build.default_config}, sys.stdout, indent=2)

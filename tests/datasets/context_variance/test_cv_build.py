@@ -18,7 +18,7 @@ import yaml
 
 from medlama.core.atomic import write_owner
 from medlama.cli import main
-from medlama.datasets.context_variance import BuildSettings, CorpusSpec, EntityMatcher, build_contexts
+from medlama.datasets.context_variance import BuildSettings, CorpusSpec, EntityMatcher, build_contexts, with_inputs
 from medlama.datasets.context_variance.export import build_context_variance
 from medlama.datasets.context_variance.kb_adapters import (
     knowledge_base_from_biolama,
@@ -134,7 +134,9 @@ def test_folder_configs_schema_and_card(built):
     assert counts == ehr["sequences"] and len(everything) == sum(ehr["sequences"].values())
     for config, count in ehr["sequences"].items():
         assert load_dataset(str(sets), f"ehr_{config}", split="test").num_rows == count
-    assert ehr["triples_with_context"] == 8 and ehr["records"] == sum(len(x) - 1 for x in everything["inputs"])
+    inputs = everything.with_transform(with_inputs)[:]["inputs"]  # the card's one-liner
+    assert ehr["triples_with_context"] == 8 and ehr["records"] == sum(len(x) - 1 for x in inputs)
+    assert ehr["inputs"] == sum(len(x) for x in inputs)
     negative = load_dataset(str(sets), "pmc_real_negative", split="test")
     assert set(negative["center_name"]) == {"nausea"}  # the first O_incor of influenza's S order
     assert load_dataset(str(sets), "pmc_real", split="test")["triple_id"] == [
@@ -161,7 +163,8 @@ def test_rows_equal_the_segmentation_of_the_document(built, medlama_folder):
     triple = next(t for t in kb if triple_id(t) == f"{FINDING}-0001:C101")
     matcher = EntityMatcher(kb.entities.values())
     expected = build_contexts(triple, NOTES[0], matcher.match(NOTES[0]), seed=f"0:{triple_id(triple)}:1")
-    rows = [r for r in load_dataset(str(sets), "ehr", split="test") if r["triple_id"] == triple_id(triple)]
+    rows = [r for r in load_dataset(str(sets), "ehr", split="test").with_transform(with_inputs)
+            if r["triple_id"] == triple_id(triple)]
     assert len(rows) == len(expected) == 8
     for row in rows:
         sequence = expected[(row["context_type"], row["negative"])]
