@@ -13,7 +13,8 @@ import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
-# Before any Hugging Face import: nothing may reach a hub, and no user cache is read or written.
+# Before any Hugging Face import: nothing may reach a hub, and no user cache (Hugging Face's or medlama's) is read
+# or written.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["HF_EVALUATE_OFFLINE"] = "1"
@@ -22,6 +23,10 @@ if "HF_HOME" not in os.environ:
     _hf_home = tempfile.mkdtemp(prefix="medlama-tests-hf-")
     os.environ["HF_HOME"] = _hf_home
     atexit.register(shutil.rmtree, _hf_home, ignore_errors=True)  # leave nothing behind in /tmp
+if "MEDLAMA_CACHE" not in os.environ:  # medlama's own cache (builder downloads, corpus indexes): the tests' own
+    _medlama_cache = tempfile.mkdtemp(prefix="medlama-tests-cache-")
+    os.environ["MEDLAMA_CACHE"] = _medlama_cache
+    atexit.register(shutil.rmtree, _medlama_cache, ignore_errors=True)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
