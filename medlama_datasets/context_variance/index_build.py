@@ -174,21 +174,28 @@ def peak_rss_mib() -> float:
 # ----------------------------------------------------------------------------- worker processes
 _MATCHER: EntityMatcher | None = None
 _CODES: dict[str, int] = {}
+_PAYLOAD: list = []
 
 
 def init_matcher(payload: Sequence[tuple[str, Sequence[str]]], block_torch: bool = False) -> None:
-    global _MATCHER, _CODES
+    """Make this process's matcher of ``payload``; kept when it already matches the same entities (a
+    process running several index tasks builds its spaCy pipeline once)."""
+    global _MATCHER, _CODES, _PAYLOAD
+    payload = [(entity_id, list(forms)) for entity_id, forms in payload]
+    if _MATCHER is not None and payload == _PAYLOAD:
+        return
     if block_torch and "torch" not in sys.modules:
         # A worker only tokenises. spaCy's thinc imports torch when it can (seconds and ~300 MB per
         # worker); marking it absent in this worker process makes thinc run without it.
         sys.modules["torch"] = None  # type: ignore[assignment]
     _MATCHER = EntityMatcher(payload)
     _CODES = {entity_id: code for code, (entity_id, _) in enumerate(payload)}
+    _PAYLOAD = payload
 
 
 def release_matcher() -> None:
-    global _MATCHER, _CODES
-    _MATCHER, _CODES = None, {}
+    global _MATCHER, _CODES, _PAYLOAD
+    _MATCHER, _CODES, _PAYLOAD = None, {}, []
 
 
 def match_chunk(number: int, first_row: int, doc_ids: list[str], texts: list[str], out_dir: str,

@@ -99,6 +99,7 @@ def plan_build(files: Sequence[tuple[str, str]], format: str, options: dict, pay
         # A matching process only tokenises: keep torch out of it, but never out of the caller's process.
         "block_torch": not (engine.executor == "local" and engine.workers == 1),
     }
+    plan = json.loads(json.dumps(plan))  # as it reads back (tuples become lists)
     try:
         previous = work.plan()
     except (OSError, ValueError):
@@ -150,7 +151,12 @@ def build_file_index(files: Sequence[tuple[str, str]], format: str, options: dic
     work = plan_build(files, format, options, payload, directory, fingerprint=fingerprint, engine=engine,
                       min_entities=min_entities, batch_size=batch_size)
     executors = make_executors(work, engine)
-    executors[-1].run()
+    try:
+        executors[-1].run()
+    finally:
+        from medlama.datasets.context_variance.index_build import release_matcher
+
+        release_matcher()  # a local build with one worker matched in this process
     if engine.executor == "slurm":
         print(f"medlama: index jobs submitted to Slurm (logs in {work.root / 'logs'}); when they are done, run "
               "the same command again to build the sets from the index", file=sys.stderr)

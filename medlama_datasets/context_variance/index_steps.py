@@ -187,17 +187,15 @@ class MatchChunks(PipelineStep):
                 if not (work.parts / f"{chunk[0]:06d}.json").exists()]
         if not todo:
             return iter(())
+        # Kept for this process's next task (the driver releases it when the build ran in its own process).
         index_build.init_matcher(work.payload(), plan["block_torch"])
-        try:
-            for number, name, first_row in todo:
-                table = pq.read_table(work.chunks / name, columns=["doc_id", "text"])
-                doc_ids, texts = table.column("doc_id").to_pylist(), table.column("text").to_pylist()
-                result = index_build.match_chunk(number, first_row, doc_ids, texts, str(work.documents),
-                                                 plan["min_entities"], plan["batch_size"])
-                _write_part(work.parts, number, result, plan["num_buckets"])
-                self.stat_update("documents", value=len(texts))
-        finally:
-            index_build.release_matcher()
+        for number, name, first_row in todo:
+            table = pq.read_table(work.chunks / name, columns=["doc_id", "text"])
+            doc_ids, texts = table.column("doc_id").to_pylist(), table.column("text").to_pylist()
+            result = index_build.match_chunk(number, first_row, doc_ids, texts, str(work.documents),
+                                             plan["min_entities"], plan["batch_size"])
+            _write_part(work.parts, number, result, plan["num_buckets"])
+            self.stat_update("documents", value=len(texts))
         return iter(())
 
 
