@@ -147,16 +147,18 @@ def build_file_index(files: Sequence[tuple[str, str]], format: str, options: dic
     """Build the index of ``files`` (read as ``format`` with ``options``) in ``directory``; ``payload``: the
     entities (:func:`~.index.entity_payload`). True when the index is there on return (false: Slurm jobs
     were submitted and will write it)."""
-    engine.check_available()
-    work = plan_build(files, format, options, payload, directory, fingerprint=fingerprint, engine=engine,
-                      min_entities=min_entities, batch_size=batch_size)
-    executors = make_executors(work, engine)
-    try:
-        executors[-1].run()
-    finally:
-        from medlama.datasets.context_variance.index_build import release_matcher
+    from medlama.core.locks import lock_directory
+    from medlama.datasets.context_variance.index_build import release_matcher
 
-        release_matcher()  # a local build with one worker matched in this process
+    engine.check_available()
+    with lock_directory(work_folder(directory).root):  # a second build of the same index is refused
+        work = plan_build(files, format, options, payload, directory, fingerprint=fingerprint, engine=engine,
+                          min_entities=min_entities, batch_size=batch_size)
+        executors = make_executors(work, engine)
+        try:
+            executors[-1].run()
+        finally:
+            release_matcher()  # a local build with one worker matched in this process
     if engine.executor == "slurm":
         print(f"medlama: index jobs submitted to Slurm (logs in {work.root / 'logs'}); when they are done, run "
               "the same command again to build the sets from the index", file=sys.stderr)
@@ -198,15 +200,21 @@ class QuietLocalExecutor(LocalPipelineExecutor):
     """``datatrove``'s local executor with its task logs in the logging folder only, not on the console
     (the build reports its own progress and errors; the logs stay in ``logs/<stage>/logs``)."""
 
+    _running = 0  # executors running in this process: a stage runs the stage it depends on first
+
     def run(self):
         from loguru import logger
 
-        logger.remove()  # datatrove logs through loguru's default console handler; medlama does not use loguru
+        if not QuietLocalExecutor._running:
+            logger.remove()  # datatrove logs through loguru's default console handler; medlama does not use loguru
+        QuietLocalExecutor._running += 1
         try:
             return super().run()
         finally:
-            logger.remove()
-            logger.add(sys.stderr)  # loguru's default, as datatrove leaves it
+            QuietLocalExecutor._running -= 1
+            if not QuietLocalExecutor._running:
+                logger.remove()
+                logger.add(sys.stderr)  # loguru's default, as datatrove leaves it
 
     def _run_for_rank(self, rank: int, local_rank: int = 0, node_rank: int = -1):
         from datatrove.executor import base

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -91,14 +90,18 @@ def file_ranges(sizes: list[int], tasks: int) -> list[tuple[int, int]]:
     return [(bounds[i], bounds[i + 1]) for i in range(tasks)]
 
 
-class CorpusReader(PipelineStep):
-    """Stage 1: the documents of this task's range of corpus files, with their places in ``metadata``."""
-
-    name, type = "medlama corpus reader", "Reader"
+class _WorkStep(PipelineStep):
+    """A step of this pipeline: it reads and writes the work folder ``work`` (a path: steps are pickled)."""
 
     def __init__(self, work: str) -> None:
         super().__init__()
         self.work = work
+
+
+class CorpusReader(_WorkStep):
+    """Stage 1: the documents of this task's range of corpus files, with their places in ``metadata``."""
+
+    name, type = "medlama corpus reader", "Reader"
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         from medlama.loaders.corpora import located_records
@@ -113,14 +116,10 @@ class CorpusReader(PipelineStep):
                                metadata={"file": index, "line": line, "record": number})
 
 
-class ChunkWriter(PipelineStep):
+class ChunkWriter(_WorkStep):
     """Stage 1: documents into chunk files of ``chunk_size``; the task's summary last (its completion)."""
 
     name, type = "medlama chunk writer", "Writer"
-
-    def __init__(self, work: str) -> None:
-        super().__init__()
-        self.work = work
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         from medlama.datasets.context_variance.index_build import peak_rss_mib
@@ -165,14 +164,10 @@ def _write_chunk(path: Path, documents: list[Document]) -> None:
     os.replace(tmp, path)
 
 
-class MatchChunks(PipelineStep):
+class MatchChunks(_WorkStep):
     """Stage 2: match the entities in this task's chunks (every ``world_size``-th, from ``rank``)."""
 
     name, type = "medlama entity matcher", "Indexer"
-
-    def __init__(self, work: str) -> None:
-        super().__init__()
-        self.work = work
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         import pyarrow.parquet as pq
@@ -209,14 +204,10 @@ def _write_part(folder: Path, number: int, result: dict, num_buckets: int) -> No
     atomic_write_text(folder / f"{number:06d}.json", json.dumps(result))
 
 
-class MergePostings(PipelineStep):
+class MergePostings(_WorkStep):
     """Stage 3: the CSR arrays of this task's postings buckets, from every part's slice of them."""
 
     name, type = "medlama postings merger", "Indexer"
-
-    def __init__(self, work: str) -> None:
-        super().__init__()
-        self.work = work
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         from medlama.datasets.context_variance.index import write_bucket
@@ -239,14 +230,14 @@ class MergePostings(PipelineStep):
         return iter(())
 
 
-class FinishIndex(PipelineStep):
+class FinishIndex(_WorkStep):
     """Stage 4: the duplicate-id pass, then the index moved into ``directory`` with its manifest."""
 
     name, type = "medlama index finisher", "Writer"
 
     def __init__(self, work: str, directory: str) -> None:
-        super().__init__()
-        self.work, self.directory = work, directory
+        super().__init__(work)
+        self.directory = directory
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         from medlama.datasets.context_variance.index import FORMAT, FORMAT_VERSION
@@ -363,7 +354,3 @@ def completed_tasks(work: WorkFolder, stage: str) -> list[int]:
     folder = work.logs(stage) / "completions"
     return sorted(int(p.name) for p in folder.iterdir()) if folder.is_dir() else []
 
-
-def iter_stage_logs(work: WorkFolder) -> Iterator[Path]:
-    for stage in STAGES:
-        yield work.logs(stage)

@@ -212,3 +212,15 @@ def test_a_format_1_index_is_refused_and_rebuilt(tmp_path, corpora, kb):
     rebuilt = open_or_build_spec_index(spec, kb, tmp_path / "idx", fingerprint="v1", engine=ENGINE)
     assert rebuilt.manifest["version"] == 2
     assert isinstance(rebuilt.rows_with("C101"), np.memmap) or rebuilt.rows_with("C101").base is not None
+
+
+def test_the_command_refuses_an_executor_it_cannot_use_before_reading(tmp_path, corpora, medlama_folder, capsys):
+    from medlama.cli import main
+
+    single, _ = corpora
+    base = ["build", "context-variance", "--medlama", str(medlama_folder), "--mimic", str(single),
+            "--index-dir", str(tmp_path / "idx"), "--out", str(tmp_path / "out")]
+    assert main([*base, "--executor", "slurm", "--tasks", "8"]) == 2
+    assert "--executor slurm needs --slurm-partition" in capsys.readouterr().err
+    assert main([*base, "--tasks", "0"]) == 2
+    assert not (tmp_path / "idx").exists() and not (tmp_path / "out").exists()
