@@ -12,8 +12,10 @@ Ids the reader makes up (a plain-text line, a file without an id of its own) are
 itself was named; a file named twice (directly and through its folder) is read once. Ids the data gives
 (MIMIC ``ROW_ID``, a JATS PMC id, a JSON Lines id field) are kept as they are. A repeated id stops the
 reading with an error naming both places; the check keeps the ids read so far in memory (about 90 bytes
-each: ~170 MB for the 2.08 M notes of MIMIC-III), so a corpus is read as one stream (one shard), not
-one shard per file. Plain-text lines need no such set: their ids (``<label>:<line>``) are unique once
+each: ~170 MB for the 2.08 M notes of MIMIC-III), so a streaming corpus is read as one stream (one shard),
+not one shard per file. The context-variance index pipeline reads file by file in parallel instead
+(:func:`corpus_files` and :func:`located_records`: the same records and places, no check) and checks the
+ids of all files after reading, with the same error. Plain-text lines need no such set: their ids (``<label>:<line>``) are unique once
 the labels are, and two text files with the same label are refused before anything is read.
 
 Folders are searched recursively for the format's file extensions; hidden files are skipped. A file

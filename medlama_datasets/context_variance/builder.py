@@ -3,10 +3,10 @@
 For every corpus (a *source*: ``ehr`` for MIMIC notes, ``pmc`` for PMC articles, or a name of the
 user's choosing for JSON Lines / plain text), the builder
 
-1. settles its licence (:meth:`~.settings.CorpusSpec.source_licence`), reads the corpus with
-   :mod:`medlama.loaders.corpora` (streaming) and opens, or builds once, its
-   entity index (:class:`~.index.CorpusIndex`, cached by corpus fingerprint and entity set, built with
-   ``num_proc`` matching workers, bounded memory);
+1. settles its licence (:meth:`~.settings.CorpusSpec.source_licence`) and opens, or builds once, its
+   entity index (:class:`~.index.CorpusIndex`, cached by corpus fingerprint and entity set, built from the
+   corpus files by the ``datatrove`` pipeline of :mod:`.index_engine`: locally with ``num_proc`` processes,
+   or as ``index_engine`` says, e.g. on Slurm; resumable, bounded memory);
 2. makes the rows of every triple (:mod:`.pipeline`): at most ``max_docs`` documents mentioning both its
    subject and its target, every requested context type of each with its negative-target counterpart.
 

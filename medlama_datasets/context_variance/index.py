@@ -6,6 +6,11 @@ pipeline (read sharded by file, match, merge postings; local, Slurm or Ray; resu
 :mod:`.index_build` from any iterable of records in this process and its workers
 (:meth:`CorpusIndex.build`). Both need memory bounded by their chunk size, not by the corpus.
 
+An index is keyed by its corpus *and* the surface forms it matched (``entities_fingerprint``): overlapping
+mentions are resolved longest-first among the forms matched, so an index matched with more forms (say,
+the union of MedLAMA full's and BioLAMA's) would give a knowledge base other mentions, and other rows,
+than its own forms do. A knowledge base with the same forms (same ids and names) reuses the index.
+
 Only documents that mention at least ``min_entities`` distinct entities are stored (a triple needs
 its subject and its target in the same document; with the default 2 nothing retrievable is lost).
 

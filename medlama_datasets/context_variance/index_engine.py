@@ -133,7 +133,9 @@ def make_executors(work: WorkFolder, engine: IndexEngine) -> list:
             executors.append(SlurmPipelineExecutor(
                 time=engine.slurm_time, partition=engine.slurm_partition, cpus_per_task=engine.slurm_cpus_per_task,
                 mem_per_cpu_gb=engine.slurm_mem_per_cpu_gb, job_name=f"medlama-index-{stage}",
-                venv_path=sys.prefix if sys.prefix != sys.base_prefix else None, **common))
+                # the jobs run this Python environment (datatrove sources the path it is given)
+                venv_path=str(Path(sys.prefix) / "bin" / "activate") if sys.prefix != sys.base_prefix else None,
+                **common))
         else:
             from datatrove.executor.ray import RayPipelineExecutor
 

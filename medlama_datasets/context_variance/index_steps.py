@@ -97,6 +97,13 @@ class _WorkStep(PipelineStep):
         super().__init__()
         self.work = work
 
+    def _open(self, *outputs: str) -> tuple[WorkFolder, dict]:
+        """The work folder (its ``outputs`` folders made) and its plan."""
+        work = WorkFolder(self.work)
+        for name in outputs:
+            getattr(work, name).mkdir(parents=True, exist_ok=True)
+        return work, work.plan()
+
 
 class CorpusReader(_WorkStep):
     """Stage 1: the documents of this task's range of corpus files, with their places in ``metadata``."""
@@ -124,9 +131,8 @@ class ChunkWriter(_WorkStep):
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         from medlama.datasets.context_variance.index_build import peak_rss_mib
 
-        work = WorkFolder(self.work)
-        size = work.plan()["chunk_size"]
-        work.chunks.mkdir(parents=True, exist_ok=True)
+        work, plan = self._open("chunks")
+        size = plan["chunk_size"]
         chunks: list[tuple[str, int]] = []
         batch: list[Document] = []
         characters = 0
@@ -174,10 +180,7 @@ class MatchChunks(_WorkStep):
 
         from medlama.datasets.context_variance import index_build
 
-        work = WorkFolder(self.work)
-        plan = work.plan()
-        work.documents.mkdir(parents=True, exist_ok=True)
-        work.parts.mkdir(parents=True, exist_ok=True)
+        work, plan = self._open("documents", "parts")
         todo = [chunk for chunk in work.chunk_list()[rank::world_size]
                 if not (work.parts / f"{chunk[0]:06d}.json").exists()]
         if not todo:
@@ -212,9 +215,7 @@ class MergePostings(_WorkStep):
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         from medlama.datasets.context_variance.index import write_bucket
 
-        work = WorkFolder(self.work)
-        plan = work.plan()
-        work.postings.mkdir(parents=True, exist_ok=True)
+        work, plan = self._open("postings")
         numbers = [number for number, _, _ in work.chunk_list()]
         bounds = {n: json.loads((work.parts / f"{n:06d}.json").read_text(encoding="utf-8"))["bounds"]
                   for n in numbers}

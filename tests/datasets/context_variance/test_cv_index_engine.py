@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -185,6 +186,8 @@ def test_cluster_executors_run_the_same_pipeline(tmp_path, corpora, kb):
     assert [e.tasks for e in executors] == [1, 64, 5, 1]  # one file to read; five buckets to merge
     assert [e.partition for e in executors] == ["cpu"] * 4 and executors[1].time == "2:00:00"
     assert [e.depends for e in executors] == [None, *executors[:3]]
+    if sys.prefix != sys.base_prefix:  # the jobs activate the environment running this
+        assert executors[0].venv_path == str(Path(sys.prefix) / "bin" / "activate")
     for mine, theirs in zip(local, executors):
         assert [type(step) for step in mine.pipeline] == [type(step) for step in theirs.pipeline]
     assert [type(step) for step in executors[0].pipeline] == [CorpusReader, ChunkWriter]
