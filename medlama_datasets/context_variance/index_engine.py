@@ -34,7 +34,8 @@ from typing import Literal
 from medlama.core.atomic import atomic_write_text
 from medlama.core.errors import MedlamaInputError
 from medlama.core.settings import check, setting
-from medlama.datasets.context_variance.index_steps import STAGES, WorkFolder, file_ranges, stage_pipeline
+from medlama.datasets.context_variance.index_steps import (STAGES, WorkFolder, completed_tasks, file_ranges,
+                                                            stage_pipeline)
 
 EXECUTORS = ("local", "slurm", "ray")
 
@@ -104,8 +105,9 @@ def plan_build(files: Sequence[tuple[str, str]], format: str, options: dict, pay
         previous = work.plan()
     except (OSError, ValueError):
         previous = None
+    # A finished plan whose index has gone since (a Slurm build's work folder stays) starts afresh too.
     same = previous is not None and fingerprint is not None and all(
-        previous.get(key) == value for key, value in plan.items())
+        previous.get(key) == value for key, value in plan.items()) and not completed_tasks(work, "finish")
     if same:
         plan.update(started=previous["started"], runs=previous["runs"] + 1)
     else:

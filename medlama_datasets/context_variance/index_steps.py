@@ -280,6 +280,10 @@ class FinishIndex(_WorkStep):
             (staging / "entities.json").write_text(json.dumps(plan["entity_ids"], ensure_ascii=False),
                                                    encoding="utf-8")
             (staging / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+        import shutil
+
+        for folder in (work.chunks, work.parts, work.documents, work.postings):  # the index has what it needs
+            shutil.rmtree(folder, ignore_errors=True)
         return iter(())
 
 

@@ -153,6 +153,11 @@ def test_a_changed_plan_starts_afresh(tmp_path, corpora, kb):
     assert again.plan()["runs"] == 2 and (work.root / "chunks" / "r00000.json").exists()
     plan_build(files, "mimic", {}, payload, tmp_path / "idx", fingerprint="v2", engine=ENGINE)
     assert not (work.root / "chunks").exists() and work.plan()["runs"] == 1
+    (work.root / "chunks").mkdir()
+    (work.logs("finish") / "completions").mkdir(parents=True)
+    (work.logs("finish") / "completions" / "00000").touch()  # finished, and its index removed since
+    plan_build(files, "mimic", {}, payload, tmp_path / "idx", fingerprint="v2", engine=ENGINE)
+    assert not (work.root / "chunks").exists() and work.plan()["runs"] == 1
 
 
 def test_a_repeated_id_across_files_names_both_places(tmp_path, kb):
