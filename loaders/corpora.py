@@ -12,8 +12,10 @@ Ids the reader makes up (a plain-text line, a file without an id of its own) are
 itself was named; a file named twice (directly and through its folder) is read once. Ids the data gives
 (MIMIC ``ROW_ID``, a JATS PMC id, a JSON Lines id field) are kept as they are. A repeated id stops the
 reading with an error naming both places; the check keeps the ids read so far in memory (about 90 bytes
-each: ~170 MB for the 2.08 M notes of MIMIC-III), so a corpus is read as one stream (one shard), not
-one shard per file. Plain-text lines need no such set: their ids (``<label>:<line>``) are unique once
+each: ~170 MB for the 2.08 M notes of MIMIC-III), so a streaming corpus is read as one stream (one shard),
+not one shard per file. The context-variance index pipeline reads file by file in parallel instead
+(:func:`corpus_files` and :func:`located_records`: the same records and places, no check) and checks the
+ids of all files after reading, with the same error. Plain-text lines need no such set: their ids (``<label>:<line>``) are unique once
 the labels are, and two text files with the same label are refused before anything is read.
 
 Folders are searched recursively for the format's file extensions; hidden files are skipped. A file
@@ -98,6 +100,58 @@ REPORTED_BAD_RECORDS = 5
 #: the files a folder gives), so that indexes built by an earlier version are rebuilt, not reused.
 READER_VERSION = 3
 _CSV_FIELD_LIMIT = 2**31 - 1
+#: What a repeated document id of each format most likely means, said in its error.
+DUPLICATE_HINTS = {"mimic": "a note id repeats: is a notes file read twice?",
+                   "pmc": "the same article is read twice: remove one copy",
+                   "jsonl": "give every record its own id, or none: a record without one is <file>:<line>",
+                   "text": "files differing only in their extension"}
+
+#: The options each format's reader takes (:func:`load_corpus`'s keyword arguments).
+READER_OPTIONS = {"mimic": {"categories", "include_errors", "on_bad_record"}, "pmc": set(),
+                  "jsonl": {"text_field", "id_field"}, "text": {"per"}}
+
+
+def corpus_files(paths: str | Path | Iterable[str | Path], format: str, **options) -> list[CorpusFile]:
+    """The (file, label) pairs a corpus of ``format`` is read from, in reading order, checked as its reader
+    checks them before reading (MIMIC: the header's columns; the options' names and values)."""
+    unknown = sorted(set(options) - READER_OPTIONS.get(format, set()))
+    if unknown:
+        raise MedlamaInputError(f"unknown {format} reader option(s) {unknown}; the reader takes "
+                                f"{sorted(READER_OPTIONS.get(format, ()))}", field=unknown[0])
+    if format == "mimic":
+        on_bad_record = options.get("on_bad_record", "error")
+        if on_bad_record not in ON_BAD_RECORD:
+            raise MedlamaInputError(f"on_bad_record must be one of {list(ON_BAD_RECORD)}, not {on_bad_record!r}",
+                                    field="on_bad_record")
+    if format == "text" and options.get("per", "line") not in ("line", "file"):
+        raise MedlamaInputError(f"per must be 'line' or 'file', not {options['per']!r}", field="per")
+    files = _files(paths, format)
+    if format == "mimic":
+        for file, _ in files:
+            _mimic_header(file)
+    return files
+
+
+def located_records(files: Iterable[CorpusFile], format: str, **options) -> Iterator[Located]:
+    """The records of ``files`` (a shard of :func:`corpus_files`) with where each starts (line, record
+    number), as ``format``'s reader reads them but without its duplicate-id check: a reader of one shard
+    cannot see the others, so the index pipeline checks the ids of all shards after reading
+    (:mod:`medlama.datasets.context_variance.index_engine`), naming both places as the reader would."""
+    files = tuple(files)
+    if format == "mimic":
+        categories = options.get("categories")
+        wanted = None if categories is None else tuple(sorted({c.strip().lower() for c in categories}))
+        return _mimic_located(files, wanted, bool(options.get("include_errors", False)),
+                              options.get("on_bad_record", "error") == "skip")
+    if format == "pmc":
+        return _pmc_located(files)
+    if format == "jsonl":
+        return _jsonl_located(files, options.get("text_field", "text"), options.get("id_field"))
+    if format == "text":
+        return _text_located(files, options.get("per", "line"))
+    raise MedlamaInputError(f"unknown corpus format {format!r}; choose from {list(FORMATS)}", field="format")
+
+
 def corpus_fingerprint(paths: str | Path | Iterable[str | Path], format: str, **options) -> str:
     """A hash of the corpus files (absolute path, label, size, modification time), the reader options and
     :data:`READER_VERSION`."""
@@ -271,8 +325,7 @@ def _mimic_error(message: str, file: str, line: int, record: int, field: str | N
 
 def _mimic_records(files: tuple[CorpusFile, ...], categories: tuple[str, ...] | None,
                    include_errors: bool, skip: bool = False) -> Iterator[dict]:
-    yield from _unique_ids(lambda: _mimic_located(files, categories, include_errors, skip),
-                           "a note id repeats: is a notes file read twice?")
+    yield from _unique_ids(lambda: _mimic_located(files, categories, include_errors, skip), DUPLICATE_HINTS["mimic"])
 
 
 def _report_skipped(file: str, skipped: list[BadRecord]) -> None:
@@ -339,7 +392,7 @@ def read_pmc_articles(paths: str | Path | Iterable[str | Path]):
 
 
 def _pmc_records(files: tuple[CorpusFile, ...]) -> Iterator[dict]:
-    yield from _unique_ids(lambda: _pmc_located(files), "the same article is read twice: remove one copy")
+    yield from _unique_ids(lambda: _pmc_located(files), DUPLICATE_HINTS["pmc"])
 
 
 def _pmc_located(files: tuple[CorpusFile, ...]) -> Iterator[Located]:
@@ -368,8 +421,7 @@ def read_jsonl(paths: str | Path | Iterable[str | Path], *, text_field: str = "t
 
 
 def _jsonl_records(files: tuple[CorpusFile, ...], text_field: str, id_field: str | None) -> Iterator[dict]:
-    yield from _unique_ids(lambda: _jsonl_located(files, text_field, id_field),
-                           "give every record its own id, or none: a record without one is <file>:<line>")
+    yield from _unique_ids(lambda: _jsonl_located(files, text_field, id_field), DUPLICATE_HINTS["jsonl"])
 
 
 def _jsonl_located(files: tuple[CorpusFile, ...], text_field: str, id_field: str | None) -> Iterator[Located]:
@@ -424,7 +476,7 @@ def read_text(paths: str | Path | Iterable[str | Path], *, per: str = "line"):
 
 def _text_records(files: tuple[CorpusFile, ...], per: str) -> Iterator[dict]:
     if per == "file":
-        yield from _unique_ids(lambda: _text_located(files, per), "files differing only in their extension")
+        yield from _unique_ids(lambda: _text_located(files, per), DUPLICATE_HINTS["text"])
     else:
         yield from (record for record, _, _ in _text_located(files, per))
 

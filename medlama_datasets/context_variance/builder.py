@@ -3,10 +3,10 @@
 For every corpus (a *source*: ``ehr`` for MIMIC notes, ``pmc`` for PMC articles, or a name of the
 user's choosing for JSON Lines / plain text), the builder
 
-1. settles its licence (:meth:`~.settings.CorpusSpec.source_licence`), reads the corpus with
-   :mod:`medlama.loaders.corpora` (streaming) and opens, or builds once, its
-   entity index (:class:`~.index.CorpusIndex`, cached by corpus fingerprint and entity set, built with
-   ``num_proc`` matching workers, bounded memory);
+1. settles its licence (:meth:`~.settings.CorpusSpec.source_licence`) and opens, or builds once, its
+   entity index (:class:`~.index.CorpusIndex`, cached by corpus fingerprint and entity set, built from the
+   corpus files by the ``datatrove`` pipeline of :mod:`.index_engine`: locally with ``num_proc`` processes,
+   or as ``index_engine`` says, e.g. on Slurm; resumable, bounded memory);
 2. makes the rows of every triple (:mod:`.pipeline`): at most ``max_docs`` documents mentioning both its
    subject and its target, every requested context type of each with its negative-target counterpart.
 
@@ -38,6 +38,7 @@ from pathlib import Path
 
 import datasets
 
+from medlama.datasets.context_variance.index_engine import IndexEngine, open_or_build_spec_index
 from medlama.datasets.context_variance.knowledge import KnowledgeBase
 from medlama.datasets.context_variance.layout import SPLIT, config_layout, config_rows, features, pool_features
 from medlama.datasets.context_variance.pipeline import run_chunks
@@ -51,7 +52,7 @@ from medlama.datasets.context_variance.settings import (
 from medlama.datasets.context_variance.stats import SourceStats, count_chunk, pool_rows
 from medlama.core.errors import MedlamaInputError
 
-_NOT_IN_ID = ("index_root", "num_proc", "chunk_triples", "progress")  # change how, not what, is built
+_NOT_IN_ID = ("index_root", "num_proc", "chunk_triples", "progress", "index_engine")  # change how, not what, is built
 
 
 @dataclass
@@ -72,6 +73,9 @@ class ContextVarianceConfig(datasets.BuilderConfig):
     index_root: str | Path | None = None
     num_proc: int = 1
     chunk_triples: int = 64
+    #: How corpus indexes are built (:class:`~.index_engine.IndexEngine`: local, Slurm or Ray ``datatrove``
+    #: executors); None: locally with ``num_proc`` worker processes.
+    index_engine: IndexEngine | None = None
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -84,6 +88,9 @@ class ContextVarianceConfig(datasets.BuilderConfig):
                                     field="settings")
         if not isinstance(self.num_proc, int) or self.num_proc < 1:
             raise MedlamaInputError(f"num_proc must be >= 1, got {self.num_proc}")
+        if self.index_engine is not None and not isinstance(self.index_engine, IndexEngine):
+            raise MedlamaInputError(f"index_engine must be an IndexEngine, got {type(self.index_engine).__name__}",
+                                    field="index_engine")
         if not isinstance(self.chunk_triples, int) or self.chunk_triples < 1:
             raise MedlamaInputError(f"chunk_triples must be >= 1, got {self.chunk_triples}")
         if not self.corpora:
@@ -184,8 +191,8 @@ class ContextVarianceBuilder(datasets.GeneratorBasedBuilder):
                 directory = root / f"{spec.name}-{key}"
                 reused = CorpusIndex.is_current(directory, kb, fingerprint)
                 started = time.perf_counter()
-                index = CorpusIndex.open_or_build(spec.load(), kb, directory, fingerprint=fingerprint,
-                                                  num_proc=self.config.num_proc)
+                engine = self.config.index_engine or IndexEngine(workers=self.config.num_proc)
+                index = open_or_build_spec_index(spec, kb, directory, fingerprint=fingerprint, engine=engine)
                 if index.num_documents == 0:
                     raise MedlamaInputError(f"corpus {spec.name!r} is empty: no documents in "
                                             f"{', '.join(spec.paths)}", field="corpus")

@@ -1,9 +1,15 @@
 """An entity -> documents index, built once per corpus (and entity set) and reused from disk.
 
 The index folder is its on-disk format, described here and read by :class:`CorpusIndex` (open, check,
-retrieve); :mod:`.index_build` writes it (:meth:`CorpusIndex.build`: one streaming pass over the corpus,
-matching in worker processes, postings spilled to disk), so that a build needs memory bounded by its
-chunk size, not by the corpus.
+retrieve). Two writers make it: :mod:`.index_engine` builds it from corpus files as a ``datatrove``
+pipeline (read sharded by file, match, merge postings; local, Slurm or Ray; resumable), and
+:mod:`.index_build` from any iterable of records in this process and its workers
+(:meth:`CorpusIndex.build`). Both need memory bounded by their chunk size, not by the corpus.
+
+An index is keyed by its corpus *and* the surface forms it matched (``entities_fingerprint``): overlapping
+mentions are resolved longest-first among the forms matched, so an index matched with more forms (say,
+the union of MedLAMA full's and BioLAMA's) would give a knowledge base other mentions, and other rows,
+than its own forms do. A knowledge base with the same forms (same ids and names) reuses the index.
 
 Only documents that mention at least ``min_entities`` distinct entities are stored (a triple needs
 its subject and its target in the same document; with the default 2 nothing retrievable is lost).
@@ -13,7 +19,12 @@ Layout of an index folder (written atomically: an interrupted build leaves the p
     manifest.json             fingerprints, counts, parts and their row ranges
     entities.json             entity ids in code order
     documents/part-*.parquet  row, doc_id, text, mention_start, mention_end, mention_entities
-    postings/bucket-*.npz     codes, offsets, rows (CSR: rows of codes[i] are rows[offsets[i]:offsets[i+1]])
+    postings/bucket-NNNN.{codes,offsets,rows}.npy
+                              CSR: the rows of codes[i] are rows[offsets[i]:offsets[i+1]] (int64)
+
+The postings are memory-mapped when read (``np.load(mmap_mode="r")``): a lookup touches the pages of
+one entity's rows, so retrieval needs no postings in memory and does not slow down as the corpus grows
+(version 1 kept whole ``.npz`` buckets in an LRU cache, which thrashed on large corpora; it is refused).
 
 A document's *row* is its 0-based position in the corpus stream; ``doc_id`` is the corpus's own id.
 """
@@ -35,7 +46,9 @@ from medlama.datasets.context_variance.matching import Mention
 from medlama.core.errors import MedlamaInputError
 
 FORMAT = "medlama-context-variance-index"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: The arrays of a postings bucket, each ``postings/bucket-NNNN.<name>.npy``.
+BUCKET_ARRAYS = ("codes", "offsets", "rows")
 #: Documents per Parquet row group: a document fetch reads one group.
 ROW_GROUP_SIZE = 64
 
@@ -53,7 +66,7 @@ class IndexedDocument:
 class CorpusIndex:
     """Read side of an index folder; :meth:`build` / :meth:`open_or_build` make one."""
 
-    def __init__(self, directory: str | Path, *, cache_parts: int = 64, cache_buckets: int = 16) -> None:
+    def __init__(self, directory: str | Path, *, cache_parts: int = 64) -> None:
         self.directory = Path(directory)
         manifest_path = self.directory / "manifest.json"
         try:
@@ -72,8 +85,8 @@ class CorpusIndex:
         self._part_starts = [part[1] for part in self._parts]
         self._part_meta: dict[int, tuple[object, list[int]]] = {}
         self._group_cache: OrderedDict[tuple[int, int], tuple[np.ndarray, object]] = OrderedDict()
-        self._bucket_cache: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
-        self._cache_parts, self._cache_groups, self._cache_buckets = cache_parts, 64, cache_buckets
+        self._buckets: dict[int, dict[str, np.ndarray]] = {}  # memory maps: opening costs no reading
+        self._cache_parts, self._cache_groups = cache_parts, 64
 
     # ----------------------------------------------------------------------------------- building
     @classmethod
@@ -234,15 +247,9 @@ class CorpusIndex:
         return value
 
     def _bucket(self, number: int) -> dict[str, np.ndarray]:
-        cached = self._bucket_cache.get(number)
-        if cached is not None:
-            self._bucket_cache.move_to_end(number)
-            return cached
-        with np.load(self.directory / "postings" / f"bucket-{number:04d}.npz") as data:
-            value = {name: data[name] for name in ("codes", "offsets", "rows")}
-        self._bucket_cache[number] = value
-        if len(self._bucket_cache) > self._cache_buckets:
-            self._bucket_cache.popitem(last=False)
+        value = self._buckets.get(number)
+        if value is None:
+            value = self._buckets[number] = read_bucket(self.directory / "postings", number)
         return value
 
     def __repr__(self) -> str:
@@ -261,3 +268,34 @@ def entity_payload(entities: Iterable[Entity] | KnowledgeBase) -> list[tuple[str
 def payload_fingerprint(payload: Sequence[tuple[str, Sequence[str]]]) -> str:
     """The fingerprint of the entities of :func:`entity_payload` (what an index's manifest records)."""
     return entities_fingerprint(Entity(entity_id, forms[0], tuple(forms[1:])) for entity_id, forms in payload if forms)
+
+
+def bucket_path(folder: Path, number: int, name: str) -> Path:
+    return folder / f"bucket-{number:04d}.{name}.npy"
+
+
+def write_bucket(folder: Path, number: int, codes: np.ndarray, rows: np.ndarray) -> int:
+    """Write bucket ``number`` of (code, row) pairs (any order, no repeats) as sorted CSR arrays; their count."""
+    order = np.lexsort((rows, codes))
+    codes, rows = np.asarray(codes, dtype=np.int64)[order], np.asarray(rows, dtype=np.int64)[order]
+    unique, starts = np.unique(codes, return_index=True)
+    arrays = {"codes": unique.astype(np.int64), "offsets": np.append(starts, len(codes)).astype(np.int64),
+              "rows": rows}
+    for name in BUCKET_ARRAYS:
+        np.save(bucket_path(folder, number, name), arrays[name])
+    return len(codes)
+
+
+def read_bucket(folder: Path, number: int) -> dict[str, np.ndarray]:
+    """The CSR arrays of bucket ``number``, memory-mapped (an empty array cannot be mapped: read)."""
+    arrays = {}
+    for name in BUCKET_ARRAYS:
+        path = bucket_path(folder, number, name)
+        try:
+            arrays[name] = np.load(path, mmap_mode="r")
+        except ValueError:  # numpy cannot map a zero-length array
+            arrays[name] = np.load(path)
+        except FileNotFoundError:
+            raise MedlamaInputError("the index is incomplete (a postings file is missing); rebuild it",
+                                    file=path) from None
+    return arrays

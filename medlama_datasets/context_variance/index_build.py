@@ -1,4 +1,6 @@
-"""The writer of an entity -> documents index (:mod:`.index`, whose :class:`~.index.CorpusIndex` reads it).
+"""The in-process writer of an entity -> documents index (:mod:`.index`, whose :class:`~.index.CorpusIndex`
+reads it), for a corpus given as any iterable of records (the Python API); corpus *files* are indexed by the
+``datatrove`` pipeline of :mod:`.index_engine`, which reuses this module's chunk matching (:func:`match_chunk`).
 
 Building streams the corpus once: the main process reads documents (any iterable of
 ``{"doc_id", "text"}`` records, e.g. a streaming :class:`datasets.IterableDataset` from
@@ -27,7 +29,7 @@ import numpy as np
 
 from medlama.core.atomic import atomic_directory
 from medlama.datasets.context_variance.index import (FORMAT, FORMAT_VERSION, ROW_GROUP_SIZE, entity_payload,
-                                                      payload_fingerprint)
+                                                      payload_fingerprint, write_bucket)
 from medlama.datasets.context_variance.knowledge import Entity, KnowledgeBase
 from medlama.datasets.context_variance.matching import EntityMatcher
 from medlama.core.errors import MedlamaInputError
@@ -65,22 +67,22 @@ def write_index(corpus: Iterable[Mapping], entities: Iterable[Entity] | Knowledg
         chunks = _chunks(corpus, chunk_size)
         options = (str(staging / "documents"), min_entities, batch_size)
         if num_proc == 1:
-            _init_worker(payload)
+            init_matcher(payload)
             try:
                 for number, first_row, doc_ids, texts in chunks:
                     totals["documents"] += len(texts)
-                    collect(_process_chunk(number, first_row, doc_ids, texts, *options))
+                    collect(match_chunk(number, first_row, doc_ids, texts, *options))
             finally:
-                _release_worker()
+                release_matcher()
         else:
             context = multiprocessing.get_context(start_method)
-            pool = ProcessPoolExecutor(num_proc, mp_context=context, initializer=_init_worker,
+            pool = ProcessPoolExecutor(num_proc, mp_context=context, initializer=init_matcher,
                                        initargs=(payload, True))
             try:
                 pending: set[Future] = set()
                 for number, first_row, doc_ids, texts in chunks:
                     totals["documents"] += len(texts)
-                    pending.add(pool.submit(_process_chunk, number, first_row, doc_ids, texts, *options))
+                    pending.add(pool.submit(match_chunk, number, first_row, doc_ids, texts, *options))
                     while len(pending) >= 2 * num_proc:  # bounded: at most 2 chunks per worker
                         done, pending = wait(pending, return_when=FIRST_COMPLETED)
                         for future in done:
@@ -172,24 +174,31 @@ def peak_rss_mib() -> float:
 # ----------------------------------------------------------------------------- worker processes
 _MATCHER: EntityMatcher | None = None
 _CODES: dict[str, int] = {}
+_PAYLOAD: list = []
 
 
-def _init_worker(payload: Sequence[tuple[str, Sequence[str]]], block_torch: bool = False) -> None:
-    global _MATCHER, _CODES
+def init_matcher(payload: Sequence[tuple[str, Sequence[str]]], block_torch: bool = False) -> None:
+    """Make this process's matcher of ``payload``; kept when it already matches the same entities (a
+    process running several index tasks builds its spaCy pipeline once)."""
+    global _MATCHER, _CODES, _PAYLOAD
+    payload = [(entity_id, list(forms)) for entity_id, forms in payload]
+    if _MATCHER is not None and payload == _PAYLOAD:
+        return
     if block_torch and "torch" not in sys.modules:
         # A worker only tokenises. spaCy's thinc imports torch when it can (seconds and ~300 MB per
         # worker); marking it absent in this worker process makes thinc run without it.
         sys.modules["torch"] = None  # type: ignore[assignment]
     _MATCHER = EntityMatcher(payload)
     _CODES = {entity_id: code for code, (entity_id, _) in enumerate(payload)}
+    _PAYLOAD = payload
 
 
-def _release_worker() -> None:
-    global _MATCHER, _CODES
-    _MATCHER, _CODES = None, {}
+def release_matcher() -> None:
+    global _MATCHER, _CODES, _PAYLOAD
+    _MATCHER, _CODES, _PAYLOAD = None, {}, []
 
 
-def _process_chunk(number: int, first_row: int, doc_ids: list[str], texts: list[str], out_dir: str,
+def match_chunk(number: int, first_row: int, doc_ids: list[str], texts: list[str], out_dir: str,
                    min_entities: int, batch_size: int) -> dict:
     """Match one chunk, write its stored documents to a Parquet part, return its postings."""
     import pyarrow as pa
@@ -269,11 +278,5 @@ class _PostingsWriter:
         for bucket in range(self.num_buckets):
             pieces = [np.load(path) for path in sorted(self.spill_dir.glob(f"b{bucket:04d}-*.npy"))]
             pairs = np.concatenate(pieces, axis=1) if pieces else np.empty((2, 0), dtype=np.int64)
-            order = np.lexsort((pairs[1], pairs[0]))
-            codes, rows = pairs[0][order], pairs[1][order]
-            unique, starts = np.unique(codes, return_index=True)
-            offsets = np.append(starts, len(codes)).astype(np.int64)
-            np.savez(out_dir / f"bucket-{bucket:04d}.npz", codes=unique.astype(np.int64), offsets=offsets,
-                     rows=rows.astype(np.int64))
-            total += len(codes)
+            total += write_bucket(out_dir, bucket, pairs[0], pairs[1])
         return total

@@ -105,24 +105,12 @@ def _rows_for(source: str, index_dir: str, start: int, stop: int) -> Chunk:
     return rows, found
 
 
-#: Postings kept in memory at most when retrieving (16 bytes each): beyond, buckets are read as needed.
-MAX_CACHED_POSTINGS = 32_000_000
-
-
 def open_index(directory: str | Path):
-    """A :class:`~.index.CorpusIndex` that keeps every postings bucket in memory when they fit.
-
-    Triples come in knowledge-base order, not bucket order: with the index's default cache of 16
-    buckets nearly every lookup would read a bucket file again.
-    """
-    import json
-
+    """The :class:`~.index.CorpusIndex` in ``directory``; its postings are memory-mapped, so triples in
+    knowledge-base order (not bucket order) cost page reads, never whole buckets."""
     from medlama.datasets.context_variance.index import CorpusIndex
 
-    manifest = json.loads((Path(directory) / "manifest.json").read_text(encoding="utf-8"))
-    buckets = manifest.get("num_buckets", 16)
-    fits = manifest.get("num_postings", 0) <= MAX_CACHED_POSTINGS
-    return CorpusIndex(directory, cache_buckets=buckets if fits else 16)
+    return CorpusIndex(directory)
 
 
 def run_chunks(source: str, index_dir: str, chunks: Sequence[tuple[int, int]], triples: Sequence[Triple],

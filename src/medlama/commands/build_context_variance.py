@@ -23,6 +23,7 @@ from medlama.commands.flags import add_settings_flags, given_settings
 
 def register(builders) -> None:
     """Add the ``context-variance`` parser to ``medlama build``'s sub-parsers."""
+    from medlama.datasets.context_variance.index_engine import IndexEngine
     from medlama.datasets.context_variance.settings import BuildSettings, KnowledgeSpec
     from medlama.loaders.corpora import ON_BAD_RECORD
 
@@ -68,10 +69,12 @@ def register(builders) -> None:
     parser.add_argument("--num-proc", type=int, default=1, help="processes for indexing and building contexts "
                                                                             "(default: %(default)s)")
     parser.add_argument("--index-dir", type=Path, help="where corpus indexes are kept and reused (default: "
-                                                       "$MEDLAMA_CACHE/cv-index, else ~/.cache/medlama/cv-index)")
+                                                       "$MEDLAMA_CACHE/cv-index, else ~/.cache/medlama/cv-index; "
+                                                       "with --executor slurm, a folder the nodes share)")
     parser.add_argument("--max-shard-mb", type=int, default=500, metavar="MB",
                         help="a data file is closed at this size (megabytes) and the rows go on in its next shard "
                              "(default: %(default)s, the datasets Hub's shard size)")
+    add_settings_flags(parser, IndexEngine, title="index engine (datatrove; --num-proc: local and Ray workers)")
     parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
     parser.set_defaults(func=run)
 
@@ -168,12 +171,15 @@ def _run(args: argparse.Namespace) -> int:
 
     from medlama.datasets.context_variance.builder import ContextVarianceBuilder
     from medlama.datasets.context_variance.export import write_folder
+    from medlama.datasets.context_variance.index_engine import IndexEngine, IndexSubmitted
     from medlama.datasets.context_variance.settings import BuildSettings, KnowledgeSpec
     from medlama.core.display import print_table
     from medlama.core.errors import MedlamaInputError
     from medlama.core.progress import enabled as progress_enabled
     from medlama.core.settings import settings_from
 
+    engine = settings_from(IndexEngine, given_settings(args, IndexEngine), workers=args.num_proc)
+    engine.check_available()  # before anything is read
     specs = corpus_specs(args)
     if not specs:
         raise MedlamaInputError("no corpus given: name at least one with --mimic, --pmc or --corpus")
@@ -184,12 +190,16 @@ def _run(args: argparse.Namespace) -> int:
         values["max_docs"] = None
     settings = settings_from(BuildSettings, values)
     builder = ContextVarianceBuilder(knowledge=knowledge, corpora=tuple(specs), settings=settings,
-                                     index_root=args.index_dir, num_proc=args.num_proc, progress=progress_enabled())
+                                     index_root=args.index_dir, num_proc=args.num_proc, index_engine=engine,
+                                     progress=progress_enabled())
     kb = builder.knowledge_base()
     print(f"{knowledge.origin} ({folder}): {len(kb):,} triples, {len(kb.entities):,} entities", file=sys.stderr)
     # `origin` goes into the card and build_info.json, which are published: the spec's has no local path.
-    # UMLS provenance: the builder infers it from the origin
-    build = write_folder(builder, args.out, max_shard_bytes=args.max_shard_mb * 1_000_000)
+    try:  # UMLS provenance: the builder infers it from the origin
+        build = write_folder(builder, args.out, max_shard_bytes=args.max_shard_mb * 1_000_000)
+    except IndexSubmitted as submitted:  # Slurm builds the index; the same command, rerun, builds the sets
+        print(f"medlama: {submitted}; nothing written to {args.out} yet", file=sys.stderr)
+        return 0
     if args.json:
         json.dump({"out": str(args.out), "sources": [asdict(s) for s in build.sources],
                    "configs": build.configs, "default_config": build.default_config}, sys.stdout, indent=2)

@@ -1,0 +1,234 @@
+"""The datatrove index pipeline: a corpus of many files gives the index (and the sets) of one file and of the
+in-process engine; a build that failed part-way resumes its missing tasks only; a repeated id is named at both
+places; the Slurm and Ray executors are made with the same pipeline; format-1 indexes are refused."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from medlama.core.errors import MedlamaInputError
+from medlama.datasets.context_variance import index_build
+from medlama.datasets.context_variance.index import CorpusIndex, entity_payload
+from medlama.datasets.context_variance.index_engine import (
+    IndexEngine,
+    build_file_index,
+    make_executors,
+    open_or_build_spec_index,
+    plan_build,
+    work_folder,
+)
+from medlama.datasets.context_variance.index_steps import ChunkWriter, CorpusReader, MatchChunks, completed_tasks
+from medlama.datasets.context_variance.kb_adapters import knowledge_base_from_medlama
+from medlama.datasets.context_variance.settings import CorpusSpec
+from medlama.loaders.corpora import MIMIC_COLUMNS, corpus_files
+
+from cv_inputs import NOTES
+
+ENGINE = IndexEngine(tasks=3, chunk_size=4, num_buckets=5)
+
+
+def write_notes(path: Path, first: int, count: int) -> Path:
+    """``count`` MIMIC-III notes with ROW_IDs from ``first`` (the test notes in turn, numbered)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(MIMIC_COLUMNS)
+        for row_id in range(first, first + count):
+            writer.writerow([row_id, 1, 2, "2100-01-01", "", "", "Discharge summary", "", "", "",
+                             f"Note {row_id}. {NOTES[row_id % len(NOTES)]}"])
+    return path
+
+
+@pytest.fixture(scope="module")
+def kb(medlama_folder):
+    return knowledge_base_from_medlama(medlama_folder, "full")
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory) -> tuple[Path, Path]:
+    """The same 30 notes as one file and as a folder of four files (sizes 7, 9, 1, 13)."""
+    root = tmp_path_factory.mktemp("notes")
+    single = write_notes(root / "single" / "NOTEEVENTS.csv", 1, 30)
+    first = 1
+    for number, count in enumerate((7, 9, 1, 13)):
+        write_notes(root / "many" / f"notes-{number}.csv", first, count)
+        first += count
+    return single, root / "many"
+
+
+def assert_same_index(a: CorpusIndex, b: CorpusIndex) -> None:
+    for key in ("num_documents", "num_stored_documents", "num_characters", "num_postings", "corpus_fingerprint",
+                "entities_fingerprint"):
+        assert a.manifest[key] == b.manifest[key], key
+    assert a.entity_ids == b.entity_ids
+    for entity_id in a.entity_ids:
+        assert np.array_equal(a.rows_with(entity_id), b.rows_with(entity_id)), entity_id
+    stored = sorted({int(r) for entity_id in a.entity_ids for r in a.rows_with(entity_id)})
+    assert len(stored) == a.num_stored_documents
+    for row in stored:
+        assert a.document(row) == b.document(row)
+
+
+def test_many_files_give_the_index_of_one_file_and_of_the_in_process_engine(tmp_path, corpora, kb):
+    single, many = corpora
+    one, split = CorpusSpec.make(single, "mimic"), CorpusSpec.make(many, "mimic")
+    by_engine = open_or_build_spec_index(one, kb, tmp_path / "one", fingerprint="same", engine=ENGINE)
+    from_files = open_or_build_spec_index(split, kb, tmp_path / "many", fingerprint="same", engine=ENGINE)
+    in_process = CorpusIndex.build(one.load(), kb, tmp_path / "old", fingerprint="same", chunk_size=4,
+                                   num_buckets=5)
+    assert from_files.manifest["engine"]["read_tasks"] == 3 and from_files.manifest["engine"]["files"] == 4
+    assert from_files.num_documents == 30 and from_files.num_stored_documents > 5
+    assert_same_index(from_files, in_process)
+    assert_same_index(by_engine, in_process)
+    assert from_files.document(int(from_files.rows_with("C101")[0])).doc_id == "4"  # ROW_IDs kept (note 4 is the first with a wheeze)
+    assert not work_folder(tmp_path / "many").root.exists()  # removed once the index is in place
+
+
+def test_many_files_build_the_sets_of_one_file(tmp_path, corpora, medlama_folder):
+    from medlama.datasets.context_variance.export import build_context_variance
+
+    single, many = corpora
+    kb = knowledge_base_from_medlama(medlama_folder, "full")
+    for name, path in (("one", single), ("many", many)):
+        build_context_variance(kb, [CorpusSpec.make(path, "mimic")], tmp_path / name, index_root=tmp_path / "idx",
+                               progress=False, origin="MedLAMA `full`")
+    parts = sorted((tmp_path / "one" / "data").rglob("*.parquet"))
+    assert parts
+    for part in parts:
+        relative = part.relative_to(tmp_path / "one")
+        assert part.read_bytes() == (tmp_path / "many" / relative).read_bytes(), relative
+
+
+def test_a_failed_build_resumes_only_its_missing_tasks(tmp_path, corpora, kb, monkeypatch):
+    _, many = corpora
+    spec = CorpusSpec.make(many, "mimic")
+    files, payload = corpus_files([str(many)], "mimic"), entity_payload(kb)
+    # files of 7, 9, 1 and 13 notes in chunks of 2: 4 + 5 + 1 + 7 = 17 chunks; matching task t takes t, t+4, ...
+    engine = IndexEngine(tasks=4, chunk_size=2, num_buckets=5)
+    matched: list[int] = []
+    failed: list[int] = []
+    real = index_build.match_chunk
+
+    def flaky(number, *args):
+        matched.append(number)
+        if number == 6 and not failed:  # task 2's second chunk fails, once
+            failed.append(number)
+            raise RuntimeError("killed")
+        return real(number, *args)
+
+    monkeypatch.setattr(index_build, "match_chunk", flaky)
+    directory = tmp_path / "idx"
+    with pytest.raises(RuntimeError, match="killed"):
+        build_file_index(files, "mimic", {}, payload, directory, fingerprint="v1", engine=engine)
+    work = work_folder(directory)
+    assert not directory.exists()  # nothing half-built is ever in place
+    assert completed_tasks(work, "read") == [0, 1, 2, 3]
+    assert completed_tasks(work, "match") == [0, 1]  # task 2 failed; tasks run in order, so 3 never ran
+    assert len(work.chunk_list()) == 17
+    assert sorted(matched) == [0, 1, 2, 4, 5, 6, 8, 9, 12, 13, 16]
+    matched.clear()
+    assert build_file_index(files, "mimic", {}, payload, directory, fingerprint="v1", engine=engine)
+    # only the chunks of the unfinished tasks, less the one task 2 had matched before it failed
+    assert sorted(matched) == [3, 6, 7, 10, 11, 14, 15]
+    assert not work.root.exists()  # the work folder is removed once the index is in place
+    resumed = CorpusIndex(directory)
+    assert resumed.manifest["engine"]["runs"] == 2
+    whole = open_or_build_spec_index(spec, kb, tmp_path / "whole", fingerprint="v1", engine=engine)
+    assert_same_index(resumed, whole)
+
+
+def test_a_changed_plan_starts_afresh(tmp_path, corpora, kb):
+    single, _ = corpora
+    files, payload = corpus_files([str(single)], "mimic"), entity_payload(kb)
+    work = plan_build(files, "mimic", {}, payload, tmp_path / "idx", fingerprint="v1", engine=ENGINE)
+    (work.root / "chunks").mkdir()
+    (work.root / "chunks" / "r00000.json").write_text("{}")
+    again = plan_build(files, "mimic", {}, payload, tmp_path / "idx", fingerprint="v1", engine=ENGINE)
+    assert again.plan()["runs"] == 2 and (work.root / "chunks" / "r00000.json").exists()
+    plan_build(files, "mimic", {}, payload, tmp_path / "idx", fingerprint="v2", engine=ENGINE)
+    assert not (work.root / "chunks").exists() and work.plan()["runs"] == 1
+    (work.root / "chunks").mkdir()
+    (work.logs("finish") / "completions").mkdir(parents=True)
+    (work.logs("finish") / "completions" / "00000").touch()  # finished, and its index removed since
+    plan_build(files, "mimic", {}, payload, tmp_path / "idx", fingerprint="v2", engine=ENGINE)
+    assert not (work.root / "chunks").exists() and work.plan()["runs"] == 1
+
+
+def test_a_repeated_id_across_files_names_both_places(tmp_path, kb):
+    write_notes(tmp_path / "notes" / "a.csv", 1, 5)
+    write_notes(tmp_path / "notes" / "b.csv", 4, 3)  # ROW_IDs 4, 5, 6: 4 is in a.csv too
+    spec = CorpusSpec.make(tmp_path / "notes", "mimic")
+    with pytest.raises(MedlamaInputError) as error:
+        open_or_build_spec_index(spec, kb, tmp_path / "idx", fingerprint="x", engine=ENGINE)
+    first = tmp_path / "notes" / "a.csv"
+    assert f"document id '4' was already read at {first}, line 5 (record 4)" in str(error.value)
+    assert "is a notes file read twice?" in str(error.value)
+    assert error.value.file == str(tmp_path / "notes" / "b.csv") and error.value.row == 2
+    assert not (tmp_path / "idx").exists()
+    # the streaming reader of the whole corpus says the same
+    with pytest.raises(MedlamaInputError) as streamed:
+        list(spec.load())
+    assert str(streamed.value) == str(error.value)
+
+
+def test_cluster_executors_run_the_same_pipeline(tmp_path, corpora, kb):
+    from datatrove.executor import SlurmPipelineExecutor
+    from datatrove.executor.ray import RayPipelineExecutor
+
+    single, _ = corpora
+    files, payload = corpus_files([str(single)], "mimic"), entity_payload(kb)
+    slurm = IndexEngine(executor="slurm", tasks=64, num_buckets=5, slurm_partition="cpu", slurm_time="2:00:00")
+    work = plan_build(files, "mimic", {}, payload, tmp_path / "idx", fingerprint="v1", engine=slurm)
+    local = make_executors(work, IndexEngine(tasks=64))
+    executors = make_executors(work, slurm)
+    assert [type(e) for e in executors] == [SlurmPipelineExecutor] * 4
+    assert [e.tasks for e in executors] == [1, 64, 5, 1]  # one file to read; five buckets to merge
+    assert [e.partition for e in executors] == ["cpu"] * 4 and executors[1].time == "2:00:00"
+    assert [e.depends for e in executors] == [None, *executors[:3]]
+    if sys.prefix != sys.base_prefix:  # the jobs activate the environment running this
+        assert executors[0].venv_path == str(Path(sys.prefix) / "bin" / "activate")
+    for mine, theirs in zip(local, executors):
+        assert [type(step) for step in mine.pipeline] == [type(step) for step in theirs.pipeline]
+    assert [type(step) for step in executors[0].pipeline] == [CorpusReader, ChunkWriter]
+    assert [type(step) for step in executors[1].pipeline] == [MatchChunks]
+    assert executors[1].logging_dir.path.endswith("logs/match")
+    ray = make_executors(work, IndexEngine(executor="ray", tasks=64, workers=8))
+    assert [type(e) for e in ray] == [RayPipelineExecutor] * 4 and ray[1].workers == 8 and ray[0].workers == 1
+    with pytest.raises(MedlamaInputError, match="slurm-partition"):
+        IndexEngine(executor="slurm").check_available()
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        with pytest.raises(MedlamaInputError, match="needs the ray package"):
+            IndexEngine(executor="ray").check_available()
+
+
+def test_a_format_1_index_is_refused_and_rebuilt(tmp_path, corpora, kb):
+    single, _ = corpora
+    spec = CorpusSpec.make(single, "mimic")
+    index = open_or_build_spec_index(spec, kb, tmp_path / "idx", fingerprint="v1", engine=ENGINE)
+    manifest = json.loads((index.directory / "manifest.json").read_text())
+    (index.directory / "manifest.json").write_text(json.dumps({**manifest, "version": 1}))
+    with pytest.raises(MedlamaInputError, match="v1 is not .* v2; rebuild it"):
+        CorpusIndex.open(index.directory)
+    rebuilt = open_or_build_spec_index(spec, kb, tmp_path / "idx", fingerprint="v1", engine=ENGINE)
+    assert rebuilt.manifest["version"] == 2
+    assert isinstance(rebuilt.rows_with("C101"), np.memmap) or rebuilt.rows_with("C101").base is not None
+
+
+def test_the_command_refuses_an_executor_it_cannot_use_before_reading(tmp_path, corpora, medlama_folder, capsys):
+    from medlama.cli import main
+
+    single, _ = corpora
+    base = ["build", "context-variance", "--medlama", str(medlama_folder), "--mimic", str(single),
+            "--index-dir", str(tmp_path / "idx"), "--out", str(tmp_path / "out")]
+    assert main([*base, "--executor", "slurm", "--tasks", "8"]) == 2
+    assert "--executor slurm needs --slurm-partition" in capsys.readouterr().err
+    assert main([*base, "--tasks", "0"]) == 2
+    assert not (tmp_path / "idx").exists() and not (tmp_path / "out").exists()
