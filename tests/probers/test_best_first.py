@@ -1,7 +1,7 @@
 """Best-first search for ``causal-likelihood`` (sum reduction) against the exhaustive ranking: the same top-k
 names in the same order (ties included: equal scores in pool order), scores equal up to float32 rounding,
-the gold's rank equal up to the cut-off; ``--search`` on the command line, recorded in ``results.json``,
-and refused with the mean reduction.
+the gold's rank equal up to the cut-off; best-first refused with the mean reduction, before any model loads.
+(``--search`` on the command line and in ``results.json``: ``test_causal_cli.py``.)
 
 Models are the tiny GPT-2 and Llama of ``tiny_causal`` (random weights spread wide, so no near-ties; a flat
 head for exact ties; a tiny GPT-2 trained a few seconds on the test sentences for a peaked distribution).
@@ -10,7 +10,6 @@ The reference is ``rank_unique`` over every candidate's exhaustive score (``Caus
 
 from __future__ import annotations
 
-import json
 import random
 
 import numpy as np
@@ -173,20 +172,3 @@ def test_best_first_with_mean_is_refused_before_loading(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "search 'best-first' needs reduction 'sum'" in err and "Traceback" not in err
 
-
-def test_search_flag_is_recorded_and_changes_no_prediction(tmp_path):
-    from probe_outputs import predictions  # tests/helpers
-
-    model = save_causal(tmp_path / "gpt2", "gpt2")
-    data = cv_inputs.write_medlama_folder(tmp_path / "medlama")
-    runs = {}
-    for search in ("best-first", "exhaustive", None):
-        out = tmp_path / f"out-{search}"
-        flags = ["--search", search] if search else []
-        assert main(["probe", "--data", str(data), "--model", str(model), "--method", "causal-likelihood",
-                     *flags, "--out", str(out)]) == 0
-        (result,) = json.loads((out / "results.json").read_text())
-        runs[search] = (result["settings"]["search"], result["metrics"],
-                        [row["predictions"] for row in predictions(out, result["label"])])
-    assert [runs[s][0] for s in runs] == ["best-first", "exhaustive", "best-first"]  # the default, resolved
-    assert runs["best-first"][1:] == runs["exhaustive"][1:] == runs[None][1:]
