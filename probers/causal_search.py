@@ -170,21 +170,33 @@ class _Search:
             repeated = copy.deepcopy(cache)  # the prefix's cache stays as it was for the next pass
             repeated.batch_repeat_interleave(len(part))
             logits = self.lm.model(input_ids=ids.to(self.lm.device), past_key_values=repeated, use_cache=True).logits
-            lp = _log_softmax(logits).cpu()
             self.token_forwards += sum(map(len, fed))
-            for r, (score, path, chain, node) in enumerate(part):
-                at = len(path) - 1  # the position whose output predicts the token after the path
-                row = lp[r]
-                require_log_probs(row[at:len(fed[r])], model=self.lm.model_path)
-                for offset, token in enumerate(chain):  # the chain's nodes: running sum, in token order
-                    score += float(row[at + offset, token])
-                end = at + len(chain)
+            # Only the positions that score something new: the chain's tokens and the last node's children
+            # (a log-softmax over the vocabulary at each, in float32 as the exhaustive method computes it).
+            rows, positions, starts = [], [], []
+            for r, (_, path, chain, _) in enumerate(part):
+                starts.append(len(rows))
+                rows += [r] * (len(chain) + 1)
+                positions += range(len(path) - 1, len(path) + len(chain))
+            lp = _log_softmax(logits[rows, positions])
+            require_log_probs(lp, model=self.lm.model_path)
+            picks, tokens = [], []
+            for r, (_, _, chain, node) in enumerate(part):
+                picks += range(starts[r], starts[r] + len(chain))
+                tokens += chain
+                kids = [token for token in node if token != END]
+                picks += [starts[r] + len(chain)] * len(kids)
+                tokens += kids
+            values = iter(lp[picks, tokens].double().cpu().tolist())
+            for score, path, chain, node in part:
+                for _ in chain:  # the chain's nodes: a running float64 sum, in token order
+                    score += next(values)
                 if END in node:
                     self._complete_names(self.where.get(node[END], []), score)
                 whole = path + chain
                 for token, child in node.items():
                     if token != END:
-                        self._reach(child, whole + (token,), score + float(row[end, token]))
+                        self._reach(child, whole + (token,), score + next(values))
 
     def ranked(self) -> list[tuple[str, float]]:
         """The completed names by score, ties in pool order (``rank_unique``'s order)."""
