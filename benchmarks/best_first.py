@@ -40,15 +40,11 @@ def hard_set(folder: Path, source: Path):
 def train_model(folder: Path, sentences: list[str], seconds: float, seed: int = 0) -> int:
     """A small GPT-2 trained for ``seconds`` on ``sentences`` and saved in ``folder``; the steps taken."""
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+    from transformers import GPT2Config, GPT2LMHeadModel
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(sentences, trainers.BpeTrainer(vocab_size=4000, special_tokens=["<|endoftext|>"],
-                                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+    from bench_causal import bpe_tokenizer  # benchmarks/, beside this script
+
+    tokenizer = bpe_tokenizer(sentences, 4000)
     torch.manual_seed(seed)
     model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=128, n_embd=128, n_layer=4, n_head=4,
                                        bos_token_id=0, eos_token_id=0))

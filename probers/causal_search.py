@@ -169,16 +169,20 @@ class _Search:
                 ids[r, :len(row)] = torch.tensor(row, dtype=torch.long)
             repeated = copy.deepcopy(cache)  # the prefix's cache stays as it was for the next pass
             repeated.batch_repeat_interleave(len(part))
-            logits = self.lm.model(input_ids=ids.to(self.lm.device), past_key_values=repeated, use_cache=True).logits
-            self.token_forwards += sum(map(len, fed))
-            # Only the positions that score something new: the chain's tokens and the last node's children
-            # (a log-softmax over the vocabulary at each, in float32 as the exhaustive method computes it).
+            # Only the positions that score something new: the chain's tokens and the last node's children.
+            # The LM head runs at those positions alone (the union over the rows: one index list for all);
+            # the log-softmax over the vocabulary at each is float32, as the exhaustive method computes it.
             rows, positions, starts = [], [], []
             for r, (_, path, chain, _) in enumerate(part):
                 starts.append(len(rows))
                 rows += [r] * (len(chain) + 1)
                 positions += range(len(path) - 1, len(path) + len(chain))
-            lp = _log_softmax(logits[rows, positions])
+            keep = sorted(set(positions))
+            column = {position: c for c, position in enumerate(keep)}
+            logits = self.lm.model(input_ids=ids.to(self.lm.device), past_key_values=repeated, use_cache=True,
+                                   logits_to_keep=torch.tensor(keep, device=self.lm.device)).logits
+            self.token_forwards += sum(map(len, fed))
+            lp = _log_softmax(logits[rows, [column[position] for position in positions]])
             require_log_probs(lp, model=self.lm.model_path)
             picks, tokens = [], []
             for r, (_, _, chain, node) in enumerate(part):
