@@ -2,7 +2,10 @@
 
 * ``causal-likelihood`` (exact): every candidate scored by the log-probability of its tokens, then the
   query's text after ``[Y]``, as the continuation of the text before ``[Y]`` (sum, or mean per token with
-  ``reduction="mean"``); the prefix runs once and its KV cache serves every candidate (``CausalLM``).
+  ``reduction="mean"``); the prefix runs once and its KV cache serves every candidate (``CausalLM``). With
+  the sum, ``rank`` finds the same top-k by best-first search over the candidates' token trie
+  (``search="best-first"``, the default there; :mod:`medlama.probers.causal_search`), scoring a fraction of
+  the names; ``scores`` scores them all.
 * ``causal-constrained`` (fast): beam search (``transformers``' ``generate``) with a logits processor walking
   a prefix trie of the candidates' token sequences, each closed by the first ``close_tokens`` tokens after
   ``[Y]`` (default 1; EOS when nothing follows), and a stopping criterion that finishes a beam where a

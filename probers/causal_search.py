@@ -35,6 +35,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_log_probs
 from medlama.probers.causal import END, candidate_trie
 from medlama.probers.causal_scoring import CausalLM, CausalQuery, _log_softmax
@@ -110,6 +111,8 @@ class _Search:
 
     def _complete_names(self, indices: list[int], score: float) -> None:
         for index in indices:
+            if self.names[index] in self.done:  # a popped node that ends a name was completed when reached
+                continue
             self.done[self.names[index]] = score
             if len(self.best) < self.n:
                 heapq.heappush(self.best, score)
@@ -215,6 +218,9 @@ def best_first(lm: CausalLM, text: str, names: Sequence[str], top_k: int, *, gol
     ``batch_size``: nodes per forward pass. Equals ``rank_unique`` over the exhaustive scores (see the
     module docstring for float32 rounding).
     """
+    if top_k < 1 or cutoff < 0 or batch_size < 1:
+        raise MedlamaInputError(f"best-first search needs top_k >= 1, cutoff >= 0 and batch_size >= 1; got "
+                                f"{top_k}, {cutoff} and {batch_size}")
     split = lm.split(text)
     search = _Search(lm, split, names, max(top_k, cutoff, 1), batch_size)
     search.run()

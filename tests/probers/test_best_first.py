@@ -94,6 +94,19 @@ def test_best_first_equals_exhaustive_on_random_queries(tiny_causal):
     assert default.rank(queries, 5) == prober.rank(queries, 5)
 
 
+def test_names_ending_inside_other_names(tiny_causal, tmp_path):
+    """Nothing after the slot: a name that starts another ends inside its path, and is complete once only."""
+    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+
+    pool = ["asthma", "asthma attack", "diabetes", "diabetes mellitus", "pain", "back pain", "kidney disease",
+            "kidney", "cough"]
+    texts = ["aspirin may treat [Y]", "the patient had [Y]", "[Y]", "asthma attack treated with [Y]"]
+    queries = QuerySet(list("abcd"), ["r"] * 4, texts, [["asthma"], ["pain"], ["kidney"], ["diabetes"]], pool)
+    for folder in (tiny_causal, save_causal(tmp_path / "flat", "gpt2", flat=True)):
+        prober = CausalLikelihoodProber(folder, LikelihoodSettings(search="exhaustive", batch_size=2))
+        check_equal(prober, queries, ks=(1, 2, 3, 5, 9), cutoff=2)
+
+
 @pytest.mark.parametrize("batch_size", [1, 3, 64])
 def test_every_batch_size_gives_the_same_ranking(tiny_causal, batch_size):
     from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
