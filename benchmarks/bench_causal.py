@@ -49,17 +49,24 @@ def names(n: int, seed: int) -> list[str]:
     return sorted(out)
 
 
-def build_model(folder: Path, size: str, corpus: list[str]) -> None:
-    import torch
+def bpe_tokenizer(corpus: list[str], vocab_size: int = 2000):
+    """A GPT-2 style byte-level BPE tokenizer trained on ``corpus`` (nothing downloaded)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=2000, special_tokens=["<|endoftext|>"],
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
                                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+
+
+def build_model(folder: Path, size: str, corpus: list[str]) -> None:
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = bpe_tokenizer(corpus)
     # Real models have ~50k-128k rows of output embeddings: pad the vocabulary so the head costs the same.
     vocab = {"tiny": len(tokenizer), "gpt2-medium": 50257, "llama-1b": 128256}[size]
     torch.manual_seed(0)

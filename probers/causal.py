@@ -2,7 +2,10 @@
 
 * ``causal-likelihood`` (exact): every candidate scored by the log-probability of its tokens, then the
   query's text after ``[Y]``, as the continuation of the text before ``[Y]`` (sum, or mean per token with
-  ``reduction="mean"``); the prefix runs once and its KV cache serves every candidate (``CausalLM``).
+  ``reduction="mean"``); the prefix runs once and its KV cache serves every candidate (``CausalLM``). With
+  the sum, ``rank`` finds the same top-k by best-first search over the candidates' token trie
+  (``search="best-first"``, the default there; :mod:`medlama.probers.causal_search`), scoring a fraction of
+  the names; ``scores`` scores them all.
 * ``causal-constrained`` (fast): beam search (``transformers``' ``generate``) with a logits processor walking
   a prefix trie of the candidates' token sequences, each closed by the first ``close_tokens`` tokens after
   ``[Y]`` (default 1; EOS when nothing follows), and a stopping criterion that finishes a beam where a
@@ -53,6 +56,27 @@ class LikelihoodSettings(CausalModelSettings):
     reduction: Literal["sum", "mean"] = setting("sum", help=REDUCTION_HELP)
     kv_cache: bool = setting(True, help="run each query's prefix once and reuse its KV cache for every candidate "
                                         "(off: score every full sequence from scratch; same scores, more work)")
+    search: Literal["best-first", "exhaustive"] | None = setting(
+        None, help="how the top-k is found: best-first over the candidates' token trie (exact for the sum "
+                   "reduction; scores a fraction of the names) or exhaustive (every candidate scored); none: "
+                   "best-first for sum (with the KV cache), exhaustive for mean")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.search == "best-first" and self.reduction != "sum":
+            raise MedlamaInputError(f"search 'best-first' needs reduction 'sum' (a prefix's summed log-probability "
+                                    f"bounds every name below it; a mean does not); with reduction "
+                                    f"{self.reduction!r} use search 'exhaustive'")
+        if self.search == "best-first" and not self.kv_cache:
+            raise MedlamaInputError("search 'best-first' feeds its paths after the prefix's KV cache; with kv_cache "
+                                    "off use search 'exhaustive'")
+
+    @property
+    def resolved_search(self) -> str:
+        """The search ``rank`` uses: the one given, else best-first where it is exact (sum, KV cache on)."""
+        if self.search is not None:
+            return self.search
+        return "best-first" if self.reduction == "sum" and self.kv_cache else "exhaustive"
 
 
 @dataclass(frozen=True)
@@ -135,8 +159,11 @@ class CausalLikelihoodProber(_CausalProber):
                  device: str | None = None) -> None:
         super().__init__(model_path, settings, device=device)
 
+    def settings(self) -> dict:
+        return {**super().settings(), "search": self.settings_.resolved_search}
+
     def scores(self, queries: QuerySet):
-        """Scores ``(len(queries), len(candidates))`` as float64, higher is better."""
+        """Scores ``(len(queries), len(candidates))`` as float64, higher is better (every candidate scored)."""
         names = self._need_candidates(queries)
         out = np.empty((len(queries), len(names)), dtype=np.float64)
         for q, text in enumerate(queries.texts):
@@ -150,7 +177,20 @@ class CausalLikelihoodProber(_CausalProber):
         if top_k < 1:
             raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
         names = self._need_candidates(queries)
+        if self.settings_.resolved_search == "best-first":
+            return [result.names for result in self.best_first(queries, top_k)]
         return [rank_unique(list(zip(names, row)), top_k) for row in self.scores(queries)]
+
+    def best_first(self, queries: QuerySet, top_k: int = 10, *, cutoff: int = 0) -> list:
+        """Per query, the exact top ``top_k`` with scores, the gold's rank up to ``cutoff`` and its score, by
+        best-first search (:func:`medlama.probers.causal_search.best_first`; sum reduction only)."""
+        from medlama.probers.causal_search import best_first
+
+        if self.settings_.reduction != "sum":
+            raise MedlamaInputError(f"best-first search needs reduction 'sum', got {self.settings_.reduction!r}")
+        names = self._need_candidates(queries)
+        return [best_first(self.lm, text, names, top_k, gold=gold, cutoff=cutoff, batch_size=self.settings_.batch_size)
+                for text, gold in zip(queries.texts, queries.gold)]
 
 
 #: The key of a trie node where a candidate ends (its value: the candidate's token ids).

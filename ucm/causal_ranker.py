@@ -46,4 +46,5 @@ class CausalRanker(ContextRanker):
         return len(split.prefix) + longest + len(split.suffix) - 1 <= lm.max_length
 
     def settings(self) -> dict:
-        return {**self.prober.settings(), "method": self.method}
+        # The ranker scores every pool name (``scores``): how the prober's ``rank`` searches does not apply.
+        return {**{k: v for k, v in self.prober.settings().items() if k != "search"}, "method": self.method}

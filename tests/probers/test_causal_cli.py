@@ -76,6 +76,16 @@ def test_probe_causal_likelihood_end_to_end(tiny_gpt2, medlama_tiny, tmp_path, c
     assert len(queries) == 6 and all(len(q["predictions"]) == min(10, len(queries.candidates)) for q in result["rows"])
 
 
+
+def test_search_flag_is_recorded_and_changes_no_prediction(tiny_gpt2, medlama_tiny, tmp_path):
+    data = ["--data", str(medlama_tiny), "--config", "full", "--model", str(tiny_gpt2), "--method", "causal-likelihood"]
+    runs = {}
+    for search in ("best-first", "exhaustive", None):
+        (result,) = run_probe(tmp_path, f"search-{search}", *data, *(["--search", search] if search else []))
+        runs[search] = (result["settings"]["search"], result["metrics"], [q["predictions"] for q in result["rows"]])
+    assert [runs[s][0] for s in runs] == ["best-first", "exhaustive", "best-first"]  # the default, resolved
+    assert runs["best-first"][1:] == runs["exhaustive"][1:] == runs[None][1:]
+
 def _source(folder):
     from medlama.probers.queries import QuerySource
 

@@ -44,7 +44,8 @@ def register(subparsers) -> None:
                        helps={"max_tokens": lambda _: "mask-average: most masks per name, longer names are scored "
                                                       "on their first N tokens; none: the longest name's token count"})
     add_settings_flags(parser, RetrievalRankerSettings, exclude=("batch_size",), title="retrieval ranker")
-    add_settings_flags(parser, LikelihoodSettings, exclude=("batch_size",), title="causal-likelihood ranker")
+    add_settings_flags(parser, LikelihoodSettings, exclude=("batch_size", "search"),
+                       title="causal-likelihood ranker")
     parser.add_argument("--batch-size", type=int, metavar="N",
                         help=f"{BATCH_SIZE_LEAD} (default: mask-average {MaskAverageSettings().batch_size}"
                              f", retrieval {RetrievalRankerSettings().batch_size}); causal-likelihood: candidate "

@@ -1,0 +1,187 @@
+"""Best-first search for ``causal-likelihood`` (sum reduction) against the exhaustive ranking: the same top-k
+names in the same order (ties included: equal scores in pool order), scores equal up to float32 rounding,
+the gold's rank equal up to the cut-off; best-first refused with the mean reduction, before any model loads.
+(``--search`` on the command line and in ``results.json``: ``test_causal_cli.py``.)
+
+Models are the tiny GPT-2 and Llama of ``tiny_causal`` (random weights spread wide, so no near-ties; a flat
+head for exact ties; a tiny GPT-2 trained a few seconds on the test sentences for a peaked distribution).
+The reference is ``rank_unique`` over every candidate's exhaustive score (``CausalLikelihoodProber.scores``).
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from medlama.cli import main
+from medlama.core.errors import MedlamaInputError
+from medlama.probers.mlm import rank_unique
+from medlama.probers.queries import QuerySet
+
+import cv_inputs  # tests/helpers (pytest pythonpath): a MedLAMA-shaped folder of 6 queries
+from fp32 import fp32_sum_atol  # tests/helpers
+from tiny_causal import NAMES, SENTENCES, save_causal  # tests/helpers
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
+
+#: Names sharing token prefixes (the trie branches), a repeat, and a prefix of another name.
+POOL = [*NAMES, "pain", "asthma attack cough", "diabetes mellitus kidney", "back pain fever", "kidney",
+        "the cold", "headache and fever", "insulin", "aspirin", "cough and fever", "chronic asthma"]
+WORDS = sorted({word for sentence in SENTENCES for word in sentence.split()})
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama"])
+def tiny_causal(request, tmp_path_factory):
+    return save_causal(tmp_path_factory.mktemp(f"bf-{request.param}"), request.param)
+
+
+def random_queries(seed: int, count: int) -> QuerySet:
+    """``count`` cloze queries of random words (some with nothing after the slot, some starting with it),
+    each with a random pool subset's gold; the pool is ``POOL`` shuffled by the seed."""
+    rng = random.Random(seed)
+    pool = rng.sample(POOL, len(POOL))
+    texts, gold = [], []
+    for _ in range(count):
+        left = " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 5)))
+        right = rng.choice(["", " .", " may cause cough .", " and headache ."])
+        texts.append(f"{left} [Y]{right}".strip())
+        gold.append(rng.sample(pool, rng.randint(1, 2)))
+    return QuerySet([f"q{i}" for i in range(count)], ["rel"] * count, texts, gold, pool, "random")
+
+
+def reference(prober, queries: QuerySet):
+    """Per query: every distinct name by exhaustive score, ties in pool order, and the name -> score map."""
+    out = []
+    for row in prober.scores(queries):
+        scored = list(zip(queries.candidates, row))
+        out.append((rank_unique(scored, len(scored)), dict(scored)))
+    return out
+
+
+def gold_rank(order: list[str], scores: dict, gold: list[str]) -> int | None:
+    place = next((i for i, name in enumerate(order) if name in gold), None)
+    return None if place is None or not np.isfinite(scores[order[place]]) else place + 1
+
+
+def check_equal(prober, queries: QuerySet, ks=(1, 5, 10), cutoff: int = 12) -> None:
+    expected = reference(prober, queries)
+    terms = 16  # the most tokens any row here scores (name + suffix), for the float32 tolerance
+    for k in ks:
+        for result, (order, scores), gold, text in zip(prober.best_first(queries, k, cutoff=cutoff), expected,
+                                                        queries.gold, queries.texts):
+            assert result.names == order[:k], (text, k)
+            want = [scores[name] for name in result.names]
+            assert result.scores == pytest.approx(want, abs=fp32_sum_atol(want, terms=terms) if want else 0)
+            rank = gold_rank(order, scores, gold)
+            assert result.gold_rank == (rank if rank is not None and rank <= max(k, cutoff) else None), text
+            best = max(scores[name] for name in gold)
+            assert result.gold_score == pytest.approx(best, abs=fp32_sum_atol(best, terms=terms))
+
+
+def test_best_first_equals_exhaustive_on_random_queries(tiny_causal):
+    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+
+    prober = CausalLikelihoodProber(tiny_causal, LikelihoodSettings(search="exhaustive", batch_size=8))
+    for seed in range(3):
+        check_equal(prober, random_queries(seed, 8))
+    # The prober's own rank is the search's names (the default search for sum), and differs in no query.
+    queries = random_queries(7, 6)
+    default = CausalLikelihoodProber(tiny_causal)
+    assert default.settings()["search"] == "best-first" and prober.settings()["search"] == "exhaustive"
+    assert default.rank(queries, 5) == prober.rank(queries, 5)
+
+
+def test_names_ending_inside_other_names(tiny_causal, tmp_path):
+    """Nothing after the slot: a name that starts another ends inside its path, and is complete once only."""
+    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+
+    pool = ["asthma", "asthma attack", "diabetes", "diabetes mellitus", "pain", "back pain", "kidney disease",
+            "kidney", "cough"]
+    texts = ["aspirin may treat [Y]", "the patient had [Y]", "[Y]", "asthma attack treated with [Y]"]
+    queries = QuerySet(list("abcd"), ["r"] * 4, texts, [["asthma"], ["pain"], ["kidney"], ["diabetes"]], pool)
+    for folder in (tiny_causal, save_causal(tmp_path / "flat", "gpt2", flat=True)):
+        prober = CausalLikelihoodProber(folder, LikelihoodSettings(search="exhaustive", batch_size=2))
+        check_equal(prober, queries, ks=(1, 2, 3, 5, 9), cutoff=2)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 64])
+def test_every_batch_size_gives_the_same_ranking(tiny_causal, batch_size):
+    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+
+    prober = CausalLikelihoodProber(tiny_causal, LikelihoodSettings(search="exhaustive", batch_size=batch_size))
+    check_equal(prober, random_queries(11, 4), ks=(1, 10), cutoff=3)
+
+
+def test_ties_keep_pool_order(tmp_path):
+    """A flat head: every token has log-probability -log(vocabulary), so names of as many tokens tie exactly
+    and the top-k boundary cuts through ties; the search must order them by pool place as exhaustive does."""
+    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+
+    flat = save_causal(tmp_path / "flat", "gpt2", flat=True)
+    prober = CausalLikelihoodProber(flat, LikelihoodSettings(search="exhaustive", batch_size=4))
+    queries = random_queries(3, 3)
+    lengths = {len(ids) for ids in prober.lm.candidate_ids(queries.candidates, "space")}
+    assert len(lengths) < len(set(queries.candidates))  # ties there are
+    check_equal(prober, queries, ks=(1, 2, 5, 10, 30), cutoff=4)
+    # An empty name never ranks; a repeated name counts once, at its first place.
+    odd = QuerySet(["a"], ["r"], ["aspirin may treat [Y] ."], [["fever"]], ["", "fever", "pain", "fever", "cough"])
+    check_equal(prober, odd, ks=(1, 2, 5))
+
+
+def test_peaked_model_scores_fewer_tokens(tmp_path):
+    """A tiny GPT-2 trained a few seconds on the sentences: the same ranking, far fewer tokens fed."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+    from medlama.probers.causal_search import exhaustive_token_forwards
+
+    folder = save_causal(tmp_path / "peaked", "gpt2")
+    tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModelForCausalLM.from_pretrained(folder)
+    with torch.no_grad():
+        model.get_output_embeddings().weight.div_(60)  # back to the usual scale before training
+    batch = [tokenizer(s)["input_ids"] for s in SENTENCES]
+    width = max(map(len, batch))
+    ids = torch.tensor([row + [0] * (width - len(row)) for row in batch])
+    labels = torch.tensor([row + [-100] * (width - len(row)) for row in batch])
+    torch.manual_seed(0)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(150):
+        optimiser.zero_grad()
+        model(input_ids=ids, labels=labels).loss.backward()
+        optimiser.step()
+    model.eval().save_pretrained(folder)
+    prober = CausalLikelihoodProber(folder, LikelihoodSettings(search="exhaustive"))
+    pool = [*POOL, *(f"{a} {b}" for a in NAMES for b in NAMES if a != b)]
+    texts = ["aspirin may treat [Y] .", "asthma may cause [Y] .", "insulin may treat [Y] .", "the patient had [Y] ."]
+    queries = QuerySet(list("abcd"), ["r"] * 4, texts, [["pain"], ["cough"], ["diabetes"], ["asthma"]], pool)
+    check_equal(prober, queries, ks=(1, 10), cutoff=10)
+    searched = sum(result.token_forwards for result in prober.best_first(queries, 10))
+    exhaustive = sum(exhaustive_token_forwards(prober.lm, text, pool) for text in texts)
+    assert searched * 3 < exhaustive, (searched, exhaustive)
+
+
+def test_best_first_with_mean_is_refused_before_loading(tmp_path, capsys):
+    from medlama.probers.causal import LikelihoodSettings
+    from medlama.probers.registry import make_prober
+
+    with pytest.raises(MedlamaInputError, match="search 'best-first' needs reduction 'sum'.*use search 'exhaustive'"):
+        LikelihoodSettings(reduction="mean", search="best-first")
+    with pytest.raises(MedlamaInputError, match="with kv_cache off use search 'exhaustive'"):
+        LikelihoodSettings(kv_cache=False, search="best-first")
+    assert LikelihoodSettings(reduction="mean").resolved_search == "exhaustive"
+    assert LikelihoodSettings(kv_cache=False).resolved_search == "exhaustive"
+    assert LikelihoodSettings().resolved_search == "best-first"
+    # No model folder at all: the settings are refused first.
+    with pytest.raises(MedlamaInputError, match="needs reduction 'sum'"):
+        make_prober("causal-likelihood", tmp_path / "missing", {"reduction": "mean", "search": "best-first"})
+    data = cv_inputs.write_medlama_folder(tmp_path / "medlama")
+    assert main(["probe", "--data", str(data), "--model", str(tmp_path / "missing"), "--method",
+                 "causal-likelihood", "--reduction", "mean", "--search", "best-first", "--out",
+                 str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "search 'best-first' needs reduction 'sum'" in err and "Traceback" not in err
+
