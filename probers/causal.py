@@ -130,6 +130,7 @@ class CausalLikelihoodProber(_CausalProber):
     """Every candidate ranked by its exact log-probability in the slot (the reference causal method)."""
 
     method = "causal-likelihood"
+    independent_queries = True  # each query's candidates are scored on their own (see Prober)
 
     def __init__(self, model_path: str | Path, settings: LikelihoodSettings = LikelihoodSettings(), *,
                  device: str | None = None) -> None:
