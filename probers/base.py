@@ -300,6 +300,9 @@ def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k:
           match: str = "exact") -> ProbeResult:
     """Run ``prober`` on ``queries`` (against the pool their rule gives) and score its top ``top_k``
     predictions."""
+    if getattr(getattr(prober, "settings_", None), "batch_size", None) == "auto":
+        raise MedlamaInputError("batch size 'auto' is resolved by medlama probe and medlama.probe (the largest that "
+                                "fits); a prober used on its own needs a number")
     start = time.perf_counter()
     predictions = rank_by_pool(queries, lambda part: prober.rank(part, top_k=top_k))
     return result_of(prober, queries, predictions, time.perf_counter() - start, label=label or prober.method,

@@ -26,7 +26,7 @@ import hashlib
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from medlama.core.errors import MedlamaInputError
@@ -51,8 +51,11 @@ class Unit:
     layers: bool = False
     step: int | None = None
 
-    def prober(self, device: str | None) -> Prober:
-        return self.run.prober(device, self.model)
+    def prober(self, device: str | None, batch_size: int | None = None) -> Prober:
+        """The prober of this unit (with ``batch_size`` in place of its settings' ``auto``)."""
+        run = self.run if batch_size is None else replace(self.run, settings=replace(self.run.settings,
+                                                                                     batch_size=batch_size))
+        return run.prober(device, self.model)
 
 
 def units_of(runs: Sequence[Any], checkpoints: Mapping[str, Mapping[int, Any]] | None = None) -> list[Unit]:
@@ -185,10 +188,44 @@ class RecordedProber(Prober):
         return dict(self._settings)
 
 
-def _note_of(prober: Prober) -> dict:
-    from medlama.probers.base import device_of
+class _UnitRanker:
+    """A unit's prober, made when its first shard is ranked; with ``batch_size="auto"``, made with the largest
+    batch size that fits (:func:`medlama.core.batching.fit_batch`, made again at half the size on out-of-memory;
+    a later shard starts at the size the last one used)."""
 
-    return {"settings": prober.settings(), "device": device_of(prober)}
+    def __init__(self, unit: Unit, device: str | None, prober: Prober | None = None) -> None:
+        from medlama.core.batching import is_auto, starting_size
+
+        self.unit, self.device = unit, device
+        self.auto = is_auto(unit.run.settings)
+        self.size = starting_size(unit.run.settings) if self.auto else None
+        self.prober = None if self.auto else prober  # a prober made before knew no batch size
+        self.built: int | None = None
+
+    def _at(self, size: int | None) -> Prober:
+        if self.prober is None or self.built != size:
+            self.prober = None  # let go of the model before loading it again
+            self.prober = self.unit.prober(self.device, size)
+            self.built = size
+        return self.prober
+
+    def rank(self, part: QuerySet, top_k: int) -> list[Any]:
+        if not self.auto:
+            return rank_items(self._at(None), part, top_k, self.unit.layers)
+        from medlama.core.batching import fit_batch
+
+        items, self.size = fit_batch(lambda size: rank_items(self._at(size), part, top_k, self.unit.layers),
+                                     self.size)
+        return items
+
+    def note(self) -> dict:
+        """The settings and device results record for this unit (``auto`` with the batch size it resolved to)."""
+        from medlama.probers.base import device_of
+
+        settings = self.prober.settings()
+        if self.auto:
+            settings = {**settings, "batch_size": "auto", "resolved_batch_size": self.size}
+        return {"settings": settings, "device": device_of(self.prober)}
 
 
 def rank_units(queries: QuerySet, units: Sequence[Unit], store: Any, *, top_k: int, device: str | None = None,
@@ -203,22 +240,20 @@ def rank_units(queries: QuerySet, units: Sequence[Unit], store: Any, *, top_k: i
     planned = [(unit, plan(queries, blocks=independent(unit.run.method), size=block)) for unit in units]
     position = 0
     for unit, shards in planned:
-        prober = None
+        ranker = _UnitRanker(unit, device, (probers or {}).get(unit.label))
         for shard in shards:
             mine = position % world == me
             position += 1
             identity = shard.identity(unit.label)
             if not mine or store.has(identity):
                 continue
-            if prober is None:
-                prober = (probers or {}).get(unit.label) or unit.prober(device)
-                store.note(unit.label, _note_of(prober))
             start = time.perf_counter()
-            items = rank_items(prober, shard.part, top_k, unit.layers)
+            items = ranker.rank(shard.part, top_k)
             if len(items) != len(shard.indices):
                 raise RuntimeError(f"{unit.label}: {len(items)} rankings for {len(shard.indices)} queries")
+            store.note(unit.label, ranker.note())
             store.write(identity, items, seconds=time.perf_counter() - start)
-        del prober
+        del ranker
     distributed.barrier()
     if not distributed.is_main_process():
         return None

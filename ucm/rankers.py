@@ -54,6 +54,7 @@ from typing import Any, Literal
 import numpy as np
 
 from medlama.core.defaults import MASK_PLACEHOLDER
+from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.causal import LikelihoodSettings
 from medlama.probers.encoding import POOLINGS
@@ -90,7 +91,7 @@ class RetrievalRankerSettings:
                                            help="retrieval: most tokens of an input, longer inputs lose their "
                                                 "start; none: the model's limit")
     name_max_length: int = setting(25, min=1, cli=False, help="retrieval: most tokens of a pool name")
-    batch_size: int = setting(64, help="retrieval: texts per forward pass", min=1)
+    batch_size: BatchSize = setting(64, help="retrieval: texts per forward pass", min=1)
 
     def __post_init__(self) -> None:
         check(self)

@@ -47,8 +47,13 @@ def add_retrieval_arguments(parser: argparse.ArgumentParser) -> None:
 
 def retrieval_settings(args: argparse.Namespace) -> RetrievalSettings:
     """The retrieval settings that :func:`add_retrieval_arguments`' flags give."""
-    return settings_for("retrieval", given_settings(args, METHODS["retrieval"].settings),
-                        preset=vars(args).get("preset"))
+    settings = settings_for("retrieval", given_settings(args, METHODS["retrieval"].settings),
+                            preset=vars(args).get("preset"))
+    if settings.batch_size == "auto":
+        from medlama.core.errors import MedlamaInputError
+
+        raise MedlamaInputError("--batch-size auto is for medlama probe and medlama ucm; give this command a number")
+    return settings
 
 
 def register(subparsers) -> None:
