@@ -25,7 +25,7 @@ from typing import Any
 from medlama.core.errors import MedlamaInputError
 from medlama.core.resume import setting_differences
 from medlama.trainers.config import MAY_CHANGE_ON_RESUME, MUST_MATCH_ON_RESUME, RewireConfig
-from medlama.trainers.devices import is_main_process
+from medlama.core.distributed import is_main_process
 from medlama.trainers.model import WEIGHT_FILES
 
 CONFIG_NAME = "rewire_config.json"

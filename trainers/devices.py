@@ -1,4 +1,4 @@
-"""Where and how precisely a rewiring runs: the number of training processes and the precision.
+"""How precisely a rewiring runs (how many processes run it: :mod:`medlama.core.distributed`).
 
 One process trains on CPU or one CUDA card; several (``torchrun`` / ``accelerate launch``) each take a
 slice of every global batch (see :func:`medlama.trainers.trainer.rewire`). Precision ``bf16`` is CUDA
@@ -7,7 +7,6 @@ mixed precision on cards that support it and CPU autocast elsewhere; ``fp16`` ne
 
 from __future__ import annotations
 
-from medlama.core.distributed import is_main_process, world_size  # noqa: F401 - re-exported: the trainer's
 from medlama.core.errors import MedlamaInputError
 
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")

@@ -6,7 +6,6 @@ The out-of-memory error is simulated: the tiny GPT-2's forward raises CUDA's whe
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch

@@ -1,7 +1,7 @@
 """A killed ``medlama probe`` continues from its completed shards: the rerun ranks only the shards left and
 writes the predictions an uninterrupted run writes (byte for byte); a rerun with other settings is refused,
 naming them, and ``--overwrite`` starts over. Tiny GPT-2 (causal-likelihood: blocks of queries) and tiny BERT
-(retrieval: one shard per model) on the 6-query MedLAMA-shaped folder."""
+(retrieval: one shard per model) on the 6-query MedLAMA-shaped folder (fixtures: tests/probers/conftest.py)."""
 
 from __future__ import annotations
 
@@ -15,20 +15,7 @@ from medlama.probers import sharding
 from medlama.probers.causal import CausalLikelihoodProber
 from medlama.probers.retrieval import RetrievalProber
 
-import cv_inputs  # tests/helpers (pytest pythonpath): a MedLAMA-shaped folder of 6 queries, 2 relations
-from tiny_causal import save_causal  # tests/helpers: tiny causal LMs with locally trained tokenizers
-
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
-
-
-@pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:
-    return save_causal(tmp_path_factory.mktemp("resume-gpt2"), "gpt2")
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory) -> Path:
-    return cv_inputs.write_probe_folder(tmp_path_factory.mktemp("resume-medlama") / "medlama")
 
 
 class Calls:
@@ -52,9 +39,9 @@ def shard_files(out: Path) -> list[Path]:
     return sorted((work_folder(out) / "shards").glob("*.jsonl"))
 
 
-def test_killed_causal_probe_resumes_only_the_remaining_shards(tiny_gpt2, folder, tmp_path, monkeypatch, capsys):
+def test_killed_causal_probe_resumes_only_the_remaining_shards(tiny_gpt2, medlama_tiny, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sharding, "SHARD_QUERIES", 2)  # 4 + 2 queries: 3 shards
-    flags = ["probe", "--data", str(folder), "--config", "full", "--model", str(tiny_gpt2), "--method",
+    flags = ["probe", "--data", str(medlama_tiny), "--config", "full", "--model", str(tiny_gpt2), "--method",
              "causal-likelihood", "--batch-size", "4"]
     whole = Calls(monkeypatch, CausalLikelihoodProber)
     assert main([*flags, "--out", str(tmp_path / "whole")]) == 0
@@ -81,8 +68,8 @@ def test_killed_causal_probe_resumes_only_the_remaining_shards(tiny_gpt2, folder
     assert not work_folder(out).exists()
 
 
-def test_overwrite_discards_the_shards(tiny_gpt2, folder, tmp_path, monkeypatch):
-    flags = ["probe", "--data", str(folder), "--config", "full", "--model", str(tiny_gpt2), "--method",
+def test_overwrite_discards_the_shards(tiny_gpt2, medlama_tiny, tmp_path, monkeypatch):
+    flags = ["probe", "--data", str(medlama_tiny), "--config", "full", "--model", str(tiny_gpt2), "--method",
              "causal-likelihood", "--out", str(tmp_path / "o")]
     Calls(monkeypatch, CausalLikelihoodProber, stop_at=2)  # 2 shards (one per relation): the second killed
     assert main(flags) == 130 and len(shard_files(tmp_path / "o")) == 1
@@ -91,9 +78,9 @@ def test_overwrite_discards_the_shards(tiny_gpt2, folder, tmp_path, monkeypatch)
     assert again.count == 2 and not work_folder(tmp_path / "o").exists()
 
 
-def test_killed_retrieval_probe_resumes_the_second_model(make_tiny_bert, folder, tmp_path, monkeypatch):
+def test_killed_retrieval_probe_resumes_the_second_model(make_tiny_bert, medlama_tiny, tmp_path, monkeypatch):
     first, second = make_tiny_bert("resume-a", seed=1), make_tiny_bert("resume-b", seed=2)
-    flags = ["probe", "--data", str(folder), "--config", "full", "--model", str(first), str(second),
+    flags = ["probe", "--data", str(medlama_tiny), "--config", "full", "--model", str(first), str(second),
              "--label", "a", "b"]
     whole = Calls(monkeypatch, RetrievalProber)
     assert main([*flags, "--out", str(tmp_path / "whole")]) == 0 and whole.count == 2
