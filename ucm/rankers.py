@@ -54,7 +54,6 @@ from typing import Any, Literal
 import numpy as np
 
 from medlama.core.defaults import MASK_PLACEHOLDER
-from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.causal import LikelihoodSettings
 from medlama.probers.encoding import POOLINGS
@@ -91,7 +90,7 @@ class RetrievalRankerSettings:
                                            help="retrieval: most tokens of an input, longer inputs lose their "
                                                 "start; none: the model's limit")
     name_max_length: int = setting(25, min=1, cli=False, help="retrieval: most tokens of a pool name")
-    batch_size: BatchSize = setting(64, help="retrieval: texts per forward pass", min=1)
+    batch_size: int = setting(64, help="retrieval: texts per forward pass", min=1)
 
     def __post_init__(self) -> None:
         check(self)
@@ -341,6 +340,9 @@ def make_ranker(method: str, model_path: str | Path, settings: AnySettings | Non
     (:data:`medlama.probers.registry.OLD_NAMES`, such as ``mlm`` for ``mask-average``) are accepted.
     """
     name = canonical_method(method)
+    parts = [settings.of(m) for m in METHODS] if isinstance(settings, RankerSettings) else [settings]
+    if any(getattr(part, "batch_size", None) == "auto" for part in parts):
+        raise MedlamaInputError("batch size 'auto' is resolved by medlama probe only; give the UCM rankers a number")
     if name != "auto":
         return ranker_class(name)(model_path, _settings_for(name, settings), device=device)
     if not isinstance(settings, RankerSettings):  # one method's settings: the other methods take their defaults
