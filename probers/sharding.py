@@ -23,7 +23,6 @@ give exactly the predictions of one uninterrupted run.
 from __future__ import annotations
 
 import hashlib
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -279,11 +278,6 @@ def rank_units(queries: QuerySet, units: Sequence[Unit], store: Any, *, top_k: i
                     merged[index] = item
         out[unit.label] = (merged, RecordedProber(record), seconds)
     return out
-
-
-def progress_note(text: str) -> None:
-    """A note on stderr (shards resumed), never on stdout (``--json`` keeps stdout for the results)."""
-    print(f"medlama: {text}", file=sys.stderr)
 
 
 def resumed(store: Any, queries: QuerySet, units: Sequence[Unit], *, block: int | None = None) -> tuple[int, int]:

@@ -6,8 +6,9 @@
 * :func:`checkpoint_folders`: the ``checkpoint-N`` folders of a ``--checkpoints`` sweep, checked before any
   probing (a model without them fails at once, not after its base probe).
 * :func:`probe_models`: every (method, model) run, its layer sweep and checkpoint sweep, each ranked against
-  the pool its query set's rule gives (:func:`~medlama.probers.base.rank_by_pool`) and scored as the
-  benchmark declares (:mod:`medlama.probers.benchmarks`).
+  the pool its query set's rule gives, shard by shard (:mod:`medlama.probers.sharding`: kept by
+  :func:`shard_store` beside the output, so a rerun continues a killed probe; split across the processes of
+  a ``torchrun`` run), and scored as the benchmark declares (:mod:`medlama.probers.benchmarks`).
 * :func:`print_report` and :func:`write_outputs`: the tables, and the output folder (``results.json``, a list
   of runs; ``predictions.jsonl``; the plots), written atomically into a folder this workflow owns.
 """
@@ -170,18 +171,22 @@ def shard_store(out: str | Path, queries: QuerySet, runs: Sequence[ModelRun], *,
 
     units = units_of(runs, checkpoints)
     record = manifest(queries, units, top_k=top_k)
-    error: MedlamaInputError | None = None
-    try:
-        check_work_folder(out, kind=OUTPUT_KIND, manifest=record, overwrite=overwrite, hint=hint)
-        if distributed.is_main_process():
-            ShardStore.open(out, kind=OUTPUT_KIND, manifest=record, overwrite=overwrite, hint=hint)
-    except MedlamaInputError as met:
-        error = met
-    message = distributed.agree(error)
-    if error is not None:
-        raise error
-    if message is not None:
-        raise MedlamaInputError(message)
+    def together(step) -> None:  # every process raises the first refusal any of them met
+        error: MedlamaInputError | None = None
+        try:
+            step()
+        except MedlamaInputError as met:
+            error = met
+        message = distributed.agree(error)
+        if error is not None:
+            raise error
+        if message is not None:
+            raise MedlamaInputError(message)
+
+    # All check (reading only) before the main process may discard or start the folder.
+    together(lambda: check_work_folder(out, kind=OUTPUT_KIND, manifest=record, overwrite=overwrite, hint=hint))
+    together(lambda: ShardStore.open(out, kind=OUTPUT_KIND, manifest=record, overwrite=overwrite, hint=hint)
+             if distributed.is_main_process() else None)
     store = ShardStore.joined(out)
     done, total = resumed(store, queries, units)
     if done and distributed.is_main_process():
