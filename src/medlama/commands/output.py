@@ -26,7 +26,7 @@ from medlama.core.models import check_device as check_model_device
 from medlama.probers.base import RESULTS_FILE
 
 #: ``--batch-size``'s meaning for every command that runs a model forward (not ``rewire``'s).
-BATCH_SIZE_LEAD = "inputs per forward pass, or auto (the largest batch that fits: halved on out-of-memory)"
+BATCH_SIZE_LEAD = "inputs per forward pass"
 
 def device_word(word: str) -> str:
     """argparse type of ``--device``: ``cpu``, ``cuda``, ``cuda:N`` or ``mps``."""
