@@ -112,6 +112,13 @@ def _type_error(name: str, expected: str, value: Any) -> MedlamaInputError:
     return MedlamaInputError(f"setting {name!r} must be {expected}, got {value!r}")
 
 
+def _describe(annotation: Any) -> str:
+    if typing.get_origin(annotation) is Literal:
+        return " or ".join(map(repr, typing.get_args(annotation)))
+    return {int: "an integer", float: "a number", str: "a string"}.get(annotation,
+                                                                      getattr(annotation, "__name__", str(annotation)))
+
+
 def _check_scalar(name: str, annotation: Any, value: Any, infinite: bool = False) -> None:
     origin = typing.get_origin(annotation)
     if annotation is Any:
@@ -120,13 +127,16 @@ def _check_scalar(name: str, annotation: Any, value: Any, infinite: bool = False
         return  # checked with the choices
     if origin in (Union, types.UnionType):
         for option in typing.get_args(annotation):
+            if typing.get_origin(option) is Literal:  # a word beside a type (a batch size or "auto")
+                if value in typing.get_args(option):
+                    return
+                continue
             try:
                 _check_scalar(name, option, value, infinite)
                 return
             except MedlamaInputError:
                 continue
-        raise _type_error(name, " or ".join(getattr(a, "__name__", str(a)) for a in typing.get_args(annotation)),
-                          value)
+        raise _type_error(name, " or ".join(_describe(a) for a in typing.get_args(annotation)), value)
     if annotation is bool:
         if not isinstance(value, bool):
             raise _type_error(name, "true or false", value)
@@ -182,6 +192,8 @@ def check(settings: S) -> S:
             if allowed is not None and item not in allowed:
                 raise MedlamaInputError(f"setting {field.name!r} must be one of "
                                         f"{', '.join(map(repr, allowed))}, got {item!r}")
+            if not isinstance(item, (int, float)):  # bounds are a number's ("auto" beside a batch size has none)
+                continue
             if low is not None and item < low:
                 raise MedlamaInputError(f"setting {field.name!r} must be at least {low}, got {item!r}")
             if high is not None and item > high:

@@ -31,6 +31,10 @@ class Prober(ABC):
 
     #: Short method name, as ``medlama probe --method`` spells it.
     method: str = "prober"
+    #: Whether a query's ranking is the same whatever other queries are ranked in the same call (no batching
+    #: of queries together): a probe may then be cut into blocks of queries, resumed and split across processes
+    #: block by block (:mod:`medlama.probers.sharding`); otherwise each candidate pool's queries are one shard.
+    independent_queries: bool = False
 
     @abstractmethod
     def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
@@ -266,6 +270,20 @@ def score(queries: QuerySet, predictions: list[list[str]], *, ks=REPORT_KS, matc
                                       k=list(ks), match=match)
 
 
+def pool_parts(queries: QuerySet) -> list[tuple[list[int], QuerySet]]:
+    """``(positions, query set)`` per ranking call: the whole set with one pool; with per-relation pools (the
+    ``relation`` rule), each relation's queries with their own pool as candidates."""
+    if queries.pools is None:
+        return [(list(range(len(queries))), queries)]
+    parts = []
+    for relation in dict.fromkeys(queries.relations):
+        pick = [i for i, r in enumerate(queries.relations) if r == relation]
+        part = queries.subset(pick)
+        parts.append((pick, QuerySet(part.ids, part.relations, part.texts, part.gold, list(queries.pools[relation]),
+                                     part.name, part.info)))
+    return parts
+
+
 def rank_by_pool(queries: QuerySet, rank: Any) -> Any:
     """``rank(queries)`` for a query set with one pool; for per-relation pools (the ``relation`` rule), each
     relation's queries are ranked against their own pool and the predictions put back in query order.
@@ -273,11 +291,7 @@ def rank_by_pool(queries: QuerySet, rank: Any) -> Any:
     if queries.pools is None:
         return rank(queries)
     merged: Any = None
-    for relation in dict.fromkeys(queries.relations):
-        pick = [i for i, r in enumerate(queries.relations) if r == relation]
-        part = queries.subset(pick)
-        part = QuerySet(part.ids, part.relations, part.texts, part.gold, list(queries.pools[relation]), part.name,
-                        part.info)
+    for pick, part in pool_parts(queries):
         ranked = rank(part)
         layered = isinstance(ranked, dict)
         if merged is None:
@@ -293,6 +307,9 @@ def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k:
           match: str = "exact") -> ProbeResult:
     """Run ``prober`` on ``queries`` (against the pool their rule gives) and score its top ``top_k``
     predictions."""
+    if getattr(getattr(prober, "settings_", None), "batch_size", None) == "auto":
+        raise MedlamaInputError("batch size 'auto' is resolved by medlama probe and medlama.probe (the largest that "
+                                "fits); a prober used on its own needs a number")
     start = time.perf_counter()
     predictions = rank_by_pool(queries, lambda part: prober.rank(part, top_k=top_k))
     return result_of(prober, queries, predictions, time.perf_counter() - start, label=label or prober.method,

@@ -38,6 +38,7 @@ from typing import Literal
 
 import numpy as np
 
+from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import FiniteScores
 from medlama.probers.base import Prober, _acc_at_k_module
@@ -52,7 +53,7 @@ REDUCTION_HELP = "a candidate's score: the sum of its (and the suffix's) token l
 
 @dataclass(frozen=True)
 class LikelihoodSettings(CausalModelSettings):
-    batch_size: int = setting(32, help="candidate continuations per forward pass", min=1)
+    batch_size: BatchSize = setting(32, help="candidate continuations per forward pass", min=1)
     reduction: Literal["sum", "mean"] = setting("sum", help=REDUCTION_HELP)
     kv_cache: bool = setting(True, help="run each query's prefix once and reuse its KV cache for every candidate "
                                         "(off: score every full sequence from scratch; same scores, more work)")
@@ -81,7 +82,7 @@ class LikelihoodSettings(CausalModelSettings):
 
 @dataclass(frozen=True)
 class ConstrainedSettings(CausalModelSettings):
-    batch_size: int = setting(8, help="queries per beam search", min=1)
+    batch_size: BatchSize = setting(8, help="queries per beam search", min=1)
     num_beams: int | None = setting(None, help="beam width (none: top_k); at least the number of candidates "
                                                "gives the exact likelihood ranking", min=1, metavar="N")
     reduction: Literal["sum", "mean"] = setting("sum", help=REDUCTION_HELP)
@@ -92,7 +93,7 @@ class ConstrainedSettings(CausalModelSettings):
 
 @dataclass(frozen=True)
 class GenerateSettings(CausalModelSettings):
-    batch_size: int = setting(16, help="queries per generate call", min=1)
+    batch_size: BatchSize = setting(16, help="queries per generate call", min=1)
     num_beams: int | None = setting(None, help="beams (none: top_k, one answer per beam; 1: greedy)", min=1,
                                        metavar="N")
     max_answer_tokens: int = setting(16, help="most tokens generated for an answer", min=1)
@@ -154,6 +155,7 @@ class CausalLikelihoodProber(_CausalProber):
     """Every candidate ranked by its exact log-probability in the slot (the reference causal method)."""
 
     method = "causal-likelihood"
+    independent_queries = True  # each query's candidates are scored on their own (see Prober)
 
     def __init__(self, model_path: str | Path, settings: LikelihoodSettings = LikelihoodSettings(), *,
                  device: str | None = None) -> None:

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from medlama.core.defaults import MASK_PLACEHOLDER
+from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import FiniteScores
 from medlama.core.models import pick_device
@@ -49,7 +50,7 @@ class GenerativeSettings:
     max_answer_tokens: int = setting(32, help="most tokens generated for the answer", min=1, metavar="N")
     to_candidates: bool = setting(True, help="report an answer whose token ids equal a candidate name's as that "
                                              "name (--raw-predictions: as decoded)", cli=False)
-    batch_size: int = setting(16, help="queries per generate call (each expanded to top-k beams)", min=1)
+    batch_size: BatchSize = setting(16, help="queries per generate call (each expanded to top-k beams)", min=1)
 
     def __post_init__(self) -> None:
         check_settings(self)

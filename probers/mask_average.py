@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.base import Prober, check_settings
 from medlama.probers.mlm import MaskedLM
@@ -38,7 +39,7 @@ class MaskAverageSettings:
     max_tokens: int | None = setting(None, help="most masks per candidate (none: the longest candidate's token "
                                                 "count); longer candidates are scored on their first N tokens",
                                      min=1, metavar="N")
-    batch_size: int = setting(32, help="queries per forward pass (one row each, per candidate length)", min=1)
+    batch_size: BatchSize = setting(32, help="queries per forward pass (one row each, per candidate length)", min=1)
 
     def __post_init__(self) -> None:
         check_settings(self)

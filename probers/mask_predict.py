@@ -45,6 +45,7 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.base import Prober, check_settings
 from medlama.probers.mlm import MaskedLM, candidate_lookup, rank_unique
@@ -70,7 +71,7 @@ class MaskPredictSettings:
                                         "log-probabilities at fill time")
     to_candidates: bool = setting(True, help="report a decoded answer whose token ids equal a candidate name's "
                                              "as that name (--raw-predictions: as decoded)", cli=False)
-    batch_size: int = setting(16, help="queries decoded together (x beam size rows per forward pass)", min=1)
+    batch_size: BatchSize = setting(16, help="queries decoded together (x beam size rows per forward pass)", min=1)
 
     def __post_init__(self) -> None:
         check_settings(self)

@@ -6,22 +6,22 @@
 * :func:`checkpoint_folders`: the ``checkpoint-N`` folders of a ``--checkpoints`` sweep, checked before any
   probing (a model without them fails at once, not after its base probe).
 * :func:`probe_models`: every (method, model) run, its layer sweep and checkpoint sweep, each ranked against
-  the pool its query set's rule gives (:func:`~medlama.probers.base.rank_by_pool`) and scored as the
-  benchmark declares (:mod:`medlama.probers.benchmarks`).
+  the pool its query set's rule gives, shard by shard (:mod:`medlama.probers.sharding`: kept by
+  :func:`shard_store` beside the output, so a rerun continues a killed probe; split across the processes of
+  a ``torchrun`` run), and scored as the benchmark declares (:mod:`medlama.probers.benchmarks`).
 * :func:`print_report` and :func:`write_outputs`: the tables, and the output folder (``results.json``, a list
   of runs; ``predictions.jsonl``; the plots), written atomically into a folder this workflow owns.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, Prober, probe, rank_by_pool, result_of
+from medlama.probers.base import PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, Prober, result_of
 from medlama.probers.benchmarks import Benchmark
 from medlama.probers.queries import QuerySet
 
@@ -126,34 +126,82 @@ def checkpoint_folders(runs: Sequence[ModelRun]) -> dict[str, dict[int, Path]]:
 def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequence[int], match: str,
                  top_k: int | None = None, device: str | None = None,
                  checkpoints: dict[str, dict[int, Path]] | None = None,
-                 probers: dict[str, Prober] | None = None) -> ProbeOutcome:
+                 probers: dict[str, Prober] | None = None, store: Any = None) -> ProbeOutcome | None:
     """Probe each run on ``queries`` (a retrieval run with ``layers`` set: one result per layer), then each of
     its ``checkpoints`` (:func:`checkpoint_folders`), scoring the cut-offs ``scored`` with ``match``.
-    ``probers``: probers already made, by run label (a loaded model is inspected once)."""
-    from medlama.probers.retrieval import RetrievalSettings
+    ``probers``: probers already made, by run label (a loaded model is inspected once). The ranking goes shard
+    by shard (:mod:`medlama.probers.sharding`): ``store`` keeps the completed ones (a
+    :class:`~medlama.core.shards.ShardStore` beside the output: a rerun continues from them), and under several
+    processes each ranks its share; the main process gets the outcome, the others ``None``."""
+    from medlama.probers.sharding import MemoryShards, rank_units, units_of
 
     top_k = max(top_k or 0, max(scored))
+    units = units_of(runs, checkpoints)
+    ranked = rank_units(queries, units, store if store is not None else MemoryShards(), top_k=top_k,
+                        device=device, probers=probers)
+    if ranked is None:
+        return None
     outcome = ProbeOutcome()
-    for run in runs:
-        prober = (probers or {}).get(run.label) or run.prober(device)
-        if isinstance(run.settings, RetrievalSettings) and run.settings.layers:
-            start = time.perf_counter()
-            ranked = rank_by_pool(queries, lambda part: prober.rank_layers(part, top_k))
-            seconds = time.perf_counter() - start
-            outcome.by_layer[run.label] = {}
-            for layer, predictions in ranked.items():
-                result = result_of(prober, queries, predictions, seconds, label=f"{run.label} L{layer}", ks=scored,
-                                   match=match, layer=layer)
-                outcome.by_layer[run.label][layer] = result
-                outcome.results.append(result)
-        else:
-            outcome.results.append(probe(prober, queries, label=run.label, top_k=top_k, ks=scored, match=match))
-        if checkpoints:
-            outcome.by_step[run.label] = {
-                step: probe(run.prober(device, path), queries, label=f"{run.label}@{step}", top_k=top_k, ks=scored,
-                            match=match) for step, path in checkpoints[run.label].items()}
-            outcome.results += list(outcome.by_step[run.label].values())
+    for unit in units:
+        predictions, prober, seconds = ranked[unit.label]
+        if unit.layers:
+            sweep = outcome.by_layer.setdefault(unit.run.label, {})
+            for layer, layered in predictions.items():
+                sweep[layer] = result_of(prober, queries, layered, seconds, label=f"{unit.label} L{layer}", ks=scored,
+                                         match=match, layer=layer)
+                outcome.results.append(sweep[layer])
+            continue
+        result = result_of(prober, queries, predictions, seconds, label=unit.label, ks=scored, match=match)
+        if unit.step is not None:
+            outcome.by_step.setdefault(unit.run.label, {})[unit.step] = result
+        outcome.results.append(result)
     return outcome
+
+
+def shard_store(out: str | Path, queries: QuerySet, runs: Sequence[ModelRun], *, top_k: int,
+                checkpoints: dict[str, dict[int, Path]] | None = None, overwrite: bool = False,
+                hint: str = "give overwrite=True to start over"):
+    """The store of the completed shards of a probe into ``out`` (:class:`~medlama.core.shards.ShardStore`):
+    an earlier run's with the same settings is continued (said on stderr), another's refused, ``overwrite``
+    starts over. Every process checks alike; the main process, holding ``out``'s lock, opens it; a refusal any
+    process meets is raised by all."""
+    from medlama.core import distributed
+    from medlama.core.shards import ShardStore, check_work_folder
+    from medlama.probers.sharding import manifest, resumed, units_of
+
+    units = units_of(runs, checkpoints)
+    record = manifest(queries, units, top_k=top_k)
+    def together(step) -> None:  # every process raises the first refusal any of them met
+        error: MedlamaInputError | None = None
+        try:
+            step()
+        except MedlamaInputError as met:
+            error = met
+        message = distributed.agree(error)
+        if error is not None:
+            raise error
+        if message is not None:
+            raise MedlamaInputError(message)
+
+    # All check (reading only) before the main process may discard or start the folder.
+    together(lambda: check_work_folder(out, kind=OUTPUT_KIND, manifest=record, overwrite=overwrite, hint=hint))
+    together(lambda: ShardStore.open(out, kind=OUTPUT_KIND, manifest=record, overwrite=overwrite, hint=hint)
+             if distributed.is_main_process() else None)
+    store = ShardStore.joined(out)
+    done, total = resumed(store, queries, units)
+    if done and distributed.is_main_process():
+        import sys
+
+        print(f"medlama: continuing an interrupted probe: {done} of {total} shards already done "
+              f"({store.folder.name})", file=sys.stderr)
+    return store
+
+
+def discard_shards(out: str | Path) -> None:
+    """Remove the shards a probe into ``out`` kept (a user's folder in their place is never touched)."""
+    from medlama.core.shards import discard_work_folder
+
+    discard_work_folder(out, kind=OUTPUT_KIND)
 
 
 def aggregate(results: Sequence[ProbeResult], benchmark: Benchmark, ks: Sequence[int]) -> None:
@@ -194,6 +242,7 @@ def write_outputs(out: str | Path, results: Sequence[ProbeResult], *, by_layer: 
     finished run; nor may ``out`` be (or hold) the current directory or what the run read (``reads``).
     Returns the plots written."""
     from medlama.core.atomic import atomic_directory, claimed_output
+    from medlama.core.shards import discard_work_folder
     from medlama.probers import report
 
     if not results:
@@ -209,9 +258,10 @@ def write_outputs(out: str | Path, results: Sequence[ProbeResult], *, by_layer: 
                 plots.append(report.plot_series(by_layer, staging / "layers.png", "layer"))
             if by_step:
                 plots.append(report.plot_series(by_step, staging / "steps.png", "rewiring step"))
+        discard_work_folder(out, kind=OUTPUT_KIND)  # written: the shards of this (or an unfinished) run are done
     return [Path(out) / plot.name for plot in plots]
 
 
 __all__ = ["API_HINT", "ModelRun", "OUTPUT_KIND", "PREDICTIONS_FILE", "ProbeOutcome", "aggregate",
-           "checkpoint_folders", "describe_pool", "model_runs", "print_report", "probe_models", "unique_labels",
-           "write_outputs"]
+           "checkpoint_folders", "describe_pool", "discard_shards", "model_runs", "print_report", "probe_models", "shard_store",
+           "unique_labels", "write_outputs"]

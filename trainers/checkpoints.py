@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from medlama.core.errors import MedlamaInputError
+from medlama.core.resume import setting_differences
 from medlama.trainers.config import MAY_CHANGE_ON_RESUME, MUST_MATCH_ON_RESUME, RewireConfig
-from medlama.trainers.devices import is_main_process
+from medlama.core.distributed import is_main_process
 from medlama.trainers.model import WEIGHT_FILES
 
 CONFIG_NAME = "rewire_config.json"
@@ -167,8 +168,8 @@ def check_resume_compatible(out: Path, config: RewireConfig, corpus: list[dict[s
         raise MedlamaInputError("unreadable run record; cannot check that the resumed run matches it",
                                 file=saved_path) from None
     then = saved.get("config", {})
-    differences = [f"{key}: {then.get(key)!r} then, {getattr(config, key)!r} now"
-                   for key in MUST_MATCH_ON_RESUME if then.get(key) != getattr(config, key)]
+    differences = setting_differences(then, {key: getattr(config, key) for key in MUST_MATCH_ON_RESUME},
+                                      MUST_MATCH_ON_RESUME)
     strip = [{k: v for k, v in item.items() if k != "path"} for item in corpus]
     saved_strip = [{k: v for k, v in item.items() if k != "path"} for item in saved.get("corpus", [])]
     if strip != saved_strip:

@@ -1,4 +1,4 @@
-"""Where and how precisely a rewiring runs: the number of training processes and the precision.
+"""How precisely a rewiring runs (how many processes run it: :mod:`medlama.core.distributed`).
 
 One process trains on CPU or one CUDA card; several (``torchrun`` / ``accelerate launch``) each take a
 slice of every global batch (see :func:`medlama.trainers.trainer.rewire`). Precision ``bf16`` is CUDA
@@ -7,19 +7,9 @@ mixed precision on cards that support it and CPU autocast elsewhere; ``fp16`` ne
 
 from __future__ import annotations
 
-import os
-
 from medlama.core.errors import MedlamaInputError
 
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
-
-
-def world_size() -> int:
-    """Number of training processes (``WORLD_SIZE`` from torchrun / accelerate launch; 1 otherwise)."""
-    try:
-        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
-    except ValueError:
-        return 1
 
 
 def resolve_precision(precision: str = "auto") -> str:
@@ -40,11 +30,3 @@ def resolve_precision(precision: str = "auto") -> str:
     if precision == "bf16" and cuda and not torch.cuda.is_bf16_supported():
         raise MedlamaInputError("this GPU does not support bf16; use --precision fp16")
     return precision
-
-
-def is_main_process() -> bool:
-    """Whether this is the process that writes shared files (``RANK`` 0 under torchrun; always, alone)."""
-    try:
-        return int(os.environ.get("RANK", "0")) == 0
-    except ValueError:
-        return True

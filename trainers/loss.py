@@ -10,7 +10,7 @@ from sentence_transformers.sentence_transformer.losses import MultipleNegativesR
 from sentence_transformers.util import cos_sim
 from torch import Tensor
 
-from medlama.trainers.devices import world_size
+from medlama.core.distributed import world_size
 from medlama.trainers.model_card import CITATION
 
 

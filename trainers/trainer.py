@@ -53,7 +53,8 @@ from medlama.trainers.checkpoints import (
 )
 from medlama.trainers.cloze import ANSWER_COLUMN, QUERY_COLUMN, ClozeBuild, build_cloze_dataset, count_masks_cut
 from medlama.trainers.config import DEFAULT_PRESET, PRESETS, RewireConfig
-from medlama.trainers.devices import is_main_process, resolve_precision, world_size
+from medlama.core.distributed import is_main_process, world_size
+from medlama.trainers.devices import resolve_precision
 from medlama.trainers.guards import divergence_callback, final_loss, trained_steps
 from medlama.trainers.loss import make_loss
 from medlama.trainers.model import WEIGHT_FILES, build_rewire_model

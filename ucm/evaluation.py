@@ -14,10 +14,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from medlama.core.errors import MedlamaInputError
+from medlama.core.shards import discard_work_folder
 from medlama.probers.base import RESULTS_FILE
 from medlama.probers.benchmarks import CONTEXT_VARIANCE
 from medlama.core.settings import check, setting
@@ -59,20 +61,22 @@ class UcmSettings:
 
 
 def evaluate_model(ranker: ContextRanker, sets: ContextSets, *, label: str, ks: Sequence[int] = UCM_KS,
-                   keep_records: bool = False, skip_first_segment: bool = True, progress: bool = True
-                   ) -> ModelResult:
+                   keep_records: bool = False, skip_first_segment: bool = True, progress: bool = True,
+                   store: Any = None) -> ModelResult:
     """Rank, build the records, and score them with the UCM and acc@k modules.
 
     ``skip_first_segment`` (default) leaves out each sequence's first record (input1: S1, whose entity is
     the centre itself), so that UCM only counts segments that bring another entity
     (:mod:`medlama.ucm.records`). Records over an input the model saw cut are left out and counted.
+    ``store``: keeps each completed pool's ranks (:func:`~medlama.ucm.records.rank_sequences`), so that a
+    rerun continues a killed evaluation.
     """
     started = time.perf_counter()
     top = max(ks)
     records: list[dict] = []
     acc_rows = []
     count = truncated = 0
-    for ranked in rank_sequences(ranker, sets, progress=label if progress else None):
+    for ranked in rank_sequences(ranker, sets, progress=label if progress else None, store=store, unit=label):
         count += 1
         new = sequence_records(ranked.row, ranked.ranks, ranked.column, ranked.whole)
         for record in new[1:] if skip_first_segment else new:
@@ -98,19 +102,54 @@ def evaluate_model(ranker: ContextRanker, sets: ContextSets, *, label: str, ks: 
 
 
 def run_ucm(rankers: Sequence[tuple[str, ContextRanker]], sets_dir: str | Path, out: str | Path,
-            settings: UcmSettings | None = None, *, show: bool = True, progress: bool = True
-            ) -> tuple[list[ModelResult], list[Path]]:
-    """Score the sets with each ``(label, ranker)``; print tables 1-3 and write JSON and the plot."""
+            settings: UcmSettings | None = None, *, show: bool = True, progress: bool = True,
+            resume: tuple[str | Path, bool, str] | None = None) -> tuple[list[ModelResult], list[Path]]:
+    """Score the sets with each ``(label, ranker)``; print tables 1-3 and write JSON and the plot.
+    ``resume``: ``(final output folder, overwrite, how to start over)``: keep each completed pool's ranks beside
+    it (:func:`shard_store`), continuing an earlier run's with the same settings; the caller removes them
+    (:func:`~medlama.core.shards.discard_work_folder`) once the output is in place."""
     settings = settings if settings is not None else UcmSettings()
     ks = tuple(sorted(set(settings.ks)))
     sets = load_sets(sets_dir, sources=settings.sources, context_types=settings.context_types,
                      negative=settings.negative, relations=settings.relations, limit=settings.limit)
-    results = [evaluate_model(ranker, sets, label=label, ks=ks, keep_records=settings.records,
-                              skip_first_segment=not settings.include_first_segment, progress=progress)
-               for label, ranker in rankers]
+    store = shard_store(resume[0], sets_dir, sets, rankers, overwrite=resume[1], hint=resume[2]) if resume else None
+    try:
+        results = [evaluate_model(ranker, sets, label=label, ks=ks, keep_records=settings.records,
+                                  skip_first_segment=not settings.include_first_segment, progress=progress,
+                                  store=store) for label, ranker in rankers]
+    except BaseException:
+        if store is not None and store.empty():  # nothing done to continue: leave nothing beside the output
+            discard_work_folder(resume[0], kind=OUTPUT_KIND)
+        raise
     if show:
         print_tables(results, ks)
     return results, write_outputs(results, sets, out, ks, records=settings.records)
+
+
+#: The owner of a UCM output (``.medlama-output.json``) and of its shards.
+OUTPUT_KIND = "ucm"
+
+
+def shard_store(out: str | Path, sets_dir: str | Path, sets: ContextSets, rankers: Sequence[tuple[str, ContextRanker]],
+                *, overwrite: bool = False, hint: str = "give --overwrite to start over"):
+    """The store of the completed pools of a UCM run into ``out`` (:class:`~medlama.core.shards.ShardStore`),
+    keyed by what decides the ranks: the sets' content and selection, each ranker's settings (but its batch
+    size) and model."""
+    import sys
+
+    from medlama.core.provenance import folder_hash, model_identity
+    from medlama.core.shards import ShardStore
+
+    manifest = {"sets": folder_hash(sets_dir), "selection": sets.selection,
+                "rankers": {label: {"model": model_identity(getattr(ranker, "model_path", None) or label),
+                                    "settings": {k: v for k, v in ranker.settings().items()
+                                                 if k not in ("batch_size", "model")}}
+                            for label, ranker in rankers}}
+    store = ShardStore.open(out, kind=OUTPUT_KIND, manifest=manifest, overwrite=overwrite, hint=hint)
+    if not store.empty():
+        print(f"medlama: continuing an interrupted UCM run from the pools it completed ({store.folder.name})",
+              file=sys.stderr)
+    return store
 
 
 def score_sets(sets: str | Path, model=None, *, method: str = "auto", out: str | Path | None = None,
@@ -145,5 +184,8 @@ def score_sets(sets: str | Path, model=None, *, method: str = "auto", out: str |
               else tempfile.TemporaryDirectory(prefix="medlama-ucm-"))
     with target as folder:  # the output is claimed before any model loads
         rankers = [(name, make_ranker(method, path, device=device)) for name, path in zip(labels, paths)]
-        results, _ = run_ucm(rankers, sets, folder, config, show=False)
+        results, _ = run_ucm(rankers, sets, folder, config, show=False, resume=None if out is None else (
+            out, False, "delete that folder to start over"))
+    if out is not None:
+        discard_work_folder(out, kind=OUTPUT_KIND)
     return results if several else results[0]

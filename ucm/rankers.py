@@ -340,6 +340,9 @@ def make_ranker(method: str, model_path: str | Path, settings: AnySettings | Non
     (:data:`medlama.probers.registry.OLD_NAMES`, such as ``mlm`` for ``mask-average``) are accepted.
     """
     name = canonical_method(method)
+    parts = [settings.of(m) for m in METHODS] if isinstance(settings, RankerSettings) else [settings]
+    if any(getattr(part, "batch_size", None) == "auto" for part in parts):
+        raise MedlamaInputError("batch size 'auto' is resolved by medlama probe only; give the UCM rankers a number")
     if name != "auto":
         return ranker_class(name)(model_path, _settings_for(name, settings), device=device)
     if not isinstance(settings, RankerSettings):  # one method's settings: the other methods take their defaults

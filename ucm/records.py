@@ -33,8 +33,10 @@ contexts at build time (``--max-segments``) to keep more of them.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -60,12 +62,15 @@ class RankedSequence:
     whole: np.ndarray  # (inputs,) bool: the model saw the input whole
 
 
-def rank_sequences(ranker: ContextRanker, sets: ContextSets, *, block_rows: int = 64, progress: str | None = None
-                   ) -> Iterator[RankedSequence]:
+def rank_sequences(ranker: ContextRanker, sets: ContextSets, *, block_rows: int = 64, progress: str | None = None,
+                   store: Any = None, unit: str = "") -> Iterator[RankedSequence]:
     """Rank every selected row's candidates at each of its inputs, pool by pool, in blocks of rows.
 
     Within a pool the rows are taken triple by triple; the distinct inputs of a block are scored in one
-    call, and each triple's ``input0`` (shared by all its sequences) is scored once.
+    call, and each triple's ``input0`` (shared by all its sequences) is scored once. With a ``store``
+    (:class:`~medlama.core.shards.ShardStore`), each pool's ranks are kept as a shard of ``unit`` (the
+    model's label) once the pool is done, and a pool already kept is read back instead of ranked: a
+    rerun of a killed evaluation continues from its completed pools.
     """
     from tqdm.auto import tqdm
 
@@ -92,6 +97,18 @@ def rank_sequences(ranker: ContextRanker, sets: ContextSets, *, block_rows: int 
         prompts: dict[str, tuple[np.ndarray, bool]] = {}
         group = group.sort_values(["triple_id", "negative", "context_type", "position"], kind="stable")
         positions = group["position"].tolist()
+        identity = {"unit": unit, "pool": str(key), "rows": len(positions),
+                    "positions": hashlib.sha256(",".join(map(str, positions)).encode()).hexdigest()}
+        if store is not None and store.has(identity):  # ranked by an earlier run of this evaluation
+            items, _ = store.read(identity)
+            for row, item in zip(sets.rows.select(positions).to_list(), items):
+                candidate_ids = item["candidate_ids"]
+                yield RankedSequence(row, np.asarray(item["ranks"], dtype=np.int64),
+                                     {entity_id: j for j, entity_id in enumerate(candidate_ids)}, candidate_ids,
+                                     np.asarray(item["whole"], dtype=bool))
+                bar.update(1)
+            continue
+        kept: list[dict] = []
         for start in range(0, len(positions), block_rows):
             block = sets.rows.select(positions[start:start + block_rows]).to_list()
             for row in block:  # the stored row holds its segments once: its inputs are rebuilt here
@@ -111,9 +128,13 @@ def rank_sequences(ranker: ContextRanker, sets: ContextSets, *, block_rows: int 
                 ranks = ranks_from_scores(matrix[:, keep])
                 candidate_ids = [ids[i] for i in keep]
                 whole = np.array([fits for _, fits in inputs], dtype=bool)
+                if store is not None:
+                    kept.append({"ranks": ranks.tolist(), "candidate_ids": candidate_ids, "whole": whole.tolist()})
                 yield RankedSequence(row, ranks, {entity_id: j for j, entity_id in enumerate(candidate_ids)},
                                      candidate_ids, whole)
                 bar.update(1)
+        if store is not None:
+            store.write(identity, kept)
     bar.close()
 
 

@@ -139,13 +139,22 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     checkpoint_runs = workflow.checkpoint_folders(runs) if checkpoints else None  # before any probing
     queries = queries_from(data, dataset=dataset, config=config, relations=relations, candidates=candidates)
     queries = queries.limit_per_relation(limit) if limit is not None else queries
-    prober = runs[0].prober(device)
+    from dataclasses import replace
+
+    from medlama.core.batching import is_auto, starting_size
+
+    if is_auto(settings):  # the probe makes its prober at the batch size that fits; a loaded model only names it
+        sized = replace(settings, batch_size=starting_size(settings))
+        prober = workflow.model_runs([name], [label or "model"], [model], {name: sized}, tokenizer=tokenizer)[0] \
+            .prober(device) if loaded else None
+    else:
+        prober = runs[0].prober(device)
     if label is None:
         label = Path(str(model)).name if not loaded else Path(str(prober.settings().get("model", name))).name
     run = workflow.ModelRun(str(label), name, model, settings, tokenizer)
     outcome = workflow.probe_models(queries, [run], scored=scored, match=match, top_k=top_k, device=device,
                                     checkpoints={run.label: checkpoint_runs[runs[0].label]} if checkpoints else None,
-                                    probers={run.label: prober})
+                                    probers={run.label: prober} if prober is not None else None)
     workflow.aggregate(outcome.results, bench, report_ks)
     return outcome.results[0] if len(outcome.results) == 1 else outcome.results
 

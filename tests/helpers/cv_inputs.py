@@ -115,3 +115,19 @@ def release_rows(release: Path, relation: str, limit: int) -> tuple[list[tuple],
             answers = list(zip(ast.literal_eval(row["tail_cuis_list"]), ast.literal_eval(row["tail_names_list"])))
             rows.append((f"{relation}-{number:04d}", relation, row["head_cui"], row["head_name"], answers, True))
     return rows, {relation: prompts[relation]}
+
+
+def write_probe_folder(root: Path) -> Path:
+    """The MedLAMA-shaped folder of :func:`write_medlama_folder` with its ``full`` candidate set (heads and
+    answers), as ``medlama probe --data ROOT --config full`` reads it: 6 queries of 2 relations."""
+    from datasets import Dataset
+
+    root = write_medlama_folder(root)
+    names = sorted({row[3] for row in ROWS} | {name for row in ROWS for _, name in row[4]})
+    (root / "candidates").mkdir()
+    Dataset.from_dict({"name": names}).to_parquet(str(root / "candidates" / "full.parquet"))
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    (root / "README.md").write_text(readme.replace(
+        "configs:\n", "configs:\n- config_name: candidates_full\n  data_files:\n  - split: test\n"
+                      "    path: candidates/full.parquet\n", 1), encoding="utf-8")
+    return root

@@ -19,7 +19,6 @@ from medlama.probers.base import probe
 from medlama.probers.queries import QuerySet, load_queries
 from medlama.probers.registry import make_prober
 
-import cv_inputs  # tests/helpers (pytest pythonpath): a MedLAMA-shaped folder of 6 queries
 from probe_outputs import predictions  # tests/helpers: per-query rows of predictions.jsonl
 from tiny_causal import NAMES, save_causal  # tests/helpers: tiny causal LMs with locally trained tokenizers
 
@@ -27,27 +26,6 @@ CAUSAL = ("causal-likelihood", "causal-constrained", "causal-generate")
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
-
-
-@pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:
-    return save_causal(tmp_path_factory.mktemp("cli-tiny-gpt2"), "gpt2")
-
-
-@pytest.fixture(scope="module")
-def medlama_tiny(tmp_path_factory) -> Path:
-    """The 6-query MedLAMA-shaped folder of ``cv_inputs`` with its ``full`` candidate set (heads and answers)."""
-    from datasets import Dataset
-
-    root = cv_inputs.write_medlama_folder(tmp_path_factory.mktemp("cli-medlama") / "medlama")
-    names = sorted({row[3] for row in cv_inputs.ROWS} | {name for row in cv_inputs.ROWS for _, name in row[4]})
-    (root / "candidates").mkdir()
-    Dataset.from_dict({"name": names}).to_parquet(str(root / "candidates" / "full.parquet"))
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    (root / "README.md").write_text(readme.replace(
-        "configs:\n", "configs:\n- config_name: candidates_full\n  data_files:\n  - split: test\n"
-                      "    path: candidates/full.parquet\n", 1), encoding="utf-8")
-    return root
 
 
 def run_probe(tmp_path, name, *flags) -> list[dict]:

@@ -43,7 +43,7 @@ def test_make_prober_refuses_a_misspelt_setting(tiny_encoder):
         make_prober("retrieval", tiny_encoder, METHODS["mask-average"].settings())
     with pytest.raises(MedlamaInputError, match="unknown probing method 'contrastiv'"):
         make_prober("contrastiv", tiny_encoder)
-    with pytest.raises(MedlamaInputError, match="setting 'batch_size' must be an integer, got '8'"):
+    with pytest.raises(MedlamaInputError, match="setting 'batch_size' must be an integer or 'auto', got '8'"):
         settings_for("retrieval", {"batch_size": "8"})
     prober = make_prober("retrieval", tiny_encoder, {"pooling": "mean"})
     assert prober.settings()["method"] == "retrieval" and prober.settings()["pooling"] == "mean"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import types
 import typing
 from pathlib import Path
 from collections.abc import Callable, Mapping
@@ -34,6 +35,8 @@ def _parser_for(annotation: Any, field_name: str) -> Any:
     """A function turning one command-line word into a value of ``annotation``."""
     inner, optional = S.unwrap_optional(annotation)
     origin = typing.get_origin(inner)
+    if origin in (typing.Union, types.UnionType):  # a number or a word: "--batch-size 64" or "--batch-size auto"
+        return _union_parser(typing.get_args(inner), optional)
     if origin is typing.Literal:
         kinds = {type(value) for value in typing.get_args(inner)}
         base = kinds.pop() if len(kinds) == 1 else str
@@ -52,6 +55,27 @@ def _parser_for(annotation: Any, field_name: str) -> Any:
             raise argparse.ArgumentTypeError(f"{word!r} is not {kind}") from None
 
     parse.__name__ = getattr(base, "__name__", "value")  # argparse names the type in its errors
+    return parse
+
+
+def _union_parser(options: tuple, optional: bool) -> Any:
+    words = [value for option in options if typing.get_origin(option) is typing.Literal
+             for value in typing.get_args(option)]
+    kinds = [option for option in options if option in (int, float)]
+
+    def parse(word: str) -> Any:
+        if optional and word.lower() == "none":
+            return None
+        if word in words:
+            return word
+        for kind in kinds:
+            try:
+                return kind(word)
+            except ValueError:
+                continue
+        raise argparse.ArgumentTypeError(f"{word!r} is not {' or '.join(['a number', *map(repr, words)])}")
+
+    parse.__name__ = "value"
     return parse
 
 

@@ -32,7 +32,8 @@ PRESET_HELP = {
 RAW_PREDICTIONS = "--raw-predictions"  # to_candidates=False: a negated field, so not made by add_settings_flags
 
 
-LEADS = {"batch_size": f"{BATCH_SIZE_LEAD}, for every method"}
+LEADS = {"batch_size": f"{BATCH_SIZE_LEAD} (or auto: the largest batch that fits, halved on out-of-memory), for "
+                       "every method"}
 
 
 def _field(cls: type, name: str):

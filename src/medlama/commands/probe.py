@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 from pathlib import Path
 
 from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.commands.method_flags import PRESET_HELP, add_method_arguments, method_settings
-from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, check_device, claimed_output, human_output,
-                                     print_results)
+from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, check_device, check_output,
+                                     claimed_output, human_output, print_results)
 from medlama.probers.base import RESULTS_FILE
 from medlama.probers.queries import QuerySource
 from medlama.probers.retrieval import RetrievalSettings
@@ -45,8 +47,13 @@ def add_retrieval_arguments(parser: argparse.ArgumentParser) -> None:
 
 def retrieval_settings(args: argparse.Namespace) -> RetrievalSettings:
     """The retrieval settings that :func:`add_retrieval_arguments`' flags give."""
-    return settings_for("retrieval", given_settings(args, METHODS["retrieval"].settings),
-                        preset=vars(args).get("preset"))
+    settings = settings_for("retrieval", given_settings(args, METHODS["retrieval"].settings),
+                            preset=vars(args).get("preset"))
+    if settings.batch_size == "auto":
+        from medlama.core.errors import MedlamaInputError
+
+        raise MedlamaInputError("--batch-size auto is for medlama probe and medlama ucm; give this command a number")
+    return settings
 
 
 def register(subparsers) -> None:
@@ -106,6 +113,13 @@ def run(args: argparse.Namespace) -> int:
         resolve_model(model)  # a missing model folder is an error now, not after the queries are built
     runs = model_runs(methods, labels, models, settings)
     checkpoints = checkpoint_folders(runs) if args.checkpoints else None  # before any probing
+    from medlama.core import distributed
+
+    if not distributed.is_main_process():  # under torchrun: the same checks, then a share of the work, silently
+        check_output(args.out, kind="probe", overwrite=args.overwrite, reads=reads_of(args))
+        with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
+            _probe(args, runs, checkpoints)
+        return 0
     with claimed_output(args.out, kind="probe", overwrite=args.overwrite, reads=reads_of(args)):
         with human_output(args):
             _probe(args, runs, checkpoints)
@@ -121,7 +135,10 @@ def reads_of(args: argparse.Namespace) -> list[str]:
 
 def _probe(args: argparse.Namespace, runs: list, checkpoints: dict | None) -> None:
     """Probe, print the tables, and write OUT (replaced whole once everything is written), by the workflow
-    ``medlama.probe`` runs too (:mod:`medlama.probers.workflow`)."""
+    ``medlama.probe`` runs too (:mod:`medlama.probers.workflow`). Each completed shard is kept beside OUT, so a
+    rerun of a killed probe continues it; under torchrun / accelerate launch, every process ranks its share
+    on its own device and the main process writes OUT."""
+    from medlama.core import distributed
     from medlama.probers import workflow
     from medlama.probers.benchmarks import benchmark
 
@@ -129,8 +146,22 @@ def _probe(args: argparse.Namespace, runs: list, checkpoints: dict | None) -> No
     bench = benchmark(query_source(args).dataset)
     ks, scored, match = bench.scoring_plan(args.ks, args.match)
     print(workflow.describe_pool(queries))
-    outcome = workflow.probe_models(queries, runs, scored=scored, match=match, device=args.device,
-                                    checkpoints=checkpoints)
+    device = distributed.device_for(args.device)
+    distributed.start(device)
+    store = None
+    try:
+        store = workflow.shard_store(args.out, queries, runs, top_k=max(scored), checkpoints=checkpoints,
+                                     overwrite=args.overwrite, hint="give --overwrite to start over")
+        outcome = workflow.probe_models(queries, runs, scored=scored, match=match, device=device,
+                                        checkpoints=checkpoints, store=store)
+    except BaseException:
+        if store is not None and distributed.is_main_process() and store.empty():
+            workflow.discard_shards(args.out)  # nothing done to continue: leave nothing beside OUT
+        raise
+    finally:
+        distributed.stop()  # nothing to leave alone
+    if outcome is None:  # another process's share: the main process writes OUT
+        return
     workflow.aggregate(outcome.results, bench, ks)
     workflow.print_report(outcome, bench, ks)
     plots = workflow.write_outputs(args.out, outcome.results, by_layer=outcome.by_layer, by_step=outcome.by_step,

@@ -73,7 +73,7 @@ def run_rewire(args: argparse.Namespace) -> int:
     # Before the model loads: an OUT that is the current directory, or holds the corpus or the model, is
     # refused now rather than when the trained model is swapped in.
     check_output_place(args.out, reads=[*args.corpus, *([args.model] if getattr(args, "model", None) else [])])
-    from medlama.trainers.devices import is_main_process
+    from medlama.core.distributed import is_main_process
     from medlama.trainers.trainer import rewire
 
     resume = False if args.no_resume else (args.resume_from if args.resume_from else True)

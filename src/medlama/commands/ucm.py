@@ -63,6 +63,7 @@ def _methods(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from medlama.core.atomic import atomic_directory
+    from medlama.core.shards import discard_work_folder
     from medlama.core.defaults import default_model_path
     from medlama.core.errors import MedlamaInputError
     from medlama.core.models import resolve_model
@@ -96,7 +97,9 @@ def run(args: argparse.Namespace) -> int:
                    for label, kind, model in zip(labels, kinds, models)]
         # Written into a staging folder that replaces OUT whole once everything is there.
         with atomic_directory(args.out, marker=RESULTS_FILE, kind="ucm") as staging:
-            results, written = run_ucm(rankers, args.sets, staging, settings, progress=progress_enabled())
+            results, written = run_ucm(rankers, args.sets, staging, settings, progress=progress_enabled(),
+                                       resume=(args.out, args.overwrite, "give --overwrite to start over"))
+        discard_work_folder(args.out, kind="ucm")  # written: the completed pools kept for a rerun are done
         for result in results:
             cut = (f" ({result.num_records_truncated:,} more left out: an input over the model's length limit)"
                    if result.num_records_truncated else "")

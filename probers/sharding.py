@@ -1,0 +1,291 @@
+"""A probe computed shard by shard: what makes resuming a killed probe and splitting one across processes
+give exactly the predictions of one uninterrupted run.
+
+* Shards (:func:`plan`): every ranking call the probe makes is one shard: the queries of one candidate pool
+  (all of them with a shared pool, each relation's with the ``relation`` rule). A method whose ranking of a
+  query does not depend on the queries ranked with it (:attr:`Prober.independent_queries
+  <medlama.probers.base.Prober.independent_queries>`: causal-likelihood scores each query alone) has its
+  shards cut further, per relation and into blocks of :data:`SHARD_QUERIES` queries. The cut depends on the
+  queries only, never on the number of processes or on what an earlier run finished, so every shard is
+  ranked on the same inputs however the run is split or resumed.
+* Units: one per result row, a run (its model and settings), each layer sweep, each checkpoint of a sweep.
+* :func:`rank_units` ranks the shards this process owns (shard ``j`` of the run's list goes to process
+  ``j mod K``) that the store does not hold yet, keeping each as it finishes
+  (:class:`medlama.core.shards.ShardStore`, or in memory without an output folder); then, in the main
+  process, after every process is done, merges them in query order. What a shard keeps per query is what
+  the ranking returns for it (:func:`rank_items`), so more per-query fields pass through unchanged; the
+  probe's results are made from the shards as read back, in a first run as in a resumed one.
+* :func:`manifest`: everything that decides the predictions (methods and their settings but the batch
+  size, which changes how many inputs share a forward pass, not what each gets; model identities; the data,
+  its candidate pool and the query selection; ``top_k``), which a resumed run must share.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from medlama.core.errors import MedlamaInputError
+from medlama.probers.base import Prober, pool_parts
+from medlama.probers.queries import QuerySet
+
+#: Queries per shard of a method that ranks each query on its own (a few minutes of a causal LM's work).
+SHARD_QUERIES = 64
+
+__all__ = ["SHARD_QUERIES", "MemoryShards", "Shard", "Unit", "manifest", "plan", "rank_items", "rank_units",
+           "units_of"]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One result row to compute: its ``label``, the ``run`` it belongs to, the ``model`` probed (the run's,
+    or a checkpoint folder) and whether it is a layer sweep (one result per layer)."""
+
+    label: str
+    run: Any  # medlama.probers.workflow.ModelRun
+    model: Any
+    layers: bool = False
+    step: int | None = None
+
+    def prober(self, device: str | None, batch_size: int | None = None) -> Prober:
+        """The prober of this unit (with ``batch_size`` in place of its settings' ``auto``)."""
+        run = self.run if batch_size is None else replace(self.run, settings=replace(self.run.settings,
+                                                                                     batch_size=batch_size))
+        return run.prober(device, self.model)
+
+
+def units_of(runs: Sequence[Any], checkpoints: Mapping[str, Mapping[int, Any]] | None = None) -> list[Unit]:
+    """The result rows of ``runs`` in table order: each run (a layer sweep when its settings list ``layers``),
+    then each of its ``checkpoints`` (``{run label: {step: folder}}``)."""
+    units = []
+    for run in runs:
+        units.append(Unit(run.label, run, run.model, layers=bool(getattr(run.settings, "layers", None))))
+        for step, path in ((checkpoints or {}).get(run.label) or {}).items():
+            units.append(Unit(f"{run.label}@{step}", run, path, step=step))
+    return units
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Queries ranked in one call: their positions in the query set, and the query set to rank them as."""
+
+    relation: str | None
+    indices: tuple[int, ...]
+    part: QuerySet
+
+    def identity(self, unit: str) -> dict:
+        ids = hashlib.sha256("\0".join(self.part.ids).encode()).hexdigest()
+        return {"unit": unit, "relation": self.relation, "start": self.indices[0] if self.indices else 0,
+                "count": len(self.indices), "ids": ids}
+
+
+def independent(method_or_prober: Any) -> bool:
+    """Whether the method ranks each query on its own (its shards may then be blocks of queries)."""
+    if isinstance(method_or_prober, str):
+        from medlama.probers.registry import METHODS
+
+        entry = METHODS.get(method_or_prober)
+        return bool(entry and getattr(entry.prober, "independent_queries", False))
+    return bool(getattr(method_or_prober, "independent_queries", False))
+
+
+def plan(queries: QuerySet, *, blocks: bool, size: int | None = None) -> list[Shard]:
+    """The shards of ``queries``: one per candidate pool, or (``blocks``) per relation and ``size`` queries."""
+    size = size or SHARD_QUERIES
+    shards = []
+    for pick, part in pool_parts(queries):
+        if not blocks:
+            shards.append(Shard(None if len(pick) == len(queries) else part.relations[0], tuple(pick), part))
+            continue
+        for relation in dict.fromkeys(part.relations):
+            local = [i for i, r in enumerate(part.relations) if r == relation]
+            for start in range(0, len(local), size):
+                chosen = local[start:start + size]
+                shards.append(Shard(relation, tuple(pick[i] for i in chosen), part.subset(chosen)))
+    return shards
+
+
+def rank_items(prober: Prober, part: QuerySet, top_k: int, layers: bool) -> list[Any]:
+    """What a shard keeps per query: the ranking's own output for it (``[[layer, predictions], ...]`` for a
+    layer sweep)."""
+    if layers:
+        ranked = prober.rank_layers(part, top_k)
+        return [[[layer, ranked[layer][i]] for layer in ranked] for i in range(len(part))]
+    return list(prober.rank(part, top_k=top_k))
+
+
+def manifest(queries: QuerySet, units: Sequence[Unit], *, top_k: int) -> dict:
+    """What decides a probe's predictions (see the module docstring), as a resumed run must repeat it."""
+    from medlama.core.provenance import model_identity
+    from medlama.core.settings import as_dict
+
+    def settings(run) -> dict:
+        values = as_dict(run.settings) if not isinstance(run.settings, Mapping) else dict(run.settings)
+        values.pop("batch_size", None)
+        return values
+
+    selection = hashlib.sha256("\0".join(f"{i}\t{r}" for i, r in zip(queries.ids, queries.relations)).encode())
+    return {"data": {**queries.info, "name": queries.name, "queries": len(queries),
+                     "selection_sha256": selection.hexdigest(), "candidates": queries.pool_record()},
+            "top_k": top_k,
+            "units": {unit.label: {"method": unit.run.method, "model": model_identity(unit.model),
+                                   "settings": settings(unit.run), "layers": unit.layers} for unit in units}}
+
+
+class MemoryShards:
+    """The shards of a run that keeps no output folder (the Python API): the same interface as
+    :class:`~medlama.core.shards.ShardStore`, and the same JSON round trip of what it keeps."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, tuple[list, dict]] = {}
+        self._notes: dict[str, dict] = {}
+
+    def has(self, identity: Mapping[str, Any]) -> bool:
+        return self._key(identity) in self._items
+
+    @staticmethod
+    def _key(identity: Mapping[str, Any]) -> str:
+        from medlama.core.shards import ShardStore
+
+        return ShardStore.key(identity)
+
+    def write(self, identity: Mapping[str, Any], items: Sequence[Any], **meta: Any) -> list[Any]:
+        import json
+
+        from medlama.core.shards import plain
+
+        kept = json.loads(json.dumps(list(items), ensure_ascii=False, default=plain))
+        self._items[self._key(identity)] = (kept, dict(meta))
+        return kept
+
+    def read(self, identity: Mapping[str, Any]) -> tuple[list[Any], dict]:
+        return self._items[self._key(identity)]
+
+    def note(self, name: str, record: Mapping[str, Any]) -> None:
+        self._notes.setdefault(name, dict(record))
+
+    def noted(self, name: str) -> dict | None:
+        return self._notes.get(name)
+
+
+class RecordedProber(Prober):
+    """A unit's prober as the shards recorded it (its settings and device), to score merged predictions
+    without loading its model again."""
+
+    def __init__(self, record: Mapping[str, Any]) -> None:
+        self.method = record["settings"].get("method", "prober")
+        self._settings = dict(record["settings"])
+        self.device = record.get("device")
+
+    def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
+        raise NotImplementedError("a recorded prober only carries settings")
+
+    def settings(self) -> dict:
+        return dict(self._settings)
+
+
+class _UnitRanker:
+    """A unit's prober, made when its first shard is ranked; with ``batch_size="auto"``, made with the largest
+    batch size that fits (:func:`medlama.core.batching.fit_batch`, made again at half the size on out-of-memory;
+    a later shard starts at the size the last one used)."""
+
+    def __init__(self, unit: Unit, device: str | None, prober: Prober | None = None) -> None:
+        from medlama.core.batching import is_auto, starting_size
+
+        self.unit, self.device = unit, device
+        self.auto = is_auto(unit.run.settings)
+        self.size = starting_size(unit.run.settings) if self.auto else None
+        self.prober = None if self.auto else prober  # a prober made before knew no batch size
+        self.built: int | None = None
+
+    def _at(self, size: int | None) -> Prober:
+        if self.prober is None or self.built != size:
+            self.prober = None  # let go of the model before loading it again
+            self.prober = self.unit.prober(self.device, size)
+            self.built = size
+        return self.prober
+
+    def rank(self, part: QuerySet, top_k: int) -> list[Any]:
+        if not self.auto:
+            return rank_items(self._at(None), part, top_k, self.unit.layers)
+        from medlama.core.batching import fit_batch
+
+        items, self.size = fit_batch(lambda size: rank_items(self._at(size), part, top_k, self.unit.layers),
+                                     self.size)
+        return items
+
+    def note(self) -> dict:
+        """The settings and device results record for this unit (``auto`` with the batch size it resolved to)."""
+        from medlama.probers.base import device_of
+
+        settings = self.prober.settings()
+        if self.auto:
+            settings = {**settings, "batch_size": "auto", "resolved_batch_size": self.size}
+        return {"settings": settings, "device": device_of(self.prober)}
+
+
+def rank_units(queries: QuerySet, units: Sequence[Unit], store: Any, *, top_k: int, device: str | None = None,
+               probers: Mapping[str, Prober] | None = None, block: int | None = None
+               ) -> dict[str, tuple[Any, RecordedProber, float]] | None:
+    """Rank what this process owns and ``store`` lacks; then (main process) ``{unit label: (predictions in
+    query order, or {layer: predictions}; the prober as recorded; seconds of ranking, over every shard)}``.
+    Other processes return ``None`` once every process is done."""
+    from medlama.core import distributed
+
+    me, world = distributed.rank(), distributed.world_size()
+    planned = [(unit, plan(queries, blocks=independent(unit.run.method), size=block)) for unit in units]
+    position = 0
+    for unit, shards in planned:
+        ranker = _UnitRanker(unit, device, (probers or {}).get(unit.label))
+        for shard in shards:
+            mine = position % world == me
+            position += 1
+            identity = shard.identity(unit.label)
+            if not mine or store.has(identity):
+                continue
+            start = time.perf_counter()
+            items = ranker.rank(shard.part, top_k)
+            if len(items) != len(shard.indices):
+                raise RuntimeError(f"{unit.label}: {len(items)} rankings for {len(shard.indices)} queries")
+            store.note(unit.label, ranker.note())
+            store.write(identity, items, seconds=time.perf_counter() - start)
+        del ranker
+    distributed.barrier()
+    if not distributed.is_main_process():
+        return None
+    out = {}
+    for unit, shards in planned:
+        record = store.noted(unit.label)
+        if record is None:
+            raise MedlamaInputError(f"{unit.label}: no shard of this run was computed; rerun with --overwrite")
+        merged: Any = None
+        seconds = 0.0
+        for shard in shards:
+            items, meta = store.read(shard.identity(unit.label))
+            seconds += float(meta.get("seconds") or 0.0)
+            if unit.layers:
+                if merged is None:
+                    merged = {int(layer): [None] * len(queries) for layer, _ in items[0]} if items else {}
+                for index, item in zip(shard.indices, items):
+                    for layer, predictions in item:
+                        merged[int(layer)][index] = predictions
+            else:
+                merged = [None] * len(queries) if merged is None else merged
+                for index, item in zip(shard.indices, items):
+                    merged[index] = item
+        out[unit.label] = (merged, RecordedProber(record), seconds)
+    return out
+
+
+def resumed(store: Any, queries: QuerySet, units: Sequence[Unit], *, block: int | None = None) -> tuple[int, int]:
+    """``(completed shards, all shards)`` of the run, as the store holds them now."""
+    total = done = 0
+    for unit in units:
+        for shard in plan(queries, blocks=independent(unit.run.method), size=block):
+            total += 1
+            done += bool(store.has(shard.identity(unit.label)))
+    return done, total
+

@@ -1,0 +1,51 @@
+"""A killed ``medlama ucm`` continues from the pools it completed: the rerun ranks only the pools left and
+writes the records and scores of an uninterrupted run; other settings are refused by name."""
+
+from __future__ import annotations
+
+import json
+
+from medlama.cli import main
+from medlama.core.shards import work_folder
+from medlama.ucm.rankers import RetrievalRanker
+
+
+def counting(monkeypatch, stop_at: int | None = None) -> list[int]:
+    """Counts ``RetrievalRanker._scores`` calls (one per block of rows of a pool); the ``stop_at``-th is killed."""
+    calls: list[int] = []
+    scores = getattr(RetrievalRanker._scores, "unpatched", RetrievalRanker._scores)
+
+    def counted(ranker, inputs, pool):
+        calls.append(len(inputs))
+        if len(calls) == stop_at:
+            raise KeyboardInterrupt
+        return scores(ranker, inputs, pool)
+
+    counted.unpatched = scores
+    monkeypatch.setattr(RetrievalRanker, "_scores", counted)
+    return calls
+
+
+def test_killed_ucm_resumes_the_remaining_pools(sets, tiny_encoder, tmp_path, monkeypatch, capsys):
+    flags = ["ucm", "--sets", str(sets), "--model", str(tiny_encoder), "--method", "retrieval", "--records"]
+    whole = counting(monkeypatch)
+    assert main([*flags, "--out", str(tmp_path / "whole")]) == 0
+    assert len(whole) >= 2 and not work_folder(tmp_path / "whole").exists()
+
+    out = tmp_path / "resumed"
+    counting(monkeypatch, stop_at=len(whole))  # killed while ranking the last pool
+    assert main([*flags, "--out", str(out)]) == 130
+    assert not out.exists() and list((work_folder(out) / "shards").glob("*.jsonl"))
+
+    capsys.readouterr()
+    assert main([*flags, "--distance", "cosine", "--out", str(out)]) == 2
+    assert "distance: 'l2' then, 'cosine' now" in capsys.readouterr().err
+
+    rest = counting(monkeypatch)
+    assert main([*flags, "--out", str(out)]) == 0
+    assert 1 <= len(rest) < len(whole) and rest == whole[len(whole) - len(rest):]
+    assert (out / "records.jsonl").read_bytes() == (tmp_path / "whole" / "records.jsonl").read_bytes()
+    strip = lambda model: {k: v for k, v in model.items() if k != "seconds"}  # noqa: E731
+    assert [strip(m) for m in json.loads((out / "results.json").read_text())["models"]] == \
+        [strip(m) for m in json.loads((tmp_path / "whole" / "results.json").read_text())["models"]]
+    assert not work_folder(out).exists()
