@@ -173,26 +173,25 @@ class EntityMatcher:
 
     def pipe(self, texts: Iterable[str], *, batch_size: int = 256) -> Iterator[list[Mention]]:
         """:meth:`match` over many texts, tokenised in batches."""
-        iterator = iter(texts)
-        while True:
-            batch = [text or "" for text in islice(iterator, batch_size)]
-            if not batch:
-                return
-            for doc in self.nlp.tokenizer.pipe(batch, batch_size=batch_size):
-                yield self._mentions(doc)
-            self._bound_vocab()
+        return map(self._mentions, self._docs(texts, batch_size))
 
     def pipe_raw(self, texts: Iterable[str], *, batch_size: int = 256) -> Iterator[list[RawMatch]]:
         """Every match of every form (overlaps kept) in each of ``texts``, in text order; :func:`resolve`
         turns them into :meth:`match`'s mentions."""
+        return map(self._raw, self._docs(texts, batch_size))
+
+    def _docs(self, texts: Iterable[str], batch_size: int) -> Iterator:
+        """The tokenised ``texts``, in batches; between batches (each doc matched by then), the pipeline
+        starts afresh once the vocabulary outgrows ``max_vocab`` (see the class docstring)."""
         iterator = iter(texts)
         while True:
             batch = [text or "" for text in islice(iterator, batch_size)]
             if not batch:
                 return
-            for doc in self.nlp.tokenizer.pipe(batch, batch_size=batch_size):
-                yield self._raw(doc)
-            self._bound_vocab()
+            yield from self.nlp.tokenizer.pipe(batch, batch_size=batch_size)
+            if len(self.nlp.vocab) > self._base_vocab + self.max_vocab:
+                self.resets += 1
+                self._build()
 
     def _raw(self, doc) -> list[RawMatch]:
         strings = self.nlp.vocab.strings
@@ -203,12 +202,6 @@ class EntityMatcher:
             span = doc[start:end]
             found.add(RawMatch(start, end, span.start_char, span.end_char, form))
         return sorted(found, key=lambda m: (m.token_start, m.token_end, m.form))
-
-    def _bound_vocab(self) -> None:
-        """Start afresh once the vocabulary outgrows ``max_vocab`` (see the class docstring)."""
-        if len(self.nlp.vocab) > self._base_vocab + self.max_vocab:
-                self.resets += 1
-                self._build()
 
     def _mentions(self, doc) -> list[Mention]:
         from spacy.util import filter_spans
