@@ -27,7 +27,7 @@ Layout of an index folder (written atomically: an interrupted build leaves the p
 
     manifest.json             fingerprints, counts, parts and their row ranges
     entities.json             entity ids in code order
-    forms.json                the forms: [entity code, lower-cased tokens, surface forms] in form-code order
+    forms.json                the forms (:mod:`.index_forms`): [entity code, lower-cased tokens, surface forms]
     documents/part-*.parquet  row, doc_id, text, match_token_start, match_token_end, match_start, match_end,
                               match_form (the raw matches, sorted by token bounds)
     postings/bucket-NNNN.{codes,offsets,rows}.npy
@@ -54,7 +54,8 @@ from pathlib import Path
 import numpy as np
 
 from medlama.datasets.context_variance.knowledge import Entity, KnowledgeBase, Triple, entities_fingerprint
-from medlama.datasets.context_variance.matching import Form, Mention, RawMatch, clean_forms, resolve
+from medlama.datasets.context_variance.index_forms import allowed_forms, read_forms
+from medlama.datasets.context_variance.matching import Mention, RawMatch, resolve
 from medlama.core.errors import MedlamaInputError
 
 FORMAT = "medlama-context-variance-index"
@@ -63,6 +64,8 @@ FORMAT_VERSION = 3
 BUCKET_ARRAYS = ("codes", "offsets", "rows")
 #: Documents per Parquet row group: a document fetch reads one group.
 ROW_GROUP_SIZE = 64
+#: The raw matches of a stored document, one list column each (what :class:`~.matching.RawMatch` holds).
+MATCH_COLUMNS = ("match_token_start", "match_token_end", "match_start", "match_end", "match_form")
 
 
 @dataclass(frozen=True)
@@ -111,8 +114,8 @@ class CorpusIndex:
         self._parts = self.manifest["parts"]  # [file, first_row, last_row], ascending rows
         self._part_starts = [part[1] for part in self._parts]
         self._part_meta: dict[int, tuple[object, list[int]]] = {}
-        self._group_cache: OrderedDict[tuple[int, int], tuple[np.ndarray, object]] = OrderedDict()
-        self._resolved: OrderedDict[int, IndexedDocument | None] = OrderedDict()
+        self._group_cache: OrderedDict[tuple[int, int, bool], tuple[np.ndarray, object]] = OrderedDict()
+        self._named_cache: OrderedDict[int, frozenset[str] | None] = OrderedDict()
         self._buckets: dict[int, dict[str, np.ndarray]] = {}  # memory maps: opening costs no reading
         self._cache_parts, self._cache_groups = cache_parts, 64
 
@@ -201,12 +204,27 @@ class CorpusIndex:
         """The ``rows`` whose document, as this view resolves it, mentions every one of ``entity_ids``."""
         kept = []
         for row in rows:
-            document = self._document(int(row))
-            if document is not None:
-                named = {entity_id for mention in document.mentions for entity_id in mention.entity_ids}
-                if named.issuperset(entity_ids):
-                    kept.append(int(row))
+            named = self._named(int(row))
+            if named is not None and named.issuperset(entity_ids):
+                kept.append(int(row))
         return np.asarray(kept, dtype=np.int64)
+
+    def _named(self, row: int) -> frozenset[str] | None:
+        """The entities this view's mentions of the document at ``row`` name; None when this view does not hold
+        it. Read from the matches alone (not the text: a lookup resolves every candidate), cached."""
+        if row in self._named_cache:
+            self._named_cache.move_to_end(row)
+            return self._named_cache[row]
+        record = self._record(row, MATCH_COLUMNS)
+        named = None
+        if record is not None:
+            mentions = resolve("", _matches(record), self._entity_of_form, self._allowed)
+            named = frozenset(entity_id for mention in mentions for entity_id in mention.entity_ids)
+            named = named if len(named) >= self.min_entities else None
+        self._named_cache[row] = named
+        if len(self._named_cache) > 65536:
+            self._named_cache.popitem(last=False)
+        return named
 
     def document_frequency(self, entity_id: str) -> int:
         return len(self.rows_with(entity_id))
@@ -231,27 +249,24 @@ class CorpusIndex:
         return document
 
     def _document(self, row: int) -> IndexedDocument | None:
-        """The document at ``row`` with this view's mentions; None when it is not stored or names fewer than
-        ``min_entities`` of this view's entities (cached: a lookup and its fetch resolve a document once)."""
-        if row in self._resolved:
-            self._resolved.move_to_end(row)
-            return self._resolved[row]
-        document = None
+        """The document at ``row`` with this view's mentions; None when this view does not hold it (not
+        stored, or naming fewer than ``min_entities`` of this view's entities)."""
+        if self._named(row) is None:
+            return None
+        record = self._record(row, None)
+        mentions = resolve(record["text"], _matches(record), self._entity_of_form, self._allowed)
+        return IndexedDocument(int(row), record["doc_id"], record["text"], tuple(mentions))
+
+    def _record(self, row: int, columns: Sequence[str] | None) -> dict | None:
+        """The stored record at ``row`` (its ``columns``, or all), or None when it is not stored."""
         at = bisect.bisect_right(self._part_starts, row) - 1
-        if at >= 0 and row <= self._parts[at][2]:
-            rows, table = self._row_group(at, row)
-            i = int(np.searchsorted(rows, row))
-            if i < len(rows) and rows[i] == row:
-                record = {name: table.column(name)[i].as_py() for name in table.column_names}
-                matches = map(RawMatch, record["match_token_start"], record["match_token_end"],
-                              record["match_start"], record["match_end"], record["match_form"])
-                mentions = resolve(record["text"], matches, self._entity_of_form, self._allowed)
-                if len({entity_id for m in mentions for entity_id in m.entity_ids}) >= self.min_entities:
-                    document = IndexedDocument(int(row), record["doc_id"], record["text"], tuple(mentions))
-        self._resolved[row] = document
-        if len(self._resolved) > 4096:
-            self._resolved.popitem(last=False)
-        return document
+        if at < 0 or row > self._parts[at][2]:
+            return None
+        rows, table = self._row_group(at, row, columns)
+        i = int(np.searchsorted(rows, row))
+        if i >= len(rows) or rows[i] != row:
+            return None
+        return {name: table.column(name)[i].as_py() for name in table.column_names}
 
     def documents(self, rows: Iterable[int]) -> Iterator[IndexedDocument]:
         """The stored documents at ``rows``, in the given order."""
@@ -280,8 +295,9 @@ class CorpusIndex:
         for triple in triples:
             yield triple, self.retrieve(triple, max_docs=max_docs, seed=seed)
 
-    def _row_group(self, at: int, row: int):
-        """Rows and table of the row group of part ``at`` that may hold ``row`` (small reads, cached)."""
+    def _row_group(self, at: int, row: int, columns: Sequence[str] | None = None):
+        """Rows and table (``columns`` and ``row``, or all) of the row group of part ``at`` that may hold
+        ``row`` (small reads, cached)."""
         meta = self._part_meta.get(at)
         if meta is None:
             import pyarrow.parquet as pq
@@ -294,12 +310,12 @@ class CorpusIndex:
                 self._part_meta.pop(next(iter(self._part_meta)))
         handle, firsts = meta
         group = max(0, bisect.bisect_right(firsts, row) - 1)
-        key = (at, group)
+        key = (at, group, columns is None)
         cached = self._group_cache.get(key)
         if cached is not None:
             self._group_cache.move_to_end(key)
             return cached
-        table = handle.read_row_group(group)
+        table = handle.read_row_group(group, columns=None if columns is None else ["row", *columns])
         value = (table.column("row").to_numpy(), table)
         self._group_cache[key] = value
         if len(self._group_cache) > self._cache_groups:
@@ -326,35 +342,6 @@ def entity_payload(entities: Iterable[Entity | tuple[str, Sequence[str]]] | Know
         entity_id, forms = (entity.id, entity.surface_forms) if isinstance(entity, Entity) else entity
         merged.setdefault(entity_id, []).extend(forms)
     return [(entity_id, tuple(dict.fromkeys(merged[entity_id]))) for entity_id in sorted(merged)]
-
-
-def read_forms(directory: Path) -> list[Form]:
-    """The forms an index matched (``forms.json``), in form-code order."""
-    path = directory / "forms.json"
-    try:
-        table = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise MedlamaInputError(f"the index is incomplete ({error}); rebuild it", file=path) from None
-    entity_ids = json.loads((directory / "entities.json").read_text(encoding="utf-8"))
-    return [Form(entity_ids[code], tuple(tokens), tuple(surface)) for code, tokens, surface in table]
-
-
-def allowed_forms(forms: Sequence[Form], payload: Sequence[tuple[str, Sequence[str]]], directory: Path) -> set[int]:
-    """The codes of the forms of ``payload``'s entities among an index's ``forms``; an error naming a surface
-    form the index did not match (a view of it would miss that form's mentions)."""
-    codes: dict[tuple[str, str], int] = {}
-    for code, form in enumerate(forms):
-        for surface in form.surface_forms:
-            codes[form.entity_id, surface] = code
-    allowed = set()
-    for entity_id, surface_forms in payload:
-        for surface in clean_forms(surface_forms):
-            code = codes.get((entity_id, surface))
-            if code is None:
-                raise MedlamaInputError(f"the index did not match the form {surface!r} of entity {entity_id!r}; "
-                                        "open it with open_or_build to extend it", file=directory)
-            allowed.add(code)
-    return allowed
 
 
 def union_request(directory: str | Path, fingerprint: str | None, entities: Iterable[Entity] | KnowledgeBase,
@@ -385,13 +372,6 @@ def _current_manifest(directory: str | Path, fingerprint: str | None) -> dict | 
             or manifest.get("corpus_fingerprint") != fingerprint):
         return None
     return manifest
-
-
-def write_forms(directory: Path, forms: Sequence[Form], entity_ids: Sequence[str]) -> None:
-    """``forms.json`` of an index whose entities are ``entity_ids`` (in code order)."""
-    codes = {entity_id: code for code, entity_id in enumerate(entity_ids)}
-    table = [[codes[form.entity_id], list(form.tokens), list(form.surface_forms)] for form in forms]
-    (directory / "forms.json").write_text(json.dumps(table, ensure_ascii=False), encoding="utf-8")
 
 
 def payload_fingerprint(payload: Sequence[tuple[str, Sequence[str]]]) -> str:
@@ -428,3 +408,8 @@ def read_bucket(folder: Path, number: int) -> dict[str, np.ndarray]:
             raise MedlamaInputError("the index is incomplete (a postings file is missing); rebuild it",
                                     file=path) from None
     return arrays
+
+
+def _matches(record: dict) -> Iterator[RawMatch]:
+    """The raw matches of a stored record."""
+    return map(RawMatch, *(record[name] for name in MATCH_COLUMNS))

@@ -29,8 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from medlama.core.atomic import atomic_directory
-from medlama.datasets.context_variance.index import (FORMAT, FORMAT_VERSION, ROW_GROUP_SIZE, entity_payload,
-                                                      payload_fingerprint, write_bucket, write_forms)
+from medlama.datasets.context_variance.index import (FORMAT, FORMAT_VERSION, MATCH_COLUMNS, ROW_GROUP_SIZE,
+                                                      entity_payload, payload_fingerprint, write_bucket)
+from medlama.datasets.context_variance.index_forms import write_forms
 from medlama.datasets.context_variance.knowledge import Entity, KnowledgeBase
 from medlama.datasets.context_variance.matching import EntityMatcher, form_table
 from medlama.core.errors import MedlamaInputError
@@ -177,8 +178,6 @@ def peak_rss_mib() -> float:
 _MATCHER: EntityMatcher | None = None
 _FORM_CODES: list[int] = []  # the entity code of each form code
 _PAYLOAD: list = []
-#: The raw matches of a stored document, one list column each (what :class:`~.matching.RawMatch` holds).
-MATCH_COLUMNS = ("match_token_start", "match_token_end", "match_start", "match_end", "match_form")
 
 
 def init_matcher(payload: Sequence[tuple[str, Sequence[str]]], block_torch: bool = False) -> None:

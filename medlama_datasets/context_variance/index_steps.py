@@ -241,7 +241,8 @@ class FinishIndex(_WorkStep):
         self.directory = directory
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        from medlama.datasets.context_variance.index import FORMAT, FORMAT_VERSION, write_forms
+        from medlama.datasets.context_variance.index import FORMAT, FORMAT_VERSION
+        from medlama.datasets.context_variance.index_forms import write_forms
         from medlama.datasets.context_variance.matching import form_table
         from medlama.datasets.context_variance.index_build import peak_rss_mib
 
