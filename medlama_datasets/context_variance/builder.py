@@ -4,8 +4,8 @@ For every corpus (a *source*: ``ehr`` for MIMIC notes, ``pmc`` for PMC articles,
 user's choosing for JSON Lines / plain text), the builder
 
 1. settles its licence (:meth:`~.settings.CorpusSpec.source_licence`) and opens, or builds once, its
-   entity index (:class:`~.index.CorpusIndex`, cached by corpus fingerprint and entity set, built from the
-   corpus files by the ``datatrove`` pipeline of :mod:`.index_engine`: locally with ``num_proc`` processes,
+   entity index (:class:`~.index.CorpusIndex`: one per corpus fingerprint, shared by every knowledge base,
+   each reading its own view of it; built, or extended to the knowledge base's forms, from the corpus files by the ``datatrove`` pipeline of :mod:`.index_engine`: locally with ``num_proc`` processes,
    or as ``index_engine`` says, e.g. on Slurm; resumable, bounded memory);
 2. makes the rows of every triple (:mod:`.pipeline`): at most ``max_docs`` documents mentioning both its
    subject and its target, every requested context type of each with its negative-target counterpart.
@@ -175,7 +175,6 @@ class ContextVarianceBuilder(datasets.GeneratorBasedBuilder):
     def open_sources(self, names: list[str] | None = None) -> list[SourceStats]:
         """Fresh counts of each source (of ``names``, or all), their indexes opened or built first."""
         from medlama.datasets.context_variance.index import CorpusIndex
-        from medlama.datasets.context_variance.knowledge import entities_fingerprint
 
         kb = self.knowledge_base()
         root = Path(self.config.index_root) if self.config.index_root is not None else default_index_root()
@@ -186,9 +185,8 @@ class ContextVarianceBuilder(datasets.GeneratorBasedBuilder):
             if spec.name not in self._indexes:
                 fingerprint = spec.fingerprint()  # also checks that the files exist
                 licence = spec.source_licence()  # before the index: a bad declaration stops the build at once
-                entities_key = entities_fingerprint(kb.entities.values())
-                key = hashlib.sha256(f"{fingerprint}\n{entities_key}".encode()).hexdigest()[:16]
-                directory = root / f"{spec.name}-{key}"
+                # One index per corpus: every knowledge base reads its own view of it (see .index).
+                directory = root / f"{spec.name}-{hashlib.sha256(fingerprint.encode()).hexdigest()[:16]}"
                 reused = CorpusIndex.is_current(directory, kb, fingerprint)
                 started = time.perf_counter()
                 engine = self.config.index_engine or IndexEngine(workers=self.config.num_proc)
@@ -209,6 +207,8 @@ class ContextVarianceBuilder(datasets.GeneratorBasedBuilder):
         ``used_pools`` gains the pools of the triples that found a context."""
         from tqdm.auto import tqdm
 
+        from medlama.datasets.context_variance.index import entity_payload
+
         kb = self.knowledge_base()
         triples, size = list(kb.triples), self.config.chunk_triples
         names = {entity_id: entity.name for entity_id, entity in kb.entities.items()}
@@ -216,8 +216,8 @@ class ContextVarianceBuilder(datasets.GeneratorBasedBuilder):
         started = time.perf_counter()
         bar = tqdm(total=len(triples), desc=f"contexts {stat.source}", unit="triple", disable=not self.config.progress)
         try:
-            for rows, found in run_chunks(stat.source, self._indexes[stat.source][0], chunks, triples, names,
-                                          self.config.settings, self.config.num_proc):
+            for rows, found in run_chunks(stat.source, self._indexes[stat.source][0], entity_payload(kb), chunks,
+                                          triples, names, self.config.settings, self.config.num_proc):
                 count_chunk(stat, rows, found, triples, used_pools)
                 bar.update(len(found))
                 yield rows

@@ -1,4 +1,4 @@
-"""An entity -> documents index, built once per corpus (and entity set) and reused from disk.
+"""An entity -> documents index, built once per corpus and reused from disk by every knowledge base.
 
 The index folder is its on-disk format, described here and read by :class:`CorpusIndex` (open, check,
 retrieve). Two writers make it: :mod:`.index_engine` builds it from corpus files as a ``datatrove``
@@ -6,25 +6,37 @@ pipeline (read sharded by file, match, merge postings; local, Slurm or Ray; resu
 :mod:`.index_build` from any iterable of records in this process and its workers
 (:meth:`CorpusIndex.build`). Both need memory bounded by their chunk size, not by the corpus.
 
-An index is keyed by its corpus *and* the surface forms it matched (``entities_fingerprint``): overlapping
-mentions are resolved longest-first among the forms matched, so an index matched with more forms (say,
-the union of MedLAMA full's and BioLAMA's) would give a knowledge base other mentions, and other rows,
-than its own forms do. A knowledge base with the same forms (same ids and names) reuses the index.
+One index per corpus, whatever the knowledge base: it stores the *raw* matches of a set of surface forms
+(the union of the knowledge bases' forms; every span every form matched, overlaps kept), each with its form
+code (:func:`.matching.form_table`). A knowledge base opens it as a *view*
+(``CorpusIndex(folder, entities=kb)``): the matches of its own entities' forms are kept, their overlaps
+resolved longest-first (:func:`.matching.resolve`, what its own matcher does) and its ``min_entities``
+applied, so the documents and mentions it sees are exactly those an index of its forms alone would hold.
+A knowledge base whose forms the index matched reuses it; one with a form it lacks has the index rebuilt
+over the union of the index's forms and its own (:meth:`CorpusIndex.open_or_build`), so the index of a
+corpus only grows, and every knowledge base then reuses it.
 
-Only documents that mention at least ``min_entities`` distinct entities are stored (a triple needs
-its subject and its target in the same document; with the default 2 nothing retrievable is lost).
+The postings are per union entity, of its raw matches: a superset of a view's rows, which a lookup narrows
+by resolving the candidates' matches (:meth:`CorpusIndex.rows_with`).
+
+Only documents whose raw matches name at least ``min_entities`` distinct entities are stored (a triple needs
+its subject and its target in the same document; with the default 2 nothing retrievable is lost, and a
+view's count, never more than the raw one, loses nothing either).
 
 Layout of an index folder (written atomically: an interrupted build leaves the previous one)::
 
     manifest.json             fingerprints, counts, parts and their row ranges
     entities.json             entity ids in code order
-    documents/part-*.parquet  row, doc_id, text, mention_start, mention_end, mention_entities
+    forms.json                the forms (:mod:`.index_forms`): [entity code, lower-cased tokens, surface forms]
+    documents/part-*.parquet  row, doc_id, text, match_token_start, match_token_end, match_start, match_end,
+                              match_form (the raw matches, sorted by token bounds)
     postings/bucket-NNNN.{codes,offsets,rows}.npy
                               CSR: the rows of codes[i] are rows[offsets[i]:offsets[i+1]] (int64)
 
 The postings are memory-mapped when read (``np.load(mmap_mode="r")``): a lookup touches the pages of
-one entity's rows, so retrieval needs no postings in memory and does not slow down as the corpus grows
-(version 1 kept whole ``.npz`` buckets in an LRU cache, which thrashed on large corpora; it is refused).
+one entity's rows, so retrieval needs no postings in memory and does not slow down as the corpus grows.
+Version 1 kept whole ``.npz`` buckets in an LRU cache (it thrashed on large corpora), version 2 the resolved
+mentions of one knowledge base's forms (an index per knowledge base); both are refused.
 
 A document's *row* is its 0-based position in the corpus stream; ``doc_id`` is the corpus's own id.
 """
@@ -42,20 +54,23 @@ from pathlib import Path
 import numpy as np
 
 from medlama.datasets.context_variance.knowledge import Entity, KnowledgeBase, Triple, entities_fingerprint
-from medlama.datasets.context_variance.matching import Mention
+from medlama.datasets.context_variance.index_forms import allowed_forms, read_forms
+from medlama.datasets.context_variance.matching import Mention, RawMatch, resolve
 from medlama.core.errors import MedlamaInputError
 
 FORMAT = "medlama-context-variance-index"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: The arrays of a postings bucket, each ``postings/bucket-NNNN.<name>.npy``.
 BUCKET_ARRAYS = ("codes", "offsets", "rows")
 #: Documents per Parquet row group: a document fetch reads one group.
 ROW_GROUP_SIZE = 64
+#: The raw matches of a stored document, one list column each (what :class:`~.matching.RawMatch` holds).
+MATCH_COLUMNS = ("match_token_start", "match_token_end", "match_start", "match_end", "match_form")
 
 
 @dataclass(frozen=True)
 class IndexedDocument:
-    """A stored document with its entity mentions (as matched when the index was built)."""
+    """A stored document with its entity mentions (resolved for the view that read it)."""
 
     row: int
     doc_id: str
@@ -64,9 +79,15 @@ class IndexedDocument:
 
 
 class CorpusIndex:
-    """Read side of an index folder; :meth:`build` / :meth:`open_or_build` make one."""
+    """Read side of an index folder; :meth:`build` / :meth:`open_or_build` make one.
 
-    def __init__(self, directory: str | Path, *, cache_parts: int = 64) -> None:
+    ``entities`` (a knowledge base, or its entities) makes this a view of the index for them: the mentions
+    of their forms only, resolved as their own matcher resolves them, in documents that mention at least
+    ``min_entities`` of them (default: the index's own). Without ``entities``, every form the index matched.
+    """
+
+    def __init__(self, directory: str | Path, *, entities: Iterable[Entity] | KnowledgeBase | None = None,
+                 min_entities: int | None = None, cache_parts: int = 64) -> None:
         self.directory = Path(directory)
         manifest_path = self.directory / "manifest.json"
         try:
@@ -81,10 +102,20 @@ class CorpusIndex:
                 f"{FORMAT!r} v{FORMAT_VERSION}; rebuild it", file=manifest_path)
         self.entity_ids: list[str] = json.loads((self.directory / "entities.json").read_text(encoding="utf-8"))
         self._codes = {entity_id: code for code, entity_id in enumerate(self.entity_ids)}
+        self.forms = read_forms(self.directory)
+        self._entity_of_form = [form.entity_id for form in self.forms]
+        self.min_entities = self.manifest["min_entities"] if min_entities is None else min_entities
+        if self.min_entities < self.manifest["min_entities"]:
+            raise MedlamaInputError(f"the index stores documents with at least {self.manifest['min_entities']} "
+                                    f"entities; a view cannot ask for {self.min_entities}", field="min_entities")
+        self._allowed: set[int] | None = None
+        if entities is not None:
+            self._allowed = allowed_forms(self.forms, entity_payload(entities), self.directory)
         self._parts = self.manifest["parts"]  # [file, first_row, last_row], ascending rows
         self._part_starts = [part[1] for part in self._parts]
         self._part_meta: dict[int, tuple[object, list[int]]] = {}
-        self._group_cache: OrderedDict[tuple[int, int], tuple[np.ndarray, object]] = OrderedDict()
+        self._group_cache: OrderedDict[tuple[int, int, bool], tuple[np.ndarray, object]] = OrderedDict()
+        self._named_cache: OrderedDict[int, frozenset[str] | None] = OrderedDict()
         self._buckets: dict[int, dict[str, np.ndarray]] = {}  # memory maps: opening costs no reading
         self._cache_parts, self._cache_groups = cache_parts, 64
 
@@ -118,29 +149,31 @@ class CorpusIndex:
     @staticmethod
     def is_current(directory: str | Path, entities: Iterable[Entity] | KnowledgeBase, fingerprint: str | None,
                    *, min_entities: int = 2) -> bool:
-        """Whether ``directory`` holds an index of this corpus fingerprint and these entities."""
-        try:
-            manifest = json.loads((Path(directory) / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+        """Whether ``directory`` holds an index of this corpus fingerprint that matched every surface form of
+        ``entities`` (and kept every document with ``min_entities`` of them)."""
+        manifest = _current_manifest(directory, fingerprint)
+        if manifest is None or manifest.get("min_entities", min_entities + 1) > min_entities:
             return False
-        payload = entity_payload(entities)
-        return (fingerprint is not None and manifest.get("format") == FORMAT
-                and manifest.get("version") == FORMAT_VERSION
-                and manifest.get("corpus_fingerprint") == fingerprint
-                and manifest.get("entities_fingerprint") == payload_fingerprint(payload)
-                and manifest.get("min_entities") == min_entities)
+        try:
+            allowed_forms(read_forms(Path(directory)), entity_payload(entities), Path(directory))
+        except MedlamaInputError:
+            return False
+        return True
 
     @classmethod
     def open_or_build(cls, corpus: Iterable[Mapping], entities: Iterable[Entity] | KnowledgeBase,
                       directory: str | Path, *, fingerprint: str | None, **options) -> CorpusIndex:
-        """Reuse the index in ``directory`` when it was built from the same corpus and entities.
+        """The view for ``entities`` of the corpus's index in ``directory``: reused when it matched their
+        forms, else (re)built over the union of its forms and theirs (:func:`union_request`).
 
         Without a ``fingerprint`` the corpus cannot be recognised, and the index is always rebuilt.
         """
         entity_list = list(entities.entities.values() if isinstance(entities, KnowledgeBase) else entities)
-        if cls.is_current(directory, entity_list, fingerprint, min_entities=options.get("min_entities", 2)):
-            return cls(directory)
-        return cls.build(corpus, entity_list, directory, fingerprint=fingerprint, **options)
+        min_entities = options.get("min_entities", 2)
+        if not cls.is_current(directory, entity_list, fingerprint, min_entities=min_entities):
+            payload, options["min_entities"] = union_request(directory, fingerprint, entity_list, min_entities)
+            cls.build(corpus, payload, directory, fingerprint=fingerprint, **options)
+        return cls(directory, entities=entity_list, min_entities=min_entities)
 
     # ------------------------------------------------------------------------------------ reading
     @property
@@ -153,7 +186,11 @@ class CorpusIndex:
         return self.manifest["num_stored_documents"]
 
     def rows_with(self, entity_id: str) -> np.ndarray:
-        """Sorted rows of the stored documents that mention ``entity_id`` (empty when unknown)."""
+        """Sorted rows of the documents of this view that mention ``entity_id`` (empty when unknown)."""
+        return self._keep(self._raw_rows(entity_id), (entity_id,))
+
+    def _raw_rows(self, entity_id: str) -> np.ndarray:
+        """The rows where a form of ``entity_id`` matched (whatever overlaps it lost): a superset."""
         code = self._codes.get(entity_id)
         if code is None:
             return np.empty(0, dtype=np.int64)
@@ -163,6 +200,32 @@ class CorpusIndex:
             return np.empty(0, dtype=np.int64)
         return bucket["rows"][bucket["offsets"][at]:bucket["offsets"][at + 1]]
 
+    def _keep(self, rows: np.ndarray, entity_ids: Sequence[str]) -> np.ndarray:
+        """The ``rows`` whose document, as this view resolves it, mentions every one of ``entity_ids``."""
+        kept = []
+        for row in rows:
+            named = self._named(int(row))
+            if named is not None and named.issuperset(entity_ids):
+                kept.append(int(row))
+        return np.asarray(kept, dtype=np.int64)
+
+    def _named(self, row: int) -> frozenset[str] | None:
+        """The entities this view's mentions of the document at ``row`` name; None when this view does not hold
+        it. Read from the matches alone (not the text: a lookup resolves every candidate), cached."""
+        if row in self._named_cache:
+            self._named_cache.move_to_end(row)
+            return self._named_cache[row]
+        record = self._record(row, MATCH_COLUMNS)
+        named = None
+        if record is not None:
+            mentions = resolve("", _matches(record), self._entity_of_form, self._allowed)
+            named = frozenset(entity_id for mention in mentions for entity_id in mention.entity_ids)
+            named = named if len(named) >= self.min_entities else None
+        self._named_cache[row] = named
+        if len(self._named_cache) > 65536:
+            self._named_cache.popitem(last=False)
+        return named
+
     def document_frequency(self, entity_id: str) -> int:
         return len(self.rows_with(entity_id))
 
@@ -170,28 +233,40 @@ class CorpusIndex:
         """Sorted rows of the documents that mention every one of ``entity_ids``."""
         if not entity_ids:
             raise ValueError("documents_with needs at least one entity id")
-        lists = sorted((self.rows_with(entity_id) for entity_id in entity_ids), key=len)
+        lists = sorted((self._raw_rows(entity_id) for entity_id in entity_ids), key=len)
         rows = lists[0]
         for other in lists[1:]:
             if not len(rows):
                 break
             rows = np.intersect1d(rows, other, assume_unique=True)
-        return rows
+        return self._keep(rows, entity_ids)
 
     def document(self, row: int) -> IndexedDocument:
-        """The stored document at ``row``; ``KeyError`` when it was not stored."""
+        """The stored document at ``row``; ``KeyError`` when this view does not hold it."""
+        document = self._document(row)
+        if document is None:
+            raise KeyError(row)
+        return document
+
+    def _document(self, row: int) -> IndexedDocument | None:
+        """The document at ``row`` with this view's mentions; None when this view does not hold it (not
+        stored, or naming fewer than ``min_entities`` of this view's entities)."""
+        if self._named(row) is None:
+            return None
+        record = self._record(row, None)
+        mentions = resolve(record["text"], _matches(record), self._entity_of_form, self._allowed)
+        return IndexedDocument(int(row), record["doc_id"], record["text"], tuple(mentions))
+
+    def _record(self, row: int, columns: Sequence[str] | None) -> dict | None:
+        """The stored record at ``row`` (its ``columns``, or all), or None when it is not stored."""
         at = bisect.bisect_right(self._part_starts, row) - 1
         if at < 0 or row > self._parts[at][2]:
-            raise KeyError(row)
-        rows, table = self._row_group(at, row)
+            return None
+        rows, table = self._row_group(at, row, columns)
         i = int(np.searchsorted(rows, row))
         if i >= len(rows) or rows[i] != row:
-            raise KeyError(row)
-        record = {name: table.column(name)[i].as_py() for name in table.column_names}
-        mentions = tuple(
-            Mention(start, end, tuple(ids), record["text"][start:end])
-            for start, end, ids in zip(record["mention_start"], record["mention_end"], record["mention_entities"]))
-        return IndexedDocument(int(row), record["doc_id"], record["text"], mentions)
+            return None
+        return {name: table.column(name)[i].as_py() for name in table.column_names}
 
     def documents(self, rows: Iterable[int]) -> Iterator[IndexedDocument]:
         """The stored documents at ``rows``, in the given order."""
@@ -220,8 +295,9 @@ class CorpusIndex:
         for triple in triples:
             yield triple, self.retrieve(triple, max_docs=max_docs, seed=seed)
 
-    def _row_group(self, at: int, row: int):
-        """Rows and table of the row group of part ``at`` that may hold ``row`` (small reads, cached)."""
+    def _row_group(self, at: int, row: int, columns: Sequence[str] | None = None):
+        """Rows and table (``columns`` and ``row``, or all) of the row group of part ``at`` that may hold
+        ``row`` (small reads, cached)."""
         meta = self._part_meta.get(at)
         if meta is None:
             import pyarrow.parquet as pq
@@ -234,12 +310,12 @@ class CorpusIndex:
                 self._part_meta.pop(next(iter(self._part_meta)))
         handle, firsts = meta
         group = max(0, bisect.bisect_right(firsts, row) - 1)
-        key = (at, group)
+        key = (at, group, columns is None)
         cached = self._group_cache.get(key)
         if cached is not None:
             self._group_cache.move_to_end(key)
             return cached
-        table = handle.read_row_group(group)
+        table = handle.read_row_group(group, columns=None if columns is None else ["row", *columns])
         value = (table.column("row").to_numpy(), table)
         self._group_cache[key] = value
         if len(self._group_cache) > self._cache_groups:
@@ -257,12 +333,45 @@ class CorpusIndex:
                 f"{self.num_stored_documents} stored, {len(self.entity_ids)} entities)")
 
 
-def entity_payload(entities: Iterable[Entity] | KnowledgeBase) -> list[tuple[str, tuple[str, ...]]]:
-    """``(id, surface forms)`` of every entity, sorted by id (the code order), aliases of equal ids united."""
+def entity_payload(entities: Iterable[Entity | tuple[str, Sequence[str]]] | KnowledgeBase
+                   ) -> list[tuple[str, tuple[str, ...]]]:
+    """``(id, surface forms)`` of every entity (an :class:`Entity` or such a pair), sorted by id (the code
+    order), the forms of equal ids united."""
     merged: dict[str, list[str]] = {}
     for entity in (entities.entities.values() if isinstance(entities, KnowledgeBase) else entities):
-        merged.setdefault(entity.id, []).extend(entity.surface_forms)
+        entity_id, forms = (entity.id, entity.surface_forms) if isinstance(entity, Entity) else entity
+        merged.setdefault(entity_id, []).extend(forms)
     return [(entity_id, tuple(dict.fromkeys(merged[entity_id]))) for entity_id in sorted(merged)]
+
+
+def union_request(directory: str | Path, fingerprint: str | None, entities: Iterable[Entity] | KnowledgeBase,
+                  min_entities: int) -> tuple[list[tuple[str, tuple[str, ...]]], int]:
+    """What to build when the index in ``directory`` lacks some of ``entities``' forms: the union of its forms
+    and theirs, and the smaller ``min_entities``, when it is an index of the same corpus (every knowledge
+    base it served keeps its view); theirs alone otherwise."""
+    payload = list(entity_payload(entities))
+    manifest = _current_manifest(directory, fingerprint)
+    if manifest is None:
+        return entity_payload(payload), min_entities
+    try:
+        forms = read_forms(Path(directory))
+        ids = json.loads((Path(directory) / "entities.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, MedlamaInputError):
+        return entity_payload(payload), min_entities
+    payload += [(entity_id, ()) for entity_id in ids] + [(form.entity_id, form.surface_forms) for form in forms]
+    return entity_payload(payload), min(min_entities, manifest.get("min_entities", min_entities))
+
+
+def _current_manifest(directory: str | Path, fingerprint: str | None) -> dict | None:
+    """The manifest in ``directory`` when it is this format's, of the corpus ``fingerprint`` (never for None)."""
+    try:
+        manifest = json.loads((Path(directory) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    if (fingerprint is None or manifest.get("format") != FORMAT or manifest.get("version") != FORMAT_VERSION
+            or manifest.get("corpus_fingerprint") != fingerprint):
+        return None
+    return manifest
 
 
 def payload_fingerprint(payload: Sequence[tuple[str, Sequence[str]]]) -> str:
@@ -299,3 +408,8 @@ def read_bucket(folder: Path, number: int) -> dict[str, np.ndarray]:
             raise MedlamaInputError("the index is incomplete (a postings file is missing); rebuild it",
                                     file=path) from None
     return arrays
+
+
+def _matches(record: dict) -> Iterator[RawMatch]:
+    """The raw matches of a stored record."""
+    return map(RawMatch, *(record[name] for name in MATCH_COLUMNS))

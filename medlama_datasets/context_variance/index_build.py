@@ -11,7 +11,8 @@ as integer arrays, are hashed into buckets and spilled to disk whenever ``spill_
 at the end each bucket is sorted into CSR arrays. At most ``2 * num_proc`` chunks are in flight, so
 peak memory depends on ``chunk_size``, ``num_proc`` and ``spill_pairs``, not on the corpus size.
 
-Only documents that mention at least ``min_entities`` distinct entities are stored. The layout written is the one :mod:`.index` describes and reads (``FORMAT``, ``FORMAT_VERSION``).
+Documents are stored with their raw matches (every form's, overlaps kept), and only those whose matches
+name at least ``min_entities`` distinct entities. The layout written is the one :mod:`.index` describes and reads (``FORMAT``, ``FORMAT_VERSION``).
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ from pathlib import Path
 import numpy as np
 
 from medlama.core.atomic import atomic_directory
-from medlama.datasets.context_variance.index import (FORMAT, FORMAT_VERSION, ROW_GROUP_SIZE, entity_payload,
-                                                      payload_fingerprint, write_bucket)
+from medlama.datasets.context_variance.index import (FORMAT, FORMAT_VERSION, MATCH_COLUMNS, ROW_GROUP_SIZE,
+                                                      entity_payload, payload_fingerprint, write_bucket)
+from medlama.datasets.context_variance.index_forms import write_forms
 from medlama.datasets.context_variance.knowledge import Entity, KnowledgeBase
-from medlama.datasets.context_variance.matching import EntityMatcher
+from medlama.datasets.context_variance.matching import EntityMatcher, form_table
 from medlama.core.errors import MedlamaInputError
 
 
@@ -97,6 +99,7 @@ def write_index(corpus: Iterable[Mapping], entities: Iterable[Entity] | Knowledg
         shutil.rmtree(spill_dir)
         parts.sort(key=lambda part: part[1])
         (staging / "entities.json").write_text(json.dumps(entity_ids, ensure_ascii=False), encoding="utf-8")
+        write_forms(staging, form_table(payload), entity_ids)
         manifest = {
             "format": FORMAT, "version": FORMAT_VERSION,
             "corpus_fingerprint": fingerprint,
@@ -173,14 +176,14 @@ def peak_rss_mib() -> float:
 
 # ----------------------------------------------------------------------------- worker processes
 _MATCHER: EntityMatcher | None = None
-_CODES: dict[str, int] = {}
+_FORM_CODES: list[int] = []  # the entity code of each form code
 _PAYLOAD: list = []
 
 
 def init_matcher(payload: Sequence[tuple[str, Sequence[str]]], block_torch: bool = False) -> None:
     """Make this process's matcher of ``payload``; kept when it already matches the same entities (a
     process running several index tasks builds its spaCy pipeline once)."""
-    global _MATCHER, _CODES, _PAYLOAD
+    global _MATCHER, _FORM_CODES, _PAYLOAD
     payload = [(entity_id, list(forms)) for entity_id, forms in payload]
     if _MATCHER is not None and payload == _PAYLOAD:
         return
@@ -189,13 +192,14 @@ def init_matcher(payload: Sequence[tuple[str, Sequence[str]]], block_torch: bool
         # worker); marking it absent in this worker process makes thinc run without it.
         sys.modules["torch"] = None  # type: ignore[assignment]
     _MATCHER = EntityMatcher(payload)
-    _CODES = {entity_id: code for code, (entity_id, _) in enumerate(payload)}
+    codes = {entity_id: code for code, (entity_id, _) in enumerate(payload)}
+    _FORM_CODES = [codes[form.entity_id] for form in _MATCHER.forms]
     _PAYLOAD = payload
 
 
 def release_matcher() -> None:
-    global _MATCHER, _CODES, _PAYLOAD
-    _MATCHER, _CODES, _PAYLOAD = None, {}, []
+    global _MATCHER, _FORM_CODES, _PAYLOAD
+    _MATCHER, _FORM_CODES, _PAYLOAD = None, [], []
 
 
 def match_chunk(number: int, first_row: int, doc_ids: list[str], texts: list[str], out_dir: str,
@@ -205,14 +209,15 @@ def match_chunk(number: int, first_row: int, doc_ids: list[str], texts: list[str
     import pyarrow.parquet as pq
 
     assert _MATCHER is not None, "worker not initialised"
-    columns: dict[str, list] = {name: [] for name in
-                                ("row", "doc_id", "text", "mention_start", "mention_end", "mention_entities")}
+    columns: dict[str, list] = {name: [] for name in ("row", "doc_id", "text", *MATCH_COLUMNS)}
     codes: list[int] = []
     rows: list[int] = []
     characters = 0
-    for offset, mentions in enumerate(_MATCHER.pipe(texts, batch_size=batch_size)):
+    for offset, matches in enumerate(_MATCHER.pipe_raw(texts, batch_size=batch_size)):
         characters += len(texts[offset])
-        entity_codes = {_CODES[entity_id] for mention in mentions for entity_id in mention.entity_ids}
+        # Raw matches (every form's): a knowledge base's view names at most these entities, so the
+        # documents stored and the postings hold every one a view can find.
+        entity_codes = {_FORM_CODES[match.form] for match in matches}
         if len(entity_codes) < min_entities:
             continue
         row = first_row + offset
@@ -221,14 +226,12 @@ def match_chunk(number: int, first_row: int, doc_ids: list[str], texts: list[str
         columns["row"].append(row)
         columns["doc_id"].append(doc_ids[offset])
         columns["text"].append(texts[offset])
-        columns["mention_start"].append([m.start for m in mentions])
-        columns["mention_end"].append([m.end for m in mentions])
-        columns["mention_entities"].append([list(m.entity_ids) for m in mentions])
+        for name, field in zip(MATCH_COLUMNS, ("token_start", "token_end", "start", "end", "form")):
+            columns[name].append([getattr(match, field) for match in matches])
     file = f"part-{number:06d}.parquet"
     if columns["row"]:
         schema = pa.schema([("row", pa.int64()), ("doc_id", pa.string()), ("text", pa.large_string()),
-                            ("mention_start", pa.list_(pa.int32())), ("mention_end", pa.list_(pa.int32())),
-                            ("mention_entities", pa.list_(pa.list_(pa.string())))])
+                            *((name, pa.list_(pa.int32())) for name in MATCH_COLUMNS)])
         pq.write_table(pa.table(columns, schema=schema), Path(out_dir) / file, compression="zstd",
                        row_group_size=ROW_GROUP_SIZE)
     return {"file": file, "first_row": columns["row"][0] if columns["row"] else first_row,

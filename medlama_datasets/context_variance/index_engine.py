@@ -177,20 +177,21 @@ class IndexSubmitted(Exception):
 
 def open_or_build_spec_index(spec, entities, directory: str | Path, *, fingerprint: str | None,
                              engine: IndexEngine, min_entities: int = 2):
-    """The :class:`~.index.CorpusIndex` of corpus ``spec`` (a :class:`~.settings.CorpusSpec`) in ``directory``:
-    reused when it was built from the same files and entities, else built by the pipeline (resuming an
-    interrupted build of the same plan). :class:`IndexSubmitted` when Slurm jobs will build it."""
-    from medlama.datasets.context_variance.index import CorpusIndex, entity_payload
+    """The view for ``entities`` of corpus ``spec``'s (a :class:`~.settings.CorpusSpec`) index in ``directory``:
+    reused when it was built from the same files and matched every form of ``entities``, else built by the
+    pipeline over the union of its forms and theirs (:func:`~.index.union_request`; resuming an interrupted
+    build of the same plan). :class:`IndexSubmitted` when Slurm jobs will build it."""
+    from medlama.datasets.context_variance.index import CorpusIndex, union_request
     from medlama.loaders.corpora import corpus_files
 
-    if CorpusIndex.is_current(directory, entities, fingerprint, min_entities=min_entities):
-        return CorpusIndex(directory)
-    options = spec.reader_options()
-    files = corpus_files(list(spec.paths), spec.format, **options)
-    if not build_file_index(files, spec.format, options, entity_payload(entities), directory,
-                            fingerprint=fingerprint, engine=engine, min_entities=min_entities):
-        raise IndexSubmitted(f"the index of source {spec.name!r} is being built by Slurm jobs")
-    return CorpusIndex(directory)
+    if not CorpusIndex.is_current(directory, entities, fingerprint, min_entities=min_entities):
+        payload, build_min = union_request(directory, fingerprint, entities, min_entities)
+        options = spec.reader_options()
+        files = corpus_files(list(spec.paths), spec.format, **options)
+        if not build_file_index(files, spec.format, options, payload, directory, fingerprint=fingerprint,
+                                engine=engine, min_entities=build_min):
+            raise IndexSubmitted(f"the index of source {spec.name!r} is being built by Slurm jobs")
+    return CorpusIndex(directory, entities=entities, min_entities=min_entities)
 
 
 # ----------------------------------------------------------------------------------- local executor

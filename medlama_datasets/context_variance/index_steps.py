@@ -242,6 +242,8 @@ class FinishIndex(_WorkStep):
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         from medlama.datasets.context_variance.index import FORMAT, FORMAT_VERSION
+        from medlama.datasets.context_variance.index_forms import write_forms
+        from medlama.datasets.context_variance.matching import form_table
         from medlama.datasets.context_variance.index_build import peak_rss_mib
 
         work = WorkFolder(self.work)
@@ -279,6 +281,7 @@ class FinishIndex(_WorkStep):
                     _link(path, staging / folder.name / path.name)
             (staging / "entities.json").write_text(json.dumps(plan["entity_ids"], ensure_ascii=False),
                                                    encoding="utf-8")
+            write_forms(staging, form_table(work.payload()), plan["entity_ids"])
             (staging / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
         import shutil
 

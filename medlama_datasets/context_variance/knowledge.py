@@ -204,7 +204,7 @@ def _merge(first: Entity, second: Entity) -> Entity:
 
 
 def entities_fingerprint(entities: Iterable[Entity]) -> str:
-    """A hash of ids and lower-cased surface forms: an index is reusable only for the same entities."""
+    """A hash of ids and lower-cased surface forms (a corpus index records that of the forms it matched)."""
     digest = hashlib.sha256()
     for entity in sorted(entities, key=lambda e: e.id):
         forms = sorted(form.lower() for form in entity.surface_forms)

@@ -11,11 +11,17 @@ one mention carrying every entity id that has this form (``entity_ids``, sorted)
 decides which one it stands for (:mod:`.segmentation` picks the target, then a correct object).
 
 Only the tokenizer runs (``nlp.tokenizer.pipe``, batched); nothing else of spaCy is loaded.
+
+A corpus index keeps the *raw* matches (:meth:`EntityMatcher.pipe_raw`: every span every form matched,
+before overlaps are resolved), each with its *form code* (an entity and the lower-cased tokens of one of its
+forms, :func:`form_table`), so that one index serves every knowledge base whose forms it matched:
+:func:`resolve` keeps the matches of one knowledge base's forms and resolves their overlaps exactly as
+:meth:`EntityMatcher.match` does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 
@@ -35,6 +41,83 @@ class Mention:
     def entity_id(self) -> str:
         """The mention's entity when unambiguous (the first id otherwise)."""
         return self.entity_ids[0]
+
+
+@dataclass(frozen=True)
+class RawMatch:
+    """One span matched by one form: tokens ``[token_start, token_end)``, characters ``[start, end)``."""
+
+    token_start: int
+    token_end: int
+    start: int
+    end: int
+    form: int  # the code of the form (an entity and a token sequence) that matched: see form_table
+
+
+@dataclass(frozen=True)
+class Form:
+    """A matchable form of an entity: its lower-cased tokens, and the surface forms that tokenise to them."""
+
+    entity_id: str
+    tokens: tuple[str, ...]
+    surface_forms: tuple[str, ...]
+
+
+def clean_forms(forms: Iterable[str]) -> list[str]:
+    """The surface forms a matcher uses: stripped, empty ones dropped, each once (in order)."""
+    return list(dict.fromkeys(f.strip() for f in forms if f and f.strip()))
+
+
+def form_table(payload: Iterable[tuple[str, Sequence[str]]], tokenizer=None) -> list[Form]:
+    """The forms of ``payload`` (``(entity id, surface forms)``) in code order.
+
+    Two surface forms of an entity that differ only in case (or in what the tokenizer drops) are one
+    form: the matcher compares lower-cased tokens, so it cannot tell which of them matched.
+    """
+    if tokenizer is None:
+        import spacy
+
+        tokenizer = spacy.blank("en").tokenizer
+    forms: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for entity_id, surface in payload:
+        surface = clean_forms(surface)
+        for form, doc in zip(surface, tokenizer.pipe(surface)):
+            if len(doc):
+                forms.setdefault((entity_id, tuple(token.lower_ for token in doc)), []).append(form)
+    return [Form(entity_id, tokens, tuple(surface)) for (entity_id, tokens), surface in forms.items()]
+
+
+@dataclass(frozen=True)
+class _Span:
+    """What :func:`spacy.util.filter_spans` reads of a span (token bounds), and the match's characters."""
+
+    start: int
+    end: int
+    start_char: int
+    end_char: int
+
+
+def resolve(text: str, matches: Iterable[RawMatch], entity_of: Sequence[str] | Mapping[int, str],
+            allowed: Container[int] | None = None) -> list[Mention]:
+    """The mentions :meth:`EntityMatcher.match` gives ``text``, from its raw ``matches``.
+
+    ``entity_of`` maps a form code to its entity id; ``allowed`` (form codes) keeps the matches of one
+    knowledge base's forms, whose overlaps are then resolved as that knowledge base's own matcher
+    resolves them (the same :func:`spacy.util.filter_spans`, on the same token bounds).
+    """
+    from spacy.util import filter_spans
+
+    ids_by_span: dict[tuple[int, int], set[str]] = {}
+    chars: dict[tuple[int, int], tuple[int, int]] = {}
+    for match in matches:
+        if allowed is None or match.form in allowed:
+            key = (match.token_start, match.token_end)
+            ids_by_span.setdefault(key, set()).add(entity_of[match.form])
+            chars[key] = (match.start, match.end)
+    spans = filter_spans([_Span(start, end, *chars[start, end]) for start, end in ids_by_span])
+    return [Mention(span.start_char, span.end_char, tuple(sorted(ids_by_span[span.start, span.end])),
+                    text[span.start_char:span.end_char])
+            for span in sorted(spans, key=lambda s: s.start)]
 
 
 class EntityMatcher:
@@ -59,8 +142,7 @@ class EntityMatcher:
         for item in entities:
             entity_id, forms = (item.id, item.surface_forms) if isinstance(item, Entity) else item
             forms_by_id.setdefault(entity_id, []).extend(forms)
-        self._forms = {entity_id: list(dict.fromkeys(f.strip() for f in forms if f and f.strip()))
-                       for entity_id, forms in forms_by_id.items()}
+        self._forms = {entity_id: clean_forms(forms) for entity_id, forms in forms_by_id.items()}
         self.cache_size, self.max_vocab = cache_size, max_vocab
         self.resets = 0
         self._build()
@@ -81,6 +163,9 @@ class EntityMatcher:
                 self.entity_count += 1
                 self.pattern_count += len(patterns)
         self._base_vocab = len(self.nlp.vocab)
+        if not hasattr(self, "forms"):  # the same after a reset: the table depends on the forms only
+            self.forms = form_table(self._forms.items(), patterns_nlp.tokenizer)
+            self._form_codes = {(form.entity_id, form.tokens): code for code, form in enumerate(self.forms)}
 
     def match(self, text: str) -> list[Mention]:
         """Non-overlapping longest mentions in ``text``, in text order."""
@@ -88,16 +173,35 @@ class EntityMatcher:
 
     def pipe(self, texts: Iterable[str], *, batch_size: int = 256) -> Iterator[list[Mention]]:
         """:meth:`match` over many texts, tokenised in batches."""
+        return map(self._mentions, self._docs(texts, batch_size))
+
+    def pipe_raw(self, texts: Iterable[str], *, batch_size: int = 256) -> Iterator[list[RawMatch]]:
+        """Every match of every form (overlaps kept) in each of ``texts``, in text order; :func:`resolve`
+        turns them into :meth:`match`'s mentions."""
+        return map(self._raw, self._docs(texts, batch_size))
+
+    def _docs(self, texts: Iterable[str], batch_size: int) -> Iterator:
+        """The tokenised ``texts``, in batches; between batches (each doc matched by then), the pipeline
+        starts afresh once the vocabulary outgrows ``max_vocab`` (see the class docstring)."""
         iterator = iter(texts)
         while True:
             batch = [text or "" for text in islice(iterator, batch_size)]
             if not batch:
                 return
-            for doc in self.nlp.tokenizer.pipe(batch, batch_size=batch_size):
-                yield self._mentions(doc)
+            yield from self.nlp.tokenizer.pipe(batch, batch_size=batch_size)
             if len(self.nlp.vocab) > self._base_vocab + self.max_vocab:
                 self.resets += 1
                 self._build()
+
+    def _raw(self, doc) -> list[RawMatch]:
+        strings = self.nlp.vocab.strings
+        found = set()
+        for match_id, start, end in self.matcher(doc):
+            # the form's tokens are the span's (the matcher compares LOWER), which names the form matched
+            form = self._form_codes[strings[match_id], tuple(token.lower_ for token in doc[start:end])]
+            span = doc[start:end]
+            found.add(RawMatch(start, end, span.start_char, span.end_char, form))
+        return sorted(found, key=lambda m: (m.token_start, m.token_end, m.form))
 
     def _mentions(self, doc) -> list[Mention]:
         from spacy.util import filter_spans

@@ -76,19 +76,19 @@ _W: dict = {}
 
 
 def _init_worker(triples: Sequence[Triple], names: dict[str, str], settings: BuildSettings,
-                 block_torch: bool = False) -> None:
+                 entities: Sequence[tuple[str, Sequence[str]]], block_torch: bool = False) -> None:
     import sys
 
     if block_torch and "torch" not in sys.modules:
         sys.modules["torch"] = None  # type: ignore[assignment]  # never needed here; keeps workers small
-    _W.update(triples=triples, names=names, settings=settings, indexes={})
+    _W.update(triples=triples, names=names, settings=settings, entities=entities, indexes={})
 
 
 def _rows_for(source: str, index_dir: str, start: int, stop: int) -> Chunk:
     """Rows of triples ``start..stop`` and, per triple, (its position, documents retrieved)."""
     index = _W["indexes"].get(index_dir)
     if index is None:
-        index = _W["indexes"][index_dir] = open_index(index_dir)
+        index = _W["indexes"][index_dir] = open_index(index_dir, _W["entities"])
     settings: BuildSettings = _W["settings"]
     rows: list[dict] = []
     found: list[tuple[int, int]] = []
@@ -105,20 +105,23 @@ def _rows_for(source: str, index_dir: str, start: int, stop: int) -> Chunk:
     return rows, found
 
 
-def open_index(directory: str | Path):
-    """The :class:`~.index.CorpusIndex` in ``directory``; its postings are memory-mapped, so triples in
-    knowledge-base order (not bucket order) cost page reads, never whole buckets."""
+def open_index(directory: str | Path, entities: Sequence[tuple[str, Sequence[str]]]):
+    """The view for ``entities`` (the knowledge base's ``(id, surface forms)``) of the corpus index in
+    ``directory``; its postings are memory-mapped, so triples in knowledge-base order (not bucket order)
+    cost page reads, never whole buckets."""
     from medlama.datasets.context_variance.index import CorpusIndex
 
-    return CorpusIndex(directory)
+    return CorpusIndex(directory, entities=entities)
 
 
-def run_chunks(source: str, index_dir: str, chunks: Sequence[tuple[int, int]], triples: Sequence[Triple],
-               names: dict[str, str], settings: BuildSettings, num_proc: int) -> Iterator[Chunk]:
+def run_chunks(source: str, index_dir: str, entities: Sequence[tuple[str, Sequence[str]]],
+               chunks: Sequence[tuple[int, int]], triples: Sequence[Triple], names: dict[str, str],
+               settings: BuildSettings, num_proc: int) -> Iterator[Chunk]:
     """(rows, found) of each chunk ``(start, stop)`` of ``triples``, in order; in ``num_proc`` processes when
-    more than one. ``index_dir``: the source's index, opened once per process."""
+    more than one. ``index_dir``: the source's index, opened once per process as the view for ``entities``
+    (:func:`~.index.entity_payload` of the knowledge base)."""
     if num_proc == 1 or len(chunks) == 1:
-        _init_worker(triples, names, settings)
+        _init_worker(triples, names, settings, entities)
         try:
             for start, stop in chunks:
                 yield _rows_for(source, index_dir, start, stop)
@@ -127,7 +130,7 @@ def run_chunks(source: str, index_dir: str, chunks: Sequence[tuple[int, int]], t
         return
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(num_proc, mp_context=context, initializer=_init_worker,
-                               initargs=(triples, names, settings, True))
+                               initargs=(triples, names, settings, entities, True))
     try:
         pending: dict[int, Future] = {}
         done: dict[int, tuple] = {}

@@ -24,6 +24,8 @@ class SourceStats:
     format: str
     paths: list[str]
     documents: int = 0
+    # Documents the corpus index stores: those naming at least min_entities (2) entities of any knowledge base it serves
+    # (shared by them all, so not this knowledge base's own count).
     stored_documents: int = 0
     index: str = ""
     index_reused: bool = False

@@ -1,6 +1,6 @@
 """The datatrove index pipeline: a corpus of many files gives the index (and the sets) of one file and of the
 in-process engine; a build that failed part-way resumes its missing tasks only; a repeated id is named at both
-places; the Slurm and Ray executors are made with the same pipeline; format-1 indexes are refused."""
+places; the Slurm and Ray executors are made with the same pipeline; indexes of older formats are refused."""
 
 from __future__ import annotations
 
@@ -209,17 +209,19 @@ def test_cluster_executors_run_the_same_pipeline(tmp_path, corpora, kb):
             IndexEngine(executor="ray").check_available()
 
 
-def test_a_format_1_index_is_refused_and_rebuilt(tmp_path, corpora, kb):
+@pytest.mark.parametrize("old_version", [1, 2])
+def test_an_older_format_index_is_refused_and_rebuilt(tmp_path, corpora, kb, old_version):
     single, _ = corpora
     spec = CorpusSpec.make(single, "mimic")
     index = open_or_build_spec_index(spec, kb, tmp_path / "idx", fingerprint="v1", engine=ENGINE)
     manifest = json.loads((index.directory / "manifest.json").read_text())
-    (index.directory / "manifest.json").write_text(json.dumps({**manifest, "version": 1}))
-    with pytest.raises(MedlamaInputError, match="v1 is not .* v2; rebuild it"):
+    (index.directory / "manifest.json").write_text(json.dumps({**manifest, "version": old_version}))
+    with pytest.raises(MedlamaInputError, match=f"v{old_version} is not .* v3; rebuild it"):
         CorpusIndex.open(index.directory)
     rebuilt = open_or_build_spec_index(spec, kb, tmp_path / "idx", fingerprint="v1", engine=ENGINE)
-    assert rebuilt.manifest["version"] == 2
-    assert isinstance(rebuilt.rows_with("C101"), np.memmap) or rebuilt.rows_with("C101").base is not None
+    assert rebuilt.manifest["version"] == 3
+    postings = rebuilt._raw_rows("C101")  # memory-mapped, not read
+    assert isinstance(postings, np.memmap) or postings.base is not None
 
 
 def test_the_command_refuses_an_executor_it_cannot_use_before_reading(tmp_path, corpora, medlama_folder, capsys):
