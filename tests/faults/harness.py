@@ -77,11 +77,12 @@ class Suite:
                               env=self.env(), timeout=timeout, cwd=self.root,
                               preexec_fn=None if umask is None else lambda: os.umask(umask))
 
-    def on_small_disk(self, copy: Path, args: list, make_it: str) -> tuple[subprocess.CompletedProcess, bool]:
+    def on_small_disk(self, copy: Path, args: list, make_it: str, kept: str | None = None
+                      ) -> tuple[subprocess.CompletedProcess, bool]:
         """In a private mount namespace: a 4 MiB tmpfs, ``copy`` copied onto it (as ``copy.name``), the shell
         command ``make_it`` run (``$DISK``: the tmpfs), then ``medlama args`` with ``{out}`` in them standing
         for the copy. The run, and whether the copy came out byte for byte as it went in (with nothing beside
-        it but what ``make_it`` put there)."""
+        it but what ``make_it`` put there, and ``kept``: a folder beside it the run may leave for its rerun)."""
         disk = self.root / f"disk-{len(self.cases)}"
         disk.mkdir()
         out = disk / copy.name
@@ -93,7 +94,11 @@ class Suite:
         done = subprocess.run(["unshare", "-rm", "bash", "-c", script], capture_output=True, text=True, env=self.env(),
                               cwd=self.root, timeout=900)
         status = Path(f"{disk}.status")
-        same = status.is_file() and Path(f"{disk}.before").read_bytes() == Path(f"{disk}.after").read_bytes()
+        after = Path(f"{disk}.after").read_bytes() if status.is_file() else b""
+        if kept is not None:  # e.g. a probe's completed shards, which its rerun continues from
+            after = b"".join(line for line in after.splitlines(keepends=True)
+                             if f"{disk}/{kept}".encode() not in line)
+        same = status.is_file() and Path(f"{disk}.before").read_bytes() == after
         return subprocess.CompletedProcess(args, int(status.read_text()) if status.is_file() else -1, "",
                                            done.stderr), same
 
@@ -471,7 +476,8 @@ def probe_cases(suite: Suite, data: Path, model: Path) -> None:
            'count=$((free - 24)) 2>/dev/null'
     for name, make_it, needle in (("a full disk", full, "No space left on device"),
                                   ("a read-only file system", 'mount -o remount,ro "$DISK"', "Read-only file system")):
-        result, same = suite.on_small_disk(out, rerun, make_it)
+        # the shards completed before the disk refused the results are kept beside them for the rerun
+        result, same = suite.on_small_disk(out, rerun, make_it, kept=f".{out.name}.work")
         suite.record(f"probe: {name} (results and plots)", intact=same, clear=suite.clear_error(result, needle),
                      detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
 
