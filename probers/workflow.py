@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, Prober, probe, rank_by_pool, result_of
+from medlama.probers.base import (PREDICTIONS_FILE, RESULTS_FILE, SCORES_FILE, ProbeResult, Prober, probe,
+                                  rank_by_pool, result_of, write_all_scores)
 from medlama.probers.benchmarks import Benchmark
 from medlama.probers.queries import QuerySet
 
@@ -126,19 +127,27 @@ def checkpoint_folders(runs: Sequence[ModelRun]) -> dict[str, dict[int, Path]]:
 def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequence[int], match: str,
                  top_k: int | None = None, device: str | None = None,
                  checkpoints: dict[str, dict[int, Path]] | None = None,
-                 probers: dict[str, Prober] | None = None) -> ProbeOutcome:
+                 probers: dict[str, Prober] | None = None, all_scores: bool = False) -> ProbeOutcome:
     """Probe each run on ``queries`` (a retrieval run with ``layers`` set: one result per layer), then each of
     its ``checkpoints`` (:func:`checkpoint_folders`), scoring the cut-offs ``scored`` with ``match``.
-    ``probers``: probers already made, by run label (a loaded model is inspected once)."""
+    ``probers``: probers already made, by run label (a loaded model is inspected once). ``all_scores``: keep
+    every candidate's score (``scores.parquet``; refused, before any model loads, for methods that generate
+    their answers)."""
     from medlama.probers.retrieval import RetrievalSettings
 
+    from medlama.probers.base import check_all_scores
+    from medlama.probers.registry import METHODS
+
     top_k = max(top_k or 0, max(scored))
+    for run in runs:
+        check_all_scores(METHODS[run.method].prober, all_scores)
     outcome = ProbeOutcome()
     for run in runs:
         prober = (probers or {}).get(run.label) or run.prober(device)
         if isinstance(run.settings, RetrievalSettings) and run.settings.layers:
             start = time.perf_counter()
-            ranked = rank_by_pool(queries, lambda part: prober.rank_layers(part, top_k))
+            ranked = rank_by_pool(queries, lambda part: prober.rank_layers_scored(part, top_k,
+                                                                                 all_scores=all_scores))
             seconds = time.perf_counter() - start
             outcome.by_layer[run.label] = {}
             for layer, predictions in ranked.items():
@@ -147,11 +156,12 @@ def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequenc
                 outcome.by_layer[run.label][layer] = result
                 outcome.results.append(result)
         else:
-            outcome.results.append(probe(prober, queries, label=run.label, top_k=top_k, ks=scored, match=match))
+            outcome.results.append(probe(prober, queries, label=run.label, top_k=top_k, ks=scored, match=match,
+                                         all_scores=all_scores))
         if checkpoints:
             outcome.by_step[run.label] = {
                 step: probe(run.prober(device, path), queries, label=f"{run.label}@{step}", top_k=top_k, ks=scored,
-                            match=match) for step, path in checkpoints[run.label].items()}
+                            match=match, all_scores=all_scores) for step, path in checkpoints[run.label].items()}
             outcome.results += list(outcome.by_step[run.label].values())
     return outcome
 
@@ -187,8 +197,8 @@ def describe_pool(queries: QuerySet) -> str:
 def write_outputs(out: str | Path, results: Sequence[ProbeResult], *, by_layer: dict | None = None,
                   by_step: dict | None = None, overwrite: bool = False, argv: Sequence[str] | None = None,
                   hint: str = API_HINT, k: int = 10, reads: Sequence = ()) -> list[Path]:
-    """Write a probe's output folder: ``results.json`` (a list, one entry per run), ``predictions.jsonl`` and
-    the plots (acc@``k`` per relation; per answer length with exact matching; per layer and per step for the
+    """Write a probe's output folder: ``results.json`` (a list, one entry per run), ``predictions.jsonl``,
+    ``scores.parquet`` (when a run kept every candidate's score) and the plots (acc@``k`` per relation; per answer length with exact matching; per layer and per step for the
     sweeps). Atomic (a staging folder replaces ``out`` when complete), owned (``.medlama-output.json`` names
     ``probe``; a folder another command or a person wrote is refused) and, unless ``overwrite``, refusing a
     finished run; nor may ``out`` be (or hold) the current directory or what the run read (``reads``).
@@ -201,6 +211,7 @@ def write_outputs(out: str | Path, results: Sequence[ProbeResult], *, by_layer: 
     with claimed_output(out, marker=RESULTS_FILE, kind=OUTPUT_KIND, overwrite=overwrite, hint=hint, reads=reads):
         with atomic_directory(out, marker=RESULTS_FILE, kind=OUTPUT_KIND, reads=reads) as staging:
             report.write_probe_results(staging, results, argv=argv)  # results.json + predictions.jsonl
+            write_all_scores(staging / SCORES_FILE, results)  # only runs that kept every score
             first = list(results[:4])
             plots = [report.plot_relations(first, staging / "relations.png", k=k)]
             if first[0].metrics.get("match", "exact") == "exact":  # the answer-length figure rescores exactly
