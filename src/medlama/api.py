@@ -68,7 +68,8 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
           preset: str | None = None, relations: Sequence[str] | None = None, dataset: str = "medlama",
           settings: Mapping[str, Any] | Any = None, device: str | None = None, limit: int | None = None,
           top_k: int = 10, ks: Sequence[int] | None = None, match: str | None = None, tokenizer: Any = None,
-          label: str | None = None, candidates: str = "evaluated", checkpoints: bool = False):
+          label: str | None = None, candidates: str = "evaluated", checkpoints: bool = False,
+          log_all_scores: bool = False):
     """Probe ``model`` on MedLAMA (or BioLAMA) as ``medlama probe`` does; returns a
     :class:`~medlama.probers.base.ProbeResult` (``acc(k)``, ``acc_ci(k)``, ``intervals``, ``per_relation()``,
     ``to_pandas()``, ``save(folder)``).
@@ -99,6 +100,9 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     * ``checkpoints``: also probe every ``checkpoint-N`` folder of ``model`` (checked before anything runs);
       with it, or with ``settings={"layers": [...]}``, a list of results is returned, one per row of
       ``medlama probe``'s table.
+    * ``log_all_scores``: keep every candidate's score (``result.ranking.pools``; ``result.save(folder)``
+      writes them to ``scores.parquet``), as ``medlama probe --log-all-scores``; only methods that score the
+      whole pool (retrieval, mask-average, causal-likelihood) can.
     * ``ks``: cut-offs to score (default 1, 5, 10; BioLAMA 1, 5; acc@1/5/10 are always scored too); ``match``: ``exact`` (MedLAMA) or
       ``normalized`` (BioLAMA's default). ``top_k``: predictions kept per query. ``device``: ``cpu``,
       ``cuda``, ``cuda:N`` or ``mps`` (default: CUDA when there is one).
@@ -126,6 +130,9 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     bench = benchmark(dataset)
     report_ks, scored, match = bench.scoring_plan(ks, match)
     check_rule(candidates)
+    from medlama.probers.base import check_all_scores
+
+    check_all_scores(METHODS[name].prober, bool(log_all_scores))
     loaded = model is not None and not isinstance(model, (str, Path))
     if loaded and name != "retrieval":  # a loaded object (the encoder checks which)
         raise MedlamaInputError(f"a loaded model object is probed by retrieval only; give {name} a model "
@@ -145,7 +152,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     run = workflow.ModelRun(str(label), name, model, settings, tokenizer)
     outcome = workflow.probe_models(queries, [run], scored=scored, match=match, top_k=top_k, device=device,
                                     checkpoints={run.label: checkpoint_runs[runs[0].label]} if checkpoints else None,
-                                    probers={run.label: prober})
+                                    probers={run.label: prober}, all_scores=bool(log_all_scores))
     workflow.aggregate(outcome.results, bench, report_ks)
     return outcome.results[0] if len(outcome.results) == 1 else outcome.results
 

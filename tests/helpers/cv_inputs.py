@@ -65,6 +65,20 @@ def write_medlama_folder(root: Path) -> Path:
     return root
 
 
+def add_full_pool(root: Path) -> Path:
+    """Give the folder of :func:`write_medlama_folder` its ``full`` candidate set (heads and answers)."""
+    from datasets import Dataset
+
+    names = sorted({row[3] for row in ROWS} | {name for row in ROWS for _, name in row[4]})
+    (root / "candidates").mkdir()
+    Dataset.from_dict({"name": names}).to_parquet(str(root / "candidates" / "full.parquet"))
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    (root / "README.md").write_text(readme.replace(
+        "configs:\n", "configs:\n- config_name: candidates_full\n  data_files:\n  - split: test\n"
+                      "    path: candidates/full.parquet\n", 1), encoding="utf-8")
+    return root
+
+
 def write_corpora(root: Path) -> tuple[Path, Path]:
     """``NOTEEVENTS.csv`` (one note flagged ISERROR, skipped) and a folder with one JATS article."""
     root.mkdir(parents=True, exist_ok=True)

@@ -37,17 +37,7 @@ def tiny_gpt2(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def medlama_tiny(tmp_path_factory) -> Path:
     """The 6-query MedLAMA-shaped folder of ``cv_inputs`` with its ``full`` candidate set (heads and answers)."""
-    from datasets import Dataset
-
-    root = cv_inputs.write_medlama_folder(tmp_path_factory.mktemp("cli-medlama") / "medlama")
-    names = sorted({row[3] for row in cv_inputs.ROWS} | {name for row in cv_inputs.ROWS for _, name in row[4]})
-    (root / "candidates").mkdir()
-    Dataset.from_dict({"name": names}).to_parquet(str(root / "candidates" / "full.parquet"))
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    (root / "README.md").write_text(readme.replace(
-        "configs:\n", "configs:\n- config_name: candidates_full\n  data_files:\n  - split: test\n"
-                      "    path: candidates/full.parquet\n", 1), encoding="utf-8")
-    return root
+    return cv_inputs.add_full_pool(cv_inputs.write_medlama_folder(tmp_path_factory.mktemp("cli-medlama") / "medlama"))
 
 
 def run_probe(tmp_path, name, *flags) -> list[dict]:

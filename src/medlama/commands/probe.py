@@ -9,7 +9,7 @@ from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.commands.method_flags import PRESET_HELP, add_method_arguments, method_settings
 from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, check_device, claimed_output, human_output,
                                      print_results)
-from medlama.probers.base import RESULTS_FILE
+from medlama.probers.base import RESULTS_FILE, check_all_scores
 from medlama.probers.queries import QuerySource
 from medlama.probers.retrieval import RetrievalSettings
 from medlama.probers.registry import METHODS, OLD_NAMES, current_names, settings_for
@@ -64,6 +64,11 @@ def register(subparsers) -> None:
     add_data_arguments(parser)
     add_scoring_arguments(parser)
     add_method_arguments(parser)
+    parser.add_argument("--log-all-scores", action="store_true",
+                        help="also write scores.parquet: every candidate's score and rank for every query (run, "
+                             "id, relation, candidate, score, rank), to recompute MRR or other cut-offs without "
+                             "rerunning; large (queries x candidates rows); only for methods that score the whole "
+                             "pool: retrieval, mask-average, causal-likelihood")
     parser.add_argument("--checkpoints", action="store_true",
                         help="also probe every checkpoint-N inside each model folder and plot acc per step "
                              "(figure 4)")
@@ -100,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
     # Before the queries: loading them may build MedLAMA first, minutes lost to a typo.
     methods = list(dict.fromkeys(current_names(args.method)))
     settings = method_settings(args, methods)
+    for method in methods:
+        check_all_scores(METHODS[method].prober, args.log_all_scores)
     scoring(args)  # --ks, before the data is read
     check_device(args.device)
     for model in models:
@@ -130,7 +137,7 @@ def _probe(args: argparse.Namespace, runs: list, checkpoints: dict | None) -> No
     ks, scored, match = bench.scoring_plan(args.ks, args.match)
     print(workflow.describe_pool(queries))
     outcome = workflow.probe_models(queries, runs, scored=scored, match=match, device=args.device,
-                                    checkpoints=checkpoints)
+                                    checkpoints=checkpoints, all_scores=args.log_all_scores)
     workflow.aggregate(outcome.results, bench, ks)
     workflow.print_report(outcome, bench, ks)
     plots = workflow.write_outputs(args.out, outcome.results, by_layer=outcome.by_layer, by_step=outcome.by_step,

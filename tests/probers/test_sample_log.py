@@ -1,0 +1,112 @@
+"""The sample log of a probe: each ``predictions.jsonl`` row carries the text fed to the model, the top scores,
+the gold answer's rank and score, and ``--log-all-scores`` writes every candidate's score to
+``scores.parquet``. Checked against an exhaustive ranking of the prober's own full score matrix, and the
+Parquet's ranks recompute the run's acc@k."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from medlama.cli import main
+from medlama.probers.queries import QuerySource, load_queries
+from medlama.probers.registry import make_prober
+
+import cv_inputs  # tests/helpers: a MedLAMA-shaped folder of 6 queries
+from probe_outputs import predictions  # tests/helpers: per-query rows of predictions.jsonl
+from tiny_causal import save_causal  # tests/helpers: tiny causal LMs with locally trained tokenizers
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tmp_path_factory) -> Path:
+    return save_causal(tmp_path_factory.mktemp("log-tiny-gpt2"), "gpt2")
+
+
+@pytest.fixture(scope="module")
+def medlama_tiny(tmp_path_factory) -> Path:
+    return cv_inputs.add_full_pool(cv_inputs.write_medlama_folder(tmp_path_factory.mktemp("log-medlama") / "medlama"))
+
+
+def exhaustive(scores: np.ndarray, candidates: list[str], gold: list[list[str]]) -> list[tuple[int | None, float]]:
+    """The best gold rank (1-based) and its score by sorting every candidate (ties: candidate order)."""
+    out = []
+    for row, answers in zip(scores, gold):
+        order = list(np.argsort(-row, kind="stable"))
+        ranks = [order.index(candidates.index(a)) + 1 for a in answers if a in candidates]
+        best = min(ranks) if ranks else None
+        out.append((best, float(row[order[best - 1]]) if best else None))
+    return out
+
+
+def test_causal_likelihood_rows_and_all_scores(tiny_gpt2, medlama_tiny, tmp_path):
+    out = tmp_path / "run"
+    assert main(["probe", "--data", str(medlama_tiny), "--config", "full", "--model", str(tiny_gpt2),
+                 "--method", "causal-likelihood", "--log-all-scores", "--out", str(out)]) == 0
+    (result,) = json.loads((out / "results.json").read_text())
+    rows = predictions(out, result["label"])
+    assert result["settings"]["score"] == "sum of token log-probabilities (answer and suffix)"
+    assert result["extra"]["all_scores"] == "scores.parquet"
+
+    queries = load_queries(QuerySource(data=str(medlama_tiny), config="full"))
+    full = make_prober("causal-likelihood", tiny_gpt2).scores(queries)  # the reference: every score
+    expected = exhaustive(full, list(queries.candidates), queries.gold)
+    assert [row["id"] for row in rows] == queries.ids
+    for row, text, scores, (rank, score) in zip(rows, queries.texts, full, expected):
+        assert row["input"].endswith(text.split("[Y]")[1]) and "[Y]" in row["input"]
+        assert len(row["scores"]) == len(row["predictions"])
+        assert row["scores"] == [scores[list(queries.candidates).index(n)] for n in row["predictions"]]
+        assert row["scores"] == sorted(row["scores"], reverse=True)
+        assert row["gold_rank"] == rank and row["gold_score"] == score
+        assert row["hit@1"] == (rank == 1)
+
+    table = pd.read_parquet(out / "scores.parquet")
+    assert list(table.columns) == ["run", "id", "relation", "candidate", "score", "rank"]
+    assert len(table) == len(queries) * len(queries.candidates)
+    gold = {qid: set(answers) for qid, answers in zip(queries.ids, queries.gold)}
+    best = table[[c in gold[q] for q, c in zip(table["id"], table["candidate"])]].groupby("id")["rank"].min()
+    ranks = np.array([best.get(qid, math.inf) for qid in queries.ids], dtype=float)
+    for k in (1, 5, 10):
+        assert float(np.mean(ranks <= k)) == pytest.approx(result["metrics"][f"acc@{k}"], rel=1e-12)
+    mrr_rows = np.mean([1 / row["gold_rank"] if row["gold_rank"] else 0.0 for row in rows])
+    assert float(np.mean(1 / ranks)) == pytest.approx(mrr_rows, rel=1e-12)
+    picked = table[table["id"] == queries.ids[0]].set_index("candidate")["score"]
+    assert [picked[c] for c in queries.candidates] == pytest.approx(list(full[0]), rel=1e-12)
+
+
+def test_gold_ranks_beyond_the_top_k_come_from_the_whole_pool(tiny_gpt2, medlama_tiny):
+    from medlama.probers.base import probe
+
+    queries = load_queries(QuerySource(data=str(medlama_tiny), config="full"))
+    prober = make_prober("causal-likelihood", tiny_gpt2)
+    expected = exhaustive(prober.scores(queries), list(queries.candidates), queries.gold)
+    rows = list(probe(prober, queries, top_k=2).prediction_rows())
+    assert [(row["gold_rank"], row["gold_score"]) for row in rows] == expected
+    assert any(rank > 2 for rank, _ in expected)  # the data has gold answers outside the top 2
+
+
+def test_generation_methods_refuse_all_scores_before_loading(tmp_path, capsys):
+    code = main(["probe", "--model", str(tmp_path / "no-such-model"), "--method", "causal-generate",
+                 "--log-all-scores", "--out", str(tmp_path / "out")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "causal-generate" in err and "log all scores" in err and "no-such-model" not in err
+
+
+def test_constrained_rows_rank_the_gold_among_its_answers(tiny_gpt2, medlama_tiny, tmp_path):
+    """A method that does not score the pool ranks the gold among the names it returned (null beyond)."""
+    from medlama.probers.base import probe
+
+    queries = load_queries(QuerySource(data=str(medlama_tiny), config="full"))
+    result = probe(make_prober("causal-constrained", tiny_gpt2, {"num_beams": 3}), queries, top_k=3)
+    for row, gold in zip(result.prediction_rows(), queries.gold):
+        at = [i + 1 for i, name in enumerate(row["predictions"]) if name in gold]
+        assert row["gold_rank"] == (at[0] if at else None)
+        assert row["gold_score"] == (row["scores"][at[0] - 1] if at else None)
+        assert all(isinstance(s, float) and math.isfinite(s) for s in row["scores"])
