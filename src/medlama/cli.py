@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "medlama.commands.rewire",
     "medlama.commands.publish",
     "medlama.commands.ucm",
+    "medlama.commands.list",
 )
 
 
