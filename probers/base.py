@@ -251,7 +251,8 @@ class ProbeResult:
 
         model = self.model or self.settings.get("model")
         return provenance(settings=with_public_model(self.settings), data=self.data or {"query_set": self.query_set},
-                          model=None if _is_bundled(model) else model, device=self.device, argv=argv)
+                          model=None if _is_bundled(model) else model, device=self.device, argv=argv,
+                          revision=self.settings.get("revision"))
 
     def results_json(self, *, argv: Sequence[str] | None = None) -> dict:
         """What ``results.json`` holds for this run: :meth:`to_json` without the per-query predictions, with
@@ -407,10 +408,12 @@ def result_of(prober: Prober, queries: QuerySet, predictions: list[list[str]] | 
     """The scored :class:`ProbeResult` of ``prober``'s ``predictions`` (names, or its scored
     :class:`~medlama.probers.ranking.Ranking`) for ``queries``, with its provenance (data and its candidate
     pool, model, device); ``more_settings`` are recorded beside the prober's (e.g. the ``layer`` probed), and
-    so is what the scores mean (``score``)."""
+    so is what the scores mean (``score``) and, for a prober built by the probe workflow, how its model was
+    loaded (``revision``: the commit loaded; ``peft``; ``trust_remote_code``)."""
     ranking = predictions if isinstance(predictions, Ranking) else None
     names = ranking.names if ranking is not None else predictions
-    settings = {**prober.settings(), **more_settings, "score": prober.score_meaning}
+    settings = {**prober.settings(), **more_settings, "score": prober.score_meaning,
+                **getattr(prober, "loaded", {})}
     return ProbeResult(label=label, query_set=queries.name, settings=settings,
                        ids=queries.ids, relations=queries.relations, gold=queries.gold, predictions=names,
                        metrics=score(queries, names, ks=ks, match=match), seconds=seconds,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from medlama.core.errors import MedlamaInputError
+from medlama.core.models import LoadOptions, loading_with
 from medlama.probers.base import (PREDICTIONS_FILE, RESULTS_FILE, SCORES_FILE, ProbeResult, Prober, probe,
                                   rank_by_pool, result_of, write_all_scores)
 from medlama.probers.benchmarks import Benchmark
@@ -35,23 +36,31 @@ API_HINT = "give overwrite=True to replace them, or choose another folder"
 @dataclass(frozen=True)
 class ModelRun:
     """One model probed by one method: its row ``label``, the ``model`` (a folder or Hub id, or a loaded
-    object for retrieval), the method's ``settings``, and the ``tokenizer`` of a loaded model."""
+    object for retrieval), the method's ``settings``, the ``tokenizer`` of a loaded model, and how the model
+    is loaded (``load``: revision, LoRA adapter, remote code)."""
 
     label: str
     method: str
     model: Any
     settings: Any
     tokenizer: Any = None
+    load: LoadOptions | None = None
 
     def prober(self, device: str | None = None, model: Any = None) -> Prober:
-        """The prober of this run (of ``model``, a checkpoint folder, instead of the run's own model)."""
+        """The prober of this run (of ``model``, a checkpoint folder, instead of the run's own model). Its
+        ``loaded`` attribute records what was loaded (:func:`~medlama.core.models.loading_with`), which
+        :func:`~medlama.probers.base.result_of` puts in the run's settings."""
         from medlama.probers.registry import make_prober
         from medlama.probers.retrieval import RetrievalProber
 
         model = self.model if model is None else model
-        if not isinstance(model, (str, Path)):
-            return RetrievalProber(model, self.settings, device=device, tokenizer=self.tokenizer)
-        return make_prober(self.method, str(model), self.settings, device=device)
+        with loading_with(self.load) as loaded:
+            if not isinstance(model, (str, Path)):
+                prober = RetrievalProber(model, self.settings, device=device, tokenizer=self.tokenizer)
+            else:
+                prober = make_prober(self.method, str(model), self.settings, device=device)
+        prober.loaded = loaded
+        return prober
 
 
 @dataclass
@@ -101,10 +110,14 @@ def unique_labels(models: Sequence[Any], labels: Sequence[str] | None = None, *,
 
 
 def model_runs(methods: Sequence[str], labels: Sequence[str], models: Sequence[Any], settings: dict[str, Any],
-               *, tokenizer: Any = None) -> list[ModelRun]:
-    """One run per method and model, labelled ``label`` (one method) or ``method:label`` (several)."""
-    return [ModelRun(label if len(methods) == 1 else f"{method}:{label}", method, model, settings[method], tokenizer)
-            for method in methods for label, model in zip(labels, models)]
+               *, tokenizer: Any = None, load: LoadOptions | None = None) -> list[ModelRun]:
+    """One run per method and model, labelled ``label`` (one method) or ``method:label`` (several); ``load``
+    (checked against every model here, before anything loads) says how the models are loaded."""
+    if load is not None:
+        for model in models:
+            load.check(model)
+    return [ModelRun(label if len(methods) == 1 else f"{method}:{label}", method, model, settings[method], tokenizer,
+                     load) for method in methods for label, model in zip(labels, models)]
 
 
 def checkpoint_folders(runs: Sequence[ModelRun]) -> dict[str, dict[int, Path]]:

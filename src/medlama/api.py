@@ -69,7 +69,8 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
           settings: Mapping[str, Any] | Any = None, device: str | None = None, limit: int | None = None,
           top_k: int = 10, ks: Sequence[int] | None = None, match: str | None = None, tokenizer: Any = None,
           label: str | None = None, candidates: str = "evaluated", checkpoints: bool = False,
-          log_all_scores: bool = False):
+          log_all_scores: bool = False, revision: str | None = None, peft: str | None = None,
+          trust_remote_code: bool = False):
     """Probe ``model`` on MedLAMA (or BioLAMA) as ``medlama probe`` does; returns a
     :class:`~medlama.probers.base.ProbeResult` (``acc(k)``, ``acc_ci(k)``, ``intervals``, ``per_relation()``,
     ``to_pandas()``, ``save(folder)``).
@@ -103,6 +104,10 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     * ``log_all_scores``: keep every candidate's score (``result.ranking.pools``; ``result.save(folder)``
       writes them to ``scores.parquet``), as ``medlama probe --log-all-scores``; only methods that score the
       whole pool (retrieval, mask-average, causal-likelihood) can.
+    * ``revision``: the revision of a Hub model to load (``result.settings["revision"]``: the commit loaded;
+      refused for a local folder); ``peft``: a LoRA adapter applied to ``model``, its base (needs
+      ``medlama[peft]``); ``trust_remote_code``: run a model repository's own code (off unless given). As
+      ``medlama probe --revision / --peft / --trust-remote-code``.
     * ``ks``: cut-offs to score (default 1, 5, 10; BioLAMA 1, 5; acc@1/5/10 are always scored too); ``match``: ``exact`` (MedLAMA) or
       ``normalized`` (BioLAMA's default). ``top_k``: predictions kept per query. ``device``: ``cpu``,
       ``cuda``, ``cuda:N`` or ``mps`` (default: CUDA when there is one).
@@ -142,14 +147,18 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
 
         model = str(default_model_path())
         label = "bundled" if label is None else label
-    runs = workflow.model_runs([name], [label or "model"], [model], {name: settings}, tokenizer=tokenizer)
+    from medlama.core.models import LoadOptions
+
+    load = LoadOptions(revision=revision, peft=peft, trust_remote_code=trust_remote_code)
+    runs = workflow.model_runs([name], [label or "model"], [model], {name: settings}, tokenizer=tokenizer,
+                               load=load)
     checkpoint_runs = workflow.checkpoint_folders(runs) if checkpoints else None  # before any probing
     queries = queries_from(data, dataset=dataset, config=config, relations=relations, candidates=candidates)
     queries = queries.limit_per_relation(limit) if limit is not None else queries
     prober = runs[0].prober(device)
     if label is None:
         label = Path(str(model)).name if not loaded else Path(str(prober.settings().get("model", name))).name
-    run = workflow.ModelRun(str(label), name, model, settings, tokenizer)
+    run = workflow.ModelRun(str(label), name, model, settings, tokenizer, load)
     outcome = workflow.probe_models(queries, [run], scored=scored, match=match, top_k=top_k, device=device,
                                     checkpoints={run.label: checkpoint_runs[runs[0].label]} if checkpoints else None,
                                     probers={run.label: prober}, all_scores=bool(log_all_scores))

@@ -13,6 +13,7 @@ from medlama.probers.base import RESULTS_FILE, check_all_scores
 from medlama.probers.queries import QuerySource
 from medlama.probers.retrieval import RetrievalSettings
 from medlama.probers.registry import METHODS, OLD_NAMES, current_names, settings_for
+from medlama.core.models import LoadOptions
 from medlama.core.settings import settings_from
 
 
@@ -64,6 +65,7 @@ def register(subparsers) -> None:
     add_data_arguments(parser)
     add_scoring_arguments(parser)
     add_method_arguments(parser)
+    add_settings_flags(parser.add_argument_group("model loading"), LoadOptions)
     parser.add_argument("--log-all-scores", action="store_true",
                         help="also write scores.parquet: every candidate's score and rank for every query (run, "
                              "id, relation, candidate, score, rank), to recompute MRR or other cut-offs without "
@@ -111,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
     check_device(args.device)
     for model in models:
         resolve_model(model)  # a missing model folder is an error now, not after the queries are built
-    runs = model_runs(methods, labels, models, settings)
+    load = settings_from(LoadOptions, given_settings(args, LoadOptions))
+    runs = model_runs(methods, labels, models, settings, load=load)  # checks the loading options
     checkpoints = checkpoint_folders(runs) if args.checkpoints else None  # before any probing
     with claimed_output(args.out, kind="probe", overwrite=args.overwrite, reads=reads_of(args)):
         with human_output(args):
