@@ -19,7 +19,6 @@ from medlama.probers.base import probe
 from medlama.probers.queries import QuerySet, load_queries
 from medlama.probers.registry import make_prober
 
-import cv_inputs  # tests/helpers (pytest pythonpath): a MedLAMA-shaped folder of 6 queries
 from probe_outputs import predictions  # tests/helpers: per-query rows of predictions.jsonl
 from tiny_causal import NAMES, save_causal  # tests/helpers: tiny causal LMs with locally trained tokenizers
 
@@ -27,17 +26,6 @@ CAUSAL = ("causal-likelihood", "causal-constrained", "causal-generate")
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
-
-
-@pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:
-    return save_causal(tmp_path_factory.mktemp("cli-tiny-gpt2"), "gpt2")
-
-
-@pytest.fixture(scope="module")
-def medlama_tiny(tmp_path_factory) -> Path:
-    """The 6-query MedLAMA-shaped folder of ``cv_inputs`` with its ``full`` candidate set (heads and answers)."""
-    return cv_inputs.add_full_pool(cv_inputs.write_medlama_folder(tmp_path_factory.mktemp("cli-medlama") / "medlama"))
 
 
 def run_probe(tmp_path, name, *flags) -> list[dict]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,23 +16,12 @@ import torch
 
 from medlama.core.errors import MedlamaInputError
 
-import cv_inputs  # tests/helpers: a MedLAMA-shaped folder of 6 queries
 from probe_outputs import predictions  # tests/helpers: per-query rows of predictions.jsonl
 from tiny_causal import save_causal  # tests/helpers: tiny causal LMs with locally trained tokenizers
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
 
 COMMITS = ("a" * 40, "b" * 40)
-
-
-@pytest.fixture(scope="module")
-def medlama_tiny(tmp_path_factory) -> Path:
-    return cv_inputs.add_full_pool(cv_inputs.write_medlama_folder(tmp_path_factory.mktemp("load-medlama") / "medlama"))
-
-
-@pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:
-    return save_causal(tmp_path_factory.mktemp("load-tiny-gpt2"), "gpt2")
 
 
 def hub_cache(root: Path) -> Path:
@@ -89,7 +77,8 @@ def lora_adapter(base: Path, root: Path) -> tuple[Path, Path]:
 
     torch.manual_seed(1)
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(base),
-                           LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"], init_lora_weights=False))
+                           LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"], fan_in_fan_out=True,
+                                      init_lora_weights=False))
     with torch.no_grad():
         for name, weight in model.named_parameters():
             if "lora_" in name:

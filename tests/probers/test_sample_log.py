@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,21 +16,9 @@ from medlama.cli import main
 from medlama.probers.queries import QuerySource, load_queries
 from medlama.probers.registry import make_prober
 
-import cv_inputs  # tests/helpers: a MedLAMA-shaped folder of 6 queries
 from probe_outputs import predictions  # tests/helpers: per-query rows of predictions.jsonl
-from tiny_causal import save_causal  # tests/helpers: tiny causal LMs with locally trained tokenizers
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
-
-
-@pytest.fixture(scope="module")
-def tiny_gpt2(tmp_path_factory) -> Path:
-    return save_causal(tmp_path_factory.mktemp("log-tiny-gpt2"), "gpt2")
-
-
-@pytest.fixture(scope="module")
-def medlama_tiny(tmp_path_factory) -> Path:
-    return cv_inputs.add_full_pool(cv_inputs.write_medlama_folder(tmp_path_factory.mktemp("log-medlama") / "medlama"))
 
 
 def exhaustive(scores: np.ndarray, candidates: list[str], gold: list[list[str]]) -> list[tuple[int | None, float]]:
