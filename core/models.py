@@ -90,11 +90,16 @@ def loading_with(options: LoadOptions | None) -> Iterator[dict]:
         _ACTIVE.reset(token)
 
 
+def active_options() -> LoadOptions:
+    """The loading options of the :func:`loading_with` block running (the defaults outside one)."""
+    state = _ACTIVE.get()
+    return state.options if state is not None else LoadOptions()
+
+
 def pretrained_kwargs() -> dict[str, Any]:
     """The keyword arguments every ``from_pretrained`` of the probed model takes: ``revision`` when one was
     asked, and ``trust_remote_code`` (False unless asked)."""
-    state = _ACTIVE.get()
-    options = state.options if state is not None else LoadOptions()
+    options = active_options()
     return {**({"revision": options.revision} if options.revision else {}),
             "trust_remote_code": options.trust_remote_code}
 
@@ -117,12 +122,19 @@ def loaded_commit(name: str | None, revision: str | None) -> str | None:
     return commit if re.fullmatch(r"[0-9a-f]{40}", commit) else None
 
 
+def note_loaded(name: str | None) -> None:
+    """Record the commit of ``name`` loaded in the running :func:`loading_with` block (:func:`loaded_commit`)."""
+    state = _ACTIVE.get()
+    if state is not None:
+        state.record["revision"] = loaded_commit(name, state.options.revision)
+
+
 def finish_loading(model: Any) -> Any:
     """``model`` as probed: its LoRA adapter applied and merged (``--peft``), the commit loaded noted."""
     state = _ACTIVE.get()
     if state is None:
         return model
-    state.record["revision"] = loaded_commit(getattr(model.config, "_name_or_path", None), state.options.revision)
+    note_loaded(getattr(model.config, "_name_or_path", None))
     adapter = state.options.peft
     if adapter is not None:
         from peft import PeftConfig, PeftModel
@@ -132,7 +144,10 @@ def finish_loading(model: Any) -> Any:
             model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
         except (OSError, ValueError, KeyError, RuntimeError) as error:
             raise MedlamaInputError(f"cannot apply the adapter: {error}", file=adapter) from None
-        record = {"base_model": config.base_model_name_or_path, "peft_type": str(config.peft_type.value)}
+        base = config.base_model_name_or_path
+        if base and Path(base).expanduser().exists():  # a local path means nothing elsewhere: its folder's name
+            base = Path(base).expanduser().resolve().name
+        record = {"base_model": base, "peft_type": str(config.peft_type.value)}
         path = Path(adapter).expanduser()
         if path.is_dir():
             from medlama.core.provenance import folder_hash
