@@ -97,3 +97,27 @@ def test_constrained_rows_rank_the_gold_among_its_answers(tiny_gpt2, medlama_tin
         assert row["gold_rank"] == (at[0] if at else None)
         assert row["gold_score"] == (row["scores"][at[0] - 1] if at else None)
         assert all(isinstance(s, float) and math.isfinite(s) for s in row["scores"])
+
+
+def test_retrieval_rows_rank_the_gold_among_the_whole_pool(make_tiny_bert, medlama_tiny):
+    """Retrieval: scores are the cosines of the query and name vectors, the gold ranked over every candidate
+    (the exhaustive float64 score matrix as reference), and the Parquet's pool has every candidate once."""
+    from medlama.probers.base import probe
+    from medlama.probers.retrieval import RetrievalProber, RetrievalSettings
+
+    queries = load_queries(QuerySource(data=str(medlama_tiny), config="full"))
+    prober = RetrievalProber(make_tiny_bert("log-bert"), RetrievalSettings(distance="cosine"))
+    names = prober.encoder.encode(queries.candidates, 25)[-1]
+    texts = prober.encoder.encode(queries.with_mask(prober.encoder.mask_token), 50)[-1]
+    normed = [v / np.linalg.norm(v, axis=1, keepdims=True) for v in (names.astype(np.float64),
+                                                                     texts.astype(np.float64))]
+    full = normed[1] @ normed[0].T
+    expected = exhaustive(full, list(queries.candidates), queries.gold)
+    result = probe(prober, queries, top_k=2, all_scores=True)
+    rows = list(result.prediction_rows())
+    assert result.settings["score"] == "cosine similarity"
+    assert [row["gold_rank"] for row in rows] == [rank for rank, _ in expected]
+    assert [row["gold_score"] for row in rows] == pytest.approx([score for _, score in expected], rel=1e-6)
+    for row, pool in zip(rows, result.ranking.pools):
+        assert sorted(pool.ranks.tolist()) == list(range(1, len(queries.candidates) + 1))
+        assert [pool.candidates[j] for j in np.argsort(pool.ranks)[:2]] == row["predictions"]
