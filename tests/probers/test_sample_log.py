@@ -107,8 +107,9 @@ def test_retrieval_rows_rank_the_gold_among_the_whole_pool(make_tiny_bert, medla
 
     queries = load_queries(QuerySource(data=str(medlama_tiny), config="full"))
     prober = RetrievalProber(make_tiny_bert("log-bert"), RetrievalSettings(distance="cosine"))
-    names = prober.encoder.encode(queries.candidates, 25)[-1]
-    texts = prober.encoder.encode(queries.with_mask(prober.encoder.mask_token), 50)[-1]
+    layer = prober.encoder.layers[0]
+    names = prober.encoder.encode(queries.candidates, 25)[layer]
+    texts = prober.encoder.encode(queries.with_mask(prober.encoder.mask_token), 50)[layer]
     normed = [v / np.linalg.norm(v, axis=1, keepdims=True) for v in (names.astype(np.float64),
                                                                      texts.astype(np.float64))]
     full = normed[1] @ normed[0].T
