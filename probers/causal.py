@@ -63,6 +63,10 @@ class LikelihoodSettings(CausalModelSettings):
         None, help="how the top-k is found: best-first over the candidates' token trie (exact for the sum "
                    "reduction; scores a fraction of the names) or exhaustive (every candidate scored); none: "
                    "best-first for sum (with the KV cache), exhaustive for mean")
+    rank_cutoff: int | None = setting(
+        None, min=1, help="best-first: the gold's rank in the sample log is exact up to this rank (the search goes "
+                          "on to it when the gold is not in the top k; null beyond it); none: the top k. "
+                          "Exhaustive search ranks the whole pool")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -196,8 +200,8 @@ class CausalLikelihoodProber(_CausalProber):
             raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
         names = self._need_candidates(queries)
         if self.settings_.resolved_search == "best-first" and not all_scores:  # every score asked for: all scored
-            results = self.best_first(queries, top_k)
-            # the gold's rank is exact within the top_k the search enumerates, null beyond it
+            results = self.best_first(queries, top_k, cutoff=self.settings_.rank_cutoff or 0)
+            # the gold's rank is exact within the top_k (or rank_cutoff) names the search enumerates, null beyond
             return Ranking(names=[r.names for r in results], scores=[list(r.scores) for r in results],
                            inputs=self.inputs(queries), gold_ranks=[r.gold_rank for r in results],
                            gold_scores=[r.gold_score for r in results])

@@ -15,9 +15,10 @@ give exactly the predictions of one uninterrupted run.
   process, after every process is done, merges them in query order. What a shard keeps per query is what
   the ranking returns for it (:func:`rank_items`), so more per-query fields pass through unchanged; the
   probe's results are made from the shards as read back, in a first run as in a resumed one.
-* :func:`manifest`: everything that decides the predictions (methods and their settings but the batch
-  size, which changes how many inputs share a forward pass, not what each gets; model identities; the data,
-  its candidate pool and the query selection; ``top_k``), which a resumed run must share.
+* :func:`manifest`: everything that decides the predictions and their logged scores (methods and their
+  settings, the batch size included: rows batched otherwise are rounded otherwise in the last float32
+  digits; model identities; the data, its candidate pool and the query selection; ``top_k``; whether every
+  score is kept), which a resumed run must share.
 """
 
 from __future__ import annotations
@@ -154,10 +155,8 @@ def manifest(queries: QuerySet, units: Sequence[Unit], *, top_k: int, all_scores
     from medlama.core.provenance import model_identity
     from medlama.core.settings import as_dict
 
-    def settings(run) -> dict:
-        values = as_dict(run.settings) if not isinstance(run.settings, Mapping) else dict(run.settings)
-        values.pop("batch_size", None)
-        return values
+    def settings(run) -> dict:  # the batch size too: it changes the float rounding of the logged scores
+        return as_dict(run.settings) if not isinstance(run.settings, Mapping) else dict(run.settings)
 
     selection = hashlib.sha256("\0".join(f"{i}\t{r}" for i, r in zip(queries.ids, queries.relations)).encode())
     return {"data": {**queries.info, "name": queries.name, "queries": len(queries),
@@ -211,8 +210,12 @@ class RecordedProber(Prober):
         self.method = record["settings"].get("method", "prober")
         self._settings = dict(record["settings"])
         self.device = record.get("device")
-        self.score_meaning = record.get("score")
+        self._score = record.get("score")
         self.loaded = dict(record.get("loaded") or {})
+
+    @property
+    def score_meaning(self) -> str | None:
+        return self._score
 
     def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
         raise NotImplementedError("a recorded prober only carries settings")

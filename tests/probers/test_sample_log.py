@@ -70,12 +70,21 @@ def test_causal_likelihood_rows_and_all_scores(tiny_gpt2, medlama_tiny, tmp_path
 def test_gold_ranks_beyond_the_top_k_come_from_the_whole_pool(tiny_gpt2, medlama_tiny):
     from medlama.probers.base import probe
 
+    from medlama.probers.causal import LikelihoodSettings
+
     queries = load_queries(QuerySource(data=str(medlama_tiny), config="full"))
-    prober = make_prober("causal-likelihood", tiny_gpt2)
+    prober = make_prober("causal-likelihood", tiny_gpt2, LikelihoodSettings(search="exhaustive"))
     expected = exhaustive(prober.scores(queries), list(queries.candidates), queries.gold)
     rows = list(probe(prober, queries, top_k=2).prediction_rows())
     assert [(row["gold_rank"], row["gold_score"]) for row in rows] == expected
     assert any(rank > 2 for rank, _ in expected)  # the data has gold answers outside the top 2
+    # best-first: exact up to its cut-off (the whole pool here), null beyond it (the top 2 by default)
+    whole = make_prober("causal-likelihood", tiny_gpt2, LikelihoodSettings(rank_cutoff=len(queries.candidates)))
+    rows = list(probe(whole, queries, top_k=2).prediction_rows())
+    assert [row["gold_rank"] for row in rows] == [rank for rank, _ in expected]
+    assert [row["gold_score"] for row in rows] == pytest.approx([score for _, score in expected], rel=1e-5)
+    rows = list(probe(make_prober("causal-likelihood", tiny_gpt2), queries, top_k=2).prediction_rows())
+    assert [row["gold_rank"] for row in rows] == [rank if rank <= 2 else None for rank, _ in expected]
 
 
 def test_generation_methods_refuse_all_scores_before_loading(tmp_path, capsys):
