@@ -365,6 +365,11 @@ def atomic_directory(target: str | Path, *, marker: str, kind: str | None = None
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename (with the umask's mode)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename (with the umask's mode)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = None
@@ -372,8 +377,8 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         with _signals_held():  # as for a staging folder: no kill between mkstemp and the cleanup below
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide results from collaborators
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, path)
     except BaseException:
         if tmp is not None:

@@ -11,6 +11,10 @@
   ``model.safetensors`` is named, not shown as a safetensors traceback).
 * :func:`check_device` (before any model loads) and :func:`pick_device`: the device asked for, else CUDA when
   there is one, else the CPU.
+* :class:`LoadOptions` (``--revision``, ``--peft``, ``--trust-remote-code``): how a model is loaded. A prober
+  is built inside :func:`loading_with`; every ``from_pretrained`` of the loaders here and in the probers
+  takes :func:`pretrained_kwargs`, the loaded model goes through :func:`finish_loading` (the adapter applied,
+  the commit loaded noted), and the block yields the :meth:`LoadOptions.record` results record.
 """
 
 from __future__ import annotations
@@ -19,10 +23,140 @@ import contextlib
 import json
 import re
 from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from medlama.core.errors import MedlamaInputError
+from medlama.core.settings import check, setting
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How the probed model is loaded (``medlama probe``'s ``--revision``, ``--peft``, ``--trust-remote-code``)."""
+
+    revision: str | None = setting(None, help="the revision (branch, tag or commit) of a Hub model to load, "
+                                              "tokenizer included; results.json records the commit loaded (not "
+                                              "for a local folder)", metavar="REV")
+    peft: str | None = setting(None, help="a LoRA adapter (a PEFT folder or Hub id) applied to --model, its base "
+                                          "model; needs the peft extra: pip install 'medlama[peft]'",
+                               metavar="ADAPTER")
+    trust_remote_code: bool = setting(False, help="run the code a model repository ships (transformers' "
+                                                  "trust_remote_code); off unless given")
+
+    def __post_init__(self) -> None:
+        check(self)
+
+    def check(self, model: Any) -> None:
+        """Refuse, before anything loads, options that cannot apply to ``model``: a revision of a local folder,
+        an adapter without peft installed or that does not exist."""
+        if self.revision is not None and isinstance(model, (str, Path)) and Path(str(model)).expanduser().exists():
+            raise MedlamaInputError("--revision applies to a Hub model id; a local folder has no revisions (give "
+                                    "the Hub id, or leave --revision out)", file=str(model))
+        if self.peft is not None:
+            import importlib.util
+
+            if importlib.util.find_spec("peft") is None:
+                raise MedlamaInputError("--peft needs the peft package: pip install 'medlama[peft]'")
+            if not isinstance(model, (str, Path)):
+                raise MedlamaInputError("--peft applies an adapter to a model folder or Hub id, not a loaded "
+                                        "model object")
+            resolve_model(self.peft)
+            if Path(self.peft).expanduser().is_dir() and not (Path(self.peft) / "adapter_config.json").is_file():
+                raise MedlamaInputError("not a PEFT adapter folder: no adapter_config.json", file=self.peft)
+
+
+@dataclass
+class _Loading:
+    options: LoadOptions
+    record: dict = field(default_factory=dict)
+
+
+_ACTIVE: ContextVar[_Loading | None] = ContextVar("medlama_loading", default=None)
+
+
+@contextlib.contextmanager
+def loading_with(options: LoadOptions | None) -> Iterator[dict]:
+    """Load models inside this block with ``options``; yields the record of what was loaded, filled in by
+    :func:`finish_loading`: ``revision`` (the commit loaded, ``None`` for a local folder), ``peft`` (the
+    adapter and its base model, or ``None``) and ``trust_remote_code``."""
+    options = options or LoadOptions()
+    state = _Loading(options, {"revision": None, "peft": None, "trust_remote_code": options.trust_remote_code})
+    token = _ACTIVE.set(state)
+    try:
+        yield state.record
+    finally:
+        _ACTIVE.reset(token)
+
+
+def active_options() -> LoadOptions:
+    """The loading options of the :func:`loading_with` block running (the defaults outside one)."""
+    state = _ACTIVE.get()
+    return state.options if state is not None else LoadOptions()
+
+
+def pretrained_kwargs() -> dict[str, Any]:
+    """The keyword arguments every ``from_pretrained`` of the probed model takes: ``revision`` when one was
+    asked, and ``trust_remote_code`` (False unless asked)."""
+    options = active_options()
+    return {**({"revision": options.revision} if options.revision else {}),
+            "trust_remote_code": options.trust_remote_code}
+
+
+def loaded_commit(name: str | None, revision: str | None) -> str | None:
+    """The commit of Hub model ``name`` that ``from_pretrained`` just loaded for ``revision`` (None: main): the
+    cache snapshot its ``config.json`` came from, resolved as transformers resolves it (``refs/<branch>`` or the
+    commit itself). ``None`` for a local folder, or when the cache cannot say."""
+    if not name or Path(name).expanduser().exists():
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(name, "config.json", revision=revision)
+    except (ValueError, OSError):
+        return None
+    if not isinstance(found, str):
+        return None
+    commit = Path(found).parent.name
+    return commit if re.fullmatch(r"[0-9a-f]{40}", commit) else None
+
+
+def note_loaded(name: str | None) -> None:
+    """Record the commit of ``name`` loaded in the running :func:`loading_with` block (:func:`loaded_commit`)."""
+    state = _ACTIVE.get()
+    if state is not None:
+        state.record["revision"] = loaded_commit(name, state.options.revision)
+
+
+def finish_loading(model: Any) -> Any:
+    """``model`` as probed: its LoRA adapter applied and merged (``--peft``), the commit loaded noted."""
+    state = _ACTIVE.get()
+    if state is None:
+        return model
+    note_loaded(getattr(model.config, "_name_or_path", None))
+    adapter = state.options.peft
+    if adapter is not None:
+        from peft import PeftConfig, PeftModel
+
+        try:
+            config = PeftConfig.from_pretrained(adapter)
+            model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
+        except (OSError, ValueError, KeyError, RuntimeError) as error:
+            raise MedlamaInputError(f"cannot apply the adapter: {error}", file=adapter) from None
+        base = config.base_model_name_or_path
+        if base and Path(base).expanduser().exists():  # a local path means nothing elsewhere: its folder's name
+            base = Path(base).expanduser().resolve().name
+        record = {"base_model": base, "peft_type": str(config.peft_type.value)}
+        path = Path(adapter).expanduser()
+        if path.is_dir():
+            from medlama.core.provenance import folder_hash
+
+            record.update(name=path.resolve().name, sha256=folder_hash(path))
+        else:
+            record["id"] = adapter
+        state.record["peft"] = record
+    return model
 
 
 def transformer_folder(folder: Path) -> Path:
@@ -73,7 +207,7 @@ def read_config(model: str | Path) -> Any:
         raise MedlamaInputError("not a model folder: no config.json (give a Hugging Face model folder, "
                                 "e.g. the output of `medlama rewire`)", file=path)
     try:
-        return AutoConfig.from_pretrained(path)
+        return AutoConfig.from_pretrained(path, **pretrained_kwargs())
     except (OSError, ValueError) as error:
         raise MedlamaInputError(f"cannot read the model config: {error}", file=path) from None
 
@@ -83,7 +217,7 @@ def load_tokenizer(model: str | Path) -> Any:
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(str(model))
+        return AutoTokenizer.from_pretrained(str(model), **pretrained_kwargs())
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise MedlamaInputError(f"cannot load the tokenizer: {error}", file=str(model)) from None
 

@@ -71,8 +71,10 @@ def _hash_files(root: str, files: tuple[tuple[str, int, int], ...]) -> str:
     return digest.hexdigest()
 
 
-def model_identity(model: Any) -> dict[str, Any]:
+def model_identity(model: Any, revision: str | None = None) -> dict[str, Any]:
     """What identifies a model: ``{"id", "revision"}`` for a Hub id, ``{"name", "sha256"}`` for a folder.
+    ``revision``: the commit the run loaded (the loaded config's ``_commit_hash``), ``None`` when unknown;
+    never guessed from the cache, which may hold another revision than the one loaded.
 
     ``model`` may be ``None`` (the bundled encoder), a path or Hub id, or a loaded model (its
     ``name_or_path``). A folder is named by its last path component only.
@@ -86,26 +88,13 @@ def model_identity(model: Any) -> dict[str, Any]:
         name = getattr(model, "name_or_path", None) or getattr(getattr(model, "config", None), "_name_or_path", None)
         if name is None:
             return {"id": type(model).__name__, "loaded_object": True}
-        out = model_identity(name)
+        out = model_identity(name, getattr(getattr(model, "config", None), "_commit_hash", None))
         out["loaded_object"] = True
         return out
     path = Path(model).expanduser()
     if path.is_dir():
         return {"name": path.resolve().name, "sha256": folder_hash(path)}
-    return {"id": str(model), "revision": _hub_revision(str(model))}
-
-
-def _hub_revision(repo_id: str) -> str | None:
-    """The commit of a Hub model in the local cache, if it is there (no network)."""
-    try:
-        from huggingface_hub import scan_cache_dir
-
-        for repo in scan_cache_dir().repos:
-            if repo.repo_id == repo_id:
-                return max(repo.revisions, key=lambda r: r.last_modified).commit_hash
-    except Exception:  # no cache, unreadable cache: the revision is simply unknown
-        return None
-    return None
+    return {"id": str(model), "revision": revision}
 
 
 def device_description(device: str | None = None) -> dict[str, Any]:
@@ -136,8 +125,9 @@ def command_line(argv: Sequence[str] | None = None) -> str:
 
 def provenance(*, settings: Mapping[str, Any] | None = None, data: Mapping[str, Any] | None = None,
                model: Any = None, models: Sequence[Any] | None = None, device: str | None = None,
-               argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """The block every result file carries (see the module docstring)."""
+               argv: Sequence[str] | None = None, revision: str | None = None) -> dict[str, Any]:
+    """The block every result file carries (see the module docstring); ``revision``: the commit of the Hub
+    model ``model`` that was loaded."""
     block: dict[str, Any] = {
         "versions": package_versions(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -149,7 +139,7 @@ def provenance(*, settings: Mapping[str, Any] | None = None, data: Mapping[str, 
     if models is not None:
         block["models"] = [model_identity(m) for m in models]
     elif model is not None or settings is not None:
-        block["model"] = model_identity(model)
+        block["model"] = model_identity(model, revision)
     if settings is not None:
         block["settings"] = json.loads(json.dumps(settings, default=str))
     return block

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import time
-from abc import ABC, abstractmethod
+from abc import ABC
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.benchmarks import ALWAYS_SCORED
 from medlama.probers.queries import QuerySet
+from medlama.probers.ranking import PoolScores, Ranking, finite_or_none
 from medlama.core.settings import check, choices_of, did_you_mean, fields_of, type_hints
 
 S = TypeVar("S")
@@ -27,7 +28,17 @@ AVERAGES = ("micro", "macro")
 
 
 class Prober(ABC):
-    """Ranks answers for cloze queries. Implementations differ only in how they rank."""
+    """Ranks answers for cloze queries. Implementations differ only in how they rank.
+
+    A prober implements :meth:`rank_scored` (its predictions with their scores, the text fed to the model,
+    the gold answer's rank and score: a :class:`~medlama.probers.ranking.Ranking`) or, if it has no scores
+    to give, :meth:`rank` alone; each is derived from the other. Methods that score every candidate of the
+    pool build their ranking with :meth:`Ranking.from_pool <medlama.probers.ranking.Ranking.from_pool>`
+    (the gold ranked among all candidates; ``all_scores`` keeps every candidate's score for
+    ``scores.parquet``), methods that generate answers with :meth:`Ranking.from_names
+    <medlama.probers.ranking.Ranking.from_names>` (the gold ranked among the answers returned only).
+    :attr:`score_meaning` says what the scores are; it is recorded in the run's settings (``score``).
+    """
 
     #: Short method name, as ``medlama probe --method`` spells it.
     method: str = "prober"
@@ -35,14 +46,41 @@ class Prober(ABC):
     #: of queries together): a probe may then be cut into blocks of queries, resumed and split across processes
     #: block by block (:mod:`medlama.probers.sharding`); otherwise each candidate pool's queries are one shard.
     independent_queries: bool = False
+    #: Whether :meth:`rank_scored` scores every candidate of the pool (so ``all_scores`` can be given).
+    scores_pool: bool = False
 
-    @abstractmethod
+    @property
+    def score_meaning(self) -> str | None:
+        """What the ranking's scores are (``"cosine similarity"``, ``"sum of token log-probabilities"``);
+        ``None`` when the method gives no scores (its order is the decoder's beam order)."""
+        return None
+
     def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
         """Ranked predictions (best first, at most ``top_k``) for each query, in query order."""
+        if type(self).rank_scored is Prober.rank_scored:
+            raise NotImplementedError(f"{type(self).__name__} implements neither rank nor rank_scored")
+        return self.rank_scored(queries, top_k).names
+
+    def rank_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False) -> Ranking:
+        """The :class:`~medlama.probers.ranking.Ranking` of ``queries`` (at most ``top_k`` names each).
+        ``all_scores``: also every candidate's score (only where :attr:`scores_pool`). By default: the names
+        of :meth:`rank`, without scores, the gold ranked among them."""
+        if type(self).rank is Prober.rank:
+            raise NotImplementedError(f"{type(self).__name__} implements neither rank nor rank_scored")
+        check_all_scores(self, all_scores)
+        return Ranking.from_names(queries.gold, self.rank(queries, top_k))
 
     def settings(self) -> dict:
         """Everything that determines the predictions, for the JSON output and model cards."""
         return {"method": self.method}
+
+
+def check_all_scores(prober: "Prober | type[Prober]", all_scores: bool) -> None:
+    """Refuse every candidate's score from a method that does not score the pool (it generates answers)."""
+    if all_scores and not prober.scores_pool:
+        raise MedlamaInputError(f"--method {prober.method} generates its answers and does not score every "
+                                "candidate: it cannot log all scores (log_all_scores); methods that can: "
+                                "retrieval, mask-average, causal-likelihood")
 
 
 def check_settings(settings: S) -> S:
@@ -66,6 +104,8 @@ def check_settings(settings: S) -> S:
 #: ``probe``, ``ucm`` and ``recipe`` holds once its run finished (their ownership marker), and the one
 #: ``push-model --results`` reads.
 RESULTS_FILE, PREDICTIONS_FILE = "results.json", "predictions.jsonl"
+#: Every candidate's score per query (``--log-all-scores``), beside them.
+SCORES_FILE = "scores.parquet"
 #: Top predictions kept per query in JSON outputs.
 KEEP_PREDICTIONS = 10
 
@@ -77,7 +117,10 @@ class ProbeResult:
     ``metrics`` is the acc@k module's result (micro and macro acc@k, per relation under ``groups``);
     ``data`` identifies the queries (:attr:`QuerySet.info <medlama.probers.queries.QuerySet.info>`),
     ``model`` names the model probed (folder, Hub id, or a loaded model's name) and ``device`` where it ran:
-    with ``settings`` they make the provenance block of :meth:`save`.
+    with ``settings`` they make the provenance block of :meth:`save`. ``ranking``: the prober's scored
+    ranking (:class:`~medlama.probers.ranking.Ranking`: each query's input text, the top scores, the gold
+    answer's rank and score; with ``all_scores``, every candidate's score), written to ``predictions.jsonl``
+    and ``scores.parquet``; not part of :meth:`to_json`.
     """
 
     label: str
@@ -93,6 +136,7 @@ class ProbeResult:
     data: dict = field(default_factory=dict)
     model: str | None = None
     device: str | None = None
+    ranking: Ranking | None = field(default=None, repr=False, compare=False)
 
     def acc(self, k: int, average: str = "micro") -> float:
         """acc@k in [0, 1]; ``average`` is ``micro`` (over queries) or ``macro`` (mean over relations). ``k``
@@ -160,7 +204,8 @@ class ProbeResult:
 
     def to_pandas(self, per: str = "query"):
         """A ``pandas.DataFrame``. ``per="query"`` (default): one row per query with ``id``, ``relation``,
-        ``gold`` (list), ``predictions`` (top 10) and ``hit@k`` (bool) per scored k. ``per="relation"``: one
+        ``gold`` (list), ``predictions`` (top 10), ``hit@k`` (bool) per scored k, and the sample log's ``input``,
+        ``scores``, ``gold_rank`` and ``gold_score`` (:meth:`prediction_rows`). ``per="relation"``: one
         row per relation (the index) with ``queries`` and ``acc@k`` per scored k."""
         import pandas as pd
 
@@ -171,11 +216,27 @@ class ProbeResult:
         return pd.DataFrame(list(self.prediction_rows()))
 
     def prediction_rows(self) -> Iterator[dict]:
-        """One dict per query: ``id``, ``relation``, ``gold``, ``predictions`` (top 10), ``hit@k`` per k."""
+        """One dict per query: ``id``, ``relation``, ``gold``, ``predictions`` (top 10), ``hit@k`` per k, and
+        from the :attr:`ranking`: ``input`` (the text as fed to the model), ``scores`` (aligned with
+        ``predictions``; ``null`` where the method gives none), ``gold_rank`` (1-based; ``null``: not in the
+        pool, or not among a generation method's answers) and ``gold_score``. Without a ranking (a result
+        built by hand) those four are ``null``."""
         hits = {k: self.hits(k) for k in self.ks}
+        rows = self.ranking.rows() if self.ranking is not None else [None] * len(self.ids)
         for i, (qid, relation, gold, ranked) in enumerate(zip(self.ids, self.relations, self.gold, self.predictions)):
-            yield {"id": qid, "relation": relation, "gold": list(gold), "predictions": list(ranked[:KEEP_PREDICTIONS]),
-                   **{f"hit@{k}": hits[k][i] for k in self.ks}}
+            names, scores, text, gold_rank, gold_score, _ = rows[i] or (None, None, None, None, None, None)
+            kept = list(ranked[:KEEP_PREDICTIONS])
+            yield {"id": qid, "relation": relation, "gold": list(gold), "predictions": kept,
+                   **{f"hit@{k}": hits[k][i] for k in self.ks},
+                   "input": text,
+                   "scores": [finite_or_none(s) for s in scores[:len(kept)]] if scores is not None else None,
+                   "gold_rank": gold_rank, "gold_score": finite_or_none(gold_score)}
+
+    def pool_scores(self) -> Iterator[tuple[str, str, PoolScores]]:
+        """``(query id, relation, every candidate's score and rank)`` per query, when the run kept them."""
+        if self.ranking is None or self.ranking.pools is None:
+            return iter(())
+        return iter(zip(self.ids, self.relations, self.ranking.pools))
 
     def to_json(self, *, queries: bool = True) -> dict:
         """Everything as plain JSON: scores, ``intervals``, and (``queries``) each query's top 10. A model
@@ -183,8 +244,9 @@ class ProbeResult:
         another machine; :meth:`provenance` identifies the model by its content hash)."""
         from medlama.core.public_paths import with_public_model
 
-        data = asdict(self)
+        data = asdict(replace(self, ranking=None))
         data.pop("model")
+        data.pop("ranking")
         data["settings"] = with_public_model(data["settings"])
         data["intervals"] = self.intervals
         ids, relations, gold, predictions = (data.pop(key) for key in ("ids", "relations", "gold", "predictions"))
@@ -201,7 +263,8 @@ class ProbeResult:
 
         model = self.model or self.settings.get("model")
         return provenance(settings=with_public_model(self.settings), data=self.data or {"query_set": self.query_set},
-                          model=None if _is_bundled(model) else model, device=self.device, argv=argv)
+                          model=None if _is_bundled(model) else model, device=self.device, argv=argv,
+                          revision=self.settings.get("revision"))
 
     def results_json(self, *, argv: Sequence[str] | None = None) -> dict:
         """What ``results.json`` holds for this run: :meth:`to_json` without the per-query predictions, with
@@ -236,6 +299,42 @@ def write_predictions(path: str | Path, results: Sequence[ProbeResult]) -> Path:
     lines = (json.dumps({"run": result.label, **row}, ensure_ascii=False) for result in results
              for row in result.prediction_rows())
     atomic_write_text(path, "".join(line + "\n" for line in lines))
+    return Path(path)
+
+
+def write_all_scores(path: str | Path, results: Sequence[ProbeResult]) -> Path | None:
+    """Every candidate's score of the ``results`` that kept them (``all_scores``) as Parquet, one row per run,
+    query and candidate: ``run``, ``id``, ``relation``, ``candidate``, ``score`` (float64, higher is better;
+    null where not finite) and ``rank`` (1-based, the run's own order; null: not ranked). Written atomically;
+    ``None`` (nothing written) when no result kept them."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from medlama.core.atomic import atomic_write_bytes
+
+    columns: dict[str, list] = {name: [] for name in ("run", "id", "relation", "candidate", "score", "rank")}
+    for result in results:
+        for qid, relation, pool in result.pool_scores():
+            n = len(pool.candidates)
+            columns["run"].append(np.full(n, result.label, dtype=object))
+            columns["id"].append(np.full(n, qid, dtype=object))
+            columns["relation"].append(np.full(n, relation, dtype=object))
+            columns["candidate"].append(np.asarray(pool.candidates, dtype=object))
+            columns["score"].append(pool.scores)
+            columns["rank"].append(pool.ranks)
+    if not columns["run"]:
+        return None
+    scores = np.concatenate(columns["score"])
+    ranks = np.concatenate(columns["rank"])
+    table = pa.table({
+        **{name: pa.array(np.concatenate(columns[name]), type=pa.string())
+           for name in ("run", "id", "relation", "candidate")},
+        "score": pa.array(scores, type=pa.float64(), mask=~np.isfinite(scores)),
+        "rank": pa.array(ranks, type=pa.int64(), mask=ranks == 0)})
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    atomic_write_bytes(path, sink.getvalue().to_pybytes())
     return Path(path)
 
 
@@ -287,7 +386,8 @@ def pool_parts(queries: QuerySet) -> list[tuple[list[int], QuerySet]]:
 def rank_by_pool(queries: QuerySet, rank: Any) -> Any:
     """``rank(queries)`` for a query set with one pool; for per-relation pools (the ``relation`` rule), each
     relation's queries are ranked against their own pool and the predictions put back in query order.
-    ``rank`` returns a list of predictions, or ``{layer: predictions}`` (layer sweeps)."""
+    ``rank`` returns a list of predictions, a :class:`~medlama.probers.ranking.Ranking`, or
+    ``{layer: either}`` (layer sweeps)."""
     if queries.pools is None:
         return rank(queries)
     merged: Any = None
@@ -298,35 +398,52 @@ def rank_by_pool(queries: QuerySet, rank: Any) -> Any:
             merged = {layer: [None] * len(queries) for layer in ranked} if layered else [None] * len(queries)
         for layer, predictions in (ranked.items() if layered else [(None, ranked)]):
             target = merged[layer] if layered else merged
-            for index, prediction in zip(pick, predictions):
+            for index, prediction in zip(pick, predictions.rows() if isinstance(predictions, Ranking)
+                                         else predictions):
                 target[index] = prediction
-    return merged
+    if isinstance(merged, dict):
+        return {layer: _merged(rows) for layer, rows in merged.items()}
+    return _merged(merged)
+
+
+def _merged(rows: list) -> Any:
+    """Rows put back in query order: a Ranking again when they came from one."""
+    return Ranking.from_rows(rows) if rows and isinstance(rows[0], tuple) else rows
 
 
 def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k: int = 10, ks=REPORT_KS,
-          match: str = "exact") -> ProbeResult:
+          match: str = "exact", all_scores: bool = False) -> ProbeResult:
     """Run ``prober`` on ``queries`` (against the pool their rule gives) and score its top ``top_k``
-    predictions."""
+    predictions; ``all_scores``: keep every candidate's score (``scores.parquet``)."""
+    check_all_scores(prober, all_scores)
     if getattr(getattr(prober, "settings_", None), "batch_size", None) == "auto":
         raise MedlamaInputError("batch size 'auto' is resolved by medlama probe and medlama.probe (the largest that "
                                 "fits); a prober used on its own needs a number")
     start = time.perf_counter()
-    predictions = rank_by_pool(queries, lambda part: prober.rank(part, top_k=top_k))
-    return result_of(prober, queries, predictions, time.perf_counter() - start, label=label or prober.method,
-                     ks=ks, match=match)
+    ranking = rank_by_pool(queries, lambda part: prober.rank_scored(part, top_k=top_k, all_scores=all_scores))
+    result = result_of(prober, queries, ranking, time.perf_counter() - start, label=label or prober.method,
+                       ks=ks, match=match)
+    if all_scores:  # where every candidate's score went (their pool: data["candidates"])
+        result.extra["all_scores"] = SCORES_FILE
+    return result
 
 
-def result_of(prober: Prober, queries: QuerySet, predictions: list[list[str]], seconds: float, *, label: str,
-              ks=REPORT_KS, match: str = "exact", **more_settings) -> ProbeResult:
-    """The scored :class:`ProbeResult` of ``prober``'s ``predictions`` for ``queries``, with its provenance
-    (data and its candidate pool, model, device); ``more_settings`` are recorded beside the prober's (e.g. the
-    ``layer`` probed)."""
-    settings = {**prober.settings(), **more_settings}
+def result_of(prober: Prober, queries: QuerySet, predictions: list[list[str]] | Ranking, seconds: float, *,
+              label: str, ks=REPORT_KS, match: str = "exact", **more_settings) -> ProbeResult:
+    """The scored :class:`ProbeResult` of ``prober``'s ``predictions`` (names, or its scored
+    :class:`~medlama.probers.ranking.Ranking`) for ``queries``, with its provenance (data and its candidate
+    pool, model, device); ``more_settings`` are recorded beside the prober's (e.g. the ``layer`` probed), and
+    so is what the scores mean (``score``) and, for a prober built by the probe workflow, how its model was
+    loaded (``revision``: the commit loaded; ``peft``; ``trust_remote_code``)."""
+    ranking = predictions if isinstance(predictions, Ranking) else None
+    names = ranking.names if ranking is not None else predictions
+    settings = {**prober.settings(), **more_settings, "score": prober.score_meaning,
+                **getattr(prober, "loaded", {})}
     return ProbeResult(label=label, query_set=queries.name, settings=settings,
-                       ids=queries.ids, relations=queries.relations, gold=queries.gold, predictions=predictions,
-                       metrics=score(queries, predictions, ks=ks, match=match), seconds=seconds,
+                       ids=queries.ids, relations=queries.relations, gold=queries.gold, predictions=names,
+                       metrics=score(queries, names, ks=ks, match=match), seconds=seconds,
                        data={**queries.info, "candidates": queries.pool_record()}, model=settings.get("model"),
-                       device=device_of(prober))
+                       device=device_of(prober), ranking=ranking)
 
 
 def device_of(prober: Prober) -> str | None:

@@ -41,7 +41,9 @@ import numpy as np
 from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import FiniteScores
-from medlama.probers.base import Prober, _acc_at_k_module
+from medlama.core.defaults import MASK_PLACEHOLDER
+from medlama.probers.base import Prober, _acc_at_k_module, check_all_scores
+from medlama.probers.ranking import Ranking
 from medlama.probers.causal_scoring import CausalLM, CausalModelSettings, CausalQuery
 from medlama.probers.generative import aligned_answer
 from medlama.probers.mlm import candidate_lookup, rank_unique
@@ -61,6 +63,10 @@ class LikelihoodSettings(CausalModelSettings):
         None, help="how the top-k is found: best-first over the candidates' token trie (exact for the sum "
                    "reduction; scores a fraction of the names) or exhaustive (every candidate scored); none: "
                    "best-first for sum (with the KV cache), exhaustive for mean")
+    rank_cutoff: int | None = setting(
+        None, min=1, help="best-first: the gold's rank in the sample log is exact up to this rank (the search goes "
+                          "on to it when the gold is not in the top k; null beyond it); none: the top k. "
+                          "Exhaustive search ranks the whole pool")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -113,6 +119,13 @@ class _CausalProber(Prober):
 
     def settings(self) -> dict:
         return {"method": self.method, "model": self.lm.model_path, **as_dict(self.settings_)}
+
+    def inputs(self, queries: QuerySet) -> list[str]:
+        """Each query as fed to the model: its prefix tokens (any chat template and BOS included) decoded,
+        ``[Y]`` where the answer goes, then its suffix tokens decoded."""
+        decode = self.lm.tokenizer.decode
+        return [decode(list(split.prefix)) + MASK_PLACEHOLDER + decode(list(split.suffix))
+                for split in map(self.lm.split, queries.texts)]
 
     def _need_candidates(self, queries: QuerySet) -> list[str]:
         if not queries.candidates:
@@ -175,13 +188,28 @@ class CausalLikelihoodProber(_CausalProber):
                                                     kv_cache=self.settings_.kv_cache).numpy()
         return out
 
-    def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
+    scores_pool = True
+
+    @property
+    def score_meaning(self) -> str:
+        return f"{self.settings_.reduction} of token log-probabilities (answer and suffix)"
+
+    def rank_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False) -> Ranking:
+        """Every candidate scored (:meth:`scores`), the top ``top_k`` by score, ties in candidate order."""
         if top_k < 1:
             raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
         names = self._need_candidates(queries)
-        if self.settings_.resolved_search == "best-first":
-            return [result.names for result in self.best_first(queries, top_k)]
-        return [rank_unique(list(zip(names, row)), top_k) for row in self.scores(queries)]
+        if self.settings_.resolved_search == "best-first" and not all_scores:  # every score asked for: all scored
+            results = self.best_first(queries, top_k, cutoff=self.settings_.rank_cutoff or 0)
+            # the gold's rank is exact within the top_k (or rank_cutoff) names the search enumerates, null beyond
+            return Ranking(names=[r.names for r in results], scores=[list(r.scores) for r in results],
+                           inputs=self.inputs(queries), gold_ranks=[r.gold_rank for r in results],
+                           gold_scores=[r.gold_score for r in results])
+        first = {name: i for i, name in reversed(list(enumerate(names)))}
+        scores = self.scores(queries)
+        top = [[first[name] for name in rank_unique(list(zip(names, row)), top_k)] for row in scores]
+        return Ranking.from_pool(queries.gold, names, scores, top, inputs=self.inputs(queries),
+                                 all_scores=all_scores)
 
     def best_first(self, queries: QuerySet, top_k: int = 10, *, cutoff: int = 0) -> list:
         """Per query, the exact top ``top_k`` with scores, the gold's rank up to ``cutoff`` and its score, by
@@ -282,9 +310,17 @@ class CausalConstrainedProber(_CausalProber):
         # or EOS inherited from the checkpoint's generation config (answers end where the trie says).
         self.lm.model.generation_config = GenerationConfig(pad_token_id=self.lm.pad_id)
 
-    def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
+    @property
+    def score_meaning(self) -> str:
+        return f"{self.settings_.reduction} of token log-probabilities (answer and closing tokens)"
+
+    def rank_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False) -> Ranking:
+        """The candidates the beams finished, best first, with their scores; the gold is ranked among them
+        only (``None`` when no beam finished it: the pool is not scored as a whole)."""
         import torch
         from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+
+        check_all_scores(self, all_scores)
 
         if top_k < 1:
             raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
@@ -293,6 +329,7 @@ class CausalConstrainedProber(_CausalProber):
         mean = self.settings_.reduction == "mean"
         splits = [self.lm.split(text) for text in queries.texts]
         out: list[list[str]] = [[] for _ in splits]
+        out_scores: list[list[float]] = [[] for _ in splits]
         tries: dict[tuple[str, tuple[int, ...]], tuple[dict, int]] = {}
         positions: dict[str, dict[tuple[int, ...], list[int]]] = {}
         order = sorted(range(len(splits)), key=lambda i: len(splits[i].prefix))
@@ -337,7 +374,11 @@ class CausalConstrainedProber(_CausalProber):
                 ranked = [(names[index], score) for index, score in
                           sorted((index, score) for key, score in scored.items() for index in positions[slot][key])]
                 out[i] = rank_unique(ranked, top_k)  # (-score, candidate index), exactly as causal-likelihood
-        return out
+                best = {}
+                for name, value in ranked:
+                    best[name] = max(value, best.get(name, float("-inf")))
+                out_scores[i] = [best[name] for name in out[i]]
+        return Ranking.from_names(queries.gold, out, scores=out_scores, inputs=self.inputs(queries))
 
 
 def _normalize(text: str) -> str:
@@ -388,7 +429,13 @@ class CausalGenerateProber(_CausalProber):
                 out[i] = answers
         return out
 
-    def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
+    def rank_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False) -> Ranking:
+        """The generated answers (matched to candidates), in beam order and without scores; the gold is
+        ranked among them only."""
+        check_all_scores(self, all_scores)
+        return Ranking.from_names(queries.gold, self._rank(queries, top_k), inputs=self.inputs(queries))
+
+    def _rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
         settings = self.settings_
         names = self._need_candidates(queries) if settings.to_candidates else []  # raw answers need none
         by_text: dict[str, list[str]] = {}

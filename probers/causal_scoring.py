@@ -35,8 +35,8 @@ from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_log_probs
-from medlama.core.models import (load_tokenizer, loading_weights, pick_device, quiet_transformers, read_config,
-                            resolve_model)
+from medlama.core.models import (finish_loading, load_tokenizer, loading_weights, pick_device, pretrained_kwargs,
+                                 quiet_transformers, read_config, resolve_model)
 from medlama.probers.mlm import MAX_LOGPROB_ELEMENTS
 from medlama.probers.base import check_settings
 from medlama.core.settings import setting
@@ -123,7 +123,7 @@ def load_causal_lm(model_path: str | Path, method: str, *, dtype: str = "fp32", 
         raise MedlamaInputError(f"unknown dtype {dtype!r}; choose from {list(DTYPES)}")
     config = read_config(path)
     check_causal_config(config, path, method)
-    kwargs = {"dtype": _torch_dtype(dtype), "output_loading_info": True}
+    kwargs = {"dtype": _torch_dtype(dtype), "output_loading_info": True, **pretrained_kwargs()}
     if device_map is not None:
         if device_map != "auto":
             raise MedlamaInputError(f"unknown device map {device_map!r}; the only choice is 'auto'")
@@ -138,6 +138,7 @@ def load_causal_lm(model_path: str | Path, method: str, *, dtype: str = "fp32", 
     tokenizer = load_tokenizer(path)
     if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
         tokenizer.pad_token = tokenizer.eos_token  # GPT-2 style: no pad token; padding is never attended
+    model = finish_loading(model)
     if device_map is None:
         model = model.to(pick_device(device))
     return tokenizer, model.eval()

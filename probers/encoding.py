@@ -25,7 +25,8 @@ import numpy as np
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_finite
-from medlama.core.models import load_tokenizer, loading_weights, pick_device, read_config, resolve_model
+from medlama.core.models import (active_options, finish_loading, load_tokenizer, loading_weights, note_loaded,
+                                 pick_device, pretrained_kwargs, read_config, resolve_model)
 
 POOLINGS = ("cls", "mean")
 #: The pooling that is no pooling of ours: the model's own sentence-transformers modules.
@@ -54,8 +55,8 @@ def load_encoder(model_path: str | Path):
                                 "an encoder such as BERT", file=path)
     tokenizer = load_tokenizer(path)
     with loading_weights(path, "the encoder"):
-        model = AutoModel.from_pretrained(path)
-    return tokenizer, model
+        model = AutoModel.from_pretrained(path, **pretrained_kwargs())
+    return tokenizer, finish_loading(model)
 
 
 def loaded_encoder(model: Any, tokenizer: Any = None) -> tuple[Any, Any, str] | None:
@@ -219,7 +220,13 @@ def _sentence_transformer(model: Any, device: str | None) -> tuple[Any, str, boo
     if not Path(text).expanduser().exists():
         resolve_model(text)  # a path that does not exist and is no Hub id either: its clear error
     try:
-        loaded = SentenceTransformer(text, device=str(pick_device(device)))
+        if active_options().peft is not None:  # its modules load themselves: no adapter could be applied
+            raise MedlamaInputError(f"--peft does not apply to pooling {SENTENCE_TRANSFORMERS!r}; probe the adapter "
+                                    "with another pooling, or merge it into the model first", file=text)
+        kwargs = pretrained_kwargs()
+        loaded = SentenceTransformer(text, device=str(pick_device(device)), revision=kwargs.get("revision"),
+                                     trust_remote_code=kwargs["trust_remote_code"])
+        note_loaded(text)
     except (OSError, ValueError, KeyError) as error:
         raise MedlamaInputError(f"cannot load the model with sentence-transformers: {error}", file=text) from None
     return loaded, text, False

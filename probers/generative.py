@@ -30,9 +30,10 @@ from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import FiniteScores
 from medlama.core.models import pick_device
-from medlama.probers.base import Prober, check_settings
+from medlama.probers.base import Prober, check_all_scores, check_settings
 from medlama.probers.mlm import candidate_lookup, load_seq2seq_lm
 from medlama.probers.queries import QuerySet
+from medlama.probers.ranking import Ranking
 from medlama.core.settings import setting
 
 STYLES = ("auto", "t5", "bart")
@@ -185,7 +186,13 @@ class GenerativeProber(Prober):
                     out[i] = [self.answer(ids, queries.texts[i]) for ids in sequences]
         return out
 
-    def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
+    def rank_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False) -> Ranking:
+        """The generated answers in beam order, without scores; the gold is ranked among them only.
+        ``inputs``: the query with the model's slot token (T5's sentinel, BART's mask)."""
+        check_all_scores(self, all_scores)
+        return Ranking.from_names(queries.gold, self._rank(queries, top_k), inputs=queries.with_mask(self.slot_token))
+
+    def _rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
         lookup = self._candidates(queries.candidates) if self.settings_.to_candidates else {}
         ranked = []
         for answers in self.generate(queries, top_k):

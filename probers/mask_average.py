@@ -29,6 +29,7 @@ from medlama.core.errors import MedlamaInputError
 from medlama.probers.base import Prober, check_settings
 from medlama.probers.mlm import MaskedLM
 from medlama.probers.queries import QuerySet
+from medlama.probers.ranking import Ranking
 from medlama.core.settings import setting
 
 
@@ -113,17 +114,27 @@ class MaskAverageProber(Prober):
             out[block] = scores
         return out
 
-    def rank_scored(self, queries: QuerySet, top_k: int = 10) -> list[list[tuple[str, float]]]:
-        """The ``top_k`` best candidates of each query with their scores, best first."""
+    scores_pool = True
+
+    @property
+    def score_meaning(self) -> str:
+        return "mean token log-probability at the masks"
+
+    def rank_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False) -> Ranking:
+        """The ``top_k`` best candidates of each query with their scores, best first (ties in candidate
+        order), the gold ranked among every candidate; one block of queries in memory at a time (every
+        score kept only with ``all_scores``). ``inputs``: the query with the model's mask token in the slot
+        (the prober widens it to as many masks as a candidate has tokens)."""
         import torch
 
-        ranked: list[list[tuple[str, float]]] = [[] for _ in range(len(queries))]
+        inputs = queries.with_mask(self.lm.tokenizer.mask_token)
+        rows: list = [None] * len(queries)
         for block, scores in self._blocks(queries):
             values, order = torch.sort(scores, dim=1, descending=True, stable=True)
             values, order = values[:, :top_k].tolist(), order[:, :top_k].tolist()
-            for query, vals, cols in zip(block, values, order):
-                ranked[query] = [(queries.candidates[c], v) for v, c in zip(vals, cols) if v != float("-inf")]
-        return ranked
-
-    def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
-        return [[name for name, _ in row] for row in self.rank_scored(queries, top_k)]
+            top = [[c for v, c in zip(vals, cols) if v != float("-inf")] for vals, cols in zip(values, order)]
+            part = Ranking.from_pool([queries.gold[q] for q in block], queries.candidates, scores.double().numpy(),
+                                     top, inputs=[inputs[q] for q in block], all_scores=all_scores)
+            for q, row in zip(block, part.rows()):
+                rows[q] = row
+        return Ranking.from_rows(rows)

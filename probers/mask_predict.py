@@ -47,9 +47,10 @@ from pathlib import Path
 
 from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import Prober, check_settings
+from medlama.probers.base import Prober, check_all_scores, check_settings
 from medlama.probers.mlm import MaskedLM, candidate_lookup, rank_unique
 from medlama.probers.queries import QuerySet
+from medlama.probers.ranking import Ranking
 from medlama.core.settings import setting
 
 INITS = ("independent", "order", "confidence")
@@ -287,5 +288,16 @@ class MaskPredictProber(Prober):
                 out.append([(text, scores[text]) for text in ranked])
         return out
 
-    def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
-        return [[text for text, _ in answers[:top_k]] for answers in self.decode(queries)]
+    @property
+    def score_meaning(self) -> str:
+        return ("mean pseudo-log-likelihood of the answer's tokens" if self.settings_.rescore
+                else "mean decoded token log-probability per mask")
+
+    def rank_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False) -> Ranking:
+        """The decoded answers, best first, with their scores; the gold is ranked among them only (the pool
+        is not scored as a whole). ``inputs``: the query with the model's mask token in the slot."""
+        check_all_scores(self, all_scores)
+        decoded = [answers[:top_k] for answers in self.decode(queries)]
+        return Ranking.from_names(queries.gold, [[text for text, _ in row] for row in decoded],
+                                  scores=[[score for _, score in row] for row in decoded],
+                                  inputs=queries.with_mask(self.lm.tokenizer.mask_token))

@@ -20,8 +20,8 @@ from pathlib import Path
 from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_finite
-from medlama.core.models import (load_tokenizer, loading_weights, pick_device, quiet_transformers, read_config,
-                            resolve_model)
+from medlama.core.models import (finish_loading, load_tokenizer, loading_weights, pick_device, pretrained_kwargs,
+                                 quiet_transformers, read_config, resolve_model)
 
 #: Log-probabilities (rows x positions x vocabulary) materialised at once, at most (256 MB in float32).
 MAX_LOGPROB_ELEMENTS = 1 << 26
@@ -56,7 +56,8 @@ def load_masked_lm(model_path: str | Path):
     with loading_weights(path, "the masked LM"):
         try:
             with quiet_transformers():
-                model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+                model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True,
+                                                                   **pretrained_kwargs())
         except ValueError as error:
             if "Unrecognized configuration class" in str(error):
                 raise MedlamaInputError(f"{config.model_type!r} has no masked-LM architecture; {need}"
@@ -74,7 +75,7 @@ def load_masked_lm(model_path: str | Path):
     tokenizer = load_tokenizer(path)
     if tokenizer.mask_token is None or tokenizer.mask_token_id is None:
         raise MedlamaInputError(f"the tokenizer has no mask token; {need}", file=path)
-    return tokenizer, model.eval()
+    return tokenizer, finish_loading(model).eval()
 
 
 def load_seq2seq_lm(model_path: str | Path):
@@ -89,12 +90,12 @@ def load_seq2seq_lm(model_path: str | Path):
         raise MedlamaInputError(f"{config.model_type!r} is not a sequence-to-sequence model; {need}{hint}",
                                 file=path)
     with loading_weights(path, "the sequence-to-sequence model"), quiet_transformers():
-        model, info = AutoModelForSeq2SeqLM.from_pretrained(path, output_loading_info=True)
+        model, info = AutoModelForSeq2SeqLM.from_pretrained(path, output_loading_info=True, **pretrained_kwargs())
     missing = sorted(info.get("missing_keys") or [])
     if missing:
         raise MedlamaInputError(f"incomplete weights: {len(missing)} tensors missing ({', '.join(missing[:4])}"
                                 f"{', ...' if len(missing) > 4 else ''}); {need} with its LM head", file=path)
-    return load_tokenizer(path), model.eval()
+    return load_tokenizer(path), finish_loading(model).eval()
 
 
 @dataclass(frozen=True)

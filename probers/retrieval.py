@@ -25,7 +25,8 @@ from medlama.core.errors import MedlamaInputError
 from medlama.probers.base import Prober, check_settings
 from medlama.probers.encoding import POOLINGS, SENTENCE_TRANSFORMERS, Encoder, SentenceTransformerEncoder
 from medlama.probers.queries import QuerySet
-from medlama.probers.scoring import Distance, check_distance, search
+from medlama.probers.ranking import Ranking
+from medlama.probers.scoring import Distance, check_distance, score_matrix, search
 from medlama.core.settings import setting
 
 __all__ = ["PRESETS", "RetrievalProber", "RetrievalSettings"]
@@ -101,19 +102,53 @@ class RetrievalProber(Prober):
         return {"method": self.method, "model": self.encoder.model_path, **recorded,
                 "layer": self.encoder.layers[0] if len(self.encoder.layers) == 1 else self.encoder.layers}
 
+    scores_pool = True
+
+    @property
+    def score_meaning(self) -> str:
+        return "cosine similarity" if self.settings_.distance == "cosine" else "negative squared L2 distance"
+
     def rank_layers(self, queries: QuerySet, top_k: int = 10) -> dict[int, list[list[str]]]:
         """Predictions for every configured layer, from one encoding pass over queries and candidates."""
+        return {layer: ranking.names for layer, ranking in self.rank_layers_scored(queries, top_k).items()}
+
+    def rank_layers_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False
+                           ) -> dict[int, Ranking]:
+        """The scored ranking (:class:`~medlama.probers.ranking.Ranking`) of every configured layer, from one
+        encoding pass. The top ``top_k`` come from the exact FAISS search; the scores (and the gold's rank
+        beyond the top) from :func:`~medlama.probers.scoring.score_matrix` in float64, a block of queries at
+        a time (the whole matrix is kept only with ``all_scores``)."""
         if not queries.candidates:
             raise MedlamaInputError(f"query set {queries.name!r} has no candidates")
         names = self.encoder.encode(queries.candidates, self.settings_.name_max_length, progress="candidates",
                                     role="document")
-        texts = self.encoder.encode(queries.with_mask(self.encoder.mask_token), self.settings_.query_max_length,
-                                    progress="queries", role="query")
+        inputs = queries.with_mask(self.encoder.mask_token)
+        texts = self.encoder.encode(inputs, self.settings_.query_max_length, progress="queries", role="query")
         ranked = {}
         for layer in self.encoder.layers:
             indices = search(names[layer], texts[layer], top_k, self.settings_.distance)
-            ranked[layer] = [[queries.candidates[j] for j in row if j >= 0] for row in indices]
+            top = [[int(j) for j in row if j >= 0] for row in indices]
+            rows = _ScoreRows(names[layer], texts[layer], self.settings_.distance)
+            ranked[layer] = Ranking.from_pool(queries.gold, queries.candidates, rows, top, inputs=inputs,
+                                              all_scores=all_scores)
         return ranked
 
-    def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
-        return self.rank_layers(queries, top_k)[self.encoder.layers[0]]
+    def rank_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False) -> Ranking:
+        return self.rank_layers_scored(queries, top_k, all_scores=all_scores)[self.encoder.layers[0]]
+
+
+class _ScoreRows:
+    """Rows of the query x candidate score matrix, computed a block of queries at a time as they are read."""
+
+    BLOCK = 256
+
+    def __init__(self, names: Any, queries: Any, distance: Distance) -> None:
+        self.names, self.queries, self.distance = names, queries, distance
+        self.start, self.block = -1, None
+
+    def __getitem__(self, q: int):
+        start = q - q % self.BLOCK
+        if start != self.start:
+            self.start = start
+            self.block = score_matrix(self.names, self.queries[start:start + self.BLOCK], self.distance)
+        return self.block[q - start]

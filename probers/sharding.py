@@ -15,9 +15,10 @@ give exactly the predictions of one uninterrupted run.
   process, after every process is done, merges them in query order. What a shard keeps per query is what
   the ranking returns for it (:func:`rank_items`), so more per-query fields pass through unchanged; the
   probe's results are made from the shards as read back, in a first run as in a resumed one.
-* :func:`manifest`: everything that decides the predictions (methods and their settings but the batch
-  size, which changes how many inputs share a forward pass, not what each gets; model identities; the data,
-  its candidate pool and the query selection; ``top_k``), which a resumed run must share.
+* :func:`manifest`: everything that decides the predictions and their logged scores (methods and their
+  settings, the batch size included: rows batched otherwise are rounded otherwise in the last float32
+  digits; model identities; the data, its candidate pool and the query selection; ``top_k``; whether every
+  score is kept), which a resumed run must share.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.base import Prober, pool_parts
 from medlama.probers.queries import QuerySet
+from medlama.probers.ranking import Ranking
 
 #: Queries per shard of a method that ranks each query on its own (a few minutes of a causal LM's work).
 SHARD_QUERIES = 64
@@ -108,29 +110,58 @@ def plan(queries: QuerySet, *, blocks: bool, size: int | None = None) -> list[Sh
     return shards
 
 
-def rank_items(prober: Prober, part: QuerySet, top_k: int, layers: bool) -> list[Any]:
-    """What a shard keeps per query: the ranking's own output for it (``[[layer, predictions], ...]`` for a
-    layer sweep)."""
+def rank_items(prober: Prober, part: QuerySet, top_k: int, layers: bool, all_scores: bool = False) -> list[Any]:
+    """What a shard keeps per query: its scored ranking (:func:`_item`; ``[[layer, item], ...]`` for a layer
+    sweep), every candidate's score and rank included when ``all_scores``."""
     if layers:
-        ranked = prober.rank_layers(part, top_k)
-        return [[[layer, ranked[layer][i]] for layer in ranked] for i in range(len(part))]
-    return list(prober.rank(part, top_k=top_k))
+        ranked = prober.rank_layers_scored(part, top_k, all_scores=all_scores)
+        rows = {layer: ranking.rows() for layer, ranking in ranked.items()}
+        return [[[layer, _item(rows[layer][i])] for layer in rows] for i in range(len(part))]
+    return [_item(row) for row in prober.rank_scored(part, top_k=top_k, all_scores=all_scores).rows()]
 
 
-def manifest(queries: QuerySet, units: Sequence[Unit], *, top_k: int) -> dict:
+def _item(row: tuple) -> dict:
+    """One query's row of a :class:`~medlama.probers.ranking.Ranking` as JSON: the pool's candidates are not
+    repeated per query (the shard's ``candidates`` hold them once)."""
+    names, scores, text, gold_rank, gold_score, pool = row
+    item = {"names": list(names), "scores": list(scores), "input": text, "gold_rank": gold_rank,
+            "gold_score": gold_score}
+    if pool is not None:
+        item["pool"] = {"scores": [float(v) for v in pool.scores], "ranks": [int(v) for v in pool.ranks]}
+    return item
+
+
+def _row(item: dict, candidates: Sequence[str] | None) -> tuple:
+    """:func:`_item` read back as a ranking row."""
+    import numpy as np
+
+    from medlama.probers.ranking import PoolScores
+
+    pool = item.get("pool")
+    if pool is not None:
+        pool = PoolScores(list(candidates or ()), np.asarray(pool["scores"], dtype=np.float64),
+                          np.asarray(pool["ranks"], dtype=np.int64))
+    return item["names"], item["scores"], item["input"], item["gold_rank"], item["gold_score"], pool
+
+
+def _candidates(items: Sequence[Any], part: QuerySet, layers: bool) -> list[str] | None:
+    """The shard's pool names when its items keep every candidate's score (else ``None``: nothing to repeat)."""
+    first = (items[0][0][1] if layers else items[0]) if items else None
+    return list(part.candidates) if first is not None and "pool" in first else None
+
+
+def manifest(queries: QuerySet, units: Sequence[Unit], *, top_k: int, all_scores: bool = False) -> dict:
     """What decides a probe's predictions (see the module docstring), as a resumed run must repeat it."""
     from medlama.core.provenance import model_identity
     from medlama.core.settings import as_dict
 
-    def settings(run) -> dict:
-        values = as_dict(run.settings) if not isinstance(run.settings, Mapping) else dict(run.settings)
-        values.pop("batch_size", None)
-        return values
+    def settings(run) -> dict:  # the batch size too: it changes the float rounding of the logged scores
+        return as_dict(run.settings) if not isinstance(run.settings, Mapping) else dict(run.settings)
 
     selection = hashlib.sha256("\0".join(f"{i}\t{r}" for i, r in zip(queries.ids, queries.relations)).encode())
     return {"data": {**queries.info, "name": queries.name, "queries": len(queries),
                      "selection_sha256": selection.hexdigest(), "candidates": queries.pool_record()},
-            "top_k": top_k,
+            "top_k": top_k, "all_scores": all_scores,
             "units": {unit.label: {"method": unit.run.method, "model": model_identity(unit.model),
                                    "settings": settings(unit.run), "layers": unit.layers} for unit in units}}
 
@@ -179,6 +210,12 @@ class RecordedProber(Prober):
         self.method = record["settings"].get("method", "prober")
         self._settings = dict(record["settings"])
         self.device = record.get("device")
+        self._score = record.get("score")
+        self.loaded = dict(record.get("loaded") or {})
+
+    @property
+    def score_meaning(self) -> str | None:
+        return self._score
 
     def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
         raise NotImplementedError("a recorded prober only carries settings")
@@ -208,13 +245,13 @@ class _UnitRanker:
             self.built = size
         return self.prober
 
-    def rank(self, part: QuerySet, top_k: int) -> list[Any]:
+    def rank(self, part: QuerySet, top_k: int, all_scores: bool = False) -> list[Any]:
         if not self.auto:
-            return rank_items(self._at(None), part, top_k, self.unit.layers)
+            return rank_items(self._at(None), part, top_k, self.unit.layers, all_scores)
         from medlama.core.batching import fit_batch
 
-        items, self.size = fit_batch(lambda size: rank_items(self._at(size), part, top_k, self.unit.layers),
-                                     self.size)
+        items, self.size = fit_batch(lambda size: rank_items(self._at(size), part, top_k, self.unit.layers,
+                                                             all_scores), self.size)
         return items
 
     def note(self) -> dict:
@@ -224,11 +261,12 @@ class _UnitRanker:
         settings = self.prober.settings()
         if self.auto:
             settings = {**settings, "batch_size": "auto", "resolved_batch_size": self.size}
-        return {"settings": settings, "device": device_of(self.prober)}
+        return {"settings": settings, "device": device_of(self.prober), "score": self.prober.score_meaning,
+                "loaded": dict(getattr(self.prober, "loaded", {}))}
 
 
 def rank_units(queries: QuerySet, units: Sequence[Unit], store: Any, *, top_k: int, device: str | None = None,
-               probers: Mapping[str, Prober] | None = None, block: int | None = None
+               probers: Mapping[str, Prober] | None = None, block: int | None = None, all_scores: bool = False
                ) -> dict[str, tuple[Any, RecordedProber, float]] | None:
     """Rank what this process owns and ``store`` lacks; then (main process) ``{unit label: (predictions in
     query order, or {layer: predictions}; the prober as recorded; seconds of ranking, over every shard)}``.
@@ -247,11 +285,12 @@ def rank_units(queries: QuerySet, units: Sequence[Unit], store: Any, *, top_k: i
             if not mine or store.has(identity):
                 continue
             start = time.perf_counter()
-            items = ranker.rank(shard.part, top_k)
+            items = ranker.rank(shard.part, top_k, all_scores)
             if len(items) != len(shard.indices):
                 raise RuntimeError(f"{unit.label}: {len(items)} rankings for {len(shard.indices)} queries")
             store.note(unit.label, ranker.note())
-            store.write(identity, items, seconds=time.perf_counter() - start)
+            store.write(identity, items, seconds=time.perf_counter() - start,
+                        candidates=_candidates(items, shard.part, unit.layers))
         del ranker
     distributed.barrier()
     if not distributed.is_main_process():
@@ -266,17 +305,20 @@ def rank_units(queries: QuerySet, units: Sequence[Unit], store: Any, *, top_k: i
         for shard in shards:
             items, meta = store.read(shard.identity(unit.label))
             seconds += float(meta.get("seconds") or 0.0)
+            candidates = meta.get("candidates")
             if unit.layers:
                 if merged is None:
                     merged = {int(layer): [None] * len(queries) for layer, _ in items[0]} if items else {}
                 for index, item in zip(shard.indices, items):
-                    for layer, predictions in item:
-                        merged[int(layer)][index] = predictions
+                    for layer, scored in item:
+                        merged[int(layer)][index] = _row(scored, candidates)
             else:
                 merged = [None] * len(queries) if merged is None else merged
                 for index, item in zip(shard.indices, items):
-                    merged[index] = item
-        out[unit.label] = (merged, RecordedProber(record), seconds)
+                    merged[index] = _row(item, candidates)
+        ranking = ({layer: Ranking.from_rows(rows) for layer, rows in merged.items()} if unit.layers
+                   else Ranking.from_rows(merged or []))
+        out[unit.label] = (ranking, RecordedProber(record), seconds)
     return out
 
 

@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, Prober, result_of
+from medlama.core.models import LoadOptions, loading_with
+from medlama.probers.base import (PREDICTIONS_FILE, RESULTS_FILE, SCORES_FILE, ProbeResult, Prober, result_of,
+                                  write_all_scores)
 from medlama.probers.benchmarks import Benchmark
 from medlama.probers.queries import QuerySet
 
@@ -34,23 +36,31 @@ API_HINT = "give overwrite=True to replace them, or choose another folder"
 @dataclass(frozen=True)
 class ModelRun:
     """One model probed by one method: its row ``label``, the ``model`` (a folder or Hub id, or a loaded
-    object for retrieval), the method's ``settings``, and the ``tokenizer`` of a loaded model."""
+    object for retrieval), the method's ``settings``, the ``tokenizer`` of a loaded model, and how the model
+    is loaded (``load``: revision, LoRA adapter, remote code)."""
 
     label: str
     method: str
     model: Any
     settings: Any
     tokenizer: Any = None
+    load: LoadOptions | None = None
 
     def prober(self, device: str | None = None, model: Any = None) -> Prober:
-        """The prober of this run (of ``model``, a checkpoint folder, instead of the run's own model)."""
+        """The prober of this run (of ``model``, a checkpoint folder, instead of the run's own model). Its
+        ``loaded`` attribute records what was loaded (:func:`~medlama.core.models.loading_with`), which
+        :func:`~medlama.probers.base.result_of` puts in the run's settings."""
         from medlama.probers.registry import make_prober
         from medlama.probers.retrieval import RetrievalProber
 
         model = self.model if model is None else model
-        if not isinstance(model, (str, Path)):
-            return RetrievalProber(model, self.settings, device=device, tokenizer=self.tokenizer)
-        return make_prober(self.method, str(model), self.settings, device=device)
+        with loading_with(self.load) as loaded:
+            if not isinstance(model, (str, Path)):
+                prober = RetrievalProber(model, self.settings, device=device, tokenizer=self.tokenizer)
+            else:
+                prober = make_prober(self.method, str(model), self.settings, device=device)
+        prober.loaded = loaded
+        return prober
 
 
 @dataclass
@@ -100,10 +110,14 @@ def unique_labels(models: Sequence[Any], labels: Sequence[str] | None = None, *,
 
 
 def model_runs(methods: Sequence[str], labels: Sequence[str], models: Sequence[Any], settings: dict[str, Any],
-               *, tokenizer: Any = None) -> list[ModelRun]:
-    """One run per method and model, labelled ``label`` (one method) or ``method:label`` (several)."""
-    return [ModelRun(label if len(methods) == 1 else f"{method}:{label}", method, model, settings[method], tokenizer)
-            for method in methods for label, model in zip(labels, models)]
+               *, tokenizer: Any = None, load: LoadOptions | None = None) -> list[ModelRun]:
+    """One run per method and model, labelled ``label`` (one method) or ``method:label`` (several); ``load``
+    (checked against every model here, before anything loads) says how the models are loaded."""
+    if load is not None:
+        for model in models:
+            load.check(model)
+    return [ModelRun(label if len(methods) == 1 else f"{method}:{label}", method, model, settings[method], tokenizer,
+                     load) for method in methods for label, model in zip(labels, models)]
 
 
 def checkpoint_folders(runs: Sequence[ModelRun]) -> dict[str, dict[int, Path]]:
@@ -126,19 +140,26 @@ def checkpoint_folders(runs: Sequence[ModelRun]) -> dict[str, dict[int, Path]]:
 def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequence[int], match: str,
                  top_k: int | None = None, device: str | None = None,
                  checkpoints: dict[str, dict[int, Path]] | None = None,
-                 probers: dict[str, Prober] | None = None, store: Any = None) -> ProbeOutcome | None:
+                 probers: dict[str, Prober] | None = None, store: Any = None,
+                 all_scores: bool = False) -> ProbeOutcome | None:
     """Probe each run on ``queries`` (a retrieval run with ``layers`` set: one result per layer), then each of
     its ``checkpoints`` (:func:`checkpoint_folders`), scoring the cut-offs ``scored`` with ``match``.
-    ``probers``: probers already made, by run label (a loaded model is inspected once). The ranking goes shard
-    by shard (:mod:`medlama.probers.sharding`): ``store`` keeps the completed ones (a
-    :class:`~medlama.core.shards.ShardStore` beside the output: a rerun continues from them), and under several
-    processes each ranks its share; the main process gets the outcome, the others ``None``."""
+    ``probers``: probers already made, by run label (a loaded model is inspected once). ``all_scores``: keep
+    every candidate's score (``scores.parquet``; refused, before any model loads, for methods that generate
+    their answers). The ranking goes shard by shard (:mod:`medlama.probers.sharding`): ``store`` keeps the
+    completed ones (a :class:`~medlama.core.shards.ShardStore` beside the output: a rerun continues from them),
+    and under several processes each ranks its share; the main process gets the outcome, the others ``None``."""
     from medlama.probers.sharding import MemoryShards, rank_units, units_of
 
+    from medlama.probers.base import check_all_scores
+    from medlama.probers.registry import METHODS
+
     top_k = max(top_k or 0, max(scored))
+    for run in runs:
+        check_all_scores(METHODS[run.method].prober, all_scores)
     units = units_of(runs, checkpoints)
     ranked = rank_units(queries, units, store if store is not None else MemoryShards(), top_k=top_k,
-                        device=device, probers=probers)
+                        device=device, probers=probers, all_scores=all_scores)
     if ranked is None:
         return None
     outcome = ProbeOutcome()
@@ -155,12 +176,15 @@ def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequenc
         if unit.step is not None:
             outcome.by_step.setdefault(unit.run.label, {})[unit.step] = result
         outcome.results.append(result)
+    if all_scores:  # where every candidate's score went (their pool: data["candidates"])
+        for result in outcome.results:
+            result.extra["all_scores"] = SCORES_FILE
     return outcome
 
 
 def shard_store(out: str | Path, queries: QuerySet, runs: Sequence[ModelRun], *, top_k: int,
                 checkpoints: dict[str, dict[int, Path]] | None = None, overwrite: bool = False,
-                hint: str = "give overwrite=True to start over"):
+                hint: str = "give overwrite=True to start over", all_scores: bool = False):
     """The store of the completed shards of a probe into ``out`` (:class:`~medlama.core.shards.ShardStore`):
     an earlier run's with the same settings is continued (said on stderr), another's refused, ``overwrite``
     starts over. Every process checks alike; the main process, holding ``out``'s lock, opens it; a refusal any
@@ -170,7 +194,7 @@ def shard_store(out: str | Path, queries: QuerySet, runs: Sequence[ModelRun], *,
     from medlama.probers.sharding import manifest, resumed, units_of
 
     units = units_of(runs, checkpoints)
-    record = manifest(queries, units, top_k=top_k)
+    record = manifest(queries, units, top_k=top_k, all_scores=all_scores)
     def together(step) -> None:  # every process raises the first refusal any of them met
         error: MedlamaInputError | None = None
         try:
@@ -235,8 +259,8 @@ def describe_pool(queries: QuerySet) -> str:
 def write_outputs(out: str | Path, results: Sequence[ProbeResult], *, by_layer: dict | None = None,
                   by_step: dict | None = None, overwrite: bool = False, argv: Sequence[str] | None = None,
                   hint: str = API_HINT, k: int = 10, reads: Sequence = ()) -> list[Path]:
-    """Write a probe's output folder: ``results.json`` (a list, one entry per run), ``predictions.jsonl`` and
-    the plots (acc@``k`` per relation; per answer length with exact matching; per layer and per step for the
+    """Write a probe's output folder: ``results.json`` (a list, one entry per run), ``predictions.jsonl``,
+    ``scores.parquet`` (when a run kept every candidate's score) and the plots (acc@``k`` per relation; per answer length with exact matching; per layer and per step for the
     sweeps). Atomic (a staging folder replaces ``out`` when complete), owned (``.medlama-output.json`` names
     ``probe``; a folder another command or a person wrote is refused) and, unless ``overwrite``, refusing a
     finished run; nor may ``out`` be (or hold) the current directory or what the run read (``reads``).
@@ -250,6 +274,7 @@ def write_outputs(out: str | Path, results: Sequence[ProbeResult], *, by_layer: 
     with claimed_output(out, marker=RESULTS_FILE, kind=OUTPUT_KIND, overwrite=overwrite, hint=hint, reads=reads):
         with atomic_directory(out, marker=RESULTS_FILE, kind=OUTPUT_KIND, reads=reads) as staging:
             report.write_probe_results(staging, results, argv=argv)  # results.json + predictions.jsonl
+            write_all_scores(staging / SCORES_FILE, results)  # only runs that kept every score
             first = list(results[:4])
             plots = [report.plot_relations(first, staging / "relations.png", k=k)]
             if first[0].metrics.get("match", "exact") == "exact":  # the answer-length figure rescores exactly

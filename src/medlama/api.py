@@ -68,7 +68,9 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
           preset: str | None = None, relations: Sequence[str] | None = None, dataset: str = "medlama",
           settings: Mapping[str, Any] | Any = None, device: str | None = None, limit: int | None = None,
           top_k: int = 10, ks: Sequence[int] | None = None, match: str | None = None, tokenizer: Any = None,
-          label: str | None = None, candidates: str = "evaluated", checkpoints: bool = False):
+          label: str | None = None, candidates: str = "evaluated", checkpoints: bool = False,
+          log_all_scores: bool = False, revision: str | None = None, peft: str | None = None,
+          trust_remote_code: bool = False):
     """Probe ``model`` on MedLAMA (or BioLAMA) as ``medlama probe`` does; returns a
     :class:`~medlama.probers.base.ProbeResult` (``acc(k)``, ``acc_ci(k)``, ``intervals``, ``per_relation()``,
     ``to_pandas()``, ``save(folder)``).
@@ -99,6 +101,13 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     * ``checkpoints``: also probe every ``checkpoint-N`` folder of ``model`` (checked before anything runs);
       with it, or with ``settings={"layers": [...]}``, a list of results is returned, one per row of
       ``medlama probe``'s table.
+    * ``log_all_scores``: keep every candidate's score (``result.ranking.pools``; ``result.save(folder)``
+      writes them to ``scores.parquet``), as ``medlama probe --log-all-scores``; only methods that score the
+      whole pool (retrieval, mask-average, causal-likelihood) can.
+    * ``revision``: the revision of a Hub model to load (``result.settings["revision"]``: the commit loaded;
+      refused for a local folder); ``peft``: a LoRA adapter applied to ``model``, its base (needs
+      ``medlama[peft]``); ``trust_remote_code``: run a model repository's own code (off unless given). As
+      ``medlama probe --revision / --peft / --trust-remote-code``.
     * ``ks``: cut-offs to score (default 1, 5, 10; BioLAMA 1, 5; acc@1/5/10 are always scored too); ``match``: ``exact`` (MedLAMA) or
       ``normalized`` (BioLAMA's default). ``top_k``: predictions kept per query. ``device``: ``cpu``,
       ``cuda``, ``cuda:N`` or ``mps`` (default: CUDA when there is one).
@@ -126,6 +135,9 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     bench = benchmark(dataset)
     report_ks, scored, match = bench.scoring_plan(ks, match)
     check_rule(candidates)
+    from medlama.probers.base import check_all_scores
+
+    check_all_scores(METHODS[name].prober, bool(log_all_scores))
     loaded = model is not None and not isinstance(model, (str, Path))
     if loaded and name != "retrieval":  # a loaded object (the encoder checks which)
         raise MedlamaInputError(f"a loaded model object is probed by retrieval only; give {name} a model "
@@ -135,7 +147,11 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
 
         model = str(default_model_path())
         label = "bundled" if label is None else label
-    runs = workflow.model_runs([name], [label or "model"], [model], {name: settings}, tokenizer=tokenizer)
+    from medlama.core.models import LoadOptions
+
+    load = LoadOptions(revision=revision, peft=peft, trust_remote_code=trust_remote_code)
+    runs = workflow.model_runs([name], [label or "model"], [model], {name: settings}, tokenizer=tokenizer,
+                               load=load)
     checkpoint_runs = workflow.checkpoint_folders(runs) if checkpoints else None  # before any probing
     queries = queries_from(data, dataset=dataset, config=config, relations=relations, candidates=candidates)
     queries = queries.limit_per_relation(limit) if limit is not None else queries
@@ -151,10 +167,11 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
         prober = runs[0].prober(device)
     if label is None:
         label = Path(str(model)).name if not loaded else Path(str(prober.settings().get("model", name))).name
-    run = workflow.ModelRun(str(label), name, model, settings, tokenizer)
+    run = workflow.ModelRun(str(label), name, model, settings, tokenizer, load)
     outcome = workflow.probe_models(queries, [run], scored=scored, match=match, top_k=top_k, device=device,
                                     checkpoints={run.label: checkpoint_runs[runs[0].label]} if checkpoints else None,
-                                    probers={run.label: prober} if prober is not None else None)
+                                    probers={run.label: prober} if prober is not None else None,
+                                    all_scores=bool(log_all_scores))
     workflow.aggregate(outcome.results, bench, report_ks)
     return outcome.results[0] if len(outcome.results) == 1 else outcome.results
 

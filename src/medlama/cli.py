@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "medlama.commands.publish",
     "medlama.commands.ucm",
     "medlama.commands.export",
+    "medlama.commands.list",
 )
 
 

@@ -201,10 +201,10 @@ def test_mask_average_scores_by_hand(tiny_mlm, monkeypatch):
     assert calls == [2, 2, 2]
     ranked = prober.rank(qs, top_k=3)
     assert ranked == [["back pain", "chronic back pain", "pain"]] * 2
-    everything = prober.rank_scored(qs, top_k=100)[0]
-    assert [name for name, _ in everything] == ["back pain", "chronic back pain", "pain", "chronic pain", "fever",
-                                                "headache", "zzz"]  # the empty name is never ranked
-    assert everything[0][1] == pytest.approx((ln(.6) + ln(.7)) / 2, rel=1e-5)
+    everything = prober.rank_scored(qs, top_k=100)
+    assert everything.names[0] == ["back pain", "chronic back pain", "pain", "chronic pain", "fever",
+                                   "headache", "zzz"]  # the empty name is never ranked
+    assert everything.scores[0][0] == pytest.approx((ln(.6) + ln(.7)) / 2, rel=1e-5)
 
 
 def test_mask_average_cap_scores_long_names_on_their_first_tokens(tiny_mlm, monkeypatch):

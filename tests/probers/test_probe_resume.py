@@ -19,20 +19,20 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (t
 
 
 class Calls:
-    """Counts ``cls.rank`` calls (one per shard) and interrupts the ``stop_at``-th, as a kill would."""
+    """Counts ``cls.rank_scored`` calls (one per shard) and interrupts the ``stop_at``-th, as a kill would."""
 
     def __init__(self, monkeypatch, cls, stop_at: int | None = None) -> None:
         self.count, self.stop_at = 0, stop_at
-        rank = getattr(cls.rank, "unpatched", cls.rank)  # each counter counts its own run only
+        rank = getattr(cls.rank_scored, "unpatched", cls.rank_scored)  # each counter counts its own run only
 
-        def counted(prober, queries, top_k=10):
+        def counted(prober, queries, top_k=10, **options):
             self.count += 1
             if self.count == self.stop_at:
                 raise KeyboardInterrupt
-            return rank(prober, queries, top_k=top_k)
+            return rank(prober, queries, top_k=top_k, **options)
 
         counted.unpatched = rank
-        monkeypatch.setattr(cls, "rank", counted)
+        monkeypatch.setattr(cls, "rank_scored", counted)
 
 
 def shard_files(out: Path) -> list[Path]:
@@ -60,8 +60,11 @@ def test_killed_causal_probe_resumes_only_the_remaining_shards(tiny_gpt2, medlam
     assert "reduction: 'sum' then, 'mean' now" in err and "--overwrite" in err and refused.count == 0
     assert len(shard_files(out)) == 2
 
+    assert main([*flags, "--batch-size", "3", "--out", str(out)]) == 2  # another batch rounds scores otherwise
+    assert "batch_size: 4 then, 3 now" in capsys.readouterr().err and refused.count == 0
+
     rest = Calls(monkeypatch, CausalLikelihoodProber)
-    assert main([*flags, "--batch-size", "3", "--out", str(out)]) == 0  # the batch size may change
+    assert main([*flags, "--out", str(out)]) == 0
     assert "2 of 3 shards already done" in capsys.readouterr().err
     assert rest.count == 1 and killed.count == 3
     assert (out / "predictions.jsonl").read_bytes() == (tmp_path / "whole" / "predictions.jsonl").read_bytes()

@@ -11,10 +11,11 @@ from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.commands.method_flags import PRESET_HELP, add_method_arguments, method_settings
 from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, check_device, check_output,
                                      claimed_output, human_output, print_results)
-from medlama.probers.base import RESULTS_FILE
+from medlama.probers.base import RESULTS_FILE, check_all_scores
 from medlama.probers.queries import QuerySource
 from medlama.probers.retrieval import RetrievalSettings
 from medlama.probers.registry import METHODS, OLD_NAMES, current_names, settings_for
+from medlama.core.models import LoadOptions
 from medlama.core.settings import settings_from
 
 
@@ -71,6 +72,12 @@ def register(subparsers) -> None:
     add_data_arguments(parser)
     add_scoring_arguments(parser)
     add_method_arguments(parser)
+    add_settings_flags(parser.add_argument_group("model loading"), LoadOptions)
+    parser.add_argument("--log-all-scores", action="store_true",
+                        help="also write scores.parquet: every candidate's score and rank for every query (run, "
+                             "id, relation, candidate, score, rank), to recompute MRR or other cut-offs without "
+                             "rerunning; large (queries x candidates rows); only for methods that score the whole "
+                             "pool: retrieval, mask-average, causal-likelihood")
     parser.add_argument("--checkpoints", action="store_true",
                         help="also probe every checkpoint-N inside each model folder and plot acc per step "
                              "(figure 4)")
@@ -107,11 +114,14 @@ def run(args: argparse.Namespace) -> int:
     # Before the queries: loading them may build MedLAMA first, minutes lost to a typo.
     methods = list(dict.fromkeys(current_names(args.method)))
     settings = method_settings(args, methods)
+    for method in methods:
+        check_all_scores(METHODS[method].prober, args.log_all_scores)
     scoring(args)  # --ks, before the data is read
     check_device(args.device)
     for model in models:
         resolve_model(model)  # a missing model folder is an error now, not after the queries are built
-    runs = model_runs(methods, labels, models, settings)
+    load = settings_from(LoadOptions, given_settings(args, LoadOptions))
+    runs = model_runs(methods, labels, models, settings, load=load)  # checks the loading options
     checkpoints = checkpoint_folders(runs) if args.checkpoints else None  # before any probing
     from medlama.core import distributed
 
@@ -151,9 +161,10 @@ def _probe(args: argparse.Namespace, runs: list, checkpoints: dict | None) -> No
     store = None
     try:
         store = workflow.shard_store(args.out, queries, runs, top_k=max(scored), checkpoints=checkpoints,
-                                     overwrite=args.overwrite, hint="give --overwrite to start over")
+                                     overwrite=args.overwrite, hint="give --overwrite to start over",
+                                     all_scores=args.log_all_scores)
         outcome = workflow.probe_models(queries, runs, scored=scored, match=match, device=device,
-                                        checkpoints=checkpoints, store=store)
+                                        checkpoints=checkpoints, store=store, all_scores=args.log_all_scores)
     except BaseException:
         if store is not None and distributed.is_main_process() and store.empty():
             workflow.discard_shards(args.out)  # nothing done to continue: leave nothing beside OUT

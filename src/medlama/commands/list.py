@@ -1,0 +1,140 @@
+"""``medlama list``: what can be probed and how: datasets and their configs, a dataset's relations with their
+query and candidate counts, the probing methods and the named presets (of the methods and of ``rewire``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from medlama.core.errors import MedlamaInputError
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "list", help="list datasets, configs, relations (query and candidate counts), methods and presets",
+        description="List what medlama can probe: the datasets and their configs, the relations of a dataset "
+                    "with their query and candidate counts (read from --data, else from the build probe uses "
+                    "by default), the probing methods and the named presets.")
+    parser.add_argument("what", nargs="?", default="all",
+                        choices=("all", "datasets", "relations", "methods", "presets"),
+                        help="what to list (default: all)")
+    parser.add_argument("--dataset", default="medlama", choices=("medlama", "biolama"),
+                        help="whose relations to count (default: medlama)")
+    parser.add_argument("--data", type=Path, help="the dataset folder to count relations in (a built folder, a "
+                                                  "push-dataset dry run or a Hub dataset id), as probe --data; "
+                                                  "default: the build probe uses")
+    parser.add_argument("--config", help="the config whose relations are counted (default: every config of "
+                                         "the dataset)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.set_defaults(func=run)
+
+
+def datasets() -> list[dict]:
+    """Every dataset with its configs, per-relation config spelling, splits and what its candidates are."""
+    from medlama.probers.benchmarks import BENCHMARKS, CONTEXT_VARIANCE
+
+    return [{"dataset": b.name, "configs": list(b.configs), "relation_configs": b.relation_configs,
+             "splits": list(b.splits), "candidates": b.candidates, "ks": list(b.ks), "match": b.match,
+             "command": "medlama ucm" if b is CONTEXT_VARIANCE else "medlama probe"}
+            for b in (*BENCHMARKS.values(), CONTEXT_VARIANCE)]
+
+
+def methods() -> list[dict]:
+    """Every probing method of :data:`~medlama.probers.registry.METHODS`: what it does, its presets, and
+    whether it scores every candidate of the pool (so ``--log-all-scores`` applies)."""
+    from medlama.probers.registry import METHODS
+
+    return [{"method": name, "description": _first_line(method.prober.__doc__), "presets": list(method.presets),
+             "scores_pool": method.prober.scores_pool} for name, method in METHODS.items()]
+
+
+def presets() -> list[dict]:
+    """Every named preset: the probing methods' (``probe --preset``) and rewiring's (``rewire --preset``)."""
+    from medlama.probers.registry import METHODS
+    from medlama.trainers.config import DEFAULT_PRESET, PRESETS
+
+    out = [{"for": f"probe --method {name}", "preset": preset, "default": i == 0}
+           for name, method in METHODS.items() for i, preset in enumerate(method.presets)]
+    return out + [{"for": "rewire", "preset": preset, "default": preset == DEFAULT_PRESET} for preset in PRESETS]
+
+
+def relations(dataset: str = "medlama", data: str | Path | None = None, config: str | None = None) -> list[dict]:
+    """Per config and relation of ``dataset`` (from ``data``, else the build probe uses): its query count and
+    its candidate pool's size (distinct names of the relation's own pool, the ``relation`` rule); one row per
+    config with ``relation`` ``null`` gives the config's totals (its whole pool, the ``config`` rule)."""
+    from medlama.probers.benchmarks import benchmark
+    from medlama.probers.queries import QuerySource, load_queries
+
+    bench = benchmark(dataset)
+    configs = [config] if config else list(bench.configs)
+    rows = []
+    for name in configs:
+        source = QuerySource(dataset=dataset, data=Path(data) if data is not None else None, config=name,
+                             candidates="relation")
+        queries = load_queries(source)
+        whole = load_queries(QuerySource(dataset=dataset, data=source.data, config=name, candidates="config"))
+        rows.append({"config": name, "relation": None, "queries": len(queries),
+                     "candidates": len(set(whole.candidates))})
+        counts: dict[str, int] = {}
+        for relation in queries.relations:
+            counts[relation] = counts.get(relation, 0) + 1
+        for relation in sorted(counts):
+            rows.append({"config": name, "relation": relation, "queries": counts[relation],
+                         "candidates": len(set(queries.pools[relation]))})
+    return rows
+
+
+def _first_line(doc: str | None) -> str:
+    return (doc or "").strip().splitlines()[0] if (doc or "").strip() else ""
+
+
+def run(args: argparse.Namespace) -> int:
+    want = args.what
+    if args.config is not None and want not in ("all", "relations"):
+        raise MedlamaInputError(f"--config chooses whose relations are counted; `medlama list {want}` counts none")
+    listing: dict[str, list] = {}
+    if want in ("all", "datasets"):
+        listing["datasets"] = datasets()
+    if want in ("all", "methods"):
+        listing["methods"] = methods()
+    if want in ("all", "presets"):
+        listing["presets"] = presets()
+    if want in ("all", "relations"):
+        listing["relations"] = relations(args.dataset, args.data, args.config)
+    if args.json:
+        print(json.dumps(listing, indent=2, ensure_ascii=False))
+        return 0
+    _print_tables(listing, args.dataset)
+    return 0
+
+
+def _print_tables(listing: dict[str, list], dataset: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    columns = {"datasets": ("dataset", "configs", "relation_configs", "splits", "command"),
+               "methods": ("method", "presets", "scores_pool", "description"),
+               "presets": ("for", "preset", "default"),
+               "relations": ("config", "relation", "queries", "candidates")}
+    for key, rows in listing.items():
+        title = f"relations of {dataset} (queries, candidates in the relation's pool)" if key == "relations" else key
+        table = Table(title=title)
+        for column in columns[key]:
+            table.add_column(column, justify="right" if column in ("queries", "candidates") else "left")
+        for row in rows:
+            table.add_row(*(_cell(row[column], column) for column in columns[key]))
+        console.print(table)
+
+
+def _cell(value, column: str) -> str:
+    if column == "relation" and value is None:
+        return "(all)"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)

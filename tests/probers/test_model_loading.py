@@ -1,0 +1,140 @@
+"""How the probed model is loaded: ``--revision`` loads (and records) the Hub revision asked for, from a fake
+offline Hub cache with two revisions; ``--peft`` applies a LoRA adapter to its base model, predicting as the
+merged model does; ``trust_remote_code`` reaches ``from_pretrained`` only when asked; bad options are refused
+before anything loads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from medlama.core.errors import MedlamaInputError
+
+from probe_outputs import predictions  # tests/helpers: per-query rows of predictions.jsonl
+from tiny_causal import save_causal  # tests/helpers: tiny causal LMs with locally trained tokenizers
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
+
+COMMITS = ("a" * 40, "b" * 40)
+
+
+def hub_cache(root: Path) -> Path:
+    """A Hub cache holding ``tiny/gpt2`` at two commits (different weights); ``main`` is the second."""
+    repo = root / "models--tiny--gpt2"
+    for seed, commit in enumerate(COMMITS):
+        save_causal(repo / "snapshots" / commit, "gpt2", seed=seed)
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(COMMITS[1])
+    return root
+
+
+def run_cli(tmp_path, env, *flags) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "medlama", "probe", *flags], env=env, capture_output=True,
+                          text=True, cwd=tmp_path)
+
+
+def test_revision_loads_and_records_the_commit_asked_for(medlama_tiny, tmp_path):
+    cache = hub_cache(tmp_path / "cache")
+    env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "OMP_NUM_THREADS": "1"}
+    data = ["--data", str(medlama_tiny), "--config", "full", "--method", "causal-likelihood", "--quiet"]
+    done = run_cli(tmp_path, env, *data, "--model", "tiny/gpt2", "--revision", COMMITS[0], "--out", "hub")
+    assert done.returncode == 0, done.stderr
+    direct = run_cli(tmp_path, env, *data, "--model", str(cache / "models--tiny--gpt2" / "snapshots" / COMMITS[0]),
+                     "--out", "folder")
+    assert direct.returncode == 0, direct.stderr
+    (result,) = json.loads((tmp_path / "hub" / "results.json").read_text())
+    assert result["settings"]["revision"] == COMMITS[0]  # not main's, the newest in the cache
+    assert result["provenance"]["model"] == {"id": "tiny/gpt2", "revision": COMMITS[0]}
+    assert result["settings"]["trust_remote_code"] is False and result["settings"]["peft"] is None
+    hub_rows, folder_rows = predictions(tmp_path / "hub"), predictions(tmp_path / "folder")
+    assert [(r["predictions"], r["scores"]) for r in hub_rows] == [(r["predictions"], r["scores"]) for r in folder_rows]
+    main = run_cli(tmp_path, env, *data, "--model", "tiny/gpt2", "--out", "main")
+    assert main.returncode == 0, main.stderr
+    (latest,) = json.loads((tmp_path / "main" / "results.json").read_text())
+    assert latest["settings"]["revision"] == COMMITS[1]
+    assert [r["scores"] for r in predictions(tmp_path / "main")] != [r["scores"] for r in hub_rows]
+
+
+def test_revision_of_a_local_folder_is_refused(tiny_gpt2, tmp_path, capsys):
+    from medlama.cli import main
+
+    assert main(["probe", "--model", str(tiny_gpt2), "--revision", "main", "--method", "causal-likelihood",
+                 "--out", str(tmp_path / "out")]) == 2
+    assert "--revision applies to a Hub model id" in capsys.readouterr().err
+
+
+def lora_adapter(base: Path, root: Path) -> tuple[Path, Path]:
+    """A LoRA adapter of ``base`` with non-zero weights, and the merged model (adapter folded in) saved beside."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(1)
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(base),
+                           LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"], fan_in_fan_out=True,
+                                      init_lora_weights=False))
+    with torch.no_grad():
+        for name, weight in model.named_parameters():
+            if "lora_" in name:
+                weight.normal_(0, 0.5)
+    model.save_pretrained(root / "adapter")
+    model.merge_and_unload().save_pretrained(root / "merged")
+    AutoTokenizer.from_pretrained(base).save_pretrained(root / "merged")
+    return root / "adapter", root / "merged"
+
+
+def test_peft_adapter_predicts_as_the_merged_model(tiny_gpt2, medlama_tiny, tmp_path):
+    import medlama
+
+    adapter, merged = lora_adapter(tiny_gpt2, tmp_path)
+    common = {"data": str(medlama_tiny), "config": "full", "method": "causal-likelihood"}
+    with_adapter = medlama.probe(str(tiny_gpt2), peft=str(adapter), **common)
+    reference = medlama.probe(str(merged), **common)
+    base = medlama.probe(str(tiny_gpt2), **common)
+    rows = list(with_adapter.prediction_rows())
+    assert [(r["predictions"], r["gold_rank"]) for r in rows] == \
+        [(r["predictions"], r["gold_rank"]) for r in reference.prediction_rows()]
+    for mine, theirs in zip(rows, reference.prediction_rows()):
+        assert mine["scores"] == pytest.approx(theirs["scores"], rel=1e-5)
+    assert [r["scores"] for r in rows] != [r["scores"] for r in base.prediction_rows()]  # the adapter changed them
+    record = with_adapter.settings["peft"]
+    assert record["base_model"] == tiny_gpt2.name and record["name"] == "adapter" and len(record["sha256"]) == 64
+
+
+def test_trust_remote_code_reaches_from_pretrained_only_when_asked(tiny_gpt2, monkeypatch):
+    from transformers import AutoModelForCausalLM
+
+    from medlama.core.models import LoadOptions, loading_with
+    from medlama.probers.causal_scoring import load_causal_lm
+
+    seen = []
+    original = AutoModelForCausalLM.from_pretrained.__func__
+
+    def spy(cls, *args, **kwargs):
+        seen.append(kwargs.get("trust_remote_code"))
+        return original(cls, *args, **kwargs)
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", classmethod(spy))
+    load_causal_lm(tiny_gpt2, "causal-likelihood")
+    with loading_with(LoadOptions(trust_remote_code=True)) as record:
+        load_causal_lm(tiny_gpt2, "causal-likelihood")
+    assert seen == [False, True] and record["trust_remote_code"] is True
+
+
+def test_peft_options_are_checked_before_loading(tiny_gpt2, tmp_path, monkeypatch):
+    import importlib.util
+
+    import medlama
+
+    with pytest.raises(MedlamaInputError, match="no adapter_config.json"):
+        medlama.probe(str(tiny_gpt2), method="causal-likelihood", peft=str(tiny_gpt2), data=str(tmp_path / "none"))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "peft" else real(name, *a))
+    with pytest.raises(MedlamaInputError, match=r"medlama\[peft\]"):
+        medlama.probe(str(tiny_gpt2), method="causal-likelihood", peft="some/adapter", data=str(tmp_path / "none"))
