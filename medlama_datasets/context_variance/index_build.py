@@ -33,7 +33,7 @@ from medlama.datasets.context_variance.index import (FORMAT, FORMAT_VERSION, MAT
                                                       entity_payload, payload_fingerprint, write_bucket)
 from medlama.datasets.context_variance.index_forms import write_forms
 from medlama.datasets.context_variance.knowledge import Entity, KnowledgeBase
-from medlama.datasets.context_variance.matching import EntityMatcher, form_table
+from medlama.datasets.context_variance.matching import EntityMatcher, Form, form_table
 from medlama.core.errors import MedlamaInputError
 
 
@@ -48,6 +48,7 @@ def write_index(corpus: Iterable[Mapping], entities: Iterable[Entity] | Knowledg
         raise MedlamaInputError("num_proc, chunk_size, num_buckets and min_entities must be >= 1")
     payload = entity_payload(entities)
     entity_ids = [entity_id for entity_id, _ in payload]
+    forms = form_table(payload)  # tokenised once, here; the workers build their matchers from it
     started = time.perf_counter()
     with atomic_directory(directory, marker="manifest.json") as staging:
         (staging / "documents").mkdir()
@@ -69,7 +70,7 @@ def write_index(corpus: Iterable[Mapping], entities: Iterable[Entity] | Knowledg
         chunks = _chunks(corpus, chunk_size)
         options = (str(staging / "documents"), min_entities, batch_size)
         if num_proc == 1:
-            init_matcher(payload)
+            init_matcher(entity_ids, forms)
             try:
                 for number, first_row, doc_ids, texts in chunks:
                     totals["documents"] += len(texts)
@@ -79,7 +80,7 @@ def write_index(corpus: Iterable[Mapping], entities: Iterable[Entity] | Knowledg
         else:
             context = multiprocessing.get_context(start_method)
             pool = ProcessPoolExecutor(num_proc, mp_context=context, initializer=init_matcher,
-                                       initargs=(payload, True))
+                                       initargs=(entity_ids, forms, True))
             try:
                 pending: set[Future] = set()
                 for number, first_row, doc_ids, texts in chunks:
@@ -99,7 +100,7 @@ def write_index(corpus: Iterable[Mapping], entities: Iterable[Entity] | Knowledg
         shutil.rmtree(spill_dir)
         parts.sort(key=lambda part: part[1])
         (staging / "entities.json").write_text(json.dumps(entity_ids, ensure_ascii=False), encoding="utf-8")
-        write_forms(staging, form_table(payload), entity_ids)
+        write_forms(staging, forms, entity_ids)
         manifest = {
             "format": FORMAT, "version": FORMAT_VERSION,
             "corpus_fingerprint": fingerprint,
@@ -177,29 +178,30 @@ def peak_rss_mib() -> float:
 # ----------------------------------------------------------------------------- worker processes
 _MATCHER: EntityMatcher | None = None
 _FORM_CODES: list[int] = []  # the entity code of each form code
-_PAYLOAD: list = []
+_KEY: tuple = ()  # what the matcher was made of
 
 
-def init_matcher(payload: Sequence[tuple[str, Sequence[str]]], block_torch: bool = False) -> None:
-    """Make this process's matcher of ``payload``; kept when it already matches the same entities (a
-    process running several index tasks builds its spaCy pipeline once)."""
-    global _MATCHER, _FORM_CODES, _PAYLOAD
-    payload = [(entity_id, list(forms)) for entity_id, forms in payload]
-    if _MATCHER is not None and payload == _PAYLOAD:
+def init_matcher(entity_ids: Sequence[str], forms: Sequence[Form], block_torch: bool = False) -> None:
+    """Make this process's matcher of the form table ``forms`` of the entities ``entity_ids`` (in code
+    order); kept when it already matches the same forms (a process running several index tasks builds
+    its spaCy pipeline once)."""
+    global _MATCHER, _FORM_CODES, _KEY
+    key = (tuple(entity_ids), tuple(forms))
+    if _MATCHER is not None and key == _KEY:
         return
     if block_torch and "torch" not in sys.modules:
         # A worker only tokenises. spaCy's thinc imports torch when it can (seconds and ~300 MB per
         # worker); marking it absent in this worker process makes thinc run without it.
         sys.modules["torch"] = None  # type: ignore[assignment]
-    _MATCHER = EntityMatcher(payload)
-    codes = {entity_id: code for code, (entity_id, _) in enumerate(payload)}
+    _MATCHER = EntityMatcher.from_forms(forms)
+    codes = {entity_id: code for code, entity_id in enumerate(entity_ids)}
     _FORM_CODES = [codes[form.entity_id] for form in _MATCHER.forms]
-    _PAYLOAD = payload
+    _KEY = key
 
 
 def release_matcher() -> None:
-    global _MATCHER, _FORM_CODES, _PAYLOAD
-    _MATCHER, _FORM_CODES, _PAYLOAD = None, [], []
+    global _MATCHER, _FORM_CODES, _KEY
+    _MATCHER, _FORM_CODES, _KEY = None, [], ()
 
 
 def match_chunk(number: int, first_row: int, doc_ids: list[str], texts: list[str], out_dir: str,

@@ -14,11 +14,12 @@ Four stages, each a ``datatrove`` executor whose tasks are resumable (a complete
 3. **merge** (``min(tasks, num_buckets)`` tasks): :class:`MergePostings` gathers each bucket's pairs from
    every part (memory-mapped slices) into the CSR arrays of :mod:`.index`.
 4. **finish** (1 task): :class:`FinishIndex` checks that document ids are unique across all shards (naming
-   both places of a repeated id, as the readers do), writes ``entities.json`` and ``manifest.json`` and moves
+   both places of a repeated id, as the readers do), writes ``manifest.json`` beside the form table and moves
    the index into place atomically (:func:`medlama.core.atomic.atomic_directory`).
 
 The work folder (``<index>.work`` beside the index) holds ``plan.json`` (what is built: files, reader
-options, entities, sizes), ``entities.json`` (the surface forms matched) and each stage's outputs and
+options, entities, sizes), ``forms/`` (the form table: :mod:`.index_forms`' ``entities.json`` and ``forms.json``,
+tokenised once when the build is planned and read by every matching task) and each stage's outputs and
 ``datatrove`` logging folder (``logs/<stage>``: ``completions/`` is what makes a rerun resume).
 """
 
@@ -54,9 +55,16 @@ class WorkFolder:
     def plan(self) -> dict:
         return json.loads((self.root / "plan.json").read_text(encoding="utf-8"))
 
-    def payload(self) -> list[tuple[str, list[str]]]:
-        return [(entity_id, forms) for entity_id, forms in
-                json.loads((self.root / "entities.json").read_text(encoding="utf-8"))]
+    @property
+    def forms(self) -> Path:
+        """The form table's folder (``entities.json`` and ``forms.json``, as an index stores them)."""
+        return self.root / "forms"
+
+    def form_table(self) -> tuple[list[str], list]:
+        """``(entity ids in code order, forms in code order)`` of the build."""
+        from medlama.datasets.context_variance.index_forms import read_forms
+
+        return (json.loads((self.forms / "entities.json").read_text(encoding="utf-8")), read_forms(self.forms))
 
     def read_summaries(self) -> list[dict]:
         """The read tasks' summaries, in task order (all of them: the match stage runs after the read stage)."""
@@ -186,7 +194,7 @@ class MatchChunks(_WorkStep):
         if not todo:
             return iter(())
         # Kept for this process's next task (the driver releases it when the build ran in its own process).
-        index_build.init_matcher(work.payload(), plan["block_torch"])
+        index_build.init_matcher(*work.form_table(), plan["block_torch"])
         for number, name, first_row in todo:
             table = pq.read_table(work.chunks / name, columns=["doc_id", "text"])
             doc_ids, texts = table.column("doc_id").to_pylist(), table.column("text").to_pylist()
@@ -242,8 +250,6 @@ class FinishIndex(_WorkStep):
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         from medlama.datasets.context_variance.index import FORMAT, FORMAT_VERSION
-        from medlama.datasets.context_variance.index_forms import write_forms
-        from medlama.datasets.context_variance.matching import form_table
         from medlama.datasets.context_variance.index_build import peak_rss_mib
 
         work = WorkFolder(self.work)
@@ -279,9 +285,8 @@ class FinishIndex(_WorkStep):
                 (staging / folder.name).mkdir()
                 for path in folder.iterdir():
                     _link(path, staging / folder.name / path.name)
-            (staging / "entities.json").write_text(json.dumps(plan["entity_ids"], ensure_ascii=False),
-                                                   encoding="utf-8")
-            write_forms(staging, form_table(work.payload()), plan["entity_ids"])
+            for name in ("entities.json", "forms.json"):
+                _link(work.forms / name, staging / name)
             (staging / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
         import shutil
 

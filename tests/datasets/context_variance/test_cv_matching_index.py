@@ -57,6 +57,57 @@ def test_pipe_equals_match_and_handles_empty_text():
     assert matcher.match("") == []
 
 
+def _release_entities(medlama_source) -> dict[str, list[str]]:
+    """Surface forms of the real hard set's heads and tails (names by CUI), with case and spacing variants
+    and aliases shared between entities, the cases where forms and patterns could part."""
+    forms: dict[str, list[str]] = {}
+    for path in sorted((medlama_source / "2021AA").glob("*_hard.csv"))[:8]:
+        with open(path, newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                forms.setdefault(row["head_cui"], []).append(row["head_name"])
+                for cui, name in zip(row["tail_cuis"].split(" || "), row["tail_names"].split(" || ")):
+                    forms.setdefault(cui, []).append(name)
+    ids = sorted(forms)
+    for number, entity_id in enumerate(ids):
+        name = forms[entity_id][0]
+        if number % 7 == 0:
+            forms[entity_id] += [name.upper(), name.replace(" ", "  "), f" {name.lower()} "]
+        if number % 11 == 0:
+            forms[entity_id].append(forms[ids[(number + 1) % len(ids)]][0])  # another entity's name
+    return forms
+
+
+def test_matcher_equals_phrase_matcher_of_the_tokenised_surface_forms(medlama_source, elicit_corpora):
+    """The matcher (patterns made from the form table's tokens, tokenised once) finds exactly what spaCy's
+    PhraseMatcher finds with every surface form tokenised as its own pattern, span for span, on real
+    PubMed sentences and on sentences naming the entities in other cases and spacings."""
+    import spacy
+    from spacy.matcher import PhraseMatcher
+
+    from medlama.datasets.context_variance.matching import form_table
+
+    forms = _release_entities(medlama_source)
+    nlp = spacy.blank("en")
+    reference = PhraseMatcher(nlp.vocab, attr="LOWER")
+    for entity_id, surface in forms.items():
+        reference.add(entity_id, [doc for doc in nlp.tokenizer.pipe([f.strip() for f in surface]) if len(doc)])
+    lines = (elicit_corpora / "pubmed_sents_no_punkt_10k_0").read_text(encoding="utf-8").splitlines()[:3000]
+    names = [surface[0] for surface in forms.values()]
+    lines += [f"{a.upper()} with {b.lower()}, then {a.title()}; {b}." for a, b in zip(names[::97], names[1::97])]
+
+    matcher = EntityMatcher(forms.items())
+    from_table = EntityMatcher.from_forms(form_table(forms.items()))
+    assert from_table.forms == matcher.forms
+    found = 0
+    for text, raw, mentions in zip(lines, matcher.pipe_raw(lines), from_table.pipe(lines)):
+        doc = nlp.make_doc(text)
+        expected = {(nlp.vocab.strings[key], start, end) for key, start, end in reference(doc)}
+        assert {(matcher.forms[m.form].entity_id, m.token_start, m.token_end) for m in raw} == expected, text
+        assert mentions == matcher.match(text)
+        found += len(expected)
+    assert found > 1000 and matcher.entity_count == len(forms)
+
+
 # ---------------------------------------------------------------------------------------------- index
 SYMPTOMS = ["shortness of breath", "wheeze", "chest pain", "chest tightness", "hemoptysis", "heartburn",
             "sick feeling", "postnasal drip", "nasal stuffiness", "runny nose", "snoring"]
