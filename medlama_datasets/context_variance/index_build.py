@@ -189,14 +189,19 @@ def init_matcher(entity_ids: Sequence[str], forms: Sequence[Form], block_torch: 
     key = (tuple(entity_ids), tuple(forms))
     if _MATCHER is not None and key == _KEY:
         return
-    if block_torch and "torch" not in sys.modules:
-        # A worker only tokenises. spaCy's thinc imports torch when it can (seconds and ~300 MB per
-        # worker); marking it absent in this worker process makes thinc run without it.
-        sys.modules["torch"] = None  # type: ignore[assignment]
+    keep_torch_out(block_torch)
     _MATCHER = EntityMatcher.from_forms(forms)
     codes = {entity_id: code for code, entity_id in enumerate(entity_ids)}
     _FORM_CODES = [codes[form.entity_id] for form in _MATCHER.forms]
     _KEY = key
+
+
+def keep_torch_out(block_torch: bool) -> None:
+    """In an index build's own process (``block_torch``), mark torch absent before spaCy is imported."""
+    if block_torch and "torch" not in sys.modules:
+        # Such a process only tokenises. spaCy's thinc imports torch when it can (seconds and ~300 MB per
+        # process); marking it absent makes thinc run without it. Never done in the caller's process.
+        sys.modules["torch"] = None  # type: ignore[assignment]
 
 
 def release_matcher() -> None:

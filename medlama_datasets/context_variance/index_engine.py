@@ -81,10 +81,8 @@ def work_folder(directory: str | Path) -> WorkFolder:
 
 def plan_build(files: Sequence[tuple[str, str]], format: str, options: dict, payload, directory: str | Path, *,
                fingerprint: str | None, engine: IndexEngine, min_entities: int = 2, batch_size: int = 256) -> WorkFolder:
-    """Write the plan and the form table into the work folder; keep what an earlier run of the same plan did."""
+    """Write the plan and the entities into the work folder; keep what an earlier run of the same plan did."""
     from medlama.datasets.context_variance.index import payload_fingerprint
-    from medlama.datasets.context_variance.index_forms import write_forms
-    from medlama.datasets.context_variance.matching import form_table
 
     work = work_folder(directory)
     read_tasks = max(1, min(engine.task_count, len(files)))
@@ -116,12 +114,7 @@ def plan_build(files: Sequence[tuple[str, str]], format: str, options: dict, pay
         shutil.rmtree(work.root, ignore_errors=True)
         plan.update(started=time.time(), runs=1)
         work.root.mkdir(parents=True)
-        # The surface forms are tokenised here, once per build (seconds for tens of thousands of forms),
-        # not in every matching task; written before the plan, which marks the folder complete.
-        work.forms.mkdir()
-        entity_ids = [entity_id for entity_id, _ in payload]
-        atomic_write_text(work.forms / "entities.json", json.dumps(entity_ids, ensure_ascii=False))
-        write_forms(work.forms, form_table(payload), entity_ids)
+        atomic_write_text(work.root / "entities.json", json.dumps(payload, ensure_ascii=False))
     atomic_write_text(work.root / "plan.json", json.dumps(plan, indent=1))
     return work
 
@@ -129,7 +122,8 @@ def plan_build(files: Sequence[tuple[str, str]], format: str, options: dict, pay
 def make_executors(work: WorkFolder, engine: IndexEngine) -> list:
     """The four stages' ``datatrove`` executors, each depending on the one before; run the last to run all."""
     plan = work.plan()
-    tasks = {"read": plan["read_tasks"], "match": plan["tasks"], "merge": plan["merge_tasks"], "finish": 1}
+    # the read stage's last task tokenises the form table (beside the reading tasks, not before them)
+    tasks = {"read": plan["read_tasks"] + 1, "match": plan["tasks"], "merge": plan["merge_tasks"], "finish": 1}
     executors: list = []
     for stage in STAGES:
         common = {"pipeline": stage_pipeline(stage, str(work.root), plan["directory"]), "tasks": tasks[stage],

@@ -2,10 +2,12 @@
 
 Four stages, each a ``datatrove`` executor whose tasks are resumable (a completed task is never run again):
 
-1. **read** (``read_tasks`` tasks): :class:`CorpusReader` reads a contiguous range of the corpus files (ranges
-   balanced by size) and yields one :class:`datatrove.data.Document` per record, its place (file, line,
-   record number) in the metadata; :class:`ChunkWriter` writes them in chunks of ``chunk_size`` documents
-   (``chunks/rNNNNN-KKKKKK.parquet``) and, last, the task's summary (``chunks/rNNNNN.json``).
+1. **read** (``read_tasks`` + 1 tasks): :class:`CorpusReader` reads a contiguous range of the corpus files
+   (ranges balanced by size) and yields one :class:`datatrove.data.Document` per record, its place (file,
+   line, record number) in the metadata; :class:`ChunkWriter` writes them in chunks of ``chunk_size``
+   documents (``chunks/rNNNNN-KKKKKK.parquet``) and, last, the task's summary (``chunks/rNNNNN.json``).
+   Its first task, :class:`FormTableTask`, tokenises the entities' surface forms once for the whole build
+   (``forms/``), beside the reading tasks rather than before them (reading task ``t`` is stage task ``t + 1``).
 2. **match** (``tasks`` tasks): :class:`MatchChunks` gives every chunk its rows in the corpus stream (read
    task ranges are contiguous, so a row is the documents of earlier tasks plus the position in the task),
    matches the entities (:func:`.index_build.match_chunk`, the in-process engine's own code) and writes the
@@ -18,8 +20,8 @@ Four stages, each a ``datatrove`` executor whose tasks are resumable (a complete
    the index into place atomically (:func:`medlama.core.atomic.atomic_directory`).
 
 The work folder (``<index>.work`` beside the index) holds ``plan.json`` (what is built: files, reader
-options, entities, sizes), ``forms/`` (the form table: :mod:`.index_forms`' ``entities.json`` and ``forms.json``,
-tokenised once when the build is planned and read by every matching task) and each stage's outputs and
+options, entities, sizes), ``entities.json`` (the surface forms to match), ``forms/`` (their form table:
+:mod:`.index_forms`' ``entities.json`` and ``forms.json``, read by every matching task) and each stage's outputs and
 ``datatrove`` logging folder (``logs/<stage>``: ``completions/`` is what makes a rerun resume).
 """
 
@@ -39,6 +41,7 @@ from medlama.core.atomic import atomic_directory, atomic_write_text
 from medlama.core.errors import MedlamaInputError
 
 STAGES = ("read", "match", "merge", "finish")
+FORM_TABLE_TASK = 0  # the read stage's task that tokenises the form table; reading task t is its task t + 1
 
 
 class WorkFolder:
@@ -54,6 +57,10 @@ class WorkFolder:
 
     def plan(self) -> dict:
         return json.loads((self.root / "plan.json").read_text(encoding="utf-8"))
+
+    def payload(self) -> list[tuple[str, list[str]]]:
+        return [(entity_id, forms) for entity_id, forms in
+                json.loads((self.root / "entities.json").read_text(encoding="utf-8"))]
 
     @property
     def forms(self) -> Path:
@@ -113,6 +120,32 @@ class _WorkStep(PipelineStep):
         return work, work.plan()
 
 
+class FormTableTask(_WorkStep):
+    """Stage 1, its first task: the form table of the entities (:func:`.matching.form_table`), tokenised once
+    for the build (seconds for tens of thousands of surface forms) rather than in every matching task.
+    The other tasks pass through to the reader."""
+
+    name, type = "medlama form table", "Tokenizer"
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        if rank != FORM_TABLE_TASK:
+            return data
+        work, plan = self._open()
+        from medlama.datasets.context_variance import index_build
+        from medlama.datasets.context_variance.index_forms import write_forms
+
+        index_build.keep_torch_out(plan["block_torch"])
+        from medlama.datasets.context_variance.matching import form_table
+
+        payload = work.payload()
+        entity_ids = [entity_id for entity_id, _ in payload]
+        work.forms.mkdir(exist_ok=True)
+        atomic_write_text(work.forms / "entities.json", json.dumps(entity_ids, ensure_ascii=False))
+        write_forms(work.forms, form_table(payload), entity_ids)  # complete when the task is marked done
+        self.stat_update("forms", value=len(entity_ids))
+        return iter(())
+
+
 class CorpusReader(_WorkStep):
     """Stage 1: the documents of this task's range of corpus files, with their places in ``metadata``."""
 
@@ -121,8 +154,10 @@ class CorpusReader(_WorkStep):
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         from medlama.loaders.corpora import located_records
 
+        if rank == FORM_TABLE_TASK:
+            return
         plan = WorkFolder(self.work).plan()
-        lo, hi = plan["file_ranges"][rank]
+        lo, hi = plan["file_ranges"][rank - 1]
         files = [tuple(pair) for pair in plan["files"]]
         for index in range(lo, hi):
             for record, line, number in located_records([files[index]], plan["format"], **plan["options"]):
@@ -139,14 +174,17 @@ class ChunkWriter(_WorkStep):
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         from medlama.datasets.context_variance.index_build import peak_rss_mib
 
+        if rank == FORM_TABLE_TASK:
+            return iter(())
         work, plan = self._open("chunks")
+        task = rank - 1  # the reading task's number
         size = plan["chunk_size"]
         chunks: list[tuple[str, int]] = []
         batch: list[Document] = []
         characters = 0
 
         def flush() -> None:
-            name = f"r{rank:05d}-{len(chunks):06d}.parquet"
+            name = f"r{task:05d}-{len(chunks):06d}.parquet"
             _write_chunk(work.chunks / name, batch)
             chunks.append((name, len(batch)))
             batch.clear()
@@ -160,7 +198,7 @@ class ChunkWriter(_WorkStep):
             flush()
         summary = {"documents": sum(count for _, count in chunks), "characters": characters, "chunks": chunks,
                    "peak_rss_mib": round(peak_rss_mib(), 1)}
-        atomic_write_text(work.chunks / f"r{rank:05d}.json", json.dumps(summary))
+        atomic_write_text(work.chunks / f"r{task:05d}.json", json.dumps(summary))
         return iter(())
 
 
@@ -352,7 +390,7 @@ def _place_of(work: WorkFolder, chunks: list, row: int, plan: dict) -> tuple[str
 def stage_pipeline(stage: str, work: str, directory: str) -> list[PipelineStep]:
     """The ``datatrove`` pipeline of one stage."""
     if stage == "read":
-        return [CorpusReader(work), ChunkWriter(work)]
+        return [FormTableTask(work), CorpusReader(work), ChunkWriter(work)]
     if stage == "match":
         return [MatchChunks(work)]
     if stage == "merge":

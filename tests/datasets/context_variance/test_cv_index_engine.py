@@ -23,7 +23,8 @@ from medlama.datasets.context_variance.index_engine import (
     plan_build,
     work_folder,
 )
-from medlama.datasets.context_variance.index_steps import ChunkWriter, CorpusReader, MatchChunks, completed_tasks
+from medlama.datasets.context_variance.index_steps import (ChunkWriter, CorpusReader, FormTableTask, MatchChunks,
+                                                            completed_tasks)
 from medlama.datasets.context_variance.kb_adapters import knowledge_base_from_medlama
 from medlama.datasets.context_variance.settings import CorpusSpec
 from medlama.loaders.corpora import MIMIC_COLUMNS, corpus_files
@@ -128,7 +129,7 @@ def test_a_failed_build_resumes_only_its_missing_tasks(tmp_path, corpora, kb, mo
         build_file_index(files, "mimic", {}, payload, directory, fingerprint="v1", engine=engine)
     work = work_folder(directory)
     assert not directory.exists()  # nothing half-built is ever in place
-    assert completed_tasks(work, "read") == [0, 1, 2, 3]
+    assert completed_tasks(work, "read") == [0, 1, 2, 3, 4]  # the form table and four reading tasks
     assert completed_tasks(work, "match") == [0, 1]  # task 2 failed; tasks run in order, so 3 never ran
     assert len(work.chunk_list()) == 17
     assert sorted(matched) == [0, 1, 2, 4, 5, 6, 8, 9, 12, 13, 16]
@@ -188,18 +189,18 @@ def test_cluster_executors_run_the_same_pipeline(tmp_path, corpora, kb):
     local = make_executors(work, IndexEngine(tasks=64))
     executors = make_executors(work, slurm)
     assert [type(e) for e in executors] == [SlurmPipelineExecutor] * 4
-    assert [e.tasks for e in executors] == [1, 64, 5, 1]  # one file to read; five buckets to merge
+    assert [e.tasks for e in executors] == [2, 64, 5, 1]  # the form table and one file to read; five buckets
     assert [e.partition for e in executors] == ["cpu"] * 4 and executors[1].time == "2:00:00"
     assert [e.depends for e in executors] == [None, *executors[:3]]
     if sys.prefix != sys.base_prefix:  # the jobs activate the environment running this
         assert executors[0].venv_path == str(Path(sys.prefix) / "bin" / "activate")
     for mine, theirs in zip(local, executors):
         assert [type(step) for step in mine.pipeline] == [type(step) for step in theirs.pipeline]
-    assert [type(step) for step in executors[0].pipeline] == [CorpusReader, ChunkWriter]
+    assert [type(step) for step in executors[0].pipeline] == [FormTableTask, CorpusReader, ChunkWriter]
     assert [type(step) for step in executors[1].pipeline] == [MatchChunks]
     assert executors[1].logging_dir.path.endswith("logs/match")
     ray = make_executors(work, IndexEngine(executor="ray", tasks=64, workers=8))
-    assert [type(e) for e in ray] == [RayPipelineExecutor] * 4 and ray[1].workers == 8 and ray[0].workers == 1
+    assert [type(e) for e in ray] == [RayPipelineExecutor] * 4 and ray[1].workers == 8 and ray[0].workers == 2
     with pytest.raises(MedlamaInputError, match="slurm-partition"):
         IndexEngine(executor="slurm").check_available()
     import importlib.util
