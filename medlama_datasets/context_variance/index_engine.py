@@ -2,8 +2,8 @@
 
 :func:`build_file_index` plans the build (the corpus files in reading order, the reader options, the
 entities' surface forms, the sizes) in a work folder beside the index (``<index>.work``) and runs the four
-stages of :mod:`.index_steps` (read sharded by file, match, merge postings, finish) as ``datatrove``
-executors chained by ``depends``:
+stages of :mod:`.index_steps` (read sharded by file, beside one task that tokenises the surface forms once;
+match; merge postings; finish) as ``datatrove`` executors chained by ``depends``:
 
 * ``local`` (the default): a :class:`datatrove.executor.LocalPipelineExecutor` per stage with ``workers``
   processes (``--num-proc``), in this process when ``workers`` is 1;
