@@ -189,24 +189,25 @@ def _check_selection(folder: Path, settings: LmEvalExportSettings) -> None:
                     file=folder)
 
 
-def export_lm_eval(data: str | Path, out: str | Path,
+def export_lm_eval(data: str | Path | None, out: str | Path,
                    settings: LmEvalExportSettings = LmEvalExportSettings()) -> dict:
     """Write the lm-eval task folder of MedLAMA ``settings.config`` from ``data`` (a built folder, a
-    ``push-dataset`` dry run or a Hub dataset id) into ``out``; returns what ``medlama_export.json`` records.
+    ``push-dataset`` dry run or a Hub dataset id; ``None``: the build kept in the cache, as ``medlama probe``
+    and ``export mteb`` read it) into ``out``; returns what ``medlama_export.json`` records.
 
     ``out`` is replaced only if it is an earlier export (a user's folder is refused, before any data is read),
     and only once the new folder is complete.
     """
     from medlama import __version__
     from medlama.core.atomic import atomic_directory, check_replaceable
-    from medlama.datasets.folders import resolve_folder
-    from medlama.probers.queries import load_medlama_queries
+    from medlama.probers.queries import QuerySource, load_medlama_queries, resolve_data
 
     if not isinstance(settings, LmEvalExportSettings):
         raise MedlamaInputError(f"settings must be LmEvalExportSettings, not {type(settings).__name__}")
-    reads = [data] if Path(data).exists() else []
+    source = None if data is None else Path(data).expanduser()
+    reads = [source] if source is not None and source.exists() else []
     check_replaceable(out, marker=MARKER, kind=KIND, reads=reads)  # before a Hub download or any reading
-    folder = resolve_folder(data, dataset="medlama")
+    folder = resolve_data(QuerySource(dataset="medlama", data=source))
     _check_selection(folder.path, settings)  # from the card alone, before any data file is read
     queries = load_medlama_queries(folder, settings.config, relations=settings.relations,
                                    prompt_column=settings.prompt_column, candidates="relation")

@@ -224,3 +224,29 @@ def test_user_folder_refused_and_export_replaced(tmp_path, medlama_dir, capsys):
     assert main([*args[:-1], "may_prevent", "--out", str(out)]) == 0  # an earlier export is replaced
     assert (out / "medlama_hard_may_prevent.yaml").is_file()
     assert not (out / "medlama_hard_occurs_after.yaml").exists()
+
+
+def test_without_data_the_cached_build_is_exported(tmp_path, medlama_dir, monkeypatch):
+    """``--data`` left out reads the build kept in the cache, as ``probe`` and ``export mteb`` do: the same tasks
+    as from that folder named with ``--data``, recorded as the cached build."""
+    from medlama.datasets import medlama_folder
+
+    built: list = []
+
+    def cached_build(source=None, cache_dir=None):
+        built.append(source)
+        return medlama_dir
+
+    monkeypatch.setattr(medlama_folder, "cached_build", cached_build)
+    args = ["export", "lm-eval", "--relations", "occurs_after"]
+    assert main([*args, "--out", str(tmp_path / "cached")]) == 0
+    assert built == [None]
+    assert main([*args, "--data", str(medlama_dir), "--out", str(tmp_path / "named")]) == 0
+    for path in sorted((tmp_path / "named").rglob("*")):
+        # all but the records of where the data came from (and the ownership record listing their hashes)
+        if path.is_file() and path.name not in ("medlama_export.json", "README.md") and not path.name.startswith("."):
+            assert path.read_bytes() == (tmp_path / "cached" / path.relative_to(tmp_path / "named")).read_bytes()
+    cached = json.loads((tmp_path / "cached" / "medlama_export.json").read_text())
+    named = json.loads((tmp_path / "named" / "medlama_export.json").read_text())
+    assert cached["data"]["kind"] == "build" and named["data"]["kind"] == "folder"
+    assert "from `medlama` (build; files SHA-256" in (tmp_path / "cached" / "README.md").read_text()

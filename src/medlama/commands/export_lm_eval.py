@@ -1,4 +1,4 @@
-"""``medlama export lm-eval --data DIR_OR_HUB_ID --out TASKS``: MedLAMA as lm-evaluation-harness tasks
+"""``medlama export lm-eval [--data DIR_OR_HUB_ID] --out TASKS``: MedLAMA as lm-evaluation-harness tasks
 (:mod:`medlama.integrations.lm_eval_tasks`), run with ``lm_eval --include_path TASKS --tasks medlama_hard``."""
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ def register(formats) -> None:
                     "medlama_<config>_gen (greedy generation, normalised match against the gold names). The "
                     "queries and pools are written into TASKS, so lm-eval runs offline; the scores equal "
                     "`medlama probe --method causal-likelihood --candidates relation` on the same queries.")
-    parser.add_argument("--data", required=True,
+    parser.add_argument("--data", default=None,
                         help="the MedLAMA dataset: a built folder (`medlama build medlama --out DIR`), a "
                              "push-dataset dry run, or a Hub dataset id (you/medlama, you/medlama@REVISION; "
-                             "gated: log in with `hf auth login` first)")
+                             "gated: log in with `hf auth login` first); default: the build kept in the cache, "
+                             "as `medlama probe` and `medlama export mteb` read it")
     parser.add_argument("--out", required=True, type=Path,
                         help="the task folder to write (a new or empty folder, or an earlier export, which is "
                              "replaced once the new one is complete)")
