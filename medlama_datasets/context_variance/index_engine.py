@@ -122,7 +122,7 @@ def plan_build(files: Sequence[tuple[str, str]], format: str, options: dict, pay
 def make_executors(work: WorkFolder, engine: IndexEngine) -> list:
     """The four stages' ``datatrove`` executors, each depending on the one before; run the last to run all."""
     plan = work.plan()
-    # the read stage's last task tokenises the form table (beside the reading tasks, not before them)
+    # the read stage's first task tokenises the form table (beside the reading tasks, not before them)
     tasks = {"read": plan["read_tasks"] + 1, "match": plan["tasks"], "merge": plan["merge_tasks"], "finish": 1}
     executors: list = []
     for stage in STAGES:

@@ -147,8 +147,8 @@ class EntityMatcher:
     ``max_cache_size`` distinct chunks (10,000 by default) and tokenises everything else the slow way,
     so the surface forms are tokenised by another tokenizer (:func:`form_table`: its cache filled with
     pattern words would make document tokenisation tens of times slower) and the document tokenizer gets
-    ``cache_size`` entries. And its vocabulary keeps every string it has seen, which grows without bound over a large
-    corpus (numbers, dates, misspellings); :meth:`pipe` therefore starts afresh (new pipeline, same
+    ``cache_size`` entries. And its vocabulary keeps every string it has seen, which grows without bound
+    over a large corpus (numbers, dates, misspellings); :meth:`pipe` therefore starts afresh (new pipeline, same
     patterns) once the vocabulary has grown by more than ``max_vocab`` entries beyond the patterns'
     own, which bounds memory.
     """
