@@ -226,7 +226,7 @@ def test_user_folder_refused_and_export_replaced(tmp_path, medlama_dir, capsys):
     assert not (out / "medlama_hard_occurs_after.yaml").exists()
 
 
-def test_without_data_the_cached_build_is_exported(tmp_path, medlama_dir, monkeypatch):
+def test_without_data_the_cached_build_is_exported(tmp_path, tasks, medlama_dir, monkeypatch):
     """``--data`` left out reads the build kept in the cache, as ``probe`` and ``export mteb`` do: the same tasks
     as from that folder named with ``--data``, recorded as the cached build."""
     from medlama.datasets import medlama_folder
@@ -238,15 +238,14 @@ def test_without_data_the_cached_build_is_exported(tmp_path, medlama_dir, monkey
         return medlama_dir
 
     monkeypatch.setattr(medlama_folder, "cached_build", cached_build)
-    args = ["export", "lm-eval", "--relations", "occurs_after"]
-    assert main([*args, "--out", str(tmp_path / "cached")]) == 0
+    cached = tmp_path / "cached"
+    assert main(["export", "lm-eval", "--out", str(cached), "--relations", *RELATIONS]) == 0
     assert built == [None]
-    assert main([*args, "--data", str(medlama_dir), "--out", str(tmp_path / "named")]) == 0
-    for path in sorted((tmp_path / "named").rglob("*")):
+    for path in sorted(tasks.rglob("*")):
         # all but the records of where the data came from (and the ownership record listing their hashes)
         if path.is_file() and path.name not in ("medlama_export.json", "README.md") and not path.name.startswith("."):
-            assert path.read_bytes() == (tmp_path / "cached" / path.relative_to(tmp_path / "named")).read_bytes()
-    cached = json.loads((tmp_path / "cached" / "medlama_export.json").read_text())
-    named = json.loads((tmp_path / "named" / "medlama_export.json").read_text())
-    assert cached["data"]["kind"] == "build" and named["data"]["kind"] == "folder"
-    assert "from `medlama` (build; files SHA-256" in (tmp_path / "cached" / "README.md").read_text()
+            assert path.read_bytes() == (cached / path.relative_to(tasks)).read_bytes(), path.name
+    record = json.loads((cached / "medlama_export.json").read_text())
+    assert record["data"]["kind"] == "build"
+    assert json.loads((tasks / "medlama_export.json").read_text())["data"]["kind"] == "folder"
+    assert "from `medlama` (build; files SHA-256" in (cached / "README.md").read_text()
