@@ -197,10 +197,11 @@ def main() -> None:
           f"{args.articles / pmc['seconds']:,.1f} articles/s = {article_chars / pmc['seconds'] / 1e6:.2f} M chars/s "
           f"(read stage {pmc['read_seconds']:.1f} s in {pmc['engine']['read_tasks']} tasks); in-process engine "
           f"{args.articles / pmc_old['seconds']:,.1f} articles/s; ratio {pmc_old['seconds'] / pmc['seconds']:.2f}")
-    print(f"4. peak memory (MiB): pipeline read task {new['read_peak_rss_mib']:,.0f}, match task "
-          f"{new['worker_peak_rss_mib']:,.0f}, finish task {new['main_peak_rss_mib']:,.0f} (the caller's process "
-          f"when --num-proc is 1); PMC-like match task {pmc['worker_peak_rss_mib']:,.0f}; in-process engine: "
-          f"reader {old['main_peak_rss_mib']:,.0f}, worker {old['worker_peak_rss_mib']:,.0f}")
+    print(f"4. peak memory (MiB): pipeline read task {new['read_peak_rss_mib']:,.0f}, form-table task "
+          f"{new['form_table_peak_rss_mib']:,.0f}, match task {new['worker_peak_rss_mib']:,.0f}, finish task "
+          f"{new['main_peak_rss_mib']:,.0f} (the caller's process when --num-proc is 1); PMC-like match task "
+          f"{pmc['worker_peak_rss_mib']:,.0f}; in-process engine: reader {old['main_peak_rss_mib']:,.0f}, worker "
+          f"{old['worker_peak_rss_mib']:,.0f}")
 
     resume = resumed_build(notes, work, args)
     print(f"5. resume (each run the same command in a new process): a whole build {resume['whole']:.1f} s; a build "
@@ -208,11 +209,13 @@ def main() -> None:
           f"rerun in {resume['rerun']:.1f} s = {resume['rerun'] / resume['whole']:.0%} of the whole build "
           f"(same index: {resume['same']})")
 
-    match_seconds = new["seconds"] - new["read_seconds"]
+    match_seconds = new["seconds"] - new["read_seconds"]  # the match, merge and finish stages
     per_process = characters / match_seconds / args.num_proc  # matching characters/s of one process
-    read_rate = characters / new["read_seconds"]  # characters/s of one read task (one file)
-    print(f"\n6. projection from {per_process / 1e6:.2f} M chars/s per matching process and "
-          f"{read_rate / 1e6:.1f} M chars/s per reading task (one file per task); hours")
+    read_rate = characters / new["read_task_seconds"]  # characters/s of one reading task (the reading alone)
+    forms = new["form_table_seconds"]  # once per build, beside the reading tasks (counted as if before them)
+    print(f"\n6. projection from {per_process / 1e6:.2f} M chars/s per matching process, "
+          f"{read_rate / 1e6:.1f} M chars/s per reading task (one file per task) and {forms:.1f} s for the "
+          f"form table of {args.entities:,} entities; hours")
     corpora = {"MIMIC-IV-Note (2 files)": ([n * c for n, c in MIMIC_IV.values()], 2),
                "PMC OA (5 M files)": ([PMC_OA[0] * PMC_OA[1]], PMC_OA[0])}
     print(f"   {'corpus':<26}{'characters':>12}" + "".join(f"{f'{c} cores':>12}" for c in CORES))
@@ -221,7 +224,7 @@ def main() -> None:
         cells = []
         for cores in CORES:
             reading = max(sizes) / read_rate if files < cores else total / read_rate / cores
-            cells.append((reading + total / per_process / cores) / 3600)
+            cells.append((forms + reading + total / per_process / cores) / 3600)
         print(f"   {name:<26}{total / 1e9:>10.1f} G" + "".join(f"{hours:>12.2f}" for hours in cells))
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     shutil.rmtree(work, ignore_errors=True)

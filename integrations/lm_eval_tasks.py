@@ -1,4 +1,4 @@
-"""MedLAMA as lm-evaluation-harness tasks: ``medlama export lm-eval --data DIR_OR_HUB_ID --out TASKS``.
+"""MedLAMA as lm-evaluation-harness tasks: ``medlama export lm-eval [--data DIR_OR_HUB_ID] --out TASKS``.
 
 :func:`export_lm_eval` writes a folder that ``lm_eval --include_path TASKS`` (or ``TaskManager(include_path=
 TASKS)``) reads, with no medlama code needed to run it:
@@ -12,7 +12,7 @@ TASKS)``) reads, with no medlama code needed to run it:
 * ``medlama_<config>_gen``: greedy generation, scored by normalised match of the answer against the gold
   names (``acc@1`` and ``acc@1_macro``);
 * the queries and pools as JSON files in ``data/`` (lm-eval runs offline, whatever ``--data`` was: a built
-  folder, a dry run or a gated Hub dataset fetched here with the user's token), the task functions
+  folder, a dry run, a gated Hub dataset fetched here with the user's token, or the cached build), the task functions
   (``utils.py``, a copy of :mod:`medlama.integrations.lm_eval_task_utils`), a README in lm-eval's task format,
   and ``medlama_export.json``: what was exported from which data (``--data``'s identity, as ``medlama probe``
   records it).
@@ -205,9 +205,12 @@ def export_lm_eval(data: str | Path | None, out: str | Path,
     if not isinstance(settings, LmEvalExportSettings):
         raise MedlamaInputError(f"settings must be LmEvalExportSettings, not {type(settings).__name__}")
     source = None if data is None else Path(data).expanduser()
+    # checks the relations against the release's before a cached build would be made
+    query_source = QuerySource(dataset="medlama", data=source,
+                               relations=tuple(settings.relations) if settings.relations else None)
     reads = [source] if source is not None and source.exists() else []
     check_replaceable(out, marker=MARKER, kind=KIND, reads=reads)  # before a Hub download or any reading
-    folder = resolve_data(QuerySource(dataset="medlama", data=source))
+    folder = resolve_data(query_source)
     _check_selection(folder.path, settings)  # from the card alone, before any data file is read
     queries = load_medlama_queries(folder, settings.config, relations=settings.relations,
                                    prompt_column=settings.prompt_column, candidates="relation")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import shutil
 import sys
 import time
@@ -196,9 +197,20 @@ def init_matcher(entity_ids: Sequence[str], forms: Sequence[Form], block_torch: 
     _KEY = key
 
 
+_CALLER_PID: int | None = None  # the process that runs a build (:func:`mark_caller`): its torch is left alone
+
+
+def mark_caller() -> None:
+    """Say that this process runs an index build: a stage it runs itself (one task, or one worker) never
+    hides torch from it."""
+    global _CALLER_PID
+    _CALLER_PID = os.getpid()
+
+
 def keep_torch_out(block_torch: bool) -> None:
-    """In an index build's own process (``block_torch``), mark torch absent before spaCy is imported."""
-    if block_torch and "torch" not in sys.modules:
+    """In an index build's own process (``block_torch``, and not the caller's), mark torch absent before spaCy
+    is imported."""
+    if block_torch and os.getpid() != _CALLER_PID and "torch" not in sys.modules:
         # Such a process only tokenises. spaCy's thinc imports torch when it can (seconds and ~300 MB per
         # process); marking it absent makes thinc run without it. Never done in the caller's process.
         sys.modules["torch"] = None  # type: ignore[assignment]

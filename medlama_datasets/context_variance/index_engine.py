@@ -97,6 +97,7 @@ def plan_build(files: Sequence[tuple[str, str]], format: str, options: dict, pay
         "file_ranges": file_ranges([os.stat(file).st_size for file, _ in files], read_tasks),
         "chunk_size": engine.chunk_size, "num_buckets": engine.num_buckets, "min_entities": min_entities,
         "batch_size": batch_size,
+        "layout": 2,  # of the work folder (the read stage's first task makes the form table): no other is resumed
         # A matching process only tokenises: keep torch out of it, but never out of the caller's process.
         "block_torch": not (engine.executor == "local" and engine.workers == 1),
     }
@@ -153,9 +154,10 @@ def build_file_index(files: Sequence[tuple[str, str]], format: str, options: dic
     entities (:func:`~.index.entity_payload`). True when the index is there on return (false: Slurm jobs
     were submitted and will write it)."""
     from medlama.core.locks import lock_directory
-    from medlama.datasets.context_variance.index_build import release_matcher
+    from medlama.datasets.context_variance.index_build import mark_caller, release_matcher
 
     engine.check_available()
+    mark_caller()
     with lock_directory(work_folder(directory).root):  # a second build of the same index is refused
         work = plan_build(files, format, options, payload, directory, fingerprint=fingerprint, engine=engine,
                           min_entities=min_entities, batch_size=batch_size)

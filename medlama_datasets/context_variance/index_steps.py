@@ -137,11 +137,15 @@ class FormTableTask(_WorkStep):
         index_build.keep_torch_out(plan["block_torch"])
         from medlama.datasets.context_variance.matching import form_table
 
+        started = time.perf_counter()
         payload = work.payload()
         entity_ids = [entity_id for entity_id, _ in payload]
         work.forms.mkdir(exist_ok=True)
         atomic_write_text(work.forms / "entities.json", json.dumps(entity_ids, ensure_ascii=False))
         write_forms(work.forms, form_table(payload), entity_ids)  # complete when the task is marked done
+        summary = {"seconds": round(time.perf_counter() - started, 3),
+                   "peak_rss_mib": round(index_build.peak_rss_mib(), 1)}
+        atomic_write_text(work.forms / "summary.json", json.dumps(summary))
         self.stat_update("forms", value=len(entity_ids))
         return iter(())
 
@@ -175,6 +179,7 @@ class ChunkWriter(_WorkStep):
 
         if rank == FORM_TABLE_TASK:
             return iter(())
+        started = time.perf_counter()
         work, plan = self._open("chunks")
         task = rank - 1  # the reading task's number
         size = plan["chunk_size"]
@@ -197,7 +202,7 @@ class ChunkWriter(_WorkStep):
         if batch:
             flush()
         summary = {"documents": sum(count for _, count in chunks), "characters": characters, "chunks": chunks,
-                   "peak_rss_mib": round(peak_rss_mib(), 1)}
+                   "peak_rss_mib": round(peak_rss_mib(), 1), "seconds": round(time.perf_counter() - started, 3)}
         atomic_write_text(work.chunks / f"r{task:05d}.json", json.dumps(summary))
         return iter(())
 
@@ -294,6 +299,7 @@ class FinishIndex(_WorkStep):
         plan = work.plan()
         check_unique_ids(work)
         reads = work.read_summaries()
+        forms = json.loads((work.forms / "summary.json").read_text(encoding="utf-8"))
         parts = [json.loads((work.parts / f"{n:06d}.json").read_text(encoding="utf-8"))
                  for n, _, _ in work.chunk_list()]
         manifest = {
@@ -313,6 +319,10 @@ class FinishIndex(_WorkStep):
             # Peak resident memory (MiB) of a matching task, of a reading task and of the finishing task.
             "worker_peak_rss_mib": max((p["peak_rss_mib"] for p in parts), default=0.0),
             "read_peak_rss_mib": max((r["peak_rss_mib"] for r in reads), default=0.0),
+            "form_table_peak_rss_mib": forms["peak_rss_mib"],
+            # Seconds of the reading tasks (summed) and of the form table's task, whatever ran beside them.
+            "read_task_seconds": round(sum(r["seconds"] for r in reads), 3),
+            "form_table_seconds": forms["seconds"],
             "main_peak_rss_mib": round(peak_rss_mib(), 1),
             "parts": sorted(([p["file"], p["first_row"], p["last_row"]] for p in parts if p["stored"]),
                             key=lambda part: part[1]),

@@ -159,6 +159,28 @@ def test_a_changed_plan_starts_afresh(tmp_path, corpora, kb):
     (work.logs("finish") / "completions" / "00000").touch()  # finished, and its index removed since
     plan_build(files, "mimic", {}, payload, tmp_path / "idx", fingerprint="v2", engine=ENGINE)
     assert not (work.root / "chunks").exists() and work.plan()["runs"] == 1
+    # a work folder of another layout (an earlier medlama's: its read tasks numbered otherwise) is not resumed
+    (work.root / "chunks").mkdir()
+    plan = work.plan()
+    del plan["layout"]
+    (work.root / "plan.json").write_text(json.dumps(plan))
+    plan_build(files, "mimic", {}, payload, tmp_path / "idx", fingerprint="v2", engine=ENGINE)
+    assert not (work.root / "chunks").exists() and work.plan()["runs"] == 1
+
+
+def test_torch_is_hidden_from_build_processes_only(monkeypatch):
+    """A process of the build (a pool worker) runs without torch (spaCy would import it: seconds, ~300 MB); the
+    process that runs the build keeps it, whichever stage it runs itself."""
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(index_build, "_CALLER_PID", None)
+    index_build.mark_caller()
+    index_build.keep_torch_out(True)
+    assert "torch" not in sys.modules
+    monkeypatch.setattr(index_build, "_CALLER_PID", -1)  # as in a worker process
+    index_build.keep_torch_out(False)
+    assert "torch" not in sys.modules
+    index_build.keep_torch_out(True)
+    assert sys.modules["torch"] is None
 
 
 def test_a_repeated_id_across_files_names_both_places(tmp_path, kb):
