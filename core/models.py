@@ -63,7 +63,8 @@ class LoadOptions:
                 raise MedlamaInputError("--peft applies an adapter to a model folder or Hub id, not a loaded "
                                         "model object")
             resolve_model(self.peft)
-            if Path(self.peft).expanduser().is_dir() and not (Path(self.peft) / "adapter_config.json").is_file():
+            adapter = Path(self.peft).expanduser()
+            if adapter.is_dir() and not (adapter / "adapter_config.json").is_file():
                 raise MedlamaInputError("not a PEFT adapter folder: no adapter_config.json", file=self.peft)
 
 

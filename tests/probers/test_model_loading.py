@@ -138,3 +138,15 @@ def test_peft_options_are_checked_before_loading(tiny_gpt2, tmp_path, monkeypatc
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "peft" else real(name, *a))
     with pytest.raises(MedlamaInputError, match=r"medlama\[peft\]"):
         medlama.probe(str(tiny_gpt2), method="causal-likelihood", peft="some/adapter", data=str(tmp_path / "none"))
+
+
+def test_an_adapter_folder_under_home_is_read_where_it_is(tmp_path, monkeypatch):
+    """``--peft ~/adapter``: the folder is checked where ``~`` points (its adapter_config.json found there)."""
+    from medlama.core.models import LoadOptions
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "adapter").mkdir()
+    with pytest.raises(MedlamaInputError, match="no adapter_config.json"):
+        LoadOptions(peft="~/adapter").check("base/model")
+    (tmp_path / "adapter" / "adapter_config.json").write_text("{}")
+    LoadOptions(peft="~/adapter").check("base/model")
