@@ -73,7 +73,8 @@ class Ranking:
             [[None] * len(row) for row in names]
         ranks, gold_scores = [], []
         for row, row_scores, answers in zip(names, scores, gold):
-            at = next((i for i, name in enumerate(row) if name in set(answers)), None)
+            answers = set(answers)
+            at = next((i for i, name in enumerate(row) if name in answers), None)
             ranks.append(None if at is None else at + 1)
             gold_scores.append(None if at is None else row_scores[at])
         return cls(names, scores, list(inputs) if inputs is not None else [None] * len(names), ranks, gold_scores)
