@@ -421,11 +421,8 @@ def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k:
                                 "fits); a prober used on its own needs a number")
     start = time.perf_counter()
     ranking = rank_by_pool(queries, lambda part: prober.rank_scored(part, top_k=top_k, all_scores=all_scores))
-    result = result_of(prober, queries, ranking, time.perf_counter() - start, label=label or prober.method,
-                       ks=ks, match=match)
-    if all_scores:  # where every candidate's score went (their pool: data["candidates"])
-        result.extra["all_scores"] = SCORES_FILE
-    return result
+    return result_of(prober, queries, ranking, time.perf_counter() - start, label=label or prober.method,
+                     ks=ks, match=match)
 
 
 def result_of(prober: Prober, queries: QuerySet, predictions: list[list[str]] | Ranking, seconds: float, *,
@@ -439,9 +436,11 @@ def result_of(prober: Prober, queries: QuerySet, predictions: list[list[str]] | 
     names = ranking.names if ranking is not None else predictions
     settings = {**prober.settings(), **more_settings, "score": prober.score_meaning,
                 **getattr(prober, "loaded", {})}
+    # where every candidate's score goes, when the ranking kept them (their pool: data["candidates"])
+    extra = {"all_scores": SCORES_FILE} if ranking is not None and ranking.pools is not None else {}
     return ProbeResult(label=label, query_set=queries.name, settings=settings,
                        ids=queries.ids, relations=queries.relations, gold=queries.gold, predictions=names,
-                       metrics=score(queries, names, ks=ks, match=match), seconds=seconds,
+                       metrics=score(queries, names, ks=ks, match=match), seconds=seconds, extra=extra,
                        data={**queries.info, "candidates": queries.pool_record()}, model=settings.get("model"),
                        device=device_of(prober), ranking=ranking)
 

@@ -176,9 +176,6 @@ def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequenc
         if unit.step is not None:
             outcome.by_step.setdefault(unit.run.label, {})[unit.step] = result
         outcome.results.append(result)
-    if all_scores:  # where every candidate's score went (their pool: data["candidates"])
-        for result in outcome.results:
-            result.extra["all_scores"] = SCORES_FILE
     return outcome
 
 
