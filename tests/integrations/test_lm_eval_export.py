@@ -249,3 +249,15 @@ def test_without_data_the_cached_build_is_exported(tmp_path, tasks, medlama_dir,
     assert record["data"]["kind"] == "build"
     assert json.loads((tasks / "medlama_export.json").read_text())["data"]["kind"] == "folder"
     assert "from `medlama` (build; files SHA-256" in (cached / "README.md").read_text()
+
+
+def test_without_data_an_unknown_relation_is_refused_before_a_build(tmp_path, monkeypatch, capsys):
+    from medlama.datasets import medlama_folder
+
+    def cached_build(source=None, cache_dir=None):
+        raise AssertionError("the cached build was made for a refused export")
+
+    monkeypatch.setattr(medlama_folder, "cached_build", cached_build)
+    assert main(["export", "lm-eval", "--relations", "may_treet", "--out", str(tmp_path / "tasks")]) == 2
+    assert "unknown relation(s) 'may_treet' (did you mean 'may_treat'?)" in capsys.readouterr().err
+    assert not (tmp_path / "tasks").exists()
