@@ -8,7 +8,9 @@ its last part. The rules, used by :mod:`medlama.core.provenance` (results), :mod
 * :func:`is_absolute`: an absolute local path (POSIX, Windows drive or share, or ``~``-relative);
 * :func:`public_path`: a path's last part (URLs and ``download`` stay whole);
 * :func:`public_word`: a command-line word, or a recorded value, with an absolute path reduced to its
-  last part (``--flag=/a/b`` -> ``--flag=b``); relative paths and Hub ids stay as typed;
+  last part (``--flag=/a/b`` -> ``--flag=b``); relative paths and Hub ids stay as typed in a local record,
+  while what is uploaded (``relative=True``) reduces a relative local path too (``../models/gpt2`` ->
+  ``gpt2``, ``./run`` -> ``run``: :func:`is_relative_local`);
 * :func:`with_public_model`: a settings mapping whose ``model`` is reduced by :func:`public_word`, the
   one call every results file makes for the model it names;
 * :func:`is_local_path` and :func:`public_model_name`: whether a model name is a local folder rather than a
@@ -19,12 +21,13 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-__all__ = ["LOCAL_PATH", "is_absolute", "is_local_path", "public_model_name", "public_path", "public_word",
-           "with_public_model"]
+__all__ = ["LOCAL_PATH", "is_absolute", "is_local_path", "is_relative_local", "public_command_line", "public_model_name",
+           "public_path", "public_word", "with_public_model"]
 
 #: An absolute local path inside free text (POSIX, ``~/``, or ``C:\\``): a whole parenthesised one (spaces
 #: and all: earlier builds wrote ``MedLAMA `full` (/path/to/medlama)``), else up to a space, bracket or
@@ -49,15 +52,37 @@ def public_path(value: str) -> str:
     return re.split(r"[\\/]", value.rstrip("\\/"))[-1] or value
 
 
-def public_word(word: str) -> str:
+def is_relative_local(value: str) -> bool:
+    """A relative path that names a local file or folder: ``./x``, ``../x`` (either separator), or a word with
+    a separator that :func:`is_local_path` takes for local (not shaped as a Hub id, or existing here). A
+    Hub id such as ``you/medlama`` is not one unless a folder of that name is here."""
+    if not value or any(c.isspace() for c in value) or re.match(r"^[a-z]+://", value):
+        return False
+    if value.startswith(("./", "../", ".\\", "..\\")):
+        return True
+    return bool(re.search(r"[\\/]", value)) and is_local_path(value)
+
+
+def public_word(word: str, *, relative: bool = False) -> str:
     """A command-line word with an absolute or home-relative path reduced to its last part (a Windows path
-    too, on any machine); the value of ``--flag=VALUE`` likewise. Anything else stays as typed."""
-    if is_absolute(word):
-        return public_path(word)
+    too, on any machine); the value of ``--flag=VALUE`` likewise. ``relative``: a relative local path too
+    (:func:`is_relative_local`), as everything uploaded is. Anything else stays as typed."""
     if "=" in word and word.startswith("--"):
         key, _, value = word.partition("=")
-        return f"{key}={public_word(value)}"
+        return f"{key}={public_word(value, relative=relative)}"
+    if is_absolute(word) or (relative and is_relative_local(word)):
+        return public_path(word)
     return word
+
+
+def public_command_line(command: str) -> str:
+    """A recorded command line (``shlex``-quoted words) with every local path, relative or absolute, reduced
+    to its last part (:func:`public_word` with ``relative=True``); unbalanced quotes: its absolute paths."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return LOCAL_PATH.sub(lambda match: public_path(match.group(0)), command)
+    return shlex.join(public_word(word, relative=True) for word in words)
 
 
 def with_public_model(settings: Mapping[str, Any]) -> dict[str, Any]:

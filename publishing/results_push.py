@@ -14,8 +14,9 @@ The per-query rows quote the data's answers and predictions, so the results carr
 * any other data (context-variance sets, which may quote MIMIC notes or sources of unknown licence): deny by
   default, pushed only ``private``.
 
-``results.json`` goes up with every absolute path in its text reduced to its last part
-(:data:`medlama.core.public_paths.LOCAL_PATH`); its records already name models by their Hub id or folder name.
+``results.json`` goes up with every local path reduced to its last part: an absolute one anywhere in its text
+(:data:`medlama.core.public_paths.LOCAL_PATH`), a relative one (``../models/gpt2``, ``./run``) where a value
+or a word of the recorded command is one (:func:`medlama.core.public_paths.is_relative_local`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.integrity import check_vouched
-from medlama.core.public_paths import LOCAL_PATH, public_path
+from medlama.core.public_paths import LOCAL_PATH, public_command_line, public_path, public_word
 from medlama.probers.base import PREDICTIONS_FILE, RESULTS_FILE
 from medlama.publishing.dataset_push import gate_mode
 from medlama.publishing.upload import check_repo_id, finish
@@ -72,14 +73,17 @@ def terms_of(runs: list[dict]) -> str:
 
 
 def public_results(text: str) -> str:
-    """``results.json`` with every absolute path inside its strings reduced to its last part."""
-    def clean(value: Any) -> Any:
+    """``results.json`` with every local path reduced to its last part: absolute ones inside any string, a
+    value that is a relative local path, and each word of a recorded ``command`` that is one."""
+    def clean(value: Any, key: str | None = None) -> Any:
         if isinstance(value, str):
-            return LOCAL_PATH.sub(lambda match: public_path(match.group(0)), value)
+            if key == "command":
+                return public_command_line(value)
+            return LOCAL_PATH.sub(lambda match: public_path(match.group(0)), public_word(value, relative=True))
         if isinstance(value, list):
             return [clean(item) for item in value]
         if isinstance(value, dict):
-            return {key: clean(item) for key, item in value.items()}
+            return {name: clean(item, name) for name, item in value.items()}
         return value
 
     return json.dumps(clean(json.loads(text)), indent=2, ensure_ascii=False) + "\n"

@@ -70,3 +70,31 @@ def test_what_may_not_go_up_is_refused(probe_out, tmp_path):
     with pytest.raises(MedlamaInputError, match="'predictions.jsonl' has changed since `medlama probe` wrote it"):
         push_results(edited, "me/r", dry_run=tmp_path / "d")
     assert_busy_dry_run_refused(lambda **dry: push_results(probe_out, "me/r", **dry), tmp_path)
+
+
+def test_relative_local_paths_are_not_uploaded(tmp_path, monkeypatch):
+    """A run given relative paths (a model, the data, the output folder) names none of them upstream: the
+    command, the settings and the card name each by its last part; a Hub id stays whole."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models" / "gpt2").mkdir(parents=True)
+    (tmp_path / "you" / "local-data").mkdir(parents=True)  # shaped like a Hub id, but a folder here
+    argv = ["medlama", "probe", "--model", "../models/gpt2", "--data", "../data/medlama", "--out", "./run",
+            "--peft=./adapters/lora", "--label", "org/other-model", "--relations", "you/local-data"]
+    run = toy_result(toy_queries(), "gpt2", 0.5, 4, settings={"method": "causal-likelihood", "model": "../models/gpt2",
+                                                              "peft": "./adapters/lora", "base": "org/other-model"},
+                     extra={"source": "you/local-data"})
+    out = run.save(tmp_path / "run", argv=argv)
+    assert "../models/gpt2" in (out / "results.json").read_text()  # the local record keeps what was typed
+    tree = tmp_path / "dry" / "r"
+    push_results(out, "me/r", dry_run=tmp_path / "dry")
+    for file in tree.iterdir():
+        text = file.read_text()
+        for local in ("../models", "../data", "./run", "./adapters", "you/local-data"):
+            assert local not in text, (file.name, local)
+    pushed = json.loads((tree / "results.json").read_text())[0]
+    assert pushed["settings"]["model"] == "gpt2" and pushed["settings"]["peft"] == "lora"
+    assert pushed["settings"]["base"] == "org/other-model"  # a Hub id is no local path
+    assert pushed["extra"]["source"] == "local-data"
+    command = pushed["provenance"]["command"]
+    assert command == ("medlama probe --model gpt2 --data medlama --out run --peft=lora --label org/other-model "
+                       "--relations local-data")
