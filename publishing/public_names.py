@@ -27,7 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from medlama.core.public_paths import LOCAL_PATH, is_absolute, is_local_path, public_model_name, public_path
+from medlama.core.public_paths import (LOCAL_PATH, is_absolute, is_local_path, is_relative_local, public_model_name,
+                                       public_path)
 
 #: The flags of ``medlama rewire`` whose values are paths (``--model`` gets the base model's public name).
 _PATH_FLAGS = ("--corpus", "--out", "--resume-from")
@@ -61,14 +62,14 @@ def public_rewire_record(record: Mapping[str, Any], folder: str | Path | None = 
     ``base_model.name``/``path`` and ``config.model`` become the base model's public name, each corpus
     ``path`` its file name (also where ``cloze.skipped_examples`` names it), ``command`` the public command;
     ``folder`` (the model folder itself) its name.
-    Only absolute paths (and the whole command) are replaced in other text: a short relative one could
-    match unrelated words.
+    Only paths (absolute, or relative with a separator: ``../my-bert``) and the whole command are replaced in
+    other text: a bare name such as ``my-bert`` could match unrelated words.
     """
     public = copy.deepcopy(dict(record))
     replacements: dict[str, str] = {}
 
     def replace(local: Any, by: str) -> str:
-        if isinstance(local, str) and local != by and is_absolute(local):
+        if isinstance(local, str) and local != by and (is_absolute(local) or is_relative_local(local)):
             replacements[local] = by
         return by
 

@@ -410,3 +410,40 @@ def test_a_model_with_nan_weights_is_never_pushed(rewired_from_tmp, tmp_path, ca
     assert main(["push-model", str(broken), "someone/broken", "--dry-run", str(tmp_path / "dry")]) == 2
     assert f"1 weight tensor(s) hold NaN or infinity (first: {name})" in capsys.readouterr().err
     assert not (tmp_path / "dry").exists()
+
+
+def test_a_model_rewired_from_relative_paths_goes_up_without_them(tmp_path, monkeypatch):
+    """Relative local paths (``../my-bert``, ``../corpus/sentences.txt``) are local paths too: the pushed
+    record, command and card name each by its last part."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    from medlama.trainers.config import RewireConfig
+    from medlama.trainers.trainer import rewire
+
+    work = tmp_path / "work"
+    (tmp_path / "corpus").mkdir()
+    work.mkdir()
+    bert = tmp_path / "my-bert"
+    bert.mkdir()
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+    (bert / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=16, max_position_embeddings=32)).save_pretrained(bert)
+    BertTokenizerFast(vocab_file=str(bert / "vocab.txt")).save_pretrained(bert)
+    (tmp_path / "corpus" / "sentences.txt").write_text(
+        "".join(" ".join(WORDS[(i + k) % len(WORDS)] for k in range(6)) + "\n" for i in range(40)))
+    monkeypatch.chdir(work)
+    monkeypatch.setattr("sys.argv", ["medlama", "rewire", "--corpus", "../corpus/sentences.txt", "--out",
+                                     "../rewired", "--model", "../my-bert"])
+    config = RewireConfig.preset("paper", model="../my-bert", steps=2, save_steps=2, batch_size=8, max_length=16,
+                                 layer=1)
+    rewire("../corpus/sentences.txt", "../rewired", config, disable_tqdm=True)
+    push_model(tmp_path / "rewired", "someone/my-bert-rewired", dry_run=tmp_path / "dry")
+    tree = tmp_path / "dry" / "files"
+    leaks = [f"{file.name}: {word}" for file in sorted(tree.rglob("*")) if file.is_file()
+             for word in ("../my-bert", "../corpus", "../rewired") if word.encode() in file.read_bytes()]
+    assert leaks == []
+    record = json.loads((tree / "rewire_config.json").read_text())
+    assert record["config"]["model"] == record["base_model"]["name"] == "my-bert"
+    assert record["corpus"][0]["path"] == "sentences.txt"
