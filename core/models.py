@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import sys
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from medlama.core.errors import MedlamaInputError
+from medlama.core.provenance import folder_hash
+from medlama.core.public_paths import public_model_name
 from medlama.core.settings import check, setting
 
 
@@ -64,8 +67,47 @@ class LoadOptions:
                                         "model object")
             resolve_model(self.peft)
             adapter = Path(self.peft).expanduser()
-            if adapter.is_dir() and not (adapter / "adapter_config.json").is_file():
-                raise MedlamaInputError("not a PEFT adapter folder: no adapter_config.json", file=self.peft)
+            if adapter.is_dir():
+                config = adapter / "adapter_config.json"
+                if not config.is_file():
+                    raise MedlamaInputError("not a PEFT adapter folder: no adapter_config.json", file=self.peft)
+                try:
+                    base = json.loads(config.read_text(encoding="utf-8")).get("base_model_name_or_path")
+                except (OSError, ValueError, AttributeError) as error:
+                    raise MedlamaInputError(f"cannot read the adapter's config: {error}", file=config) from None
+                adapter_base_match(base, str(model), self.peft)  # a foreign base refused before anything loads
+
+
+def adapter_base_match(base: str | None, model: str, adapter: str) -> str:
+    """How the base model an adapter was trained on (``base``, its ``base_model_name_or_path``) is known to be
+    ``model``, the model it is applied to: ``same folder``, ``same content`` (two local folders whose files
+    hash alike), ``same Hub id``, ``same name`` (a local folder named as the Hub model, or a Hub cache snapshot
+    of it), or ``unrecorded`` (the adapter names no base). An adapter trained on another model (of the same
+    shapes, it would load without a word) is refused, naming both; where the two cannot be compared (a Hub id
+    and a local folder of another name), ``unverified``, said on stderr."""
+    if not base:
+        return "unrecorded"
+    base_path, model_path = Path(base).expanduser(), Path(model).expanduser()
+    foreign = MedlamaInputError(f"the adapter was trained on {base!r}, not on the model it is applied to "
+                                f"({model!r}); give that base model as --model, or an adapter trained on this "
+                                "one", file=adapter)
+    if base_path.is_dir() and model_path.is_dir():
+        if base_path.resolve() == model_path.resolve():
+            return "same folder"
+        if folder_hash(base_path) == folder_hash(model_path):
+            return "same content"
+        raise foreign
+    if not base_path.exists() and not model_path.exists():
+        if base == model:
+            return "same Hub id"
+        raise foreign
+    local, other = (model_path, base) if model_path.exists() else (base_path, model)
+    names = {public_model_name(str(local), str(local.resolve())), local.resolve().name}
+    if other in names or other.rstrip("/").split("/")[-1] in names:
+        return "same name"
+    print(f"medlama: warning: the adapter {adapter} was trained on {base!r}; --model is {model!r}, which cannot be "
+          "checked against it: results.json records it as unverified", file=sys.stderr)
+    return "unverified"
 
 
 @dataclass
@@ -142,13 +184,17 @@ def finish_loading(model: Any) -> Any:
 
         try:
             config = PeftConfig.from_pretrained(adapter)
+        except (OSError, ValueError, KeyError) as error:
+            raise MedlamaInputError(f"cannot apply the adapter: {error}", file=adapter) from None
+        base = config.base_model_name_or_path
+        match = adapter_base_match(base, str(getattr(model.config, "_name_or_path", "") or ""), adapter)
+        try:
             model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
         except (OSError, ValueError, KeyError, RuntimeError) as error:
             raise MedlamaInputError(f"cannot apply the adapter: {error}", file=adapter) from None
-        base = config.base_model_name_or_path
         if base and Path(base).expanduser().exists():  # a local path means nothing elsewhere: its folder's name
             base = Path(base).expanduser().resolve().name
-        record = {"base_model": base, "peft_type": str(config.peft_type.value)}
+        record = {"base_model": base, "base_match": match, "peft_type": str(config.peft_type.value)}
         path = Path(adapter).expanduser()
         if path.is_dir():
             from medlama.core.provenance import folder_hash

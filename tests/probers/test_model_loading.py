@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from medlama.core.errors import MedlamaInputError
+from medlama.core.models import LoadOptions
 
 from probe_outputs import predictions  # tests/helpers: per-query rows of predictions.jsonl
 from tiny_causal import save_causal  # tests/helpers: tiny causal LMs with locally trained tokenizers
@@ -105,6 +106,47 @@ def test_peft_adapter_predicts_as_the_merged_model(tiny_gpt2, medlama_tiny, tmp_
     assert [r["scores"] for r in rows] != [r["scores"] for r in base.prediction_rows()]  # the adapter changed them
     record = with_adapter.settings["peft"]
     assert record["base_model"] == tiny_gpt2.name and record["name"] == "adapter" and len(record["sha256"]) == 64
+    assert record["base_match"] == "same folder"
+
+
+def test_an_adapter_trained_on_another_base_is_refused_before_loading(tiny_gpt2, medlama_tiny, tmp_path):
+    """An adapter of another model of the same shapes would load without a word and results.json would name two
+    base models: it is refused, naming both, before any model loads (the API as the CLI)."""
+    import medlama
+
+    adapter, _ = lora_adapter(tiny_gpt2, tmp_path)
+    other = save_causal(tmp_path / "other-gpt2", "gpt2", seed=3)  # same shapes, other weights
+    with pytest.raises(MedlamaInputError, match=r"the adapter was trained on .*cli-tiny-gpt2.*not on the model it is "
+                                                r"applied to .*other-gpt2"):
+        medlama.probe(str(other), peft=str(adapter), data=str(tmp_path / "not-read"), method="causal-likelihood")
+    result = run_cli(tmp_path, {**os.environ, "HF_HUB_OFFLINE": "1"}, "--model", str(other), "--peft", str(adapter),
+                     "--method", "causal-likelihood", "--data", str(medlama_tiny), "--config", "full",
+                     "--out", str(tmp_path / "out"))
+    assert result.returncode != 0 and "the adapter was trained on" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+    copy = tmp_path / "copy-of-base"  # the same files elsewhere: the same model
+    import shutil
+
+    shutil.copytree(tiny_gpt2, copy)
+    LoadOptions(peft=str(adapter)).check(str(copy))
+
+
+def test_how_an_adapter_base_is_matched(tmp_path, capsys):
+    from medlama.core.models import adapter_base_match
+
+    assert adapter_base_match(None, "gpt2", "a") == "unrecorded"
+    assert adapter_base_match("org/gpt2", "org/gpt2", "a") == "same Hub id"
+    with pytest.raises(MedlamaInputError, match="trained on 'org/gpt2'.*'org/other'"):
+        adapter_base_match("org/gpt2", "org/other", "a")
+    (tmp_path / "gpt2").mkdir()
+    assert adapter_base_match("org/gpt2", str(tmp_path / "gpt2"), "a") == "same name"  # a local copy, named so
+    snapshot = tmp_path / "models--org--base" / "snapshots" / ("c" * 40)
+    snapshot.mkdir(parents=True)
+    assert adapter_base_match("org/base", str(snapshot), "a") == "same name"  # the Hub cache's copy of it
+    (tmp_path / "mine").mkdir()
+    assert capsys.readouterr().err == ""
+    assert adapter_base_match("org/gpt2", str(tmp_path / "mine"), "a") == "unverified"
+    assert "cannot be checked against it" in capsys.readouterr().err
 
 
 def test_trust_remote_code_reaches_from_pretrained_only_when_asked(tiny_gpt2, monkeypatch):
