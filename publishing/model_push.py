@@ -153,7 +153,7 @@ def push_model(path: str | Path, repo_id: str, *, private: bool = False, revisio
     def card_edit(relative: str) -> Callable[[str], str] | None:
         """The root card names the repository; a checkpoint's card says where it sits in it."""
         if relative == CARD_NAME:
-            return lambda text: card_for_repo(with_scores(text), repo_id, revision)
+            return lambda text: card_for_repo(with_scores(text), repo_id, revision, checkpoints=include_checkpoints)
         parts = relative.split("/")
         if len(parts) == 3 and parts[0] == "checkpoints" and parts[2] == CARD_NAME:
             return lambda _text: checkpoint_card(repo_id, "/".join(parts[:2]), revision)

@@ -371,14 +371,18 @@ def update_model_card_scores(path: str | Path, scores: Mapping[str, Any], *, sou
     return card_path
 
 
-def card_for_repo(text: str, repo_id: str, revision: str | None = None) -> str:
+def card_for_repo(text: str, repo_id: str, revision: str | None = None, *, checkpoints: bool = False) -> str:
     """The card ``text`` as pushed to ``repo_id`` (at ``revision``): the usage names the repository, the
     ``model-index`` is the repository's, and a sentence-transformers training card loses the ``widget``
-    examples it cut from the training pairs. The YAML is rewritten only when its metadata changes."""
+    examples it cut from the training pairs. ``checkpoints``: whether the upload holds the ``checkpoints/``
+    folder; without it, the Checkpoints row says they stayed with the local copy instead of listing folders
+    the repository does not have. The YAML is rewritten only when its metadata changes."""
     from huggingface_hub import ModelCard
 
     load = f'SentenceTransformer("{repo_id}"' + (f", revision={revision!r})" if revision else ")")
     text = _USAGE_LINE.sub(load, text).replace(MODEL_ID_PLACEHOLDER, repo_id)
+    if not checkpoints:
+        text = _CHECKPOINTS_ROW.sub(_checkpoints_left_out, text)
     try:
         card = ModelCard(text, ignore_metadata_errors=True)
     except Exception:  # not a card the Hub could read either: leave its metadata alone
@@ -389,6 +393,16 @@ def card_for_repo(text: str, repo_id: str, revision: str | None = None) -> str:
     if "generated_from_trainer" in (card.data.tags or []) and card.data.get("widget"):
         card.data.widget, changed = None, True
     return str(card).rstrip("\n") + "\n" if changed else text
+
+
+#: The card's Checkpoints row when it lists folders: ``| Checkpoints | `checkpoints/checkpoint-2`, ... (every N steps) |``.
+_CHECKPOINTS_ROW = re.compile(r"^\| Checkpoints \| ((?:`checkpoints/[^`]+`(?:, )?)+) (\(every \d+ steps\)) \|$", re.M)
+
+
+def _checkpoints_left_out(match: re.Match) -> str:
+    count = match.group(1).count("`checkpoints/")
+    return (f"| Checkpoints | {count} kept with the local copy, not in this repository {match.group(2)} "
+            "(`medlama push-model --include-checkpoints` uploads them) |")
 
 
 def checkpoint_card(repo_id: str, checkpoint: str, revision: str | None = None) -> str:

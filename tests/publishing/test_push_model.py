@@ -447,3 +447,19 @@ def test_a_model_rewired_from_relative_paths_goes_up_without_them(tmp_path, monk
     record = json.loads((tree / "rewire_config.json").read_text())
     assert record["config"]["model"] == record["base_model"]["name"] == "my-bert"
     assert record["corpus"][0]["path"] == "sentences.txt"
+
+
+def test_the_card_lists_checkpoints_only_when_they_go_up(rewired_from_tmp, tmp_path):
+    """Without --include-checkpoints the upload holds no checkpoints/ folder, and its card lists none; with it,
+    every folder the card names is in the upload."""
+    _, model = rewired_from_tmp
+    assert "`checkpoints/checkpoint-2`" in (model / "README.md").read_text()  # the local card lists them
+    push_model(model, "someone/m", dry_run=tmp_path / "without")
+    tree = tmp_path / "without" / "files"
+    card = (tree / "README.md").read_text()
+    assert not (tree / "checkpoints").exists() and "checkpoints/checkpoint-" not in card
+    assert "| Checkpoints | 1 kept with the local copy, not in this repository (every 2 steps)" in card
+    push_model(model, "someone/m", dry_run=tmp_path / "with", include_checkpoints=True)
+    tree = tmp_path / "with" / "files"
+    named = re.findall(r"`(checkpoints/checkpoint-\d+)`", (tree / "README.md").read_text())
+    assert named == ["checkpoints/checkpoint-2"] and all((tree / folder / "model.safetensors").is_file() for folder in named)
