@@ -6,9 +6,9 @@
   ``hit@k`` keys; other keys are ignored). A run is labelled by its own label, prefixed by its folder's name
   when two runs share one.
 * :func:`check_comparable`: a paired comparison needs the same queries: the same data (dataset, config and
-  the data's fingerprint), the same candidate pool (rule, size, SHA-256 of its names), the same matching,
-  and the same query ids, each with the same relation and gold answers. Anything else is refused, naming
-  the field and the two runs.
+  the data's identity, :data:`DATA_IDENTITY`), the same candidate pool (rule, size, SHA-256 of its names),
+  the same matching, and the same query ids, each with the same relation and gold answers. Anything else is
+  refused, naming the field and the two runs.
 """
 
 from __future__ import annotations
@@ -25,9 +25,15 @@ import numpy as np
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.base import PREDICTIONS_FILE, RESULTS_FILE
 
-#: What every compared run must share, as ``(name in messages, key in the run's data record)``.
-SAME_DATA = (("dataset", "dataset"), ("query set", "config"), ("data fingerprint", "fingerprint"),
-             ("candidate pool", "candidates"))
+#: What every compared run must share, as ``(name in messages, key in the run's data record)``: the dataset and
+#: query set, the data's identity (:data:`DATA_IDENTITY`) and the candidate pool.
+SAME_DATA = (("dataset", "dataset"), ("query set", "config"), ("data files (SHA-256)", "sha256"),
+             ("data fingerprint", "fingerprint"), ("candidate pool", "candidates"))
+#: The keys of a run's data record that identify the data itself, whatever its origin: ``sha256``, of the
+#: data folder's files (a built folder, a ``push-dataset`` dry run, a Hub snapshot, the cached build;
+#: :func:`medlama.datasets.folders.identity`), and ``fingerprint``, of a loaded ``datasets.Dataset`` (or what
+#: a hand-made query set declares). A run must record one: other prompt text is other data.
+DATA_IDENTITY = ("sha256", "fingerprint")
 
 
 @dataclass
@@ -149,6 +155,12 @@ def load_runs(folders: Sequence[str | Path]) -> list[Run]:
 
 def check_comparable(runs: Sequence[Run]) -> None:
     """Refuse runs that are not of the same queries and pool (module docstring), naming the field and runs."""
+    for run in runs:
+        if all(run.data.get(key) is None for key in DATA_IDENTITY):
+            raise MedlamaInputError(
+                f"run {run.label!r} ({run.folder}) records no identity of its data (neither the SHA-256 of a data "
+                "folder nor a Dataset's fingerprint), so nothing says its queries are worded as the other runs'; "
+                "probe data given as a folder, a Hub id or a Dataset (a QuerySet: with a `fingerprint` in its info)")
     first = runs[0]
     order = {qid: i for i, qid in enumerate(first.ids)}
     for run in runs[1:]:

@@ -1,0 +1,92 @@
+"""``medlama compare`` refuses runs it cannot pair: runs on data worded differently (another prompt text, the
+same queries and gold answers), whatever the data's origin (a built folder, a ``push-dataset`` dry run, a Hub
+snapshot, a loaded Dataset), and a folder whose per-query hits contradict its own predictions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cv_inputs import FINDING, TREAT, write_probe_folder  # tests/helpers (pytest pythonpath)
+from probe_outputs import toy_result
+
+from medlama.cli import main
+from medlama.core.errors import MedlamaInputError
+from medlama.probers.compare import CompareSettings, compare_runs, load_runs
+from medlama.probers.queries import queries_from
+
+#: The same relations asked in other words: the queries, gold answers and pool stay the same.
+OTHER_PROMPTS = {FINDING: "[X] is often seen with [Y] .", TREAT: "[X] is a treatment of [Y] ."}
+QUICK = CompareSettings(resamples=100)
+
+
+def probed(queries, out, label: str, seed: int):
+    """``out`` holding one run on ``queries``, written by the probe's writer (without its plots: quicker)."""
+    from medlama.probers.report import write_probe_results
+
+    out.mkdir()
+    write_probe_results(out, [toy_result(queries, label, 0.5, seed)])
+    return out
+
+
+def assert_paired_only_on_the_same_data(same, other, tmp_path, what: str) -> None:
+    """Runs on ``same`` (a query set of the first run's data) compare; on ``other`` (reworded) they are refused."""
+    first, second, third = (tmp_path / "runs" / name for name in ("first", "same", "other"))
+    (tmp_path / "runs").mkdir()
+    probed(same[0], first, "first", 1)
+    probed(same[1], second, "same", 2)
+    probed(other, third, "other", 3)
+    assert compare_runs(load_runs([first, second]), QUICK)["queries"] == 6
+    with pytest.raises(MedlamaInputError, match=f"'first' .* and 'other' .* differ in their {what}"):
+        compare_runs(load_runs([first, third]), QUICK)
+
+
+def test_runs_on_folders_of_other_prompt_text_are_refused(tmp_path):
+    a, b = write_probe_folder(tmp_path / "a"), write_probe_folder(tmp_path / "b")
+    other = write_probe_folder(tmp_path / "c", prompts=OTHER_PROMPTS)
+    assert_paired_only_on_the_same_data([queries_from(a, config="full"), queries_from(b, config="full")],
+                                        queries_from(other, config="full"), tmp_path, r"data files \(SHA-256\)")
+
+
+def test_runs_on_dry_run_trees_of_other_prompt_text_are_refused(tmp_path):
+    def dry_run(name, prompts=None):
+        folder = tmp_path / name
+        write_probe_folder(folder / "medlama", prompts=prompts)
+        (folder / "manifest.json").write_text(json.dumps({"repo_id": "someone/medlama", "repo_type": "dataset"}))
+        return queries_from(folder, config="full")
+
+    same = [dry_run("a"), dry_run("b")]
+    assert same[0].info["id"] == "someone/medlama"
+    assert_paired_only_on_the_same_data(same, dry_run("c", OTHER_PROMPTS), tmp_path, r"data files \(SHA-256\)")
+
+
+def test_runs_on_hub_revisions_of_other_prompt_text_are_refused(tmp_path, monkeypatch):
+    from medlama.datasets import folders
+
+    snapshots = {"v1": write_probe_folder(tmp_path / "v1"), "v2": write_probe_folder(tmp_path / "v2"),
+                 "v3": write_probe_folder(tmp_path / "v3", prompts=OTHER_PROMPTS)}
+    monkeypatch.setattr(folders, "_snapshot", lambda repo_id, revision: (snapshots[revision], f"commit-{revision}"))
+    hub = [queries_from(f"someone/medlama@{revision}", config="full") for revision in snapshots]
+    assert hub[0].info["kind"] == "hub" and hub[0].info["revision"] == "commit-v1"
+    assert_paired_only_on_the_same_data(hub[:2], hub[2], tmp_path, r"data files \(SHA-256\)")
+
+
+def test_runs_on_datasets_of_other_prompt_text_are_refused(tmp_path):
+    from medlama.datasets.folders import load_config
+
+    a, other = write_probe_folder(tmp_path / "a"), write_probe_folder(tmp_path / "c", prompts=OTHER_PROMPTS)
+    # a Dataset's fingerprint is of its files where they lie: the same data is one folder loaded twice
+    loaded = [queries_from(load_config(folder, "full"), candidates="config") for folder in (a, a, other)]
+    assert loaded[0].info["fingerprint"]
+    assert_paired_only_on_the_same_data(loaded[:2], loaded[2], tmp_path, "data fingerprint")
+
+
+def test_a_run_without_any_identity_of_its_data_is_refused(tmp_path):
+    from probe_outputs import toy_queries
+
+    queries = toy_queries()
+    queries.info.pop("fingerprint")
+    first, second = probed(toy_queries(), tmp_path / "first", "first", 1), probed(queries, tmp_path / "x", "x", 2)
+    with pytest.raises(MedlamaInputError, match="run 'x' .* records no identity of its data"):
+        compare_runs(load_runs([first, second]), QUICK)
