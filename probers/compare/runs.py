@@ -2,9 +2,10 @@
 
 * :func:`load_runs`: every run of the output folders given (``medlama probe`` writes a list of runs in
   ``results.json``, ``medlama recipe`` a record whose ``runs`` are the un-rewired and rewired models); each
-  run's per-query hits come from ``predictions.jsonl`` (its ``run``, ``id``, ``relation``, ``gold`` and
-  ``hit@k`` keys; other keys are ignored). A run is labelled by its own label, prefixed by its folder's name
-  when two runs share one.
+  run's per-query hits come from ``predictions.jsonl`` (its ``run``, ``id``, ``relation``, ``gold``,
+  ``predictions`` and ``hit@k`` keys; other keys are ignored), and must be what its predictions and gold
+  answers give (scored again by the acc@k module): a hand-edited hit is refused, naming the file and line.
+  A run is labelled by its own label, prefixed by its folder's name when two runs share one.
 * :func:`check_comparable`: a paired comparison needs the same queries: the same data (dataset, config and
   the data's identity, :data:`DATA_IDENTITY`), the same candidate pool (rule, size, SHA-256 of its names),
   the same matching, and the same query ids, each with the same relation and gold answers. Anything else is
@@ -23,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import PREDICTIONS_FILE, RESULTS_FILE
+from medlama.metrics import load as load_metric
+from medlama.probers.base import KEEP_PREDICTIONS, PREDICTIONS_FILE, RESULTS_FILE
 
 #: What every compared run must share, as ``(name in messages, key in the run's data record)``: the dataset and
 #: query set, the data's identity (:data:`DATA_IDENTITY`) and the candidate pool.
@@ -105,11 +107,12 @@ def _fill(run: Run, rows: list[tuple[int, dict]], file: Path) -> None:
     if not rows:
         raise MedlamaInputError(f"no per-query rows of run {run.label!r}", file=file)
     for number, row in rows:
-        for key in ("id", "relation", "gold", *(f"hit@{k}" for k in run.ks)):
+        for key in ("id", "relation", "gold", "predictions", *(f"hit@{k}" for k in run.ks)):
             if key not in row:
                 raise MedlamaInputError(f"run {row['run']!r}: the row has no {key!r}", file=file, row=number)
-        if not isinstance(row["gold"], list):
-            raise MedlamaInputError("`gold` must be a list of names", file=file, row=number)
+        for key in ("gold", "predictions"):
+            if not isinstance(row[key], list):
+                raise MedlamaInputError(f"`{key}` must be a list of names", file=file, row=number)
         run.ids.append(str(row["id"]))
         run.relations.append(str(row["relation"]))
         run.gold.append(sorted(map(str, row["gold"])))
@@ -122,6 +125,31 @@ def _fill(run: Run, rows: list[tuple[int, dict]], file: Path) -> None:
         if isinstance(recorded, (int, float)) and not math.isclose(float(hits.mean()), recorded, abs_tol=1e-9):
             raise MedlamaInputError(f"run {run.label!r}: its rows give acc@{k} = {hits.mean():.6f} but results.json "
                                     f"records {recorded:.6f}; the two files are not of one run", file=file)
+    _check_hits(run, rows, file)
+
+
+def _check_hits(run: Run, rows: list[tuple[int, dict]], file: Path) -> None:
+    """Refuse rows whose ``hit@k`` contradict their own ``predictions`` and ``gold``, scored again by the acc@k
+    module with the run's matching and ks. A row keeps the top :data:`KEEP_PREDICTIONS` names, so a hit
+    beyond them is checked only when those names already hold a gold answer (or the row holds every name)."""
+    if not run.ks:
+        return
+    match = (run.record.get("metrics") or {}).get("match", "exact")
+    predictions = [[str(name) for name in row["predictions"]] for _, row in rows]
+    groups = [str(i) for i in range(len(rows))]  # each query its own group: a group's acc@k is its hit@k
+    try:
+        scored = load_metric("acc_at_k").compute(predictions=predictions, references=[row["gold"] for _, row in rows],
+                                                 groups=groups, k=list(run.ks), match=match)
+    except ValueError as error:
+        raise MedlamaInputError(f"run {run.label!r}: its rows cannot be scored again: {error}", file=file) from None
+    for group, kept, (number, row) in zip(groups, map(len, predictions), rows):
+        for k in run.ks:
+            found = scored["groups"][group][f"acc@{k}"] == 1.0
+            if found != bool(row[f"hit@{k}"]) and (found or k <= kept or kept < KEEP_PREDICTIONS):
+                raise MedlamaInputError(
+                    f"run {run.label!r}: query {row['id']!r} records hit@{k} = {json.dumps(row[f'hit@{k}'])}, but its "
+                    f"predictions and gold answers give {json.dumps(found)} ({match} matching): the file was changed "
+                    "after medlama wrote it; probe again rather than compare edited hits", file=file, row=number)
 
 
 def load_runs(folders: Sequence[str | Path]) -> list[Run]:

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from cv_inputs import FINDING, TREAT, write_probe_folder  # tests/helpers (pytest pythonpath)
-from probe_outputs import toy_result
+from probe_outputs import toy_queries, toy_result
 
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
@@ -83,10 +83,45 @@ def test_runs_on_datasets_of_other_prompt_text_are_refused(tmp_path):
 
 
 def test_a_run_without_any_identity_of_its_data_is_refused(tmp_path):
-    from probe_outputs import toy_queries
-
     queries = toy_queries()
     queries.info.pop("fingerprint")
     first, second = probed(toy_queries(), tmp_path / "first", "first", 1), probed(queries, tmp_path / "x", "x", 2)
     with pytest.raises(MedlamaInputError, match="run 'x' .* records no identity of its data"):
         compare_runs(load_runs([first, second]), QUICK)
+
+
+def test_hits_swapped_by_hand_are_refused_naming_the_file_and_line(tmp_path, capsys):
+    first, edited = probed(toy_queries(), tmp_path / "first", "first", 1), probed(toy_queries(), tmp_path / "b", "b", 2)
+    file = edited / "predictions.jsonl"
+    rows = [json.loads(line) for line in file.read_text().splitlines()]
+    hit, miss = (next(i for i, row in enumerate(rows) if row["hit@1"] is value) for value in (True, False))
+    rows[hit]["hit@1"], rows[miss]["hit@1"] = False, True  # the mean (and results.json's acc@1) unchanged
+    file.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    line = min(hit, miss) + 1
+    with pytest.raises(MedlamaInputError, match=rf"predictions.jsonl, row {line}: run 'b': query .* records hit@1 = "
+                                                "(true|false), but its predictions and gold answers give"):
+        load_runs([first, edited])
+    assert main(["compare", str(first), str(edited), "--json"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("medlama: error:") and f"{file}, row {line}" in error
+
+
+def test_hits_beyond_the_kept_predictions_are_checked_only_where_they_can_be(tmp_path):
+    """A row keeps the top 10: hit@20 may be true with no gold among them, never false with one."""
+    from medlama.probers.base import score
+    from medlama.probers.report import write_probe_results
+    queries = toy_queries()
+    for label, seed in (("first", 1), ("b", 2)):
+        result = toy_result(queries, label, 0.5, seed)
+        result.metrics = score(queries, result.predictions, ks=(1, 5, 10, 20))
+        (tmp_path / label).mkdir()
+        write_probe_results(tmp_path / label, [result])
+    assert load_runs([tmp_path / "first", tmp_path / "b"])[1].ks == [1, 5, 10, 20]
+    file = tmp_path / "b" / "predictions.jsonl"
+    rows = [json.loads(line) for line in file.read_text().splitlines()]
+    miss = next(i for i, row in enumerate(rows) if not row["hit@20"])
+    found = next(i for i, row in enumerate(rows) if row["hit@10"] and i > miss)
+    rows[miss]["hit@20"], rows[found]["hit@20"] = True, False  # the first may be (its gold beyond the top 10)
+    file.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.raises(MedlamaInputError, match=rf"row {found + 1}: run 'b': .* hit@20 = false"):
+        load_runs([tmp_path / "first", tmp_path / "b"])
