@@ -225,8 +225,8 @@ def compare(*runs: str | Path, **settings: Any) -> dict:
     ``medlama recipe``; the first run is the baseline): the leaderboard with bootstrap intervals, each run's
     paired difference from the baseline with McNemar's exact p-value, per relation with Holm-corrected
     p-values, how each number was computed and each input's identity
-    (:func:`~medlama.probers.compare.compare_folders`). Runs of other queries or another candidate pool are
-    refused. ``settings``: fields of :class:`~medlama.probers.compare.CompareSettings` (``resamples``,
+    (:func:`~medlama.probers.compare.compare_folders`). Runs of other queries, other data or another candidate
+    pool are refused, and so are hits edited by hand. ``settings``: fields of :class:`~medlama.probers.compare.CompareSettings` (``resamples``,
     ``seed``, ``level``)."""
     return compare_folders(runs, settings_from(CompareSettings, settings))
 
