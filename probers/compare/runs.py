@@ -4,7 +4,8 @@
   ``results.json``, ``medlama recipe`` a record whose ``runs`` are the un-rewired and rewired models); each
   run's per-query hits come from ``predictions.jsonl`` (its ``run``, ``id``, ``relation``, ``gold``,
   ``predictions`` and ``hit@k`` keys; other keys are ignored), and must be what its predictions and gold
-  answers give (scored again by the acc@k module): a hand-edited hit is refused, naming the file and line.
+  answers give (scored again by the acc@k module): a hand-edited hit is refused, naming the file and line;
+  so is a file that differs from what the folder's ownership record says its command wrote.
   A run is labelled by its own label, prefixed by its folder's name when two runs share one.
 * :func:`check_comparable`: a paired comparison needs the same queries: the same data (dataset, config and
   the data's identity, :data:`DATA_IDENTITY`), the same candidate pool (rule, size, SHA-256 of its names),
@@ -23,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from medlama.core.atomic import owner_record
 from medlama.core.errors import MedlamaInputError
+from medlama.core.integrity import FILES_KEY, change_since
 from medlama.metrics import load as load_metric
 from medlama.probers.base import KEEP_PREDICTIONS, PREDICTIONS_FILE, RESULTS_FILE
 
@@ -152,6 +155,23 @@ def _check_hits(run: Run, rows: list[tuple[int, dict]], file: Path) -> None:
                     "after medlama wrote it; probe again rather than compare edited hits", file=file, row=number)
 
 
+def _check_unchanged(folder: Path) -> None:
+    """Refuse a folder whose ``results.json`` or ``predictions.jsonl`` is not what the command that wrote it
+    recorded (:mod:`medlama.core.integrity`: its ownership record lists each file's size and SHA-256); a
+    folder without that record is read as it is, its hits scored again all the same."""
+    record = owner_record(folder) or {}
+    files = record.get(FILES_KEY)
+    if not isinstance(files, dict):
+        return
+    for name in (RESULTS_FILE, PREDICTIONS_FILE):
+        entry, path = files.get(name), folder / name
+        change = change_since(path, entry) if isinstance(entry, dict) else None
+        if change is not None:
+            raise MedlamaInputError(f"changed since `medlama {record.get('kind')}` wrote it ({change}): compare "
+                                    "pairs only what a run wrote; probe again rather than compare an edited file",
+                                    file=path)
+
+
 def load_runs(folders: Sequence[str | Path]) -> list[Run]:
     """Every run of ``folders`` (each a ``probe`` or ``recipe`` output), in the order given, labelled uniquely."""
     runs: list[Run] = []
@@ -169,6 +189,7 @@ def load_runs(folders: Sequence[str | Path]) -> list[Run]:
             run = Run(label, folder, record)
             _fill(run, rows[label], folder / PREDICTIONS_FILE)
             runs.append(run)
+        _check_unchanged(folder)
     if len(runs) < 2:
         raise MedlamaInputError(f"{len(runs)} run in {', '.join(map(str, folders))}: a comparison needs two or more")
     plain = [run.label for run in runs]

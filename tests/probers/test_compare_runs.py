@@ -125,3 +125,21 @@ def test_hits_beyond_the_kept_predictions_are_checked_only_where_they_can_be(tmp
     file.write_text("".join(json.dumps(row) + "\n" for row in rows))
     with pytest.raises(MedlamaInputError, match=rf"row {found + 1}: run 'b': .* hit@20 = false"):
         load_runs([tmp_path / "first", tmp_path / "b"])
+
+
+def test_a_file_changed_since_the_probe_wrote_it_is_refused(tmp_path):
+    queries = toy_queries()
+    first = tmp_path / "first"
+    toy_result(queries, "first", 0.5, 1).save(first)  # as `medlama probe` writes it: with its ownership record
+    for name in ("results.json", "predictions.jsonl"):
+        edited = tmp_path / name.split(".")[0]
+        toy_result(queries, "b", 0.5, 2).save(edited)
+        assert len(load_runs([first, edited])) == 2
+        file = edited / name
+        text = file.read_text()
+        # an edit compare does not read (the model's input of one query; the command line recorded)
+        file.write_text(text.replace('"input": null', '"input": "edited"', 1) if name == "predictions.jsonl"
+                        else text.replace('"command": ', '"command": "edited", "was": ', 1))
+        assert file.read_text() != text
+        with pytest.raises(MedlamaInputError, match=rf"{name}: changed since `medlama probe` wrote it"):
+            load_runs([first, edited])
