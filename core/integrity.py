@@ -88,6 +88,14 @@ def safetensors_problem(path: str | Path) -> str | None:
     return None
 
 
+def change_since(path: Path, entry: dict) -> str | None:
+    """How ``path`` differs from its record ``entry`` (:func:`file_records`), or None when it does not."""
+    size = path.stat().st_size
+    if size != entry.get("size"):
+        return f"{entry.get('size'):,} bytes when written, {size:,} now"
+    return "same size, different SHA-256" if sha256_of(path) != entry.get("sha256") else None
+
+
 def check_vouched(folder: str | Path, files: Iterable[str], *, kinds: Iterable[str], command: str) -> None:
     """Refuse to publish ``files`` (relative paths) of ``folder`` unless medlama vouches for them.
 
@@ -122,14 +130,12 @@ def check_vouched(folder: str | Path, files: Iterable[str], *, kinds: Iterable[s
             raise MedlamaInputError(f"{name!r} was not written by `medlama {kind}` (its ownership record does not "
                                     "list it): a file added or replaced by hand is not uploaded; remove it, or "
                                     f"write the folder again (nothing was uploaded)", file=folder)
-        size = path.stat().st_size
         if name.endswith(".safetensors"):
             problem = safetensors_problem(path)
             if problem is not None:
                 raise MedlamaInputError(f"{name!r}: {problem} (nothing was uploaded)", file=folder)
-        if size != entry.get("size") or sha256_of(path) != entry.get("sha256"):
-            change = (f"{entry.get('size'):,} bytes when written, {size:,} now" if size != entry.get("size")
-                      else "same size, different SHA-256")
+        change = change_since(path, entry)
+        if change is not None:
             raise MedlamaInputError(f"{name!r} has changed since `medlama {kind}` wrote it ({change}): a file "
                                     "edited by hand is not uploaded; write the folder again (nothing was uploaded)",
                                     file=folder)

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from medlama.core.errors import MedlamaInputError
+from medlama.core.settings import settings_from
+from medlama.probers.compare import CompareSettings, compare_folders
 from medlama.trainers.config import QUICK_PRESET
 
 __all__ = ["compare", "load_medlama", "mteb_task", "probe", "rewire", "ucm"]
@@ -223,12 +225,9 @@ def compare(*runs: str | Path, **settings: Any) -> dict:
     ``medlama recipe``; the first run is the baseline): the leaderboard with bootstrap intervals, each run's
     paired difference from the baseline with McNemar's exact p-value, per relation with Holm-corrected
     p-values, how each number was computed and each input's identity
-    (:func:`~medlama.probers.compare.compare_folders`). Runs of other queries or another candidate pool are
-    refused. ``settings``: fields of :class:`~medlama.probers.compare.CompareSettings` (``resamples``,
+    (:func:`~medlama.probers.compare.compare_folders`). Runs of other queries, other data or another candidate
+    pool are refused, and so are hits edited by hand. ``settings``: fields of :class:`~medlama.probers.compare.CompareSettings` (``resamples``,
     ``seed``, ``level``)."""
-    from medlama.core.settings import settings_from
-    from medlama.probers.compare import CompareSettings, compare_folders
-
     return compare_folders(runs, settings_from(CompareSettings, settings))
 
 

@@ -25,8 +25,10 @@ import sys
 from pathlib import Path
 
 from medlama.commands.flags import add_settings_flags, given_settings
-from medlama.probers.compare import CompareSettings
-from medlama.probers.compare_report import FORMATS
+from medlama.core.errors import MedlamaInputError
+from medlama.core.settings import settings_from
+from medlama.probers.compare import CompareSettings, compare_folders
+from medlama.probers.compare.report import CompareOutput, plot_leaderboard, render
 
 
 def register(subparsers) -> None:
@@ -36,42 +38,31 @@ def register(subparsers) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN",
                         help="output folders of `medlama probe` or `medlama recipe`; the first run is the baseline")
-    parser.add_argument("--format", choices=FORMATS, default="table",
-                        help="table: the terminal's; markdown or latex: the tables as text for a paper; json: the "
-                             "whole record (default: %(default)s)")
-    parser.add_argument("--json", action="store_true", help="the same as --format json")
-    parser.add_argument("--plot", type=Path, metavar="FILE",
-                        help="also write the leaderboard with its intervals as error bars to FILE (a PNG; an "
-                             "existing FILE is replaced only with --overwrite) (default: no plot)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --plot FILE (default: refuse)")
+    add_settings_flags(parser, CompareOutput)
     add_settings_flags(parser, CompareSettings, title="intervals")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from medlama.core.errors import MedlamaInputError
-    from medlama.core.settings import settings_from
-    from medlama.probers.compare import compare_folders
-    from medlama.probers.compare_report import plot_leaderboard, render
-
     settings = settings_from(CompareSettings, given_settings(args, CompareSettings))
-    fmt = "json" if args.json else args.format
-    if args.plot is not None:  # checked before any work
-        if args.plot.suffix.lower() != ".png":
-            raise MedlamaInputError("the plot is written as PNG: give a FILE ending in .png", file=args.plot)
-        if args.plot.is_dir() or (args.plot.exists() and not args.overwrite):
-            raise MedlamaInputError("exists; give --overwrite to replace it, or another file", file=args.plot)
-        if not args.plot.parent.is_dir():
-            raise MedlamaInputError("its folder does not exist", file=args.plot)
+    output = settings_from(CompareOutput, given_settings(args, CompareOutput))
+    fmt, plot = output.chosen_format, output.plot
+    if plot is not None:  # checked before any work
+        if plot.suffix.lower() != ".png":
+            raise MedlamaInputError("the plot is written as PNG: give a FILE ending in .png", file=plot)
+        if plot.is_dir() or (plot.exists() and not output.overwrite):
+            raise MedlamaInputError("exists; give --overwrite to replace it, or another file", file=plot)
+        if not plot.parent.is_dir():
+            raise MedlamaInputError("its folder does not exist", file=plot)
     record = compare_folders(args.runs, settings)
-    if args.plot is not None:
-        plot_leaderboard(record, args.plot)
+    if plot is not None:
+        plot_leaderboard(record, plot)
     if fmt == "json":
         print(json.dumps(record, indent=2, ensure_ascii=False))
     else:
         text = render(record, fmt)
         if text is not None:
             sys.stdout.write(text)
-    if args.plot is not None:
-        print(f"wrote {args.plot}", file=sys.stderr)
+    if plot is not None:
+        print(f"wrote {plot}", file=sys.stderr)
     return 0

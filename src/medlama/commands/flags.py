@@ -2,12 +2,13 @@
 configuration into argparse arguments, so a field's name, help, choices and default are written once.
 
 A flag's value is parsed by the field's annotation (``int``, ``float``, ``str``, ``Path``, ``bool`` as
-``--x/--no-x``, ``Literal`` as choices, ``tuple[...]`` as one or more values, ``X | None`` accepting
-``none``). Flags that are not given stay out of the namespace (``argparse.SUPPRESS``), so
-:func:`given_settings` returns exactly what the user typed and the rest comes from the defaults or a
-preset. Old spellings still parse and print what replaced them: a settings field's in its ``old_flags``,
-the flags that are not fields in :data:`RENAMED_FLAGS` (old method *names*, such as ``--method contrastive``,
-in ``medlama.probers.registry.OLD_NAMES``).
+``--x/--no-x`` (``--x`` alone for a field set with ``switch=True``), ``Literal`` as choices, ``tuple[...]``
+as one or more values, ``X | None`` accepting ``none``); ``--help`` shows the default, or the field's
+``shown`` words for it (``shown=None``: none shown). Flags that are not given stay out of the namespace
+(``argparse.SUPPRESS``), so :func:`given_settings` returns exactly what the user typed and the rest comes
+from the defaults or a preset. Old spellings still parse and print what replaced them: a settings field's
+in its ``old_flags``, the flags that are not fields in :data:`RENAMED_FLAGS` (old method *names*, such as
+``--method contrastive``, in ``medlama.probers.registry.OLD_NAMES``).
 """
 
 from __future__ import annotations
@@ -116,15 +117,17 @@ def add_settings_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         default = getattr(defaults, field.name) if defaults is not None else S.default_of(field)
         shown = "none" if default is None else (
             " ".join(map(str, default)) if isinstance(default, (tuple, list)) else default)
+        if "shown" in field.metadata:  # the default in words ("no plot"); None: not shown
+            shown = field.metadata["shown"]
         help_text = S.help_of(field)
         if helps and field.name in helps:
             help_text = helps[field.name](help_text)
-        if default is not dataclasses.MISSING:
+        if default is not dataclasses.MISSING and shown is not None:
             help_text += f" (default: {shown})"
         help_text = help_text.replace("%", "%%")  # argparse formats help with %
         kwargs: dict[str, Any] = {"dest": dest, "default": argparse.SUPPRESS, "help": help_text}
-        if inner is bool:
-            kwargs["action"] = argparse.BooleanOptionalAction
+        if inner is bool:  # --x/--no-x; a ``switch`` field (off by default) is --x alone
+            kwargs["action"] = "store_true" if field.metadata.get("switch") else argparse.BooleanOptionalAction
         else:
             choices = S.choices_of(field, annotation)
             element = inner

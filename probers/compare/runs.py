@@ -1,23 +1,16 @@
-"""Comparing probe runs as a paper must: the runs of ``medlama compare``, checked to be comparable, and their
-leaderboard, paired differences and per-relation tests (tables and plot: :mod:`medlama.probers.compare_report`).
+"""The runs ``medlama compare`` reads, and the check that they can be paired.
 
 * :func:`load_runs`: every run of the output folders given (``medlama probe`` writes a list of runs in
   ``results.json``, ``medlama recipe`` a record whose ``runs`` are the un-rewired and rewired models); each
-  run's per-query hits come from ``predictions.jsonl`` (its ``run``, ``id``, ``relation``, ``gold`` and
-  ``hit@k`` keys; other keys are ignored). A run is labelled by its own label, prefixed by its folder's name
-  when two runs share one.
+  run's per-query hits come from ``predictions.jsonl`` (its ``run``, ``id``, ``relation``, ``gold``,
+  ``predictions`` and ``hit@k`` keys; other keys are ignored), and must be what its predictions and gold
+  answers give (scored again by the acc@k module): a hand-edited hit is refused, naming the file and line;
+  so is a file that differs from what the folder's ownership record says its command wrote.
+  A run is labelled by its own label, prefixed by its folder's name when two runs share one.
 * :func:`check_comparable`: a paired comparison needs the same queries: the same data (dataset, config and
-  the data's fingerprint), the same candidate pool (rule, size, SHA-256 of its names), the same matching,
-  and the same query ids, each with the same relation and gold answers. Anything else is refused, naming
-  the field and the two runs.
-* :func:`compare_runs`: for every cut-off k the runs share, the leaderboard (each run's micro acc@k with its
-  percentile-bootstrap interval, the same as its ``results.json`` ``intervals``, and macro acc@k with the
-  stratified interval) and, for every run after the first (the baseline), the paired difference ``run -
-  baseline`` in micro and macro acc@k with its interval and McNemar's exact p-value, and per relation with
-  Holm-corrected p-values across the relations (:mod:`medlama.core.significance`). The method, resamples,
-  seed and level are recorded beside the numbers.
-* :func:`compare_folders`: what ``medlama compare`` runs: the above for every run of the folders given, with
-  each input recorded by its folder's name, its files' SHA-256 and what it probed.
+  the data's identity, :data:`DATA_IDENTITY`), the same candidate pool (rule, size, SHA-256 of its names),
+  the same matching, and the same query ids, each with the same relation and gold answers. Anything else is
+  refused, naming the field and the two runs.
 """
 
 from __future__ import annotations
@@ -31,27 +24,21 @@ from typing import Any
 
 import numpy as np
 
+from medlama.core.atomic import owner_record
 from medlama.core.errors import MedlamaInputError
-from medlama.core.intervals import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
-from medlama.core.settings import check, setting
-from medlama.probers.base import PREDICTIONS_FILE, RESULTS_FILE
+from medlama.core.integrity import FILES_KEY, change_since
+from medlama.metrics import load as load_metric
+from medlama.probers.base import KEEP_PREDICTIONS, PREDICTIONS_FILE, RESULTS_FILE
 
-#: What every compared run must share, as ``(name in messages, key in the run's data record)``.
-SAME_DATA = (("dataset", "dataset"), ("query set", "config"), ("data fingerprint", "fingerprint"),
-             ("candidate pool", "candidates"))
-
-
-@dataclass(frozen=True)
-class CompareSettings:
-    """How ``medlama compare`` computes its intervals (recorded in its JSON)."""
-
-    resamples: int = setting(DEFAULT_RESAMPLES, min=100, metavar="N",
-                             help="bootstrap resamples of the queries for every interval")
-    seed: int = setting(DEFAULT_SEED, min=0, help="seed of the bootstrap (the same seed gives the same intervals)")
-    level: float = setting(DEFAULT_LEVEL, min=0.5, max=0.999, help="confidence level of the intervals")
-
-    def __post_init__(self) -> None:
-        check(self)
+#: What every compared run must share, as ``(name in messages, key in the run's data record)``: the dataset and
+#: query set, the data's identity (:data:`DATA_IDENTITY`) and the candidate pool.
+SAME_DATA = (("dataset", "dataset"), ("query set", "config"), ("data files (SHA-256)", "sha256"),
+             ("data fingerprint", "fingerprint"), ("candidate pool", "candidates"))
+#: The keys of a run's data record that identify the data itself, whatever its origin: ``sha256``, of the
+#: data folder's files (a built folder, a ``push-dataset`` dry run, a Hub snapshot, the cached build;
+#: :func:`medlama.datasets.folders.identity`), and ``fingerprint``, of a loaded ``datasets.Dataset`` (or what
+#: a hand-made query set declares). A run must record one: other prompt text is other data.
+DATA_IDENTITY = ("sha256", "fingerprint")
 
 
 @dataclass
@@ -123,11 +110,12 @@ def _fill(run: Run, rows: list[tuple[int, dict]], file: Path) -> None:
     if not rows:
         raise MedlamaInputError(f"no per-query rows of run {run.label!r}", file=file)
     for number, row in rows:
-        for key in ("id", "relation", "gold", *(f"hit@{k}" for k in run.ks)):
+        for key in ("id", "relation", "gold", "predictions", *(f"hit@{k}" for k in run.ks)):
             if key not in row:
                 raise MedlamaInputError(f"run {row['run']!r}: the row has no {key!r}", file=file, row=number)
-        if not isinstance(row["gold"], list):
-            raise MedlamaInputError("`gold` must be a list of names", file=file, row=number)
+        for key in ("gold", "predictions"):
+            if not isinstance(row[key], list):
+                raise MedlamaInputError(f"`{key}` must be a list of names", file=file, row=number)
         run.ids.append(str(row["id"]))
         run.relations.append(str(row["relation"]))
         run.gold.append(sorted(map(str, row["gold"])))
@@ -140,6 +128,48 @@ def _fill(run: Run, rows: list[tuple[int, dict]], file: Path) -> None:
         if isinstance(recorded, (int, float)) and not math.isclose(float(hits.mean()), recorded, abs_tol=1e-9):
             raise MedlamaInputError(f"run {run.label!r}: its rows give acc@{k} = {hits.mean():.6f} but results.json "
                                     f"records {recorded:.6f}; the two files are not of one run", file=file)
+    _check_hits(run, rows, file)
+
+
+def _check_hits(run: Run, rows: list[tuple[int, dict]], file: Path) -> None:
+    """Refuse rows whose ``hit@k`` contradict their own ``predictions`` and ``gold``, scored again by the acc@k
+    module with the run's matching and ks. A row keeps the top :data:`KEEP_PREDICTIONS` names, so a hit
+    beyond them is checked only when those names already hold a gold answer (or the row holds every name)."""
+    if not run.ks:
+        return
+    match = (run.record.get("metrics") or {}).get("match", "exact")
+    predictions = [[str(name) for name in row["predictions"]] for _, row in rows]
+    groups = [str(i) for i in range(len(rows))]  # each query its own group: a group's acc@k is its hit@k
+    try:
+        scored = load_metric("acc_at_k").compute(predictions=predictions, references=[row["gold"] for _, row in rows],
+                                                 groups=groups, k=list(run.ks), match=match)
+    except ValueError as error:
+        raise MedlamaInputError(f"run {run.label!r}: its rows cannot be scored again: {error}", file=file) from None
+    for group, kept, (number, row) in zip(groups, map(len, predictions), rows):
+        for k in run.ks:
+            found = scored["groups"][group][f"acc@{k}"] == 1.0
+            if found != bool(row[f"hit@{k}"]) and (found or k <= kept or kept < KEEP_PREDICTIONS):
+                raise MedlamaInputError(
+                    f"run {run.label!r}: query {row['id']!r} records hit@{k} = {json.dumps(row[f'hit@{k}'])}, but its "
+                    f"predictions and gold answers give {json.dumps(found)} ({match} matching): the file was changed "
+                    "after medlama wrote it; probe again rather than compare edited hits", file=file, row=number)
+
+
+def _check_unchanged(folder: Path) -> None:
+    """Refuse a folder whose ``results.json`` or ``predictions.jsonl`` is not what the command that wrote it
+    recorded (:mod:`medlama.core.integrity`: its ownership record lists each file's size and SHA-256); a
+    folder without that record is read as it is, its hits scored again all the same."""
+    record = owner_record(folder) or {}
+    files = record.get(FILES_KEY)
+    if not isinstance(files, dict):
+        return
+    for name in (RESULTS_FILE, PREDICTIONS_FILE):
+        entry, path = files.get(name), folder / name
+        change = change_since(path, entry) if isinstance(entry, dict) else None
+        if change is not None:
+            raise MedlamaInputError(f"changed since `medlama {record.get('kind')}` wrote it ({change}): compare "
+                                    "pairs only what a run wrote; probe again rather than compare an edited file",
+                                    file=path)
 
 
 def load_runs(folders: Sequence[str | Path]) -> list[Run]:
@@ -159,6 +189,7 @@ def load_runs(folders: Sequence[str | Path]) -> list[Run]:
             run = Run(label, folder, record)
             _fill(run, rows[label], folder / PREDICTIONS_FILE)
             runs.append(run)
+        _check_unchanged(folder)
     if len(runs) < 2:
         raise MedlamaInputError(f"{len(runs)} run in {', '.join(map(str, folders))}: a comparison needs two or more")
     plain = [run.label for run in runs]
@@ -173,6 +204,12 @@ def load_runs(folders: Sequence[str | Path]) -> list[Run]:
 
 def check_comparable(runs: Sequence[Run]) -> None:
     """Refuse runs that are not of the same queries and pool (module docstring), naming the field and runs."""
+    for run in runs:
+        if all(run.data.get(key) is None for key in DATA_IDENTITY):
+            raise MedlamaInputError(
+                f"run {run.label!r} ({run.folder}) records no identity of its data (neither the SHA-256 of a data "
+                "folder nor a Dataset's fingerprint), so nothing says its queries are worded as the other runs'; "
+                "probe data given as a folder, a Hub id or a Dataset (a QuerySet: with a `fingerprint` in its info)")
     first = runs[0]
     order = {qid: i for i, qid in enumerate(first.ids)}
     for run in runs[1:]:
@@ -195,91 +232,3 @@ def check_comparable(runs: Sequence[Run]) -> None:
             if (relation, gold) != (first.relations[i], first.gold[i]):
                 raise differ(f"relation or gold answers of query {qid!r}", (first.relations[i], first.gold[i]),
                              (relation, gold))
-
-
-def _aligned(run: Run, order: dict[str, int], k: int) -> np.ndarray:
-    """``run``'s hits at k in the first run's query order."""
-    hits = np.empty(len(order), dtype=bool)
-    hits[[order[qid] for qid in run.ids]] = run.hits[k]
-    return hits
-
-
-def compare_runs(runs: Sequence[Run], settings: CompareSettings = CompareSettings()) -> dict:
-    """The comparison's record (module docstring): ``ks``, ``leaderboard``, ``comparisons``, ``method``."""
-    from medlama.core.intervals import bootstrap_macro_ci, bootstrap_mean_ci
-    from medlama.core.significance import holm, paired_difference
-
-    check_comparable(runs)
-    ks = sorted(set.intersection(*(set(run.ks) for run in runs)))
-    if not ks:
-        raise MedlamaInputError("the runs share no scored cut-off k: " + "; ".join(
-            f"{run.label}: {run.ks}" for run in runs))
-    options = {"resamples": settings.resamples, "seed": settings.seed, "level": settings.level}
-    base = runs[0]
-    order = {qid: i for i, qid in enumerate(base.ids)}
-    relations = np.asarray(base.relations, dtype=object)
-    names = sorted(set(base.relations))
-    hits = {run.label: {k: _aligned(run, order, k) for k in ks} for run in runs}
-    leaderboard = []
-    for run in runs:
-        entry: dict[str, Any] = {"label": run.label}
-        for k in ks:
-            h = hits[run.label][k].astype(np.float64)
-            ci = bootstrap_mean_ci(h, **options)
-            entry[f"acc@{k}"] = {"value": float(h.mean()), "interval": list(ci) if ci else None}
-            macro_ci = bootstrap_macro_ci(h, relations, **options)
-            entry[f"acc@{k}_macro"] = {"value": float(np.mean([h[relations == r].mean() for r in names])),
-                                       "interval": list(macro_ci) if macro_ci else None}
-        leaderboard.append(entry)
-    comparisons = []
-    for run in runs[1:]:
-        a, b = hits[base.label], hits[run.label]
-        entry = {"baseline": base.label, "run": run.label, "per_relation": {r: {} for r in names}}
-        for k in ks:
-            entry[f"acc@{k}"] = paired_difference(a[k], b[k], **options).to_json()
-            entry[f"acc@{k}_macro"] = paired_difference(a[k], b[k], groups=relations, **options).to_json()
-            per = {r: paired_difference(a[k][relations == r], b[k][relations == r], **options).to_json()
-                   for r in names}
-            for r, adjusted in zip(names, holm([per[r]["p_value"] for r in names])):
-                entry["per_relation"][r][f"acc@{k}"] = {**per[r], "p_holm": adjusted}
-        comparisons.append(entry)
-    return {"ks": ks, "queries": len(base.ids), "relations": {r: int((relations == r).sum()) for r in names},
-            "leaderboard": leaderboard, "comparisons": comparisons, "method": method_record(settings)}
-
-
-def method_record(settings: CompareSettings) -> dict:
-    """How the numbers were computed, recorded beside them."""
-    return {
-        "settings": {"resamples": settings.resamples, "seed": settings.seed, "level": settings.level},
-        "interval": "percentile bootstrap over queries, seeded; micro: all queries resampled together; macro: "
-                    "stratified (each relation's queries resampled within it)",
-        "difference": "run minus baseline (the first run), paired: both runs scored on the same resampled queries",
-        "test": "McNemar's exact test: two-sided binomial test of the discordant queries (baseline-only hits "
-                "a_only, run-only hits b_only) with p = 1/2",
-        "correction": "Holm's step-down correction across the relations, per comparison and k (p_holm)",
-    }
-
-
-def input_record(run: Run) -> dict:
-    """What identifies a compared run's input: its folder's name, its files' SHA-256, and what it probed."""
-    from medlama.core.checksums import sha256_of
-
-    provenance = run.record.get("provenance") or {}
-    return {"label": run.label, "run": run.record.get("label"), "folder": run.folder.resolve().name,
-            "results_sha256": sha256_of(run.folder / RESULTS_FILE),
-            "predictions_sha256": sha256_of(run.folder / PREDICTIONS_FILE),
-            "settings": run.record.get("settings"), "model": provenance.get("model"), "date": provenance.get("date"),
-            "data": run.data}
-
-
-def compare_folders(folders: Sequence[str | Path], settings: CompareSettings = CompareSettings(), *,
-                    argv: Sequence[str] | None = None) -> dict:
-    """What ``medlama compare FOLDER ...`` computes: :func:`compare_runs` of every run of ``folders``
-    (:func:`load_runs`), with each input's record (:func:`input_record`) and the comparison's own provenance."""
-    from medlama.core.provenance import provenance
-
-    runs = load_runs(folders)
-    record = compare_runs(runs, settings)
-    record["inputs"] = [input_record(run) for run in runs]
-    record["provenance"] = provenance(argv=argv)
-    return record

@@ -1,5 +1,5 @@
 """``medlama compare``'s tables (terminal, Markdown, LaTeX) and its plot with error bars, from the record of
-:func:`medlama.probers.compare.compare_runs`. Every figure is in percent; an interval is ``[low, high]``."""
+:func:`medlama.probers.compare.comparison.compare_runs`. Every figure is in percent; an interval is ``[low, high]``."""
 
 from __future__ import annotations
 
@@ -7,10 +7,36 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from medlama.core.display import latex_table, markdown_table, print_table
+from medlama.core.settings import check, setting
+from medlama.probers.report import bar_with_errors, save_figure
 
 #: The output formats of the tables.
 FORMATS = ("table", "markdown", "latex", "json")
+
+
+@dataclass(frozen=True)
+class CompareOutput:
+    """How ``medlama compare`` shows its record: the tables' format, and the plot."""
+
+    format: str = setting("table", choices=FORMATS,
+                          help="table: the terminal's; markdown or latex: the tables as text for a paper; json: the "
+                               "whole record")
+    json: bool = setting(False, help="the same as --format json", switch=True, shown=None)
+    plot: Path | None = setting(None, metavar="FILE", shown="no plot",
+                                help="also write the leaderboard with its intervals as error bars to FILE (a PNG; an "
+                                     "existing FILE is replaced only with --overwrite)")
+    overwrite: bool = setting(False, help="replace an existing --plot FILE", switch=True, shown="refuse")
+
+    def __post_init__(self) -> None:
+        check(self)
+
+    @property
+    def chosen_format(self) -> str:
+        """The format asked for (``--json`` is ``--format json``)."""
+        return "json" if self.json else self.format
 
 
 @dataclass(frozen=True)
@@ -88,13 +114,10 @@ def render(record: dict, fmt: str) -> str | None:
 
 def plot_leaderboard(record: dict, path: str | Path) -> Path:
     """acc@k of every run (micro, left; macro, right) with its bootstrap interval as error bars."""
-    import matplotlib
+    import matplotlib  # only when a plot is asked for: matplotlib stays out of the tables' path
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
-
-    from medlama.probers.report import bar_with_errors, save_figure
 
     ks, runs = record["ks"], record["leaderboard"]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
