@@ -7,9 +7,10 @@ import argparse
 
 import pytest
 
-from medlama.commands.build_context_variance import parse_corpus, register
+from medlama.commands.build_context_variance import CorpusFlags, RunSettings, parse_corpus, register
 from medlama.datasets.context_variance import BuildSettings, CorpusSpec, KnowledgeSpec
 from medlama.core.errors import MedlamaInputError
+from medlama.core.settings import settings_from
 
 
 def test_corpus_specs():
@@ -48,4 +49,5 @@ def test_flags_keep_their_spellings_and_make_typed_settings():
                                                    "prompt_column": "query_default"}
     defaults = _parser().parse_args(["context-variance", "--out", "o", "--biolama", "b", "--pmc", "p"])
     assert given_settings(defaults, BuildSettings) == {} and given_settings(defaults, KnowledgeSpec) == {}
-    assert (defaults.num_proc, defaults.index_dir, defaults.text_per, defaults.text_field) == (1, None, "line", "text")
+    run, corpora = (settings_from(cls, given_settings(defaults, cls)) for cls in (RunSettings, CorpusFlags))
+    assert (run.num_proc, run.index_dir, corpora.text_per, corpora.text_field) == (1, None, "line", "text")
