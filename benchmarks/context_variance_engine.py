@@ -46,7 +46,7 @@ CORES = (2, 32, 256)
 def engine_build(spec, entities, directory: Path, workers: int, tasks: int | None, chunk_size: int) -> dict:
     """Build with the pipeline, timing the read stage and the rest apart; the manifest with the times."""
     from medlama.datasets.context_variance.index.corpus_index import CorpusIndex
-from medlama.datasets.context_variance.index.format import entity_payload
+    from medlama.datasets.context_variance.index.format import entity_payload
     from medlama.datasets.context_variance.index.pipeline import make_executors, plan_build
     from medlama.datasets.context_variance.settings import IndexEngine
     from medlama.loaders.corpora import corpus_files

@@ -28,6 +28,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from medlama.core.atomic import atomic_directory
 from medlama.datasets.context_variance.index.format import (FORMAT, FORMAT_VERSION, MATCH_COLUMNS, ROW_GROUP_SIZE,
@@ -171,7 +173,7 @@ def peak_rss_mib() -> float:
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
-    import resource
+    import resource  # Unix only (no /proc: macOS): read only there
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -224,9 +226,6 @@ def release_matcher() -> None:
 def match_chunk(number: int, first_row: int, doc_ids: list[str], texts: list[str], out_dir: str,
                    min_entities: int, batch_size: int) -> dict:
     """Match one chunk, write its stored documents to a Parquet part, return its postings."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     assert _MATCHER is not None, "worker not initialised"
     columns: dict[str, list] = {name: [] for name in ("row", "doc_id", "text", *MATCH_COLUMNS)}
     codes: list[int] = []
