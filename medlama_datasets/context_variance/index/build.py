@@ -28,8 +28,6 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from medlama.core.atomic import atomic_directory
 from medlama.datasets.context_variance.index.format import (FORMAT, FORMAT_VERSION, MATCH_COLUMNS, ROW_GROUP_SIZE,
@@ -226,6 +224,10 @@ def release_matcher() -> None:
 def match_chunk(number: int, first_row: int, doc_ids: list[str], texts: list[str], out_dir: str,
                    min_entities: int, batch_size: int) -> dict:
     """Match one chunk, write its stored documents to a Parquet part, return its postings."""
+    # pyarrow loads when an index is written, not with the package (the CLI's parser imports it)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     assert _MATCHER is not None, "worker not initialised"
     columns: dict[str, list] = {name: [] for name in ("row", "doc_id", "text", *MATCH_COLUMNS)}
     codes: list[int] = []

@@ -52,7 +52,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from medlama.core.errors import MedlamaInputError
 from medlama.datasets.context_variance.index.build import write_index
@@ -293,6 +292,9 @@ class CorpusIndex:
         ``row`` (small reads, cached)."""
         meta = self._part_meta.get(at)
         if meta is None:
+            # pyarrow loads when an index is read, not with the package (the CLI's parser imports it)
+            import pyarrow.parquet as pq
+
             handle = pq.ParquetFile(self.directory / "documents" / self._parts[at][0])
             firsts = [handle.metadata.row_group(i).column(0).statistics.min
                       for i in range(handle.metadata.num_row_groups)]
