@@ -9,7 +9,7 @@ then measures:
    store documents, postings), in documents and characters per second;
 3. peak memory of the main process and of the largest worker: the ``VmHWM`` high-water mark of
    ``/proc/self/status`` recorded by the index build (``ru_maxrss`` only where ``/proc`` is missing;
-   see ``medlama.datasets.context_variance.index_build.peak_rss_mib``);
+   see ``medlama.datasets.context_variance.index.build.peak_rss_mib``);
 4. retrieval (subject & target intersection) and document fetches;
 
 and projects the build time for all of MIMIC-III (2,083,180 notes) at the measured rates.
@@ -116,7 +116,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from medlama.datasets.context_variance import CorpusIndex, EntityMatcher, Entity, Triple
-    from medlama.loaders.corpora import corpus_fingerprint, read_mimic_notes
+    from medlama.loaders.corpora import corpus_fingerprint
+    from medlama.loaders.mimic_notes import read_mimic_notes
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="cv-bench-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -45,8 +45,10 @@ CORES = (2, 32, 256)
 
 def engine_build(spec, entities, directory: Path, workers: int, tasks: int | None, chunk_size: int) -> dict:
     """Build with the pipeline, timing the read stage and the rest apart; the manifest with the times."""
-    from medlama.datasets.context_variance.index import CorpusIndex, entity_payload
-    from medlama.datasets.context_variance.index_engine import IndexEngine, make_executors, plan_build
+    from medlama.datasets.context_variance.index.corpus_index import CorpusIndex
+    from medlama.datasets.context_variance.index.format import entity_payload
+    from medlama.datasets.context_variance.index.pipeline import make_executors, plan_build
+    from medlama.datasets.context_variance.settings import IndexEngine
     from medlama.loaders.corpora import corpus_files
 
     engine = IndexEngine(workers=workers, tasks=tasks, chunk_size=chunk_size)
@@ -65,7 +67,7 @@ def engine_build(spec, entities, directory: Path, workers: int, tasks: int | Non
 
 
 def old_build(corpus, entities, directory: Path, workers: int, chunk_size: int) -> dict:
-    from medlama.datasets.context_variance.index import CorpusIndex
+    from medlama.datasets.context_variance.index.corpus_index import CorpusIndex
 
     started = time.perf_counter()
     index = CorpusIndex.build(corpus, entities, directory, num_proc=workers, chunk_size=chunk_size)
@@ -93,8 +95,9 @@ def write_articles(folder: Path, count: int, words: int, entities, rng: random.R
 RESUME_SCRIPT = """
 import sys
 from pathlib import Path
-from medlama.datasets.context_variance.index import entity_payload
-from medlama.datasets.context_variance.index_engine import IndexEngine, build_file_index
+from medlama.datasets.context_variance.index.format import entity_payload
+from medlama.datasets.context_variance.index.pipeline import build_file_index
+from medlama.datasets.context_variance.settings import IndexEngine
 from medlama.loaders.corpora import corpus_files
 sys.path.insert(0, {bench!r})
 from bench_cv_index import make_entities
@@ -110,8 +113,8 @@ def resumed_build(corpus: Path, work_root: Path, args) -> dict:
     """A whole build and a killed-then-rerun build, each the same command in a new process (interpreter
     start-up, imports and planning included, as a user reruns it): seconds of each, and the matching tasks
     the killed run had completed."""
-    from medlama.datasets.context_variance.index_engine import work_folder
-    from medlama.datasets.context_variance.index_steps import completed_tasks
+    from medlama.datasets.context_variance.index.pipeline import work_folder
+    from medlama.datasets.context_variance.index.steps import completed_tasks
 
     tasks = args.tasks or 4 * args.num_proc
 

@@ -21,7 +21,7 @@ the labels are, and two text files with the same label are refused before anythi
 Folders are searched recursively for the format's file extensions; hidden files are skipped. A file
 named directly is read whatever its extension.
 
-* :func:`read_mimic_notes`: MIMIC notes, ``.csv`` or ``.csv.gz``: MIMIC-III ``NOTEEVENTS.csv`` (ROW_ID,
+* :func:`~medlama.loaders.mimic_notes.read_mimic_notes`: MIMIC notes, ``.csv`` or ``.csv.gz``: MIMIC-III ``NOTEEVENTS.csv`` (ROW_ID,
   SUBJECT_ID, HADM_ID, CHARTDATE, CHARTTIME, STORETIME, CATEGORY, DESCRIPTION, CGID, ISERROR, TEXT) or
   MIMIC-IV-Note ``discharge.csv`` / ``radiology.csv`` (note_id, subject_id, hadm_id, note_type, note_seq,
   charttime, storetime, text). The id (``ROW_ID`` / ``note_id``) and the text are required, the other
@@ -37,25 +37,23 @@ named directly is read whatever its extension.
 
 :func:`load_corpus` dispatches on a format name; :func:`corpus_fingerprint` identifies a corpus (its
 files' paths, sizes and modification times, the reader options and :data:`READER_VERSION`) so that an
-index built from it can be reused (:class:`medlama.datasets.context_variance.index.CorpusIndex`).
+index built from it can be reused (:class:`medlama.datasets.context_variance.index.corpus_index.CorpusIndex`).
 
-:func:`mimic_signature` tells whether files read by a generic reader (JSON Lines, plain text) are MIMIC notes
+:func:`~medlama.loaders.mimic_notes.mimic_signature` tells whether files read by a generic reader (JSON Lines, plain text) are MIMIC notes
 all the same (MIMIC's columns in a record or a CSV header, MIMIC-IV note ids), so that their licence follows
 the text whatever reader brought it in (:mod:`medlama.datasets.licences`).
 
 The readers share one contract (file discovery, labels, unique ids, errors that name file, line and record:
-:mod:`medlama.loaders.corpus_files`); the self-contained parts live beside: the strict MIMIC CSV parsing
-(:mod:`medlama.loaders.noteevents`) and the JATS parser (:mod:`medlama.loaders.jats`).
+:mod:`medlama.loaders.corpus_files`); the self-contained parts live beside: the MIMIC notes reader and
+signature (:mod:`medlama.loaders.mimic_notes`), its strict CSV parsing (:mod:`medlama.loaders.noteevents`)
+and the JATS parser (:mod:`medlama.loaders.jats`).
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import os
-import re
-import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -67,45 +65,22 @@ from medlama.loaders.corpus_files import (  # noqa: F401  (FORMATS and the suffi
     TEXT_SUFFIXES,
     MIMIC_SUFFIXES,
     NOT_TEXT,
+    DUPLICATE_HINTS,
     CorpusFile,
     Located,
     _dataset,
-    _error_at,
     _features,
     _files,
     _open_text,
-    _place,
     _unique_ids,
     _without_suffix,
 )
 from medlama.loaders.jats import parse_jats  # noqa: F401  (read_pmc_articles' parser, importable here)
-from medlama.loaders.noteevents import BadRecord, NoteRecords, column_names, id_column
-
-#: Columns of MIMIC-III NOTEEVENTS.csv, in file order.
-MIMIC_COLUMNS = ("ROW_ID", "SUBJECT_ID", "HADM_ID", "CHARTDATE", "CHARTTIME", "STORETIME", "CATEGORY",
-                 "DESCRIPTION", "CGID", "ISERROR", "TEXT")
-#: Columns of MIMIC-IV-Note's ``discharge.csv`` and ``radiology.csv``, in file order (lower case there).
-MIMIC_IV_COLUMNS = ("note_id", "subject_id", "hadm_id", "note_type", "note_seq", "charttime", "storetime", "text")
-MIMIC_REQUIRED = ("ROW_ID", "TEXT")
-#: Metadata kept from a note besides ``doc_id`` (ROW_ID / note_id) and ``text`` (TEXT).
-MIMIC_METADATA = ("SUBJECT_ID", "HADM_ID", "CHARTDATE", "CATEGORY", "DESCRIPTION")
-#: MIMIC-IV's note types as MIMIC-III names the category (``--categories "Discharge summary"`` reads both).
-MIMIC_IV_CATEGORIES = {"DS": "Discharge summary", "RR": "Radiology", "AR": "Radiology"}
-#: What a MIMIC reader does with a record the CSV does not hold cleanly: stop with an error, or leave it out.
-ON_BAD_RECORD = ("error", "skip")
-#: How many left-out records the note on stderr lists.
-REPORTED_BAD_RECORDS = 5
+from medlama.loaders.mimic_notes import ON_BAD_RECORD, _mimic_header, _mimic_located, read_mimic_notes
 
 #: Part of every corpus fingerprint: raised whenever the records read from the same files change (ids,
 #: the files a folder gives), so that indexes built by an earlier version are rebuilt, not reused.
 READER_VERSION = 3
-_CSV_FIELD_LIMIT = 2**31 - 1
-#: What a repeated document id of each format most likely means, said in its error.
-DUPLICATE_HINTS = {"mimic": "a note id repeats: is a notes file read twice?",
-                   "pmc": "the same article is read twice: remove one copy",
-                   "jsonl": "give every record its own id, or none: a record without one is <file>:<line>",
-                   "text": "files differing only in their extension"}
-
 #: The options each format's reader takes (:func:`load_corpus`'s keyword arguments).
 READER_OPTIONS = {"mimic": {"categories", "include_errors", "on_bad_record"}, "pmc": set(),
                   "jsonl": {"text_field", "id_field"}, "text": {"per"}}
@@ -136,7 +111,7 @@ def located_records(files: Iterable[CorpusFile], format: str, **options) -> Iter
     """The records of ``files`` (a shard of :func:`corpus_files`) with where each starts (line, record
     number), as ``format``'s reader reads them but without its duplicate-id check: a reader of one shard
     cannot see the others, so the index pipeline checks the ids of all shards after reading
-    (:mod:`medlama.datasets.context_variance.index_engine`), naming both places as the reader would."""
+    (:mod:`medlama.datasets.context_variance.index.pipeline`), naming both places as the reader would."""
     files = tuple(files)
     if format == "mimic":
         categories = options.get("categories")
@@ -191,193 +166,6 @@ def load_corpus(paths: str | Path | Iterable[str | Path], format: str | None = N
     if format not in readers:
         raise MedlamaInputError(f"unknown corpus format {format!r}; choose from {list(FORMATS)}", field="format")
     return readers[format](paths, **options)
-
-
-# ------------------------------------------------------------------------------ MIMIC signatures
-#: Columns (upper-cased) that MIMIC notes have and other corpora hardly do: two of them in a CSV header or in a
-#: JSON record's keys are MIMIC's signature (a converter that keeps the id and the patient keeps two).
-MIMIC_MARKERS = frozenset({"ROW_ID", "NOTE_ID", "SUBJECT_ID", "HADM_ID", "CHARTDATE", "NOTE_TYPE", "NOTE_SEQ",
-                           "CGID", "ISERROR"})
-#: A MIMIC-IV-Note id (``10000032-DS-21``): as a record's id it is a signature on its own.
-MIMIC_IV_NOTE_ID = re.compile(r"[0-9]+-(?:DS|RR|AR)-[0-9]+")
-#: Records of each JSON Lines file that :func:`mimic_signature` looks at (a converted file is uniform).
-SIGNATURE_RECORDS = 100
-
-
-def mimic_signature(paths: str | Path | Iterable[str | Path], format: str, *, id_field: str | None = None,
-                    **_options) -> str | None:
-    """What shows that the files of a corpus read as ``format`` are MIMIC notes, or None.
-
-    ``mimic``: the reader is MIMIC's own (always MIMIC). ``text``: a first line that is a CSV header with two
-    :data:`MIMIC_MARKERS` (a notes CSV read as text). ``jsonl``: one of the first :data:`SIGNATURE_RECORDS`
-    records of a file with two :data:`MIMIC_MARKERS` among its keys, or a MIMIC-IV note id as its id. A file
-    that cannot be read is passed over here: the reader reports it.
-    """
-    if format == "mimic":
-        return "read by the MIMIC notes reader"
-    if format not in ("jsonl", "text"):
-        return None
-    for file, _ in _files(paths, format):
-        try:
-            with _open_text(file) as handle:
-                found = (_csv_header_signature(handle.readline()) if format == "text"
-                         else _jsonl_signature(handle, id_field))
-        except (OSError, UnicodeDecodeError, EOFError, csv.Error):
-            continue
-        if found:
-            return f"{found} in {Path(file).name}"
-    return None
-
-
-def _markers(names: Iterable[object]) -> list[str]:
-    return sorted({str(name).strip().strip("\ufeff").upper() for name in names} & MIMIC_MARKERS)
-
-
-def _csv_header_signature(line: str) -> str | None:
-    found = _markers(next(csv.reader([line]), []))
-    return f"a CSV header with {', '.join(found)}" if len(found) >= 2 else None
-
-
-def _jsonl_signature(handle, id_field: str | None) -> str | None:
-    seen = 0
-    for line in handle:
-        if not line.strip():
-            continue
-        seen += 1
-        if seen > SIGNATURE_RECORDS:
-            return None
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(record, dict):
-            continue
-        found = _markers(record)
-        if len(found) >= 2:
-            return f"records with {', '.join(found)}"
-        for key in (id_field, "doc_id", "id"):
-            value = record.get(key) if key else None
-            if isinstance(value, str) and MIMIC_IV_NOTE_ID.fullmatch(value.strip()):
-                return f"MIMIC-IV note ids ({key} {value.strip()!r})"
-    return None
-
-
-# ------------------------------------------------------------------------------------------ MIMIC
-def _mimic_header(file: str) -> dict[str, int]:
-    """Column positions by upper-cased name; raises when the note id (ROW_ID or note_id) or the text is missing."""
-    try:
-        with _open_text(file) as handle:
-            header = next(csv.reader(handle), None)
-    except (OSError, UnicodeDecodeError, csv.Error, EOFError) as error:
-        raise MedlamaInputError(f"cannot read the CSV header: {error}", file=file) from None
-    if not header:
-        raise MedlamaInputError("empty file: a MIMIC notes CSV needs a header row", file=file, row=1)
-    positions = {name: i for i, name in enumerate(column_names(header))}
-    missing = [name for name in MIMIC_REQUIRED if name not in positions]
-    if "NOTE_ID" in positions:  # MIMIC-IV: note_id is the id
-        missing.remove("ROW_ID")
-    if missing:
-        raise MedlamaInputError(
-            f"missing column(s) {', '.join(missing)} (MIMIC-III's NOTEEVENTS.csv has {', '.join(MIMIC_COLUMNS)}; "
-            f"MIMIC-IV-Note's discharge.csv and radiology.csv have {', '.join(MIMIC_IV_COLUMNS)}); found "
-            f"{', '.join(header)}", file=file, row=1, field=missing[0])
-    return positions
-
-
-def read_mimic_notes(paths: str | Path | Iterable[str | Path], *, categories: Iterable[str] | None = None,
-                     include_errors: bool = False, on_bad_record: str = "error"):
-    """MIMIC-III or MIMIC-IV notes: ``doc_id`` (ROW_ID / note_id), ``text`` (TEXT / text) and the
-    :data:`MIMIC_METADATA` columns (lower-cased names; empty when the file lacks them). For MIMIC-IV,
-    ``chartdate`` is the date of ``charttime``, ``category`` the note type as MIMIC-III names it
-    (:data:`MIMIC_IV_CATEGORIES`: ``DS`` is ``Discharge summary``) and ``description`` is empty.
-
-    ``categories`` keeps only notes of these categories (case-insensitive, e.g. ``["Discharge summary"]``;
-    for MIMIC-IV the note type's code, ``DS``, works too);
-    notes with ``ISERROR`` set are skipped unless ``include_errors``.
-
-    A record the CSV does not hold cleanly (an unterminated or stray quote, a field that swallowed the
-    records after it, too many or too few fields, a note id not in its version's form: see
-    :mod:`medlama.loaders.noteevents`) stops the reading with an error naming the file, the line the
-    record starts on and its number (``on_bad_record="error"``), or is left out (``"skip"``); then each
-    file with bad records gets one note on stderr when it has been read: how many were left out and
-    where the first :data:`REPORTED_BAD_RECORDS` are.
-    """
-    if on_bad_record not in ON_BAD_RECORD:
-        raise MedlamaInputError(f"on_bad_record must be one of {list(ON_BAD_RECORD)}, not {on_bad_record!r}",
-                                field="on_bad_record")
-    files = _files(paths, "mimic")
-    for file, _ in files:
-        _mimic_header(file)  # missing columns are reported now, not at the first read
-    # A tuple, not a list: datasets would shard over a list (see _dataset).
-    wanted = None if categories is None else tuple(sorted({c.strip().lower() for c in categories}))
-    return _dataset(_mimic_records, files, _features(name.lower() for name in MIMIC_METADATA),
-                    categories=wanted, include_errors=include_errors, skip=on_bad_record == "skip")
-
-
-def _mimic_error(message: str, file: str, line: int, record: int, field: str | None = None,
-                 stopped: int | None = None) -> MedlamaInputError:
-    """An error at a CSV record. Notes hold newlines, so the physical line where a record starts and
-    the record's number (the header is not a record) differ: the message gives both."""
-    if stopped is not None and stopped != line:
-        message += f" (reading stopped at line {stopped})"
-    return _error_at(message, file, line, record, field)
-
-
-def _mimic_records(files: tuple[CorpusFile, ...], categories: tuple[str, ...] | None,
-                   include_errors: bool, skip: bool = False) -> Iterator[dict]:
-    yield from _unique_ids(lambda: _mimic_located(files, categories, include_errors, skip), DUPLICATE_HINTS["mimic"])
-
-
-def _report_skipped(file: str, skipped: list[BadRecord]) -> None:
-    shown = "; ".join(f"{_place(file, bad.line, bad.record)}: {bad.message}" for bad in skipped[:REPORTED_BAD_RECORDS])
-    more = f"; and {len(skipped) - REPORTED_BAD_RECORDS} more" if len(skipped) > REPORTED_BAD_RECORDS else ""
-    print(f"medlama: note: {file}: left out {len(skipped)} bad record(s) (on_bad_record=skip): {shown}{more}",
-          file=sys.stderr)
-
-
-def _mimic_located(files: tuple[CorpusFile, ...], categories: tuple[str, ...] | None,
-                   include_errors: bool, skip: bool = False) -> Iterator[Located]:
-    csv.field_size_limit(_CSV_FIELD_LIMIT)  # notes run to tens of thousands of characters
-    wanted = None if categories is None else set(categories)
-    for file, _ in files:
-        positions = _mimic_header(file)
-        row_id, text_at = positions[id_column(list(positions))], positions["TEXT"]
-        error_at = positions.get("ISERROR")
-        note_type = positions.get("NOTE_TYPE") if "NOTE_ID" in positions else None
-        category_at = positions.get("CATEGORY") if note_type is None else note_type
-        metadata = [(name.lower(), positions.get(name)) for name in MIMIC_METADATA]
-        if note_type is not None:  # MIMIC-IV: the date of charttime; no description; the type named as in III
-            metadata = [("subject_id", positions.get("SUBJECT_ID")), ("hadm_id", positions.get("HADM_ID"))]
-            chart_at = positions.get("CHARTTIME")
-        with _open_text(file) as handle:
-            records = NoteRecords(handle, skip=skip)
-            try:
-                for row, line, number in records:
-                    if not include_errors and error_at is not None and row[error_at].strip() not in ("", "0"):
-                        continue
-                    category = row[category_at].strip() if category_at is not None else ""
-                    if note_type is not None:
-                        category = MIMIC_IV_CATEGORIES.get(category, category)
-                    if wanted is not None and category.lower() not in wanted and (
-                            note_type is None or row[note_type].strip().lower() not in wanted):
-                        continue
-                    record = {"doc_id": row[row_id].strip(), "text": row[text_at]}
-                    for name, at in metadata:
-                        record[name] = row[at] if at is not None else ""
-                    if note_type is not None:
-                        record["chartdate"] = row[chart_at].strip()[:10] if chart_at is not None else ""
-                        record["category"], record["description"] = category, ""
-                    record["source"] = file
-                    yield record, line, number
-            except BadRecord as bad:
-                raise _mimic_error(bad.message, file, bad.line, bad.record, bad.field, bad.stopped) from None
-            except UnicodeDecodeError as error:
-                raise _mimic_error(f"not UTF-8 at or after this record: {error}", file, records.start,
-                                   records.number + 1) from None
-            except (OSError, EOFError) as error:  # a truncated .gz
-                raise _mimic_error(f"cannot read: {error}", file, records.start, records.number + 1) from None
-        if records.skipped:
-            _report_skipped(file, records.skipped)
 
 
 # -------------------------------------------------------------------------------------------- PMC

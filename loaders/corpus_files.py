@@ -23,7 +23,11 @@ NOT_TEXT = re.compile(r"^(?:(?:md5|sha\d*|b2|check)sums?|readme|licen[cs]e|copyi
                       r"changes)$", re.IGNORECASE)
 #: A corpus file and its label (see the module docstring), as the record generators receive them.
 CorpusFile = tuple[str, str]
-
+#: What a repeated document id of each format most likely means, said in its error.
+DUPLICATE_HINTS = {"mimic": "a note id repeats: is a notes file read twice?",
+                   "pmc": "the same article is read twice: remove one copy",
+                   "jsonl": "give every record its own id, or none: a record without one is <file>:<line>",
+                   "text": "files differing only in their extension"}
 
 
 # ------------------------------------------------------------------------------------------ files
@@ -154,13 +158,13 @@ def _open_text(path: str):
 
 
 def _features(extra: Iterable[str] = ()):
-    from datasets import Features, Value
+    from datasets import Features, Value  # datasets loads when a reader is made, not with the file helpers
 
     return Features({name: Value("string") for name in ("doc_id", "text", *extra, "source")})
 
 
 def _dataset(generator, files: list[CorpusFile], features, **kwargs):
-    from datasets import IterableDataset
+    from datasets import IterableDataset  # as in _features: not loaded by the index pipeline's readers
 
     # A tuple, not a list: datasets would shard a list, calling the generator once per file, and the
     # duplicate-id check must see the whole corpus.

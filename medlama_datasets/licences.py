@@ -14,7 +14,7 @@ Corpus sources (context-variance sets) each carry a :class:`SourceLicence`, reco
 and the card, so that ``push-dataset`` decides from the folder whatever reader brought the text in:
 
 * ``reader``: a MIMIC reader (format ``mimic``) read the source: :data:`PHYSIONET`;
-* ``columns``: the files carry MIMIC's column signature (:func:`medlama.loaders.corpora.mimic_signature`:
+* ``columns``: the files carry MIMIC's column signature (:func:`medlama.loaders.mimic_notes.mimic_signature`:
   MIMIC notes converted to JSON Lines, or a MIMIC CSV read as text): :data:`PHYSIONET` too, and no
   declaration can change it;
 * ``declared``: the licence the builder declared (an SPDX id or text, ``--corpus-licence NAME=LICENCE``);

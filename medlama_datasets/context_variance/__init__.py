@@ -6,8 +6,10 @@ The construction core:
 * :mod:`.knowledge`     triples, their correct objects (O_cor) and typed entity pools (O_pool);
 * :mod:`.kb_adapters`   knowledge bases from built MedLAMA and BioLAMA folders;
 * :mod:`.matching`      case-insensitive longest-match entity mentions with spaCy's PhraseMatcher;
-* :mod:`.index`         an entity -> documents index built once per corpus and reused (its writer:
-  :mod:`.index_build`);
+* :mod:`.index`         an entity -> documents index built once per corpus and reused: its reader
+  (:mod:`.index.corpus_index`), on-disk format (:mod:`.index.format`), the ``datatrove`` pipeline that builds
+  it from corpus files (:mod:`.index.pipeline`, its steps :mod:`.index.steps`), the in-process writer
+  (:mod:`.index.build`) and the surface-form table (:mod:`.index.forms`);
 * :mod:`.segmentation`  segments around the centre object (figure 1 of the paper);
 * :mod:`.contexts`      every context type built from the segments, with its incremental inputs (figure 2);
 * :mod:`.rows`          a stored row's inputs rebuilt from its segments and layout (:func:`with_inputs`).
@@ -16,9 +18,10 @@ The dataset:
 
 * :mod:`.settings`      typed settings: :class:`BuildSettings`, :class:`CorpusSpec`, :class:`KnowledgeSpec`;
 * :mod:`.layout`        schemas, config names and the files behind them;
-* :mod:`.pipeline`      the per-triple work (retrieval, contexts, rows) in worker processes;
+* :mod:`.triple_rows`   the per-triple work (retrieval, contexts, rows) in worker processes;
 * :mod:`.builder`       :class:`ContextVarianceBuilder`, the ``datasets`` builder class;
-* :mod:`.export`        every config written into a dataset folder (``medlama build context-variance``);
+* :mod:`.export`        :func:`build_context_variance`: every config of the builder written into a dataset
+  folder, the one way a folder is built (``medlama build context-variance``);
 * :mod:`.stats`         the build's counts (its card: :func:`medlama.datasets.card.render_context_variance_card`).
 
 The builder and the export import ``datasets``; they are loaded when first asked for, so that the
@@ -27,7 +30,7 @@ worker processes of a build (which import this package) stay small.
 
 from medlama.datasets.context_variance.knowledge import Entity, EntityPool, KnowledgeBase, Triple, fill_template
 from medlama.datasets.context_variance.matching import EntityMatcher, Mention
-from medlama.datasets.context_variance.index import CorpusIndex, IndexedDocument
+from medlama.datasets.context_variance.index.corpus_index import CorpusIndex, IndexedDocument
 from medlama.datasets.context_variance.segmentation import (Segment, Segmentation, resolve_pool_mentions,
                                                              segment_document)
 from medlama.datasets.context_variance.contexts import CONTEXT_TYPES, ContextInput, ContextSequence, build_contexts
@@ -38,13 +41,12 @@ _LAZY = {
     "ContextVarianceBuilder": "builder",
     "ContextVarianceConfig": "builder",
     "build_context_variance": "export",
-    "write_folder": "export",
 }
 
 
 def __getattr__(name: str):
     if name in _LAZY:
-        import importlib
+        import importlib  # the builder and the export import datasets: loaded when first asked for (see above)
 
         return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -76,5 +78,4 @@ __all__ = [
     "row_inputs",
     "segment_document",
     "with_inputs",
-    "write_folder",
 ]

@@ -4,10 +4,10 @@ For every corpus (a *source*: ``ehr`` for MIMIC notes, ``pmc`` for PMC articles,
 user's choosing for JSON Lines / plain text), the builder
 
 1. settles its licence (:meth:`~.settings.CorpusSpec.source_licence`) and opens, or builds once, its
-   entity index (:class:`~.index.CorpusIndex`: one per corpus fingerprint, shared by every knowledge base,
-   each reading its own view of it; built, or extended to the knowledge base's forms, from the corpus files by the ``datatrove`` pipeline of :mod:`.index_engine`: locally with ``num_proc`` processes,
+   entity index (:class:`~.index.corpus_index.CorpusIndex`: one per corpus fingerprint, shared by every knowledge base,
+   each reading its own view of it; built, or extended to the knowledge base's forms, from the corpus files by the ``datatrove`` pipeline of :mod:`.index.pipeline`: locally with ``num_proc`` processes,
    or as ``index_engine`` says, e.g. on Slurm; resumable, bounded memory);
-2. makes the rows of every triple (:mod:`.pipeline`): at most ``max_docs`` documents mentioning both its
+2. makes the rows of every triple (:mod:`.triple_rows`): at most ``max_docs`` documents mentioning both its
    subject and its target, every requested context type of each with its negative-target counterpart.
 
 Its configs are :class:`ContextVarianceConfig` s named as :mod:`.layout` says (``<source>_<context_type>``,
@@ -20,7 +20,7 @@ are made when asked for rather than listed. From Python::
     real = builder.as_dataset(split="test")
 
 ``medlama build context-variance`` writes every config at once into a folder (:mod:`.export`), making
-each source's rows once with :meth:`ContextVarianceBuilder.source_rows`, the method the configs'
+each source's rows once with :meth:`ContextVarianceBuilder.generate_sources`, what the configs'
 ``_generate_examples`` read too. A ``<source>`` config yields its rows in the order they are made; the
 folder's ``<source>`` config reads them file by file.
 """
@@ -37,14 +37,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
+from datasets.fingerprint import Hasher
+from tqdm.auto import tqdm
 
-from medlama.datasets.context_variance.index_engine import IndexEngine, open_or_build_spec_index
-from medlama.datasets.context_variance.knowledge import KnowledgeBase
+from medlama.datasets.context_variance.index.corpus_index import CorpusIndex
+from medlama.datasets.context_variance.index.format import entity_payload
+from medlama.datasets.context_variance.index.pipeline import open_or_build_spec_index
+from medlama.datasets.context_variance.kb_adapters import pool_id, triple_id
+from medlama.datasets.context_variance.knowledge import KnowledgeBase, entities_fingerprint
 from medlama.datasets.context_variance.layout import SPLIT, config_layout, config_rows, features, pool_features
-from medlama.datasets.context_variance.pipeline import run_chunks
+from medlama.datasets.context_variance.triple_rows import run_chunks
 from medlama.datasets.context_variance.settings import (
     BuildSettings,
     CorpusSpec,
+    IndexEngine,
     KnowledgeSpec,
     default_index_root,
     merge_specs,
@@ -73,7 +79,7 @@ class ContextVarianceConfig(datasets.BuilderConfig):
     index_root: str | Path | None = None
     num_proc: int = 1
     chunk_triples: int = 64
-    #: How corpus indexes are built (:class:`~.index_engine.IndexEngine`: local, Slurm or Ray ``datatrove``
+    #: How corpus indexes are built (:class:`~.settings.IndexEngine`: local, Slurm or Ray ``datatrove``
     #: executors); None: locally with ``num_proc`` worker processes.
     index_engine: IndexEngine | None = None
     progress: bool = True
@@ -107,8 +113,6 @@ class ContextVarianceConfig(datasets.BuilderConfig):
 
     def create_config_id(self, config_kwargs: dict, custom_features=None) -> str:
         """The config name and a hash of what decides the rows, corpus and knowledge-base files included."""
-        from datasets.fingerprint import Hasher
-
         what = {key: value for key, value in config_kwargs.items() if key not in (*_NOT_IN_ID, "name", "version")}
         what.pop("knowledge_base", None)
         what.update(corpus_files=[spec.fingerprint() for spec in self.corpora],
@@ -146,21 +150,22 @@ class ContextVarianceBuilder(datasets.GeneratorBasedBuilder):
         settings = self.config.settings
         wanted = config_rows(self.config.name, self.config.sources, settings.context_types, settings.negative)
         used_pools: dict = {}
-        stats = self.open_sources(None if wanted.pools else [wanted.source])
+        sources = self.generate_sources(used_pools, None if wanted.pools else [wanted.source])
         if wanted.pools:  # the pools the rows rank: every source's rows decide which
-            for stat in stats:
-                for _ in self.source_rows(stat, used_pools):
+            for _, batches in sources:
+                for _ in batches:
                     pass
             columns = pool_rows(used_pools)
             for position, values in enumerate(zip(*columns.values())):
                 yield datasets.builder.Key(0, position), dict(zip(columns, values))
             return
         position = 0
-        for rows in self.source_rows(stats[0], used_pools):
-            for row in rows:
-                if wanted.wants(row):
-                    yield datasets.builder.Key(0, position), row
-                    position += 1
+        for _, batches in sources:
+            for rows in batches:
+                for row in rows:
+                    if wanted.wants(row):
+                        yield datasets.builder.Key(0, position), row
+                        position += 1
 
     # -------------------------------------------------------------------------- the work
     def knowledge_base(self) -> KnowledgeBase:
@@ -172,10 +177,20 @@ class ContextVarianceBuilder(datasets.GeneratorBasedBuilder):
             self._knowledge_base = kb
         return self._knowledge_base
 
-    def open_sources(self, names: list[str] | None = None) -> list[SourceStats]:
-        """Fresh counts of each source (of ``names``, or all), their indexes opened or built first."""
-        from medlama.datasets.context_variance.index import CorpusIndex
+    def generate_sources(self, used_pools: dict, names: list[str] | None = None
+                         ) -> Iterator[tuple[SourceStats, Iterator[list[dict]]]]:
+        """The rows of every source (of ``names``, or all): ``(counts, batches)`` per source, in order.
 
+        Every source's index is opened or built when this is called, before any row. The batches are the rows chunk by
+        chunk in triple order, counted into the source's counts as they come; read them before the next
+        source. ``used_pools`` gains the pools of the triples that found a context. The one way rows are
+        made: the configs (:meth:`_generate_examples`) and the folder export (:mod:`.export`) both read them.
+        """
+        stats = self._open_sources(names)  # now, not at the first row: every index before any row
+        return ((stat, self._source_rows(stat, used_pools)) for stat in stats)
+
+    def _open_sources(self, names: list[str] | None = None) -> list[SourceStats]:
+        """Fresh counts of each source (of ``names``, or all), their indexes opened or built first."""
         kb = self.knowledge_base()
         root = Path(self.config.index_root) if self.config.index_root is not None else default_index_root()
         out = []
@@ -202,13 +217,9 @@ class ContextVarianceBuilder(datasets.GeneratorBasedBuilder):
             out.append(dataclasses.replace(self._indexes[spec.name][1], sequences={}, relations={}))
         return out
 
-    def source_rows(self, stat: SourceStats, used_pools: dict) -> Iterator[list[dict]]:
+    def _source_rows(self, stat: SourceStats, used_pools: dict) -> Iterator[list[dict]]:
         """The rows of one source, chunk by chunk in triple order, counted into ``stat`` as they come;
         ``used_pools`` gains the pools of the triples that found a context."""
-        from tqdm.auto import tqdm
-
-        from medlama.datasets.context_variance.index import entity_payload
-
         kb = self.knowledge_base()
         triples, size = list(kb.triples), self.config.chunk_triples
         names = {entity_id: entity.name for entity_id, entity in kb.entities.items()}
@@ -238,9 +249,6 @@ def _refuse_unknown_kwargs(kwargs: dict) -> None:
 
 
 def _knowledge_digest(kb: KnowledgeBase) -> str:
-    from medlama.datasets.context_variance.kb_adapters import pool_id, triple_id
-    from medlama.datasets.context_variance.knowledge import entities_fingerprint
-
     digest = hashlib.sha256(entities_fingerprint(kb.entities.values()).encode())
     for t in kb.triples:
         digest.update(repr((triple_id(t), t.relation, t.subject.id, t.target.id, sorted(t.correct_ids),

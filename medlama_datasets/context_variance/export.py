@@ -11,7 +11,7 @@ Folder layout (written atomically; an earlier build is replaced only by a comple
 
 Each data file is named after its content (the first 8 hex digits of its SHA-256), the card names every file of
 a config, and ``build_info.json`` records each file's rows and SHA-256 (:mod:`medlama.datasets.records`).
-Each source's rows are made once (:meth:`~.builder.ContextVarianceBuilder.source_rows`) and streamed to the
+Each source's rows are made once (:meth:`~.builder.ContextVarianceBuilder.generate_sources`) and streamed to the
 file of their context type and kind in batches, so memory stays bounded; a file is closed at
 ``max_shard_bytes`` (default :data:`MAX_SHARD_BYTES`) and the rows go on in the next shard, numbered
 ``-<shard>-of-<shards>``. A row stores its segments once with their layout (:mod:`.rows`), so the files grow
@@ -30,18 +30,22 @@ index folders, which ``push-dataset`` cuts down to their names.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from medlama.datasets.context_variance.builder import ContextVarianceBuilder
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from medlama.core.atomic import atomic_directory, claim_directory
+from medlama.core.errors import MedlamaInputError
 from medlama.datasets.card import render_context_variance_card
-from medlama.datasets.export import seal_folder
+from medlama.datasets.context_variance.builder import ContextVarianceBuilder
 from medlama.datasets.context_variance.knowledge import KnowledgeBase
 from medlama.datasets.context_variance.layout import SPLIT, config_layout, data_file, features, pool_features
-from medlama.datasets.context_variance.settings import BuildSettings, CorpusSpec
+from medlama.datasets.context_variance.settings import BuildSettings, CorpusSpec, IndexEngine, KnowledgeSpec
 from medlama.datasets.context_variance.stats import ContextVarianceBuild, pool_rows
-from medlama.core.errors import MedlamaInputError
+from medlama.datasets.export import quiet_datasets, seal_folder
 
 ROWS_PER_WRITE = 512
 #: Bytes at which a data file is closed and the next shard begins (the ``datasets`` Hub's default shard size).
@@ -50,26 +54,49 @@ MAX_SHARD_BYTES = 500_000_000
 KIND = "build context-variance"
 
 
-def build_context_variance(kb: KnowledgeBase, corpora: Sequence[CorpusSpec], out_dir: str | Path, *,
-                           settings: BuildSettings | None = None, num_proc: int = 1,
-                           index_root: str | Path | None = None, origin: str = "knowledge base",
-                           umls_derived: bool | None = None, chunk_triples: int = 64,
-                           progress: bool = True, max_shard_bytes: int = MAX_SHARD_BYTES) -> ContextVarianceBuild:
-    """Build the context-variance sets of ``kb`` from ``corpora`` into ``out_dir`` (atomically).
+def build_context_variance(knowledge: KnowledgeSpec | KnowledgeBase, corpora: Sequence[CorpusSpec],
+                           out_dir: str | Path, *, settings: BuildSettings | None = None, num_proc: int = 1,
+                           index_root: str | Path | None = None, index_engine: IndexEngine | None = None,
+                           origin: str | None = None, umls_derived: bool | None = None, chunk_triples: int = 64,
+                           progress: bool = True, max_shard_bytes: int = MAX_SHARD_BYTES,
+                           reads: Sequence[str | Path] = (),
+                           on_knowledge: Callable[[KnowledgeBase], None] | None = None) -> ContextVarianceBuild:
+    """Build the context-variance sets of ``knowledge`` from ``corpora`` into ``out_dir`` (atomically): the
+    one way a folder is built (``medlama build context-variance`` calls this).
 
+    ``knowledge``: a built MedLAMA / BioLAMA folder (:class:`KnowledgeSpec`) or triples made in Python.
     ``index_root``: where corpus indexes are kept and reused (default ``$MEDLAMA_CACHE/cv-index``);
-    ``num_proc``: matching processes for an index build and context-building processes.
-    ``origin``: where the triples come from, as the card says it (no local path: the card is published);
+    ``num_proc``: matching processes for an index build and context-building processes; ``index_engine``:
+    how indexes are built (default: locally with ``num_proc`` processes).
+    ``origin``: where the triples come from, as the card says it (no local path: the card is published;
+    default: the knowledge folder as the card names it, ``MedLAMA `hard```, else ``knowledge base``);
     ``umls_derived``: whether the triples come from the UMLS Metathesaurus (the card's ``umls`` tag);
     ``None`` infers it: a BioLAMA ``umls_`` relation, or an ``origin`` that names MedLAMA.
     ``max_shard_bytes``: the size at which a data file is closed and the next shard begins.
-    Raises :class:`MedlamaInputError` for an empty corpus, and when no triple found a context anywhere.
+    ``reads``: the input paths, which ``out_dir`` may not be. ``on_knowledge``: called with the triples once
+    they are loaded, before any index is opened.
+
+    ``out_dir`` is claimed once, before anything is read: a folder written by another command (its ownership
+    record does not name :data:`KIND`) is refused, and so is a second build into the same folder while one
+    runs (its lock is held from that check to the swap). Raises :class:`MedlamaInputError` for an empty
+    corpus, and when no triple found a context anywhere; :class:`~.index.pipeline.IndexSubmitted` when Slurm
+    jobs will build an index first (nothing is written then).
     """
     check_shard_bytes(max_shard_bytes)  # before any indexing
-    builder = ContextVarianceBuilder(knowledge_base=kb, corpora=tuple(corpora), settings=settings or BuildSettings(),
-                                     index_root=index_root, num_proc=num_proc, chunk_triples=chunk_triples,
-                                     progress=progress)
-    return write_folder(builder, out_dir, origin=origin, umls_derived=umls_derived, max_shard_bytes=max_shard_bytes)
+    with claim_directory(out_dir, marker="build_info.json", kind=KIND, reads=list(reads)):  # before indexing
+        if index_engine is not None:
+            index_engine.check_available()  # before anything is read
+        source = {"knowledge": knowledge} if isinstance(knowledge, KnowledgeSpec) else {"knowledge_base": knowledge}
+        builder = ContextVarianceBuilder(**source, corpora=tuple(corpora), settings=settings or BuildSettings(),
+                                         index_root=index_root, num_proc=num_proc, chunk_triples=chunk_triples,
+                                         index_engine=index_engine, progress=progress)
+        kb = builder.knowledge_base()
+        if on_knowledge is not None:
+            on_knowledge(kb)
+        if origin is None:
+            origin = knowledge.origin if isinstance(knowledge, KnowledgeSpec) else "knowledge base"
+        return _write_folder(builder, out_dir, origin=origin, umls_derived=umls_derived,
+                             max_shard_bytes=max_shard_bytes)
 
 
 def check_shard_bytes(value: int) -> None:
@@ -79,42 +106,24 @@ def check_shard_bytes(value: int) -> None:
                                 field="max_shard_bytes")
 
 
-def write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origin: str | None = None,
-                 umls_derived: bool | None = None, max_shard_bytes: int = MAX_SHARD_BYTES) -> ContextVarianceBuild:
-    """Every config of ``builder`` into ``out_dir``: Parquet files, card and ``build_info.json`` (atomically).
-
-    ``origin`` defaults to the builder's knowledge folder as the card names it (``MedLAMA `hard```).
-    A folder written by another command (its ownership record does not name :data:`KIND`) is refused
-    before any indexing, and so is a second build into the same folder while one runs (its lock is held
-    from that check to the swap).
-    """
-    from medlama.core.atomic import claim_directory
-
-    check_shard_bytes(max_shard_bytes)
-    with claim_directory(out_dir, marker="build_info.json", kind=KIND):  # before indexing, not after it
-        return _write_folder(builder, out_dir, origin=origin, umls_derived=umls_derived,
-                             max_shard_bytes=max_shard_bytes)
-
-
-def _write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origin: str | None,
+def _write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origin: str,
                   umls_derived: bool | None, max_shard_bytes: int) -> ContextVarianceBuild:
-    from medlama.core.atomic import atomic_directory
-    from medlama.datasets.export import quiet_datasets
-
-    config = builder.config
-    settings = config.settings
-    if origin is None:
-        origin = config.knowledge.origin if config.knowledge is not None else "knowledge base"
+    """Every config of ``builder`` into ``out_dir`` (claimed by the caller): Parquet files, card and
+    ``build_info.json``, swapped in at once."""
+    settings = builder.config.settings
     triples = builder.knowledge_base().triples
     out_dir = Path(out_dir)
-    stats = builder.open_sources()  # indexes first (outside the staging folder: later builds reuse them)
     used_pools: dict = {}
+    # the indexes first (outside the staging folder: later builds reuse them)
+    sources = builder.generate_sources(used_pools)
+    stats = []
     files: dict[tuple[str, str, bool], list[str]] = {}
     with atomic_directory(out_dir, marker="build_info.json", kind=KIND) as staging, quiet_datasets():
-        for stat in stats:
+        for stat, batches in sources:
+            stats.append(stat)
             writers = _Writers(staging, stat.source, settings, max_shard_bytes)
             try:
-                for rows in builder.source_rows(stat, used_pools):
+                for rows in batches:
                     writers.add(rows)
             except BaseException:
                 writers.abandon()
@@ -176,9 +185,6 @@ class _Writers:
                 self._flush(key)
 
     def _start(self, key: tuple[str, bool]) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
         path = self.root / data_file(self.source, key[0], key[1], self.shards[key])
         sink = pa.OSFile(str(path), "wb")
         self.open[key] = (pq.ParquetWriter(sink, self.schema, compression="zstd"), sink)
@@ -190,8 +196,6 @@ class _Writers:
         sink.close()
 
     def _flush(self, key: tuple[str, bool]) -> None:
-        import pyarrow as pa
-
         if not self.buffers[key]:
             return
         if key not in self.open:
@@ -227,8 +231,5 @@ class _Writers:
 
 
 def _write_pools(path: Path, pools: dict) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table(pool_rows(pools), schema=pool_features().arrow_schema), path, compression="zstd")

@@ -28,17 +28,17 @@ different relations, and :class:`~.knowledge.KnowledgeBase` would refuse that.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from medlama.datasets.context_variance.knowledge import Entity, EntityPool, KnowledgeBase, Triple
+from medlama.datasets.context_variance.knowledge import Entity, EntityPool, KnowledgeBase, Triple, _merge
+from medlama.datasets.folders import load_config  # not load_dataset(DIR): its cache mixes up folders
 from medlama.core.errors import MedlamaInputError
 
 
 def _load(data_dir: Path, config: str, split: str, what: str):
-    from medlama.datasets.folders import load_config  # not load_dataset(DIR): its cache mixes up folders
-
     if not (data_dir / "README.md").is_file():
         raise MedlamaInputError(f"not a built dataset folder (no README.md); run `medlama build {what} --out DIR`",
                                 file=data_dir)
@@ -73,8 +73,6 @@ class SharedPoolKnowledgeBase(KnowledgeBase):
     """
 
     def __init__(self, triples) -> None:
-        from medlama.datasets.context_variance.knowledge import _merge
-
         self.triples = tuple(triples)
         self._entities = {}
         seen_pools: set[int] = set()
@@ -279,7 +277,5 @@ def pool_id(triple: Triple) -> str:
     """The id of the triple's pool: its ``type`` (set by the adapters), else a hash of its entity ids."""
     if triple.pool.type:
         return str(triple.pool.type)
-    import hashlib
-
     digest = hashlib.sha256("\n".join(sorted(triple.pool.ids)).encode()).hexdigest()[:12]
     return f"pool-{digest}"

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from datasets import Features, List, Value
+
 from medlama.datasets.context_variance.contexts import REAL
 from medlama.core.errors import MedlamaInputError
 
@@ -28,8 +30,6 @@ POOLS = "pools"
 def features():
     """The declared schema of a context-sequence row: segments and layout, no inputs (:mod:`.rows` rebuilds them,
     so a row grows linearly with its document)."""
-    from datasets import Features, List, Value
-
     return Features({
         "id": Value("string"),
         "triple_id": Value("string"),
@@ -61,8 +61,6 @@ def features():
 
 def pool_features():
     """The declared schema of a ``pools`` row (one per pool entity)."""
-    from datasets import Features, List, Value
-
     return Features({"pool_id": Value("string"), "entity_id": Value("string"), "name": Value("string"),
                      "aliases": List(Value("string"))})
 

@@ -77,7 +77,7 @@ def blank_english():
     surface forms, and the numbers, dates and misspellings of a clinical corpus. Matching compares ``LOWER``
     alone, so the others are left unset (a quarter faster matching; patterns in about half the time).
     """
-    import spacy
+    import spacy  # spaCy loads at first use: a build's workers hide torch from it first
     from spacy.attrs import LOWER, NORM
 
     nlp = spacy.blank("en")
@@ -121,7 +121,7 @@ def resolve(text: str, matches: Iterable[RawMatch], entity_of: Sequence[str] | M
     knowledge base's forms, whose overlaps are then resolved as that knowledge base's own matcher
     resolves them (the same :func:`spacy.util.filter_spans`, on the same token bounds).
     """
-    from spacy.util import filter_spans
+    from spacy.util import filter_spans  # as in the tokenizer: spaCy at first use
 
     ids_by_span: dict[tuple[int, int], set[str]] = {}
     chars: dict[tuple[int, int], tuple[int, int]] = {}
@@ -179,7 +179,7 @@ class EntityMatcher:
         self._build()
 
     def _build(self) -> None:
-        from spacy.matcher import PhraseMatcher
+        from spacy.matcher import PhraseMatcher  # as in the tokenizer: spaCy at first use
         from spacy.tokens import Doc
 
         self.nlp = blank_english()
@@ -233,7 +233,7 @@ class EntityMatcher:
         return sorted(found, key=lambda m: (m.token_start, m.token_end, m.form))
 
     def _mentions(self, doc) -> list[Mention]:
-        from spacy.util import filter_spans
+        from spacy.util import filter_spans  # as in the tokenizer: spaCy at first use
 
         matches = self.matcher(doc)
         if not matches:

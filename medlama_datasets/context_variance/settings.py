@@ -5,7 +5,8 @@
   made from its fields;
 * :class:`CorpusSpec` is one corpus (a *source*): its name, files, format, reader options and declared licence
   (:meth:`CorpusSpec.source_licence` says what its licence is: :mod:`medlama.datasets.licences`);
-* :class:`KnowledgeSpec` says where the triples come from: a built MedLAMA or BioLAMA folder.
+* :class:`KnowledgeSpec` says where the triples come from: a built MedLAMA or BioLAMA folder;
+* :class:`IndexEngine` says how a corpus index is built (:mod:`.index.pipeline`: local, Slurm or Ray), not what.
 
 Each is checked when made (``medlama.core.settings.check`` plus the rules below), so no invalid one exists.
 Turning command-line strings (``--corpus NAME:FORMAT:PATH``) into these is the command's job
@@ -15,6 +16,7 @@ Turning command-line strings (``--corpus NAME:FORMAT:PATH``) into these is the c
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,9 +24,13 @@ from pathlib import Path
 from typing import Literal
 
 from medlama.datasets.context_variance.contexts import CONTEXT_TYPES
+from medlama.datasets.context_variance.kb_adapters import knowledge_base_from_biolama, knowledge_base_from_medlama
 from medlama.datasets.licences import PHYSIONET, UNKNOWN, SourceLicence
+from medlama.core.cache import cache_path
 from medlama.core.errors import MedlamaInputError
 from medlama.core.settings import check, setting
+from medlama.loaders.corpora import FORMATS, corpus_fingerprint, load_corpus
+from medlama.loaders.mimic_notes import mimic_signature
 
 #: Default source name of each corpus format (``jsonl`` and ``text`` corpora are named after their file).
 SOURCE_NAMES = {"mimic": "ehr", "pmc": "pmc"}
@@ -83,8 +89,6 @@ class CorpusSpec:
                    "(read as mimic, or carrying MIMIC's columns) are PhysioNet-licensed whatever is declared")
 
     def __post_init__(self) -> None:
-        from medlama.loaders.corpora import FORMATS
-
         if self.format not in FORMATS:
             raise MedlamaInputError(f"unknown corpus format {self.format!r} for source {self.name!r}; choose from "
                                     f"{list(FORMATS)}", field="format")
@@ -129,16 +133,12 @@ class CorpusSpec:
 
     def load(self):
         """The streaming corpus (:func:`medlama.loaders.corpora.load_corpus`)."""
-        from medlama.loaders.corpora import load_corpus
-
         return load_corpus(list(self.paths), self.format, **self.reader_options())
 
     def source_licence(self) -> SourceLicence:
         """This source's licence (:mod:`medlama.datasets.licences`): PhysioNet's for MIMIC notes, whatever
         reader reads them (a declaration for text carrying MIMIC's signature is an error); else the declared
-        one; else unknown. Reads the first records of the files (:func:`~medlama.loaders.corpora.mimic_signature`)."""
-        from medlama.loaders.corpora import mimic_signature
-
+        one; else unknown. Reads the first records of the files (:func:`~medlama.loaders.mimic_notes.mimic_signature`)."""
         signature = mimic_signature(list(self.paths), self.format, **dict(self.options))
         if signature is not None and self.format == "mimic":
             return SourceLicence(PHYSIONET, "reader")
@@ -154,8 +154,6 @@ class CorpusSpec:
 
     def fingerprint(self) -> str:
         """A hash of the files and reader options; also checks that the files exist."""
-        from medlama.loaders.corpora import corpus_fingerprint
-
         return corpus_fingerprint(list(self.paths), self.format, **self.reader_options())
 
 
@@ -215,11 +213,6 @@ class KnowledgeSpec:
 
     def load(self):
         """The :class:`~.knowledge.KnowledgeBase` of these rows."""
-        from medlama.datasets.context_variance.kb_adapters import (
-            knowledge_base_from_biolama,
-            knowledge_base_from_medlama,
-        )
-
         if self.kind == "medlama":
             return knowledge_base_from_medlama(self.folder, self.chosen_config, relations=self.relations,
                                                prompt_column=self.prompt_column, limit=self.limit)
@@ -227,8 +220,43 @@ class KnowledgeSpec:
                                            relations=self.relations, limit=self.limit)
 
 
+EXECUTORS = ("local", "slurm", "ray")
+
+
+@dataclass(frozen=True)
+class IndexEngine:
+    """How a corpus index is built (not what: the index is the same whatever these are)."""
+
+    executor: Literal["local", "slurm", "ray"] = setting(
+        "local", help="where the index build runs: local processes (no setup), a Slurm cluster or a Ray cluster")
+    tasks: int | None = setting(
+        None, min=1, metavar="N", help="datatrove tasks of the read and match stages (the unit of resume and of "
+                                       "parallelism on a cluster; none: 4 per worker process)")
+    workers: int = setting(1, min=1, help="processes running tasks at once (local and Ray)", cli=False)
+    chunk_size: int = setting(1000, min=1, help="documents per chunk (read and matched together)", cli=False)
+    num_buckets: int = setting(64, min=1, help="postings buckets (each merged by one task)", cli=False)
+    slurm_partition: str | None = setting(None, help="Slurm: the partition the jobs run on (required with slurm)")
+    slurm_time: str = setting("24:00:00", help="Slurm: the time limit of each job")
+    slurm_cpus_per_task: int = setting(1, min=1, help="Slurm: CPUs per task", cli=False)
+    slurm_mem_per_cpu_gb: int = setting(4, min=1, help="Slurm: memory per CPU (GB)", cli=False)
+
+    def __post_init__(self) -> None:
+        check(self)
+
+    @property
+    def task_count(self) -> int:
+        return self.tasks if self.tasks is not None else 4 * self.workers
+
+    def check_available(self) -> None:
+        """Refuse an executor that cannot run here before any work starts."""
+        if self.executor == "ray" and importlib.util.find_spec("ray") is None:
+            raise MedlamaInputError("--executor ray needs the ray package (pip install 'ray[default]'); "
+                                    "or use --executor local", field="executor")
+        if self.executor == "slurm" and not self.slurm_partition:
+            raise MedlamaInputError("--executor slurm needs --slurm-partition (the partition the jobs run on)",
+                                    field="slurm_partition")
+
+
 def default_index_root() -> Path:
     """Where corpus indexes are kept and reused: ``$MEDLAMA_CACHE/cv-index``, else ``~/.cache/medlama/cv-index``."""
-    from medlama.core.cache import cache_path
-
     return cache_path("cv-index")

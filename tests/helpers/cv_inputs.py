@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from medlama.loaders.corpora import MIMIC_COLUMNS
+from medlama.loaders.mimic_notes import MIMIC_COLUMNS
 
 FINDING, TREAT = "disease_may_have_finding", "may_treat"
 PROMPTS = {FINDING: "[X] may have finding [Y] .", TREAT: "[X] may treat [Y] ."}

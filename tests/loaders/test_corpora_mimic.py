@@ -8,7 +8,8 @@ import gzip
 import pytest
 
 from medlama.core.errors import MedlamaInputError
-from medlama.loaders.corpora import MIMIC_COLUMNS, MIMIC_IV_COLUMNS, load_corpus, read_mimic_notes
+from medlama.loaders.corpora import load_corpus
+from medlama.loaders.mimic_notes import MIMIC_COLUMNS, MIMIC_IV_COLUMNS, mimic_signature, read_mimic_notes
 
 HEADER = ",".join(MIMIC_COLUMNS)
 
@@ -210,8 +211,6 @@ def test_mimic_iv_header_without_text_is_refused_before_reading(tmp_path):
 
 
 def test_mimic_signature_follows_the_text_whatever_the_reader(tmp_path):
-    from medlama.loaders.corpora import mimic_signature
-
     iii = write(tmp_path / "NOTEEVENTS.csv", CLEAN, compress=True)  # a MIMIC-III CSV read as plain text
     assert mimic_signature(iii, "text") == ("a CSV header with CGID, CHARTDATE, HADM_ID, ISERROR, ROW_ID, "
                                             "SUBJECT_ID in NOTEEVENTS.csv.gz")

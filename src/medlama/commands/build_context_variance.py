@@ -1,32 +1,110 @@
 """``medlama build context-variance``: the context-variance sets of a built MedLAMA / BioLAMA folder as a dataset
 folder (registered by :mod:`medlama.commands.build`).
 
-This module turns the command line into the library's typed settings and nothing more: the knowledge-base
-flags into a :class:`~medlama.datasets.context_variance.settings.KnowledgeSpec`, the row flags into a
-:class:`~medlama.datasets.context_variance.settings.BuildSettings` (both made by
-:func:`medlama.commands.flags.add_settings_flags` from the fields), and the corpus strings (``--mimic``,
-``--pmc``, ``--corpus [NAME:]FORMAT:PATH``, with ``--corpus-licence NAME=LICENCE``) into
-:class:`~medlama.datasets.context_variance.settings.CorpusSpec` s.
-The build itself is :func:`medlama.datasets.context_variance.export.write_folder` over a
+This module turns the command line into typed settings and nothing more. Every flag but the paths (``--out``,
+``--medlama`` / ``--biolama``), the repeatable ``--corpus`` / ``--corpus-licence`` and ``--json`` is made by
+:func:`medlama.commands.flags.add_settings_flags` from the fields of a settings class: the knowledge-base
+flags from :class:`~medlama.datasets.context_variance.settings.KnowledgeSpec`, the row flags from
+:class:`~medlama.datasets.context_variance.settings.BuildSettings`, the index engine's from
+:class:`~medlama.datasets.context_variance.settings.IndexEngine`, the corpora from :class:`CorpusFlags` (whose
+strings, ``--mimic``, ``--pmc``, ``--corpus [NAME:]FORMAT:PATH`` with ``--corpus-licence NAME=LICENCE``, become
+:class:`~medlama.datasets.context_variance.settings.CorpusSpec` s) and how the build runs from
+:class:`RunSettings`. :func:`build` then takes those settings only and builds the folder with
+:func:`medlama.datasets.context_variance.export.build_context_variance`, the one path through the
 :class:`~medlama.datasets.context_variance.builder.ContextVarianceBuilder`.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.core.display import print_table
+from medlama.core.errors import MedlamaInputError
+from medlama.core.progress import enabled as progress_enabled
+from medlama.core.settings import check, setting, settings_from
+from medlama.datasets.context_variance.settings import BuildSettings, CorpusSpec, IndexEngine, KnowledgeSpec
+from medlama.loaders.corpus_files import FORMATS
+from medlama.loaders.mimic_notes import ON_BAD_RECORD
+
+#: The flags of :class:`CorpusFlags` that name corpora (the others are reader options).
+_CORPUS_PATHS = ("mimic", "pmc")
+
+
+@dataclass(frozen=True)
+class CorpusFlags:
+    """The corpora as the command line names them (at least one), with the reader options that apply."""
+
+    mimic: tuple[str, ...] | None = setting(
+        None, metavar="PATH", help="MIMIC notes: MIMIC-III NOTEEVENTS.csv[.gz] or MIMIC-IV-Note discharge.csv[.gz] / "
+                                   "radiology.csv[.gz] (source 'ehr')")
+    pmc: tuple[str, ...] | None = setting(None, metavar="PATH",
+                                          help="PMC articles, .xml/.nxml/.txt or folders (source 'pmc')")
+    corpus: tuple[str, ...] | None = setting(None, cli=False, help="other corpora, [NAME:]FORMAT:PATH each")
+    corpus_licence: tuple[str, ...] | None = setting(None, cli=False, help="source licences, NAME=LICENCE each")
+    categories: tuple[str, ...] | None = setting(
+        None, metavar="CATEGORY", help="MIMIC: only notes of these categories (e.g. 'Discharge summary'; none: all)")
+    text_per: Literal["line", "file"] = setting("line", help="text corpora: one document per line or per file")
+    text_field: str = setting("text", help="JSON Lines: the text field")
+    on_bad_record: str = setting(
+        "error", choices=ON_BAD_RECORD,
+        help="MIMIC: a record the CSV does not hold cleanly (an unterminated quote, a wrong field count) stops the "
+             "build naming its file and line (error), or is left out and counted on stderr (skip)")
+
+    def __post_init__(self) -> None:
+        check(self)
+
+    def specs(self) -> list[CorpusSpec]:
+        """The corpora named by ``--mimic``, ``--pmc`` and ``--corpus``, with the reader options that apply and
+        the licences ``--corpus-licence`` declares."""
+        specs = []
+        if self.mimic:
+            specs.append(CorpusSpec.make(self.mimic, "mimic", categories=self.categories,
+                                         on_bad_record=self.on_bad_record))
+        if self.pmc:
+            specs.append(CorpusSpec.make(self.pmc, "pmc"))
+        for spec in self.corpus or ():
+            options: dict = {}
+            fmt = parse_corpus(spec).format
+            if fmt == "text":
+                options["per"] = self.text_per
+            elif fmt == "jsonl" and self.text_field != "text":
+                options["text_field"] = self.text_field
+            elif fmt == "mimic":
+                options["on_bad_record"] = self.on_bad_record
+                if self.categories:
+                    options["categories"] = self.categories
+            specs.append(parse_corpus(spec, **options))
+        return _with_licences(specs, self.corpus_licence or ())
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How the build runs and cuts its files (not what the rows are)."""
+
+    num_proc: int = setting(1, help="processes for indexing and building contexts")
+    index_dir: Path | None = setting(
+        None, help="where corpus indexes are kept and reused (none: $MEDLAMA_CACHE/cv-index, else "
+                   "~/.cache/medlama/cv-index; with --executor slurm, a folder the nodes share)")
+    max_shard_mb: int = setting(
+        500, metavar="MB", help="a data file is closed at this size (megabytes) and the rows go on in its next shard "
+                                "(500: the datasets Hub's shard size)")
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_shard_mb, int) and self.max_shard_mb < 1:
+            raise MedlamaInputError(f"--max-shard-mb must be at least 1, not {self.max_shard_mb}",
+                                    field="max_shard_mb")
+        check(self)
 
 
 def register(builders) -> None:
     """Add the ``context-variance`` parser to ``medlama build``'s sub-parsers."""
-    from medlama.datasets.context_variance.index_engine import IndexEngine
-    from medlama.datasets.context_variance.settings import BuildSettings, KnowledgeSpec
-    from medlama.loaders.corpora import ON_BAD_RECORD
-
     parser = builders.add_parser(
         "context-variance", help="context-variance probing sets (EHR / PMC / other corpora) for UCM",
         description="Build context-variance sets (Yao et al. 2023): triples of a built MedLAMA or BioLAMA folder, "
@@ -41,11 +119,9 @@ def register(builders) -> None:
                                                                 "entities) (default: none)")
     add_settings_flags(parser, KnowledgeSpec)
     corpora = parser.add_argument_group("corpora (at least one)")
-    corpora.add_argument("--mimic", nargs="+", metavar="PATH",
-                         help="MIMIC notes: MIMIC-III NOTEEVENTS.csv[.gz] or MIMIC-IV-Note discharge.csv[.gz] / "
-                              "radiology.csv[.gz] (source 'ehr') (default: none)")
-    corpora.add_argument("--pmc", nargs="+", metavar="PATH", help="PMC articles, .xml/.nxml/.txt or folders (source "
-                                                                  "'pmc') (default: none)")
+    readers = tuple(field.name for field in dataclasses.fields(CorpusFlags) if field.name not in _CORPUS_PATHS)
+    add_settings_flags(corpora, CorpusFlags, exclude=readers)
+    # Repeatable (each use adds one), which the settings flags are not: written here.
     corpora.add_argument("--corpus", action="append", metavar="[NAME:]FORMAT:PATH",
                          help="another corpus, e.g. pubmed:text:sentences.txt (formats mimic, pmc, jsonl, text); "
                               "repeat for more files or corpora (default: none)")
@@ -55,37 +131,17 @@ def register(builders) -> None:
                               "'unknown' and the set is then pushed only --private; MIMIC notes (read with --mimic, or "
                               "JSON Lines / text carrying MIMIC's columns) are PhysioNet-licensed and cannot be "
                               "declared otherwise (default: none)")
-    corpora.add_argument("--categories", nargs="+", metavar="CATEGORY",
-                         help="MIMIC: only notes of these categories (e.g. 'Discharge summary'; "
-                                                                     "default: all)")
-    corpora.add_argument("--text-per", choices=["line", "file"], default="line",
-                         help="text corpora: one document per line (default) or per file")
-    corpora.add_argument("--text-field", default="text", help="JSON Lines: the text field (default: text)")
-    corpora.add_argument("--on-bad-record", choices=ON_BAD_RECORD, default="error",
-                         help="MIMIC: a record the CSV does not hold cleanly (an unterminated quote, a wrong field "
-                              "count) stops the build naming its file and line (error, the default), or is left "
-                              "out and counted on stderr (skip)")
+    add_settings_flags(corpora, CorpusFlags, exclude=_CORPUS_PATHS)
     add_settings_flags(parser, BuildSettings, title="contexts")
-    parser.add_argument("--num-proc", type=int, default=1, help="processes for indexing and building contexts "
-                                                                            "(default: %(default)s)")
-    parser.add_argument("--index-dir", type=Path, help="where corpus indexes are kept and reused (default: "
-                                                       "$MEDLAMA_CACHE/cv-index, else ~/.cache/medlama/cv-index; "
-                                                       "with --executor slurm, a folder the nodes share)")
-    parser.add_argument("--max-shard-mb", type=int, default=500, metavar="MB",
-                        help="a data file is closed at this size (megabytes) and the rows go on in its next shard "
-                             "(default: %(default)s, the datasets Hub's shard size)")
+    add_settings_flags(parser, RunSettings)
     add_settings_flags(parser, IndexEngine, title="index engine (datatrove; --num-proc: local and Ray workers)")
     parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
     parser.set_defaults(func=run)
 
 
-def parse_corpus(spec: str, **options):
+def parse_corpus(spec: str, **options) -> CorpusSpec:
     """A :class:`CorpusSpec` from ``NAME:FORMAT:PATH`` (e.g. ``pubmed:text:sentences.txt``; read so whenever the
     second part is a format, even with a NAME that is a format name too) or ``FORMAT:PATH``."""
-    from medlama.datasets.context_variance.settings import CorpusSpec
-    from medlama.core.errors import MedlamaInputError
-    from medlama.loaders.corpora import FORMATS
-
     parts = spec.split(":", 2)
     # NAME:FORMAT:PATH first, whatever NAME is (a source may be named like a format: mimic:jsonl:notes.jsonl);
     # FORMAT:PATH when the second part is no format (the path may hold ':', as in text:C:/data/x.txt).
@@ -99,38 +155,9 @@ def parse_corpus(spec: str, **options):
                             f"{list(FORMATS)}", field="corpus")
 
 
-def corpus_specs(args: argparse.Namespace) -> list:
-    """The corpora named by ``--mimic``, ``--pmc`` and ``--corpus``, with the reader options that apply."""
-    from medlama.datasets.context_variance.settings import CorpusSpec
-
-    specs = []
-    if args.mimic:
-        categories = tuple(args.categories) if args.categories else None
-        specs.append(CorpusSpec.make(args.mimic, "mimic", categories=categories, on_bad_record=args.on_bad_record))
-    if args.pmc:
-        specs.append(CorpusSpec.make(args.pmc, "pmc"))
-    for spec in args.corpus or ():
-        options = {}
-        fmt = parse_corpus(spec).format
-        if fmt == "text":
-            options["per"] = args.text_per
-        elif fmt == "jsonl" and args.text_field != "text":
-            options["text_field"] = args.text_field
-        elif fmt == "mimic":
-            options["on_bad_record"] = args.on_bad_record
-            if args.categories:
-                options["categories"] = tuple(args.categories)
-        specs.append(parse_corpus(spec, **options))
-    return _with_licences(specs, args.corpus_licence or ())
-
-
-def _with_licences(specs: list, declarations) -> list:
+def _with_licences(specs: list[CorpusSpec], declarations) -> list[CorpusSpec]:
     """``specs`` with the licences ``--corpus-licence NAME=LICENCE`` declares; a name no source has, a
     declaration without ``=`` or one source declared twice differently is an error."""
-    import dataclasses
-
-    from medlama.core.errors import MedlamaInputError
-
     licences: dict[str, str] = {}
     for declaration in declarations:
         name, equals, licence = declaration.partition("=")
@@ -152,60 +179,53 @@ def _with_licences(specs: list, declarations) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
-    from medlama.core.atomic import claim_directory
-    from medlama.core.errors import MedlamaInputError
-    from medlama.datasets.context_variance.export import KIND
-
-    if args.max_shard_mb < 1:
-        raise MedlamaInputError(f"--max-shard-mb must be at least 1, not {args.max_shard_mb}", field="max_shard_mb")
-
-    # The output first, as `build medlama` does: a folder that is not ours, or busy, is refused before any
-    # input is read; the lock is then held until the folder is written.
-    reads = [path for path in [args.medlama, *(args.mimic or []), *(args.pmc or [])] if path]
-    with claim_directory(args.out, marker="build_info.json", kind=KIND, reads=reads):
-        return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
-    from medlama.datasets.context_variance.builder import ContextVarianceBuilder
-    from medlama.datasets.context_variance.export import write_folder
-    from medlama.datasets.context_variance.index_engine import IndexEngine, IndexSubmitted
-    from medlama.datasets.context_variance.settings import BuildSettings, KnowledgeSpec
-    from medlama.core.display import print_table
-    from medlama.core.errors import MedlamaInputError
-    from medlama.core.progress import enabled as progress_enabled
-    from medlama.core.settings import settings_from
-
-    engine = settings_from(IndexEngine, given_settings(args, IndexEngine), workers=args.num_proc)
-    engine.check_available()  # before anything is read
-    specs = corpus_specs(args)
-    if not specs:
-        raise MedlamaInputError("no corpus given: name at least one with --mimic, --pmc or --corpus")
+    """The command line as settings (checked before anything is read), then :func:`build`."""
+    run_settings = settings_from(RunSettings, given_settings(args, RunSettings))
+    engine = settings_from(IndexEngine, given_settings(args, IndexEngine), workers=run_settings.num_proc)
+    corpora = settings_from(CorpusFlags, given_settings(args, CorpusFlags))
     kind, folder = ("medlama", args.medlama) if args.medlama else ("biolama", args.biolama)
     knowledge = settings_from(KnowledgeSpec, given_settings(args, KnowledgeSpec), kind=kind, folder=folder)
     values = given_settings(args, BuildSettings)
     if values.get("max_docs") == 0:  # --max-docs 0: every document
         values["max_docs"] = None
     settings = settings_from(BuildSettings, values)
-    builder = ContextVarianceBuilder(knowledge=knowledge, corpora=tuple(specs), settings=settings,
-                                     index_root=args.index_dir, num_proc=args.num_proc, index_engine=engine,
-                                     progress=progress_enabled())
-    kb = builder.knowledge_base()
-    print(f"{knowledge.origin} ({folder}): {len(kb):,} triples, {len(kb.entities):,} entities", file=sys.stderr)
-    # `origin` goes into the card and build_info.json, which are published: the spec's has no local path.
-    try:  # UMLS provenance: the builder infers it from the origin
-        build = write_folder(builder, args.out, max_shard_bytes=args.max_shard_mb * 1_000_000)
+    return build(args.out, knowledge, corpora, settings, run_settings, engine, as_json=args.json)
+
+
+def build(out: Path, knowledge: KnowledgeSpec, corpora: CorpusFlags, settings: BuildSettings, run: RunSettings,
+          engine: IndexEngine, *, as_json: bool = False) -> int:
+    """Build the sets into ``out`` and print their statistics (a table, or JSON with ``as_json``)."""
+    # The export imports datasets, pyarrow and datatrove: loaded when a build runs, not for --help.
+    from medlama.datasets.context_variance.export import build_context_variance
+    from medlama.datasets.context_variance.index.pipeline import IndexSubmitted
+
+    specs = corpora.specs()
+    if not specs:
+        raise MedlamaInputError("no corpus given: name at least one with --mimic, --pmc or --corpus")
+    # The output is claimed first, as `build medlama` does: a folder that is not ours, or busy, is refused
+    # before any input is read; the lock is then held until the folder is written. The inputs it may not be:
+    reads = [path for path in [knowledge.folder if knowledge.kind == "medlama" else None,
+                               *(corpora.mimic or ()), *(corpora.pmc or ())] if path]
+
+    def announce(kb) -> None:
+        # `origin` goes into the card and build_info.json, which are published: the spec's has no local path.
+        print(f"{knowledge.origin} ({knowledge.folder}): {len(kb):,} triples, {len(kb.entities):,} entities",
+              file=sys.stderr)
+
+    try:  # UMLS provenance: the build infers it from the origin
+        result = build_context_variance(
+            knowledge, specs, out, settings=settings, num_proc=run.num_proc, index_root=run.index_dir,
+            index_engine=engine, progress=progress_enabled(), max_shard_bytes=run.max_shard_mb * 1_000_000,
+            reads=reads, on_knowledge=announce)
     except IndexSubmitted as submitted:  # Slurm builds the index; the same command, rerun, builds the sets
-        print(f"medlama: {submitted}; nothing written to {args.out} yet", file=sys.stderr)
+        print(f"medlama: {submitted}; nothing written to {out} yet", file=sys.stderr)
         return 0
-    if args.json:
-        json.dump({"out": str(args.out), "sources": [asdict(s) for s in build.sources],
-                   "configs": build.configs, "default_config": build.default_config}, sys.stdout, indent=2)
+    if as_json:
+        json.dump({"out": str(out), "sources": [dataclasses.asdict(s) for s in result.sources],
+                   "configs": result.configs, "default_config": result.default_config}, sys.stdout, indent=2)
         print()
         return 0
-    types = build.settings.context_types
+    types = result.settings.context_types
     print_table(
         "Context-variance sets",
         ["source", "documents", "triples", "with contexts", "docs used", *types, "negative", "inputs", "records",
@@ -213,7 +233,7 @@ def _run(args: argparse.Namespace) -> int:
         [(s.source, s.documents, s.triples, s.triples_with_context, s.documents_retrieved,
           *(s.sequences.get(t, 0) for t in types),
           sum(v for k, v in s.sequences.items() if k.endswith("_negative")), s.inputs, s.records,
-          "reused" if s.index_reused else "built") for s in build.sources],
-        caption=f"written to {args.out} (default config '{build.default_config}'; configs <source>_<type>, "
+          "reused" if s.index_reused else "built") for s in result.sources],
+        caption=f"written to {out} (default config '{result.default_config}'; configs <source>_<type>, "
                 "<source>_<type>_negative, <source>, pools)")
     return 0

@@ -28,7 +28,7 @@ from medlama.datasets.context_variance.kb_adapters import (
 )
 from medlama.datasets.context_variance.knowledge import Entity, EntityPool, KnowledgeBase
 from medlama.datasets.context_variance.layout import features
-from medlama.datasets.context_variance.pipeline import sequence_rows
+from medlama.datasets.context_variance.triple_rows import sequence_rows
 from medlama.core.errors import MedlamaInputError
 
 from cv_inputs import FINDING, NOTES, TREAT

@@ -11,18 +11,17 @@ import pytest
 from datasets import IterableDataset
 
 from medlama.core.errors import MedlamaInputError
-from medlama.loaders import corpora
+from medlama.loaders import corpora, mimic_notes
 from medlama.loaders.corpora import (
-    MIMIC_COLUMNS,
     corpus_fingerprint,
     detect_format,
     load_corpus,
     parse_jats,
     read_jsonl,
-    read_mimic_notes,
     read_pmc_articles,
     read_text,
 )
+from medlama.loaders.mimic_notes import MIMIC_COLUMNS, read_mimic_notes
 
 NOTE_1 = ('Admission Date: [**2100-1-1**]\nHPI: nasal polyp with discolored nasal discharge, "postnasal drip"'
           ',\nand heartburn.\n')
@@ -101,7 +100,7 @@ def test_mimic_errors_give_the_line_and_the_record(tmp_path):
 
 
 def test_mimic_malformed_csv_gives_where_the_record_starts_and_reading_stopped(tmp_path, monkeypatch):
-    monkeypatch.setattr(corpora, "_CSV_FIELD_LIMIT", 15)  # the one csv.Error the default dialect raises
+    monkeypatch.setattr(mimic_notes, "_CSV_FIELD_LIMIT", 15)  # the one csv.Error the default dialect raises
     rows = [["1", "", "", "", "", "", "", "", "", "", "short"],
             ["2", "", "", "", "", "", "", "", "", "", "line one\nline two\nline three"]]
     path = write_notes(tmp_path / "NOTEEVENTS.csv", rows=rows)

@@ -13,21 +13,22 @@ import numpy as np
 import pytest
 
 from medlama.core.errors import MedlamaInputError
-from medlama.datasets.context_variance import index_build
-from medlama.datasets.context_variance.index import CorpusIndex, entity_payload
-from medlama.datasets.context_variance.index_engine import (
-    IndexEngine,
+from medlama.datasets.context_variance.index import build as index_build
+from medlama.datasets.context_variance.index.corpus_index import CorpusIndex
+from medlama.datasets.context_variance.index.format import entity_payload
+from medlama.datasets.context_variance.index.pipeline import (
     build_file_index,
     make_executors,
     open_or_build_spec_index,
     plan_build,
     work_folder,
 )
-from medlama.datasets.context_variance.index_steps import (ChunkWriter, CorpusReader, FormTableTask, MatchChunks,
+from medlama.datasets.context_variance.index.steps import (ChunkWriter, CorpusReader, FormTableTask, MatchChunks,
                                                             completed_tasks)
 from medlama.datasets.context_variance.kb_adapters import knowledge_base_from_medlama
-from medlama.datasets.context_variance.settings import CorpusSpec
-from medlama.loaders.corpora import MIMIC_COLUMNS, corpus_files
+from medlama.datasets.context_variance.settings import CorpusSpec, IndexEngine
+from medlama.loaders.corpora import corpus_files
+from medlama.loaders.mimic_notes import MIMIC_COLUMNS
 
 from cv_inputs import NOTES
 

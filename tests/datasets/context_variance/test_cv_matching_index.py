@@ -17,7 +17,8 @@ from medlama.datasets.context_variance import (
     build_contexts,
 )
 from medlama.core.errors import MedlamaInputError
-from medlama.loaders.corpora import MIMIC_COLUMNS, corpus_fingerprint, read_mimic_notes
+from medlama.loaders.corpora import corpus_fingerprint
+from medlama.loaders.mimic_notes import MIMIC_COLUMNS, read_mimic_notes
 
 from cv_figures import ASSESSMENT, FIGURE_1_TEXT, FIGURE_2_REAL
 

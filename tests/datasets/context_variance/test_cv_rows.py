@@ -31,7 +31,7 @@ from medlama.datasets.context_variance import (
 from medlama.datasets.context_variance.export import build_context_variance
 from medlama.datasets.context_variance.kb_adapters import knowledge_base_from_medlama, triple_id
 from medlama.datasets.context_variance.layout import features
-from medlama.datasets.context_variance.pipeline import sequence_rows
+from medlama.datasets.context_variance.triple_rows import sequence_rows
 
 import cv_inputs
 

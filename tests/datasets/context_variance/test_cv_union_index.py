@@ -13,11 +13,12 @@ import pytest
 from medlama.core.errors import MedlamaInputError
 from medlama.datasets.context_variance import CorpusSpec, EntityMatcher
 from medlama.datasets.context_variance.export import build_context_variance
-from medlama.datasets.context_variance.index import CorpusIndex
-from medlama.datasets.context_variance.index_engine import IndexEngine, open_or_build_spec_index
+from medlama.datasets.context_variance.index.corpus_index import CorpusIndex
+from medlama.datasets.context_variance.index.pipeline import open_or_build_spec_index
+from medlama.datasets.context_variance.settings import IndexEngine
 from medlama.datasets.context_variance.kb_adapters import knowledge_base_from_medlama
 from medlama.datasets.context_variance.knowledge import Entity
-from medlama.loaders.corpora import read_mimic_notes
+from medlama.loaders.mimic_notes import read_mimic_notes
 
 #: Forms that overlap the knowledge bases' own in the test notes, so that resolving overlaps among all the
 #: index's forms would give other mentions: "cough at night" contains "cough", "nose and dyspnea" starts

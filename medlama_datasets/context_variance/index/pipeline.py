@@ -2,7 +2,7 @@
 
 :func:`build_file_index` plans the build (the corpus files in reading order, the reader options, the
 entities' surface forms, the sizes) in a work folder beside the index (``<index>.work``) and runs the four
-stages of :mod:`.index_steps` (read sharded by file, beside one task that tokenises the surface forms once;
+stages of :mod:`.steps` (read sharded by file, beside one task that tokenises the surface forms once;
 match; merge postings; finish) as ``datatrove`` executors chained by ``depends``:
 
 * ``local`` (the default): a :class:`datatrove.executor.LocalPipelineExecutor` per stage with ``workers``
@@ -20,59 +20,26 @@ A different plan starts afresh. The index appears only when the finish stage mov
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+
+from datatrove.executor import LocalPipelineExecutor, SlurmPipelineExecutor, base
+from loguru import logger
 
 from medlama.core.atomic import atomic_write_text
-from medlama.core.errors import MedlamaInputError
-from medlama.core.settings import check, setting
-from medlama.datasets.context_variance.index_steps import (STAGES, WorkFolder, completed_tasks, file_ranges,
+from medlama.core.locks import lock_directory
+from medlama.datasets.context_variance.index.build import mark_caller, release_matcher
+from medlama.datasets.context_variance.index.corpus_index import CorpusIndex, union_request
+from medlama.datasets.context_variance.index.format import payload_fingerprint
+from medlama.datasets.context_variance.settings import IndexEngine
+from medlama.loaders.corpora import corpus_files
+from medlama.datasets.context_variance.index.steps import (STAGES, WorkFolder, completed_tasks, file_ranges,
                                                             stage_pipeline)
-
-EXECUTORS = ("local", "slurm", "ray")
-
-
-@dataclass(frozen=True)
-class IndexEngine:
-    """How a corpus index is built (not what: the index is the same whatever these are)."""
-
-    executor: Literal["local", "slurm", "ray"] = setting(
-        "local", help="where the index build runs: local processes (no setup), a Slurm cluster or a Ray cluster")
-    tasks: int | None = setting(
-        None, min=1, metavar="N", help="datatrove tasks of the read and match stages (the unit of resume and of "
-                                       "parallelism on a cluster; none: 4 per worker process)")
-    workers: int = setting(1, min=1, help="processes running tasks at once (local and Ray)", cli=False)
-    chunk_size: int = setting(1000, min=1, help="documents per chunk (read and matched together)", cli=False)
-    num_buckets: int = setting(64, min=1, help="postings buckets (each merged by one task)", cli=False)
-    slurm_partition: str | None = setting(None, help="Slurm: the partition the jobs run on (required with slurm)")
-    slurm_time: str = setting("24:00:00", help="Slurm: the time limit of each job")
-    slurm_cpus_per_task: int = setting(1, min=1, help="Slurm: CPUs per task", cli=False)
-    slurm_mem_per_cpu_gb: int = setting(4, min=1, help="Slurm: memory per CPU (GB)", cli=False)
-
-    def __post_init__(self) -> None:
-        check(self)
-
-    @property
-    def task_count(self) -> int:
-        return self.tasks if self.tasks is not None else 4 * self.workers
-
-    def check_available(self) -> None:
-        """Refuse an executor that cannot run here before any work starts."""
-        if self.executor == "ray" and importlib.util.find_spec("ray") is None:
-            raise MedlamaInputError("--executor ray needs the ray package (pip install 'ray[default]'); "
-                                    "or use --executor local", field="executor")
-        if self.executor == "slurm" and not self.slurm_partition:
-            raise MedlamaInputError("--executor slurm needs --slurm-partition (the partition the jobs run on)",
-                                    field="slurm_partition")
-
 
 def work_folder(directory: str | Path) -> WorkFolder:
     directory = Path(directory)
@@ -82,8 +49,6 @@ def work_folder(directory: str | Path) -> WorkFolder:
 def plan_build(files: Sequence[tuple[str, str]], format: str, options: dict, payload, directory: str | Path, *,
                fingerprint: str | None, engine: IndexEngine, min_entities: int = 2, batch_size: int = 256) -> WorkFolder:
     """Write the plan and the entities into the work folder; keep what an earlier run of the same plan did."""
-    from medlama.datasets.context_variance.index import payload_fingerprint
-
     work = work_folder(directory)
     read_tasks = max(1, min(engine.task_count, len(files)))
     plan = {
@@ -132,8 +97,6 @@ def make_executors(work: WorkFolder, engine: IndexEngine) -> list:
         if engine.executor == "local":
             executors.append(QuietLocalExecutor(workers=min(engine.workers, tasks[stage]), **common))
         elif engine.executor == "slurm":
-            from datatrove.executor import SlurmPipelineExecutor
-
             executors.append(SlurmPipelineExecutor(
                 time=engine.slurm_time, partition=engine.slurm_partition, cpus_per_task=engine.slurm_cpus_per_task,
                 mem_per_cpu_gb=engine.slurm_mem_per_cpu_gb, job_name=f"medlama-index-{stage}",
@@ -141,7 +104,7 @@ def make_executors(work: WorkFolder, engine: IndexEngine) -> list:
                 venv_path=str(Path(sys.prefix) / "bin" / "activate") if sys.prefix != sys.base_prefix else None,
                 **common))
         else:
-            from datatrove.executor.ray import RayPipelineExecutor
+            from datatrove.executor.ray import RayPipelineExecutor  # ray is an optional extra, needed here only
 
             executors.append(RayPipelineExecutor(workers=min(engine.workers, tasks[stage]), **common))
     return executors
@@ -151,11 +114,8 @@ def build_file_index(files: Sequence[tuple[str, str]], format: str, options: dic
                      *, fingerprint: str | None, engine: IndexEngine, min_entities: int = 2,
                      batch_size: int = 256) -> bool:
     """Build the index of ``files`` (read as ``format`` with ``options``) in ``directory``; ``payload``: the
-    entities (:func:`~.index.entity_payload`). True when the index is there on return (false: Slurm jobs
+    entities (:func:`~.format.entity_payload`). True when the index is there on return (false: Slurm jobs
     were submitted and will write it)."""
-    from medlama.core.locks import lock_directory
-    from medlama.datasets.context_variance.index_build import mark_caller, release_matcher
-
     engine.check_available()
     mark_caller()
     with lock_directory(work_folder(directory).root):  # a second build of the same index is refused
@@ -182,11 +142,8 @@ def open_or_build_spec_index(spec, entities, directory: str | Path, *, fingerpri
                              engine: IndexEngine, min_entities: int = 2):
     """The view for ``entities`` of corpus ``spec``'s (a :class:`~.settings.CorpusSpec`) index in ``directory``:
     reused when it was built from the same files and matched every form of ``entities``, else built by the
-    pipeline over the union of its forms and theirs (:func:`~.index.union_request`; resuming an interrupted
+    pipeline over the union of its forms and theirs (:func:`~.corpus_index.union_request`; resuming an interrupted
     build of the same plan). :class:`IndexSubmitted` when Slurm jobs will build it."""
-    from medlama.datasets.context_variance.index import CorpusIndex, union_request
-    from medlama.loaders.corpora import corpus_files
-
     if not CorpusIndex.is_current(directory, entities, fingerprint, min_entities=min_entities):
         payload, build_min = union_request(directory, fingerprint, entities, min_entities)
         options = spec.reader_options()
@@ -198,12 +155,6 @@ def open_or_build_spec_index(spec, entities, directory: str | Path, *, fingerpri
 
 
 # ----------------------------------------------------------------------------------- local executor
-try:
-    from datatrove.executor import LocalPipelineExecutor
-except ImportError as error:  # pragma: no cover - datatrove is a dependency
-    raise ImportError("the context-variance index needs datatrove (pip install datatrove)") from error
-
-
 class QuietLocalExecutor(LocalPipelineExecutor):
     """``datatrove``'s local executor with its task logs in the logging folder only, not on the console
     (the build reports its own progress and errors; the logs stay in ``logs/<stage>/logs``)."""
@@ -211,8 +162,6 @@ class QuietLocalExecutor(LocalPipelineExecutor):
     _running = 0  # executors running in this process: a stage runs the stage it depends on first
 
     def run(self):
-        from loguru import logger
-
         if not QuietLocalExecutor._running:
             logger.remove()  # datatrove logs through loguru's default console handler; medlama does not use loguru
         QuietLocalExecutor._running += 1
@@ -225,8 +174,6 @@ class QuietLocalExecutor(LocalPipelineExecutor):
                 logger.add(sys.stderr)  # loguru's default, as datatrove leaves it
 
     def _run_for_rank(self, rank: int, local_rank: int = 0, node_rank: int = -1):
-        from datatrove.executor import base
-
         original = base.add_task_logger, base.close_task_logger
         base.add_task_logger, base.close_task_logger = _file_logger, _close_file_logger
         try:
@@ -236,8 +183,6 @@ class QuietLocalExecutor(LocalPipelineExecutor):
 
 
 def _file_logger(logging_dir, rank: int, local_rank: int = 0, node_rank: int = -1):
-    from loguru import logger
-
     logger.remove()
     logfile = logging_dir.open(f"logs/task_{rank:05d}.log", "w")
     handler = logger.add(logfile, level="DEBUG", colorize=False)
@@ -245,8 +190,6 @@ def _file_logger(logging_dir, rank: int, local_rank: int = 0, node_rank: int = -
 
 
 def _close_file_logger(opened) -> None:
-    from loguru import logger
-
     logfile, handler = opened
     logger.remove(handler)
     logfile.close()

@@ -1,9 +1,9 @@
 """An entity -> documents index, built once per corpus and reused from disk by every knowledge base.
 
-The index folder is its on-disk format, described here and read by :class:`CorpusIndex` (open, check,
-retrieve). Two writers make it: :mod:`.index_engine` builds it from corpus files as a ``datatrove``
+The index folder is its on-disk format, described here (its constants and buckets: :mod:`.format`) and read by :class:`CorpusIndex` (open, check,
+retrieve). Two writers make it: :mod:`.pipeline` builds it from corpus files as a ``datatrove``
 pipeline (read sharded by file, match, merge postings; local, Slurm or Ray; resumable), and
-:mod:`.index_build` from any iterable of records in this process and its workers
+:mod:`.build` from any iterable of records in this process and its workers
 (:meth:`CorpusIndex.build`). Both need memory bounded by their chunk size, not by the corpus.
 
 One index per corpus, whatever the knowledge base: it stores the *raw* matches of a set of surface forms
@@ -27,7 +27,7 @@ Layout of an index folder (written atomically: an interrupted build leaves the p
 
     manifest.json             fingerprints, counts, parts and their row ranges
     entities.json             entity ids in code order
-    forms.json                the forms (:mod:`.index_forms`): [entity code, lower-cased tokens, surface forms]
+    forms.json                the forms (:mod:`.forms`): [entity code, lower-cased tokens, surface forms]
     documents/part-*.parquet  row, doc_id, text, match_token_start, match_token_end, match_start, match_end,
                               match_form (the raw matches, sorted by token bounds)
     postings/bucket-NNNN.{codes,offsets,rows}.npy
@@ -53,19 +53,13 @@ from pathlib import Path
 
 import numpy as np
 
-from medlama.datasets.context_variance.knowledge import Entity, KnowledgeBase, Triple, entities_fingerprint
-from medlama.datasets.context_variance.index_forms import allowed_forms, read_forms
-from medlama.datasets.context_variance.matching import Mention, RawMatch, resolve
 from medlama.core.errors import MedlamaInputError
-
-FORMAT = "medlama-context-variance-index"
-FORMAT_VERSION = 3
-#: The arrays of a postings bucket, each ``postings/bucket-NNNN.<name>.npy``.
-BUCKET_ARRAYS = ("codes", "offsets", "rows")
-#: Documents per Parquet row group: a document fetch reads one group.
-ROW_GROUP_SIZE = 64
-#: The raw matches of a stored document, one list column each (what :class:`~.matching.RawMatch` holds).
-MATCH_COLUMNS = ("match_token_start", "match_token_end", "match_start", "match_end", "match_form")
+from medlama.datasets.context_variance.index.build import write_index
+from medlama.datasets.context_variance.index.forms import allowed_forms, read_forms
+from medlama.datasets.context_variance.index.format import (FORMAT, FORMAT_VERSION, MATCH_COLUMNS, current_manifest,
+                                                             entity_payload, read_bucket)
+from medlama.datasets.context_variance.knowledge import Entity, KnowledgeBase, Triple
+from medlama.datasets.context_variance.matching import Mention, RawMatch, resolve
 
 
 @dataclass(frozen=True)
@@ -133,10 +127,8 @@ class CorpusIndex:
         With ``num_proc > 1`` the workers are started with ``start_method`` (default ``"spawn"``: safe in
         a parent that runs threads, e.g. pyarrow's or torch's; a script that calls this must then guard
         its entry point with ``if __name__ == "__main__":``). ``num_proc=1`` matches in this process. How the
-        build streams the corpus (chunks, workers, postings spilled every ``spill_pairs``): :mod:`.index_build`.
+        build streams the corpus (chunks, workers, postings spilled every ``spill_pairs``): :mod:`.build`.
         """
-        from medlama.datasets.context_variance.index_build import write_index
-
         write_index(corpus, entities, directory, fingerprint=fingerprint, num_proc=num_proc, chunk_size=chunk_size,
                     min_entities=min_entities, num_buckets=num_buckets, spill_pairs=spill_pairs,
                     batch_size=batch_size, start_method=start_method)
@@ -151,7 +143,7 @@ class CorpusIndex:
                    *, min_entities: int = 2) -> bool:
         """Whether ``directory`` holds an index of this corpus fingerprint that matched every surface form of
         ``entities`` (and kept every document with ``min_entities`` of them)."""
-        manifest = _current_manifest(directory, fingerprint)
+        manifest = current_manifest(directory, fingerprint)
         if manifest is None or manifest.get("min_entities", min_entities + 1) > min_entities:
             return False
         try:
@@ -300,6 +292,7 @@ class CorpusIndex:
         ``row`` (small reads, cached)."""
         meta = self._part_meta.get(at)
         if meta is None:
+            # pyarrow loads when an index is read, not with the package (the CLI's parser imports it)
             import pyarrow.parquet as pq
 
             handle = pq.ParquetFile(self.directory / "documents" / self._parts[at][0])
@@ -333,24 +326,13 @@ class CorpusIndex:
                 f"{self.num_stored_documents} stored, {len(self.entity_ids)} entities)")
 
 
-def entity_payload(entities: Iterable[Entity | tuple[str, Sequence[str]]] | KnowledgeBase
-                   ) -> list[tuple[str, tuple[str, ...]]]:
-    """``(id, surface forms)`` of every entity (an :class:`Entity` or such a pair), sorted by id (the code
-    order), the forms of equal ids united."""
-    merged: dict[str, list[str]] = {}
-    for entity in (entities.entities.values() if isinstance(entities, KnowledgeBase) else entities):
-        entity_id, forms = (entity.id, entity.surface_forms) if isinstance(entity, Entity) else entity
-        merged.setdefault(entity_id, []).extend(forms)
-    return [(entity_id, tuple(dict.fromkeys(merged[entity_id]))) for entity_id in sorted(merged)]
-
-
 def union_request(directory: str | Path, fingerprint: str | None, entities: Iterable[Entity] | KnowledgeBase,
                   min_entities: int) -> tuple[list[tuple[str, tuple[str, ...]]], int]:
     """What to build when the index in ``directory`` lacks some of ``entities``' forms: the union of its forms
     and theirs, and the smaller ``min_entities``, when it is an index of the same corpus (every knowledge
     base it served keeps its view); theirs alone otherwise."""
     payload = list(entity_payload(entities))
-    manifest = _current_manifest(directory, fingerprint)
+    manifest = current_manifest(directory, fingerprint)
     if manifest is None:
         return entity_payload(payload), min_entities
     try:
@@ -360,54 +342,6 @@ def union_request(directory: str | Path, fingerprint: str | None, entities: Iter
         return entity_payload(payload), min_entities
     payload += [(entity_id, ()) for entity_id in ids] + [(form.entity_id, form.surface_forms) for form in forms]
     return entity_payload(payload), min(min_entities, manifest.get("min_entities", min_entities))
-
-
-def _current_manifest(directory: str | Path, fingerprint: str | None) -> dict | None:
-    """The manifest in ``directory`` when it is this format's, of the corpus ``fingerprint`` (never for None)."""
-    try:
-        manifest = json.loads((Path(directory) / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    if (fingerprint is None or manifest.get("format") != FORMAT or manifest.get("version") != FORMAT_VERSION
-            or manifest.get("corpus_fingerprint") != fingerprint):
-        return None
-    return manifest
-
-
-def payload_fingerprint(payload: Sequence[tuple[str, Sequence[str]]]) -> str:
-    """The fingerprint of the entities of :func:`entity_payload` (what an index's manifest records)."""
-    return entities_fingerprint(Entity(entity_id, forms[0], tuple(forms[1:])) for entity_id, forms in payload if forms)
-
-
-def bucket_path(folder: Path, number: int, name: str) -> Path:
-    return folder / f"bucket-{number:04d}.{name}.npy"
-
-
-def write_bucket(folder: Path, number: int, codes: np.ndarray, rows: np.ndarray) -> int:
-    """Write bucket ``number`` of (code, row) pairs (any order, no repeats) as sorted CSR arrays; their count."""
-    order = np.lexsort((rows, codes))
-    codes, rows = np.asarray(codes, dtype=np.int64)[order], np.asarray(rows, dtype=np.int64)[order]
-    unique, starts = np.unique(codes, return_index=True)
-    arrays = {"codes": unique.astype(np.int64), "offsets": np.append(starts, len(codes)).astype(np.int64),
-              "rows": rows}
-    for name in BUCKET_ARRAYS:
-        np.save(bucket_path(folder, number, name), arrays[name])
-    return len(codes)
-
-
-def read_bucket(folder: Path, number: int) -> dict[str, np.ndarray]:
-    """The CSR arrays of bucket ``number``, memory-mapped (an empty array cannot be mapped: read)."""
-    arrays = {}
-    for name in BUCKET_ARRAYS:
-        path = bucket_path(folder, number, name)
-        try:
-            arrays[name] = np.load(path, mmap_mode="r")
-        except ValueError:  # numpy cannot map a zero-length array
-            arrays[name] = np.load(path)
-        except FileNotFoundError:
-            raise MedlamaInputError("the index is incomplete (a postings file is missing); rebuild it",
-                                    file=path) from None
-    return arrays
 
 
 def _matches(record: dict) -> Iterator[RawMatch]:

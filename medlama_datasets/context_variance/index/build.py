@@ -1,6 +1,6 @@
-"""The in-process writer of an entity -> documents index (:mod:`.index`, whose :class:`~.index.CorpusIndex`
+"""The in-process writer of an entity -> documents index (:mod:`.corpus_index`, whose :class:`~.corpus_index.CorpusIndex`
 reads it), for a corpus given as any iterable of records (the Python API); corpus *files* are indexed by the
-``datatrove`` pipeline of :mod:`.index_engine`, which reuses this module's chunk matching (:func:`match_chunk`).
+``datatrove`` pipeline of :mod:`.pipeline`, which reuses this module's chunk matching (:func:`match_chunk`).
 
 Building streams the corpus once: the main process reads documents (any iterable of
 ``{"doc_id", "text"}`` records, e.g. a streaming :class:`datasets.IterableDataset` from
@@ -12,7 +12,7 @@ at the end each bucket is sorted into CSR arrays. At most ``2 * num_proc`` chunk
 peak memory depends on ``chunk_size``, ``num_proc`` and ``spill_pairs``, not on the corpus size.
 
 Documents are stored with their raw matches (every form's, overlaps kept), and only those whose matches
-name at least ``min_entities`` distinct entities. The layout written is the one :mod:`.index` describes and reads (``FORMAT``, ``FORMAT_VERSION``).
+name at least ``min_entities`` distinct entities. The layout written is the one :mod:`.corpus_index` describes and reads (``FORMAT``, ``FORMAT_VERSION``).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from medlama.core.atomic import atomic_directory
-from medlama.datasets.context_variance.index import (FORMAT, FORMAT_VERSION, MATCH_COLUMNS, ROW_GROUP_SIZE,
-                                                      entity_payload, payload_fingerprint, write_bucket)
-from medlama.datasets.context_variance.index_forms import write_forms
+from medlama.datasets.context_variance.index.format import (FORMAT, FORMAT_VERSION, MATCH_COLUMNS, ROW_GROUP_SIZE,
+                                                             entity_payload, payload_fingerprint, write_bucket)
+from medlama.datasets.context_variance.index.forms import write_forms
 from medlama.datasets.context_variance.knowledge import Entity, KnowledgeBase
 from medlama.datasets.context_variance.matching import EntityMatcher, Form, form_table
 from medlama.core.errors import MedlamaInputError
@@ -43,7 +43,7 @@ def write_index(corpus: Iterable[Mapping], entities: Iterable[Entity] | Knowledg
                 num_buckets: int = 64, spill_pairs: int = 4_000_000, batch_size: int = 256,
                 start_method: str = "spawn") -> None:
     """Match ``entities`` in every document of ``corpus`` and write the index folder ``directory``
-    (atomically); :meth:`CorpusIndex.build <medlama.datasets.context_variance.index.CorpusIndex.build>`
+    (atomically); :meth:`CorpusIndex.build <medlama.datasets.context_variance.index.corpus_index.CorpusIndex.build>`
     says what each option does."""
     if num_proc < 1 or chunk_size < 1 or num_buckets < 1 or min_entities < 1:
         raise MedlamaInputError("num_proc, chunk_size, num_buckets and min_entities must be >= 1")
@@ -171,7 +171,7 @@ def peak_rss_mib() -> float:
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
-    import resource
+    import resource  # Unix only (no /proc: macOS): read only there
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -224,6 +224,7 @@ def release_matcher() -> None:
 def match_chunk(number: int, first_row: int, doc_ids: list[str], texts: list[str], out_dir: str,
                    min_entities: int, batch_size: int) -> dict:
     """Match one chunk, write its stored documents to a Parquet part, return its postings."""
+    # pyarrow loads when an index is written, not with the package (the CLI's parser imports it)
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -1,4 +1,4 @@
-"""The steps of the index pipeline (:mod:`.index_engine`) as ``datatrove`` pipeline steps, and its work folder.
+"""The steps of the index pipeline (:mod:`.pipeline`) as ``datatrove`` pipeline steps, and its work folder.
 
 Four stages, each a ``datatrove`` executor whose tasks are resumable (a completed task is never run again):
 
@@ -10,35 +10,46 @@ Four stages, each a ``datatrove`` executor whose tasks are resumable (a complete
    (``forms/``), beside the reading tasks rather than before them (reading task ``t`` is stage task ``t + 1``).
 2. **match** (``tasks`` tasks): :class:`MatchChunks` gives every chunk its rows in the corpus stream (read
    task ranges are contiguous, so a row is the documents of earlier tasks plus the position in the task),
-   matches the entities (:func:`.index_build.match_chunk`, the in-process engine's own code) and writes the
+   matches the entities (:func:`.build.match_chunk`, the in-process engine's own code) and writes the
    stored documents (``documents/part-*.parquet``) and the chunk's (entity, row) pairs, sorted by postings
    bucket (``parts/NNNNNN.npy`` + ``.json``). Chunks whose part is written are skipped on a rerun.
 3. **merge** (``min(tasks, num_buckets)`` tasks): :class:`MergePostings` gathers each bucket's pairs from
-   every part (memory-mapped slices) into the CSR arrays of :mod:`.index`.
+   every part (memory-mapped slices) into the CSR arrays of :mod:`.corpus_index`.
 4. **finish** (1 task): :class:`FinishIndex` checks that document ids are unique across all shards (naming
    both places of a repeated id, as the readers do), writes ``manifest.json`` beside the form table and moves
    the index into place atomically (:func:`medlama.core.atomic.atomic_directory`).
 
 The work folder (``<index>.work`` beside the index) holds ``plan.json`` (what is built: files, reader
 options, entities, sizes), ``entities.json`` (the surface forms to match), ``forms/`` (their form table:
-:mod:`.index_forms`' ``entities.json`` and ``forms.json``, read by every matching task) and each stage's outputs and
+:mod:`.forms`' ``entities.json`` and ``forms.json``, read by every matching task) and each stage's outputs and
 ``datatrove`` logging folder (``logs/<stage>``: ``completions/`` is what makes a rerun resume).
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
 import numpy as np
-
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from datatrove.data import Document, DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from medlama.core.atomic import atomic_directory, atomic_write_text
 from medlama.core.errors import MedlamaInputError
+from medlama.datasets.context_variance.index import build as index_build
+from medlama.datasets.context_variance.index.build import peak_rss_mib
+from medlama.datasets.context_variance.index.format import FORMAT, FORMAT_VERSION, write_bucket
+from medlama.datasets.context_variance.index.forms import read_forms, write_forms
+from medlama.datasets.context_variance.matching import form_table
+from medlama.loaders.corpora import located_records
+from medlama.loaders.corpus_files import DUPLICATE_HINTS, _error_at, _place
 
 STAGES = ("read", "match", "merge", "finish")
 FORM_TABLE_TASK = 0  # the read stage's task that tokenises the form table; reading task t is its task t + 1
@@ -69,7 +80,6 @@ class WorkFolder:
 
     def form_table(self) -> tuple[list[str], list]:
         """``(entity ids in code order, forms in code order)`` of the build."""
-        from medlama.datasets.context_variance.index_forms import read_forms
 
         return (json.loads((self.forms / "entities.json").read_text(encoding="utf-8")), read_forms(self.forms))
 
@@ -131,12 +141,7 @@ class FormTableTask(_WorkStep):
         if rank != FORM_TABLE_TASK:
             return data
         work, plan = self._open()
-        from medlama.datasets.context_variance import index_build
-        from medlama.datasets.context_variance.index_forms import write_forms
-
         index_build.keep_torch_out(plan["block_torch"])
-        from medlama.datasets.context_variance.matching import form_table
-
         started = time.perf_counter()
         payload = work.payload()
         entity_ids = [entity_id for entity_id, _ in payload]
@@ -156,8 +161,6 @@ class CorpusReader(_WorkStep):
     name, type = "medlama corpus reader", "Reader"
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        from medlama.loaders.corpora import located_records
-
         if rank == FORM_TABLE_TASK:
             return
         plan = WorkFolder(self.work).plan()
@@ -175,8 +178,6 @@ class ChunkWriter(_WorkStep):
     name, type = "medlama chunk writer", "Writer"
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        from medlama.datasets.context_variance.index_build import peak_rss_mib
-
         if rank == FORM_TABLE_TASK:
             return iter(())
         started = time.perf_counter()
@@ -208,9 +209,6 @@ class ChunkWriter(_WorkStep):
 
 
 def _write_chunk(path: Path, documents: list[Document]) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     table = pa.table({"doc_id": [d.id for d in documents], "text": pa.array([d.text for d in documents],
                                                                              pa.large_string()),
                       "file": pa.array([d.metadata["file"] for d in documents], pa.int32()),
@@ -227,10 +225,6 @@ class MatchChunks(_WorkStep):
     name, type = "medlama entity matcher", "Indexer"
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        import pyarrow.parquet as pq
-
-        from medlama.datasets.context_variance import index_build
-
         work, plan = self._open("documents", "parts")
         todo = [chunk for chunk in work.chunk_list()[rank::world_size]
                 if not (work.parts / f"{chunk[0]:06d}.json").exists()]
@@ -264,8 +258,6 @@ class MergePostings(_WorkStep):
     name, type = "medlama postings merger", "Indexer"
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        from medlama.datasets.context_variance.index import write_bucket
-
         work, plan = self._open("postings")
         numbers = [number for number, _, _ in work.chunk_list()]
         bounds = {n: json.loads((work.parts / f"{n:06d}.json").read_text(encoding="utf-8"))["bounds"]
@@ -292,9 +284,6 @@ class FinishIndex(_WorkStep):
         self.directory = directory
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        from medlama.datasets.context_variance.index import FORMAT, FORMAT_VERSION
-        from medlama.datasets.context_variance.index_build import peak_rss_mib
-
         work = WorkFolder(self.work)
         plan = work.plan()
         check_unique_ids(work)
@@ -336,8 +325,6 @@ class FinishIndex(_WorkStep):
             for name in ("entities.json", "forms.json"):
                 _link(work.forms / name, staging / name)
             (staging / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-        import shutil
-
         for folder in (work.chunks, work.parts, work.documents, work.postings):  # the index has what it needs
             shutil.rmtree(folder, ignore_errors=True)
         return iter(())
@@ -347,21 +334,12 @@ def _link(source: Path, target: Path) -> None:
     try:
         os.link(source, target)
     except OSError:  # a file system without hard links
-        import shutil
-
         shutil.copy2(source, target)
 
 
 def check_unique_ids(work: WorkFolder) -> None:
     """Stop with the reader's error when a document id repeats: the first repeat in corpus order, naming
     where it was read first and where again (file, line, record)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    from medlama.loaders.corpora import DUPLICATE_HINTS
-    from medlama.loaders.corpus_files import _error_at, _place
-
     plan = work.plan()
     chunks = work.chunk_list()
     if not chunks:
@@ -387,10 +365,6 @@ def check_unique_ids(work: WorkFolder) -> None:
 
 def _place_of(work: WorkFolder, chunks: list, row: int, plan: dict) -> tuple[str, int | None, int | None]:
     """(file, line, record) of the document at ``row``."""
-    import bisect
-
-    import pyarrow.parquet as pq
-
     at = bisect.bisect_right([first for _, _, first in chunks], row) - 1
     _, name, first = chunks[at]
     record = pq.read_table(work.chunks / name, columns=["file", "line", "record"]).slice(row - first, 1).to_pylist()[0]

@@ -1,7 +1,7 @@
 """The per-triple work of a context-variance build: retrieve documents, build contexts, make rows.
 
 For each triple, at most ``max_docs`` documents mentioning both its subject and its target are retrieved
-from a source's :class:`~.index.CorpusIndex` (a seeded random sample when there are more), and every
+from a source's :class:`~.index.corpus_index.CorpusIndex` (a seeded random sample when there are more), and every
 requested context type of each document is built with its negative-target counterpart
 (:func:`~.contexts.build_contexts`): one row per (triple, document, context type, negative flag), its
 segments stored once with their layout (:mod:`.rows` rebuilds the inputs).
@@ -12,13 +12,15 @@ come back in order, so the rows never depend on the scheduling.
 from __future__ import annotations
 
 import multiprocessing
+import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 
 from medlama.datasets.context_variance.kb_adapters import pool_id, triple_id
 from medlama.datasets.context_variance.knowledge import Triple
-from medlama.datasets.context_variance.contexts import REAL
+from medlama.datasets.context_variance.contexts import REAL, build_contexts
+from medlama.datasets.context_variance.index.corpus_index import CorpusIndex
 from medlama.datasets.context_variance.settings import BuildSettings
 
 #: Rows of a chunk of triples, and per triple (its position, documents that gave rows).
@@ -32,8 +34,6 @@ def sequence_rows(triple: Triple, source: str, doc_id: str, text: str, mentions,
     Empty when the subject's only mentions are also mentions of the target (the same words name both,
     as MedLAMA's easy rows do): such a document holds no context *about* the subject.
     """
-    from medlama.datasets.context_variance.contexts import build_contexts
-
     tid = triple_id(triple)
     subject, target = triple.subject.id, triple.target.id
     if not any(subject in m.entity_ids and target not in m.entity_ids for m in mentions):
@@ -77,8 +77,6 @@ _W: dict = {}
 
 def _init_worker(triples: Sequence[Triple], names: dict[str, str], settings: BuildSettings,
                  entities: Sequence[tuple[str, Sequence[str]]], block_torch: bool = False) -> None:
-    import sys
-
     if block_torch and "torch" not in sys.modules:
         sys.modules["torch"] = None  # type: ignore[assignment]  # never needed here; keeps workers small
     _W.update(triples=triples, names=names, settings=settings, entities=entities, indexes={})
@@ -109,8 +107,6 @@ def open_index(directory: str | Path, entities: Sequence[tuple[str, Sequence[str
     """The view for ``entities`` (the knowledge base's ``(id, surface forms)``) of the corpus index in
     ``directory``; its postings are memory-mapped, so triples in knowledge-base order (not bucket order)
     cost page reads, never whole buckets."""
-    from medlama.datasets.context_variance.index import CorpusIndex
-
     return CorpusIndex(directory, entities=entities)
 
 
@@ -119,7 +115,7 @@ def run_chunks(source: str, index_dir: str, entities: Sequence[tuple[str, Sequen
                settings: BuildSettings, num_proc: int) -> Iterator[Chunk]:
     """(rows, found) of each chunk ``(start, stop)`` of ``triples``, in order; in ``num_proc`` processes when
     more than one. ``index_dir``: the source's index, opened once per process as the view for ``entities``
-    (:func:`~.index.entity_payload` of the knowledge base)."""
+    (:func:`~.index.format.entity_payload` of the knowledge base)."""
     if num_proc == 1 or len(chunks) == 1:
         _init_worker(triples, names, settings, entities)
         try:
