@@ -38,20 +38,19 @@ S = TypeVar("S")
 
 def setting(default: Any = dataclasses.MISSING, *, help: str, choices: Sequence[Any] | None = None,
             min: float | None = None, max: float | None = None, flag: str | None = None,
-            old_flags: Mapping[str, str] | None = None, metavar: str | None = None, cli: bool = True,
+            metavar: str | None = None, cli: bool = True,
             default_factory: Any = dataclasses.MISSING, **extra: Any) -> Any:
     """A dataclass field with what a user needs to know about it.
 
     ``help``: one line for ``--help`` and error messages. ``choices``: the allowed values (a ``Literal``
     annotation gives them too). ``min``/``max``: inclusive bounds of a number. ``flag``: the command-line
-    spelling (default ``--field-name``). ``old_flags``: earlier spellings still accepted, each mapped to
-    the note printed when it is used. ``cli=False``: not a command-line flag (set from Python only).
+    spelling (default ``--field-name``). ``cli=False``: not a command-line flag (set from Python only).
     ``extra``: further facts a configuration keeps about its own fields (for example which settings a
     resumed run may change), read back with ``field.metadata[name]``; ``nonfinite=True`` lets a float
     setting be infinite (NaN never is: it passes every bound).
     """
     metadata = {"help": help, "choices": tuple(choices) if choices is not None else None, "min": min, "max": max,
-                "flag": flag, "old_flags": dict(old_flags or {}), "metavar": metavar, "cli": cli, **extra}
+                "flag": flag, "metavar": metavar, "cli": cli, **extra}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)

@@ -15,7 +15,7 @@ from medlama.core.settings import as_dict, check, differences, setting, settings
 
 @dataclass(frozen=True)
 class Example:
-    batch_size: int = setting(128, help="texts per forward pass", min=1, old_flags={"--bs": "the same unit"})
+    batch_size: int = setting(128, help="texts per forward pass", min=1)
     pooling: Literal["cls", "mean"] = setting("cls", help="pooling")
     layer: int | None = setting(None, help="hidden layer")
     rescore: bool = setting(False, help="rescore")
@@ -60,8 +60,7 @@ def test_none_means_not_given_unless_the_field_is_optional():
 def test_flags_parse_back_to_the_same_settings(capsys):
     parser = argparse.ArgumentParser()
     add_settings_flags(parser, Example)
-    args = parser.parse_args(["--bs", "4", "--pooling", "mean", "--rescore", "--ks", "1", "3", "--layer", "2"])
-    assert "--bs is now --batch-size (the same unit)" in capsys.readouterr().err
+    args = parser.parse_args(["--batch-size", "4", "--pooling", "mean", "--rescore", "--ks", "1", "3", "--layer", "2"])
     given = given_settings(args, Example)
     assert given == {"batch_size": 4, "pooling": "mean", "rescore": True, "ks": (1, 3), "layer": 2}
     settings = settings_from(Example, given)

@@ -5,16 +5,13 @@ A flag's value is parsed by the field's annotation (``int``, ``float``, ``str``,
 ``--x/--no-x``, ``Literal`` as choices, ``tuple[...]`` as one or more values, ``X | None`` accepting
 ``none``). Flags that are not given stay out of the namespace (``argparse.SUPPRESS``), so
 :func:`given_settings` returns exactly what the user typed and the rest comes from the defaults or a
-preset. Old spellings still parse and print what replaced them: a settings field's in its ``old_flags``,
-the flags that are not fields in :data:`RENAMED_FLAGS` (old method *names*, such as ``--method contrastive``,
-in ``medlama.probers.registry.OLD_NAMES``).
+preset.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 import types
 import typing
 from pathlib import Path
@@ -22,14 +19,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from medlama.core import settings as S
-from medlama.core.errors import MedlamaInputError
-
-#: Renamed flags that are not settings fields, old -> new: still parsed (hidden from ``--help``), each use
-#: saying on stderr what replaced it. ``--ranker``: ``medlama ucm``'s ``--method`` before the rankers and the
-#: probers shared method names; ``--mask-predict-preset``: ``medlama probe``'s ``--preset`` before every
-#: method had presets.
-RENAMED_FLAGS: dict[str, str] = {"--ranker": "--method", "--mask-predict-preset": "--preset"}
-
 
 def _parser_for(annotation: Any, field_name: str) -> Any:
     """A function turning one command-line word into a value of ``annotation``."""
@@ -79,19 +68,6 @@ def _union_parser(options: tuple, optional: bool) -> Any:
     return parse
 
 
-class _OldFlag(argparse.Action):
-    """An old spelling: stores the value under the new name and says what replaced it (once, on stderr)."""
-
-    def __init__(self, option_strings, dest, note: str = "", new_flag: str = "", **kwargs):
-        self.note, self.new_flag = note, new_flag
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(f"medlama: {option_string} is now {self.new_flag}" + (f" ({self.note})" if self.note else ""),
-              file=sys.stderr)
-        setattr(namespace, self.dest, values if self.nargs != 0 else self.const)
-
-
 def add_settings_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, *,
                        exclude: tuple[str, ...] = (), defaults: Any = None, title: str | None = None,
                        prefix: str = "", helps: Mapping[str, Callable[[str], str]] | None = None) -> None:
@@ -139,29 +115,6 @@ def add_settings_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup
             if field.metadata.get("metavar"):
                 kwargs["metavar"] = field.metadata["metavar"]
         target.add_argument(flag, **kwargs)
-        for old, note in (field.metadata.get("old_flags") or {}).items():
-            old_kwargs = {k: v for k, v in kwargs.items() if k not in ("action", "help")}
-            if inner is bool:
-                old_kwargs.update(nargs=0, const=True)
-            target.add_argument(old, action=_OldFlag, note=note, new_flag=flag, help=argparse.SUPPRESS,
-                                **old_kwargs)
-
-
-def add_renamed_flag(parser: argparse.ArgumentParser, old: str, **kwargs: Any) -> None:
-    """Parse the old spelling ``old`` (a key of :data:`RENAMED_FLAGS`) into its own namespace key; read it
-    with :func:`renamed_value`. ``kwargs``: as ``add_argument`` (``nargs``, ``choices``)."""
-    parser.add_argument(old, action=_OldFlag, new_flag=RENAMED_FLAGS[old], default=argparse.SUPPRESS,
-                        help=argparse.SUPPRESS, **kwargs)
-
-
-def renamed_value(args: argparse.Namespace, old: str, *, exclusive: bool = False) -> Any:
-    """The value the renamed flag ``old`` gave (None when not given). ``exclusive``: giving both spellings is
-    an error (when the new one's value would otherwise be dropped)."""
-    value = vars(args).get(old[2:].replace("-", "_"))
-    new = RENAMED_FLAGS[old]
-    if value is not None and exclusive and vars(args).get(new[2:].replace("-", "_")) is not None:
-        raise MedlamaInputError(f"give {new} only ({old} is its old name)")
-    return value
 
 
 def given_settings(args: argparse.Namespace, cls: type, *, prefix: str = "") -> dict[str, Any]:
