@@ -69,52 +69,83 @@ def _union_parser(options: tuple, optional: bool) -> Any:
 
 
 def add_settings_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, *,
-                       exclude: tuple[str, ...] = (), defaults: Any = None, title: str | None = None,
-                       prefix: str = "", helps: Mapping[str, Callable[[str], str]] | None = None) -> None:
-    """Add a flag for every command-line field of the settings class ``cls`` (less ``exclude``).
+                       exclude: tuple[str, ...] = (), only: tuple[str, ...] | None = None, defaults: Any = None,
+                       title: str | None = None, prefix: str = "",
+                       helps: Mapping[str, Callable[[str], str]] | None = None, filled: bool = False) -> None:
+    """Add a flag for every command-line field of the settings class ``cls`` (less ``exclude``; with ``only``,
+    just those fields).
 
     ``defaults``: an instance (a preset) whose values ``--help`` shows as the defaults; by default the
     class's own. ``title``: put the flags in an argument group. ``prefix``: prepended to each flag name
     (``--rewire-`` for the recipe's rewiring flags); the namespace keys become ``prefix_field``. ``helps``:
     field name -> a function rewording that field's help for this command (its default is still appended).
+    ``filled``: a flag not given still sets its default in the namespace (for commands that read every
+    value); by default it stays out, so that :func:`given_settings` sees only what was typed. A field without
+    a default is a required flag.
     """
     target = parser.add_argument_group(title) if title else parser
     hints = S.type_hints(cls)
     for field in S.fields_of(cls):
-        if field.name in exclude or not field.metadata.get("cli", True):
+        if field.name in exclude or (only is not None and field.name not in only) or not field.metadata.get("cli", True):
             continue
         flag = S.flag_of(field)
         if prefix:
             flag = "--" + prefix + flag[2:]
         dest = (prefix.replace("-", "_") + field.name) if prefix else field.name
         annotation = hints.get(field.name, Any)
-        inner, optional = S.unwrap_optional(annotation)
         default = getattr(defaults, field.name) if defaults is not None else S.default_of(field)
-        shown = "none" if default is None else (
-            " ".join(map(str, default)) if isinstance(default, (tuple, list)) else default)
         help_text = S.help_of(field)
         if helps and field.name in helps:
             help_text = helps[field.name](help_text)
-        if default is not dataclasses.MISSING:
-            help_text += f" (default: {shown})"
+        help_text += _default_text(field, default)
         help_text = help_text.replace("%", "%%")  # argparse formats help with %
-        kwargs: dict[str, Any] = {"dest": dest, "default": argparse.SUPPRESS, "help": help_text}
-        if inner is bool:
-            kwargs["action"] = argparse.BooleanOptionalAction
-        else:
-            choices = S.choices_of(field, annotation)
-            element = inner
-            if typing.get_origin(inner) in (tuple, list):
-                element = next((a for a in typing.get_args(inner) if a is not Ellipsis), str)
-                kwargs["nargs"] = "+"
-            kwargs["type"] = _parser_for(element if not optional else element | None, field.name) \
-                if element is not Any else str
-            if choices is not None:
-                kwargs["choices"] = list(choices) + ([None] if optional else [])
-                kwargs["metavar"] = "{" + ",".join(map(str, choices)) + "}"
-            if field.metadata.get("metavar"):
-                kwargs["metavar"] = field.metadata["metavar"]
-        target.add_argument(flag, **kwargs)
+        kwargs: dict[str, Any] = {"dest": dest, "help": help_text,
+                                  "default": default if filled else argparse.SUPPRESS}
+        if default is dataclasses.MISSING:
+            kwargs.update(required=True, default=None)
+        kwargs.update(_value_kwargs(field, annotation, default))
+        target.add_argument(*[flag, *([field.metadata["short"]] if field.metadata.get("short") else [])], **kwargs)
+
+
+def _default_text(field: dataclasses.Field, default: Any) -> str:
+    """`` (default: X)`` for ``--help``: X the value, or the field's ``show_default`` words (``False``: the
+    help says it)."""
+    said = field.metadata.get("show_default", True)
+    if default is dataclasses.MISSING or said is False:
+        return ""
+    if isinstance(said, str):
+        return f" (default: {said})"
+    shown = "none" if default is None else (
+        " ".join(map(str, default)) if isinstance(default, (tuple, list)) else default)
+    return f" (default: {shown})"
+
+
+def _value_kwargs(field: dataclasses.Field, annotation: Any, default: Any) -> dict[str, Any]:
+    """How argparse reads the field's value: ``action`` for a bool, else ``type``, ``nargs``, ``choices``,
+    ``metavar``."""
+    inner, optional = S.unwrap_optional(annotation)
+    if inner is bool:
+        if field.metadata.get("switch"):  # one spelling only: --overwrite, or --no-verify for a true default
+            return {"action": "store_false" if default is True else "store_true"}
+        return {"action": argparse.BooleanOptionalAction}
+    kwargs: dict[str, Any] = {}
+    choices = S.choices_of(field, annotation)
+    element = inner
+    if typing.get_origin(inner) in (tuple, list):
+        element = next((a for a in typing.get_args(inner) if a is not Ellipsis), str)
+        kwargs["nargs"] = "+"
+    parse = field.metadata.get("parse")
+    if parse is not None:  # the field's own reading of a word (no "none" unless it says so)
+        kwargs["type"] = parse
+    else:
+        kwargs["type"] = _parser_for(element if not optional else element | None, field.name) \
+            if element is not Any else str
+    if choices is not None:
+        kwargs["choices"] = list(choices) + ([None] if optional and parse is None else [])
+        kwargs["metavar"] = "{" + ",".join(map(str, choices)) + "}"
+    if field.metadata.get("metavar"):
+        kwargs["metavar"] = field.metadata["metavar"]
+    return kwargs
 
 
 def given_settings(args: argparse.Namespace, cls: type, *, prefix: str = "") -> dict[str, Any]:
