@@ -86,7 +86,8 @@ def add_settings_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup
     target = parser.add_argument_group(title) if title else parser
     hints = S.type_hints(cls)
     for field in S.fields_of(cls):
-        if field.name in exclude or (only is not None and field.name not in only) or not field.metadata.get("cli", True):
+        chosen = field.name not in exclude and (only is None or field.name in only)
+        if not chosen or not field.metadata.get("cli", True):
             continue
         flag = S.flag_of(field)
         if prefix:
