@@ -2,10 +2,12 @@
 configuration into argparse arguments, so a field's name, help, choices and default are written once.
 
 A flag's value is parsed by the field's annotation (``int``, ``float``, ``str``, ``Path``, ``bool`` as
-``--x/--no-x``, ``Literal`` as choices, ``tuple[...]`` as one or more values, ``X | None`` accepting
-``none``). Flags that are not given stay out of the namespace (``argparse.SUPPRESS``), so
-:func:`given_settings` returns exactly what the user typed and the rest comes from the defaults or a
-preset.
+``--x/--no-x`` or, for a ``switch``, one spelling, ``Literal`` as choices, ``tuple[...]`` as one or more
+values, ``X | None`` accepting ``none``), or by the field's own ``parse``. Flags that are not given stay out
+of the namespace (``argparse.SUPPRESS``), so :func:`given_settings` returns exactly what the user typed and
+the rest comes from the defaults or a preset (``filled=True`` puts the defaults in, for commands that read
+the namespace whole). Only positional arguments, and the few flags that are no setting (``--json``), are
+written by hand in the commands.
 """
 
 from __future__ import annotations
