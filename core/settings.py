@@ -37,21 +37,26 @@ from medlama.core.errors import MedlamaInputError
 S = TypeVar("S")
 
 def setting(default: Any = dataclasses.MISSING, *, help: str, choices: Sequence[Any] | None = None,
-            min: float | None = None, max: float | None = None, flag: str | None = None,
-            old_flags: Mapping[str, str] | None = None, metavar: str | None = None, cli: bool = True,
-            default_factory: Any = dataclasses.MISSING, **extra: Any) -> Any:
+            min: float | None = None, max: float | None = None, flag: str | None = None, short: str | None = None,
+            metavar: str | None = None, cli: bool = True, switch: bool = False, show_default: bool | str = True,
+            parse: Any = None, default_factory: Any = dataclasses.MISSING, **extra: Any) -> Any:
     """A dataclass field with what a user needs to know about it.
 
     ``help``: one line for ``--help`` and error messages. ``choices``: the allowed values (a ``Literal``
     annotation gives them too). ``min``/``max``: inclusive bounds of a number. ``flag``: the command-line
-    spelling (default ``--field-name``). ``old_flags``: earlier spellings still accepted, each mapped to
-    the note printed when it is used. ``cli=False``: not a command-line flag (set from Python only).
+    spelling (default ``--field-name``); ``short``: a one-letter spelling beside it (``-q``). ``metavar``: the
+    value's name in ``--help``. ``cli=False``: not a command-line flag (set from Python only). ``switch``: a
+    bool flag with one spelling that flips the default (``--overwrite``; ``--no-verify`` for a true default),
+    not ``--x/--no-x``. ``show_default``: what ``--help`` shows as the default (``False``: the help says it).
+    ``parse``: the function reading the flag's word, where the annotation's reading is not enough (a device
+    name checked at once; a path in which ``none`` is a name).
     ``extra``: further facts a configuration keeps about its own fields (for example which settings a
     resumed run may change), read back with ``field.metadata[name]``; ``nonfinite=True`` lets a float
     setting be infinite (NaN never is: it passes every bound).
     """
     metadata = {"help": help, "choices": tuple(choices) if choices is not None else None, "min": min, "max": max,
-                "flag": flag, "old_flags": dict(old_flags or {}), "metavar": metavar, "cli": cli, **extra}
+                "flag": flag, "short": short, "metavar": metavar, "cli": cli, "switch": switch,
+                "show_default": show_default, "parse": parse, **extra}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -274,7 +279,9 @@ def to_flags(settings: Any, *, relative_to: Any | None = None) -> list[str]:
             continue
         flag = flag_of(field)
         annotation, _ = unwrap_optional(hints.get(field.name, Any))
-        if annotation is bool:
+        if annotation is bool and field.metadata.get("switch"):
+            out.append(flag)  # one spelling, which flips the default
+        elif annotation is bool:
             out.append(flag if value else "--no-" + flag[2:])
         elif value is None:
             out.extend([flag, "none"])  # an optional setting switched off, as the flags parse it

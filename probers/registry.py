@@ -46,8 +46,7 @@ METHODS: dict[str, Method] = {
 }
 
 #: Earlier method names, still accepted wherever a method is named (``medlama probe``, ``medlama ucm``,
-#: :func:`make_prober`, :func:`medlama.ucm.rankers.make_ranker`): old name -> current name. (Renamed
-#: *flags*, such as ``--ranker``, are in the CLI's own table, ``RENAMED_FLAGS``, beside its flag helpers.)
+#: :func:`make_prober`, :func:`medlama.ucm.rankers.make_ranker`): old name -> current name.
 OLD_NAMES = {"contrastive": "retrieval", "mlm": "mask-average"}
 
 

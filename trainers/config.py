@@ -10,6 +10,7 @@ every field not marked ``resume="may_change"``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from medlama.core.errors import MedlamaInputError
@@ -131,3 +132,32 @@ MUST_MATCH_ON_RESUME: tuple[str, ...] = tuple(f.name for f in fields_of(RewireCo
 #: Flags of the settings a resumed run may change (for messages).
 MAY_CHANGE_ON_RESUME: tuple[str, ...] = tuple(flag_of(f) for f in fields_of(RewireConfig)
                                               if f.metadata.get("resume") == MAY_CHANGE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RewireRun:
+    """What a rewiring run is given besides its :class:`RewireConfig`: the corpus files, the output folder, the
+    preset the config starts from, and where training resumes (``medlama rewire``'s flags come from these)."""
+
+    corpus: tuple[Path, ...] = setting(parse=Path, metavar="FILE",
+                                       help="sentence files, one sentence per line (e.g. "
+                                            "../shared/data/elicit_corpora/*_0)")
+    out: Path = setting(parse=Path, help="output folder")
+    preset: str = setting(DEFAULT_PRESET, choices=sorted(PRESETS),
+                          help="a named bundle of the rewiring's settings; the flags given replace its values. "
+                               "paper: batch 192, lr 2e-5, 200 steps, max length 48, tau 0.04, checkpoint every 50 "
+                               "steps, 10k sentences; demo: a CPU-sized run, batch 32, lr 5e-5, 50 steps, checkpoint "
+                               "every 25")
+    no_resume: bool = setting(False, switch=True, show_default=False,
+                              help="start over; an error if OUT already holds checkpoints (they are never deleted)")
+    resume_from: Path | None = setting(None, parse=Path, metavar="CHECKPOINT",
+                                       show_default="the last complete one in OUT",
+                                       help="resume from this checkpoint folder")
+
+    def __post_init__(self) -> None:
+        check(self)
+
+    @property
+    def resume(self) -> bool | Path:
+        """The trainer's ``resume``: False (start over), a checkpoint folder, or True (the last in ``out``)."""
+        return False if self.no_resume else (self.resume_from if self.resume_from else True)

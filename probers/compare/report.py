@@ -24,11 +24,11 @@ class CompareOutput:
     format: str = setting("table", choices=FORMATS,
                           help="table: the terminal's; markdown or latex: the tables as text for a paper; json: the "
                                "whole record")
-    json: bool = setting(False, help="the same as --format json", switch=True, shown=None)
-    plot: Path | None = setting(None, metavar="FILE", shown="no plot",
+    json: bool = setting(False, help="the same as --format json", switch=True, show_default=False)
+    plot: Path | None = setting(None, metavar="FILE", show_default="no plot",
                                 help="also write the leaderboard with its intervals as error bars to FILE (a PNG; an "
                                      "existing FILE is replaced only with --overwrite)")
-    overwrite: bool = setting(False, help="replace an existing --plot FILE", switch=True, shown="refuse")
+    overwrite: bool = setting(False, help="replace an existing --plot FILE", switch=True, show_default="refuse")
 
     def __post_init__(self) -> None:
         check(self)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -15,7 +16,7 @@ from medlama.core.settings import as_dict, check, differences, setting, settings
 
 @dataclass(frozen=True)
 class Example:
-    batch_size: int = setting(128, help="texts per forward pass", min=1, old_flags={"--bs": "the same unit"})
+    batch_size: int = setting(128, help="texts per forward pass", min=1)
     pooling: Literal["cls", "mean"] = setting("cls", help="pooling")
     layer: int | None = setting(None, help="hidden layer")
     rescore: bool = setting(False, help="rescore")
@@ -60,8 +61,7 @@ def test_none_means_not_given_unless_the_field_is_optional():
 def test_flags_parse_back_to_the_same_settings(capsys):
     parser = argparse.ArgumentParser()
     add_settings_flags(parser, Example)
-    args = parser.parse_args(["--bs", "4", "--pooling", "mean", "--rescore", "--ks", "1", "3", "--layer", "2"])
-    assert "--bs is now --batch-size (the same unit)" in capsys.readouterr().err
+    args = parser.parse_args(["--batch-size", "4", "--pooling", "mean", "--rescore", "--ks", "1", "3", "--layer", "2"])
     given = given_settings(args, Example)
     assert given == {"batch_size": 4, "pooling": "mean", "rescore": True, "ks": (1, 3), "layer": 2}
     settings = settings_from(Example, given)
@@ -82,3 +82,40 @@ def test_help_shows_every_default_and_bad_flag_values_are_refused(capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["--batch-size", "x"])
     assert "'x' is not an integer" in capsys.readouterr().err
+
+
+@dataclass(frozen=True, kw_only=True)
+class Run:
+    corpus: tuple[Path, ...] = setting(parse=Path, metavar="FILE", help="sentence files")
+    verify: bool = setting(True, flag="--no-verify", switch=True, show_default=False, help="skip the check")
+    quiet: bool = setting(False, short="-q", switch=True, show_default=False, help="say nothing")
+    source: str | None = setting(None, parse=str, show_default="$SOURCE, else download", help="the release")
+
+    def __post_init__(self) -> None:
+        check(self)
+
+
+def test_switches_short_spellings_own_parsers_and_required_flags(capsys):
+    parser = argparse.ArgumentParser()
+    add_settings_flags(parser, Run)
+    help_text = " ".join(parser.format_help().split())
+    for shown in ("--corpus FILE [FILE ...]", "--no-verify skip the check", "--quiet, -q say nothing",
+                  "the release (default: $SOURCE, else download)"):
+        assert shown in help_text
+    assert "--no-no-verify" not in help_text and "--verify" not in help_text
+    args = parser.parse_args(["--corpus", "a", "b", "--no-verify", "-q", "--source", "none"])
+    settings = settings_from(Run, given_settings(args, Run))
+    assert settings == Run(corpus=(Path("a"), Path("b")), verify=False, quiet=True, source="none")
+    assert to_flags(settings, relative_to=Run(corpus=settings.corpus)) == ["--no-verify", "--quiet", "--source",
+                                                                          "none"]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--no-verify"])
+    assert "the following arguments are required: --corpus" in capsys.readouterr().err
+
+
+def test_filled_flags_put_every_default_in_the_namespace():
+    parser = argparse.ArgumentParser()
+    add_settings_flags(parser, Run, only=("verify", "quiet", "source"), defaults=Run(corpus=(), source="x"),
+                       filled=True)
+    assert vars(parser.parse_args([])) == {"verify": True, "quiet": False, "source": "x"}
+    assert vars(parser.parse_args(["--no-verify"]))["verify"] is False

@@ -84,7 +84,7 @@ def test_a_flag_the_chosen_methods_do_not_take_is_refused(flags, message, monkey
     assert capsys.readouterr().err == f"medlama: error: {message}\n"
 
 
-def test_method_settings_from_flags_presets_and_old_spellings(capsys):
+def test_method_settings_from_flags_and_presets(capsys):
     from medlama.cli import build_parser
     from medlama.commands.method_flags import method_settings
 
@@ -97,8 +97,5 @@ def test_method_settings_from_flags_presets_and_old_spellings(capsys):
     assert (chosen["mask-predict"].name, chosen["mask-predict"].beam_size, chosen["mask-predict"].batch_size,
             chosen["mask-predict"].to_candidates) == ("order+order", 2, 4, False)
     assert capsys.readouterr().err == ""
-    old = settings("--mask-predict-preset", "paper-order+order", methods=["mask-predict"])
-    assert old["mask-predict"].name == "order+order"
-    assert capsys.readouterr().err == "medlama: --mask-predict-preset is now --preset\n"
     assert settings("--preset", "cosine")["retrieval"] == PRESETS["cosine"]
     assert settings()["mask-predict"] == METHODS["mask-predict"].presets["paper"]

@@ -1,5 +1,5 @@
 """``medlama ucm`` end to end on tiny models (JSON, PNG, records), records over cut inputs, loading the sets,
-the old ``--ranker`` spelling, and bad input.
+and bad input.
 
 The sets (fixture ``sets``, tests/ucm/conftest.py) come from the corpora and tiny MedLAMA folder of
 ``tests/helpers/cv_inputs.py``.
@@ -114,24 +114,9 @@ def test_load_sets_and_bad_input(sets, tiny_encoder, tmp_path, capsys):
     assert main(["ucm", "--sets", str(sets), "--model", str(tiny_encoder), "--relations", "may_cure",
                  "--out", str(tmp_path / "o")]) == 2
     assert "unknown relation(s) ['may_cure']" in capsys.readouterr().err
-    assert main(["ucm", "--sets", str(sets), "--model", str(tiny_encoder), "--ranker", "mlm",
+    assert main(["ucm", "--sets", str(sets), "--model", str(tiny_encoder), "--method", "mask-average",
                  "--out", str(tmp_path / "o")]) == 2
     assert "no MLM head" in capsys.readouterr().err
-
-
-def test_old_ranker_flag_and_name_still_work(sets, tiny_mlm, tmp_path, capsys):
-    small = ["--sets", str(sets), "--model", str(tiny_mlm), "--sources", "pmc", "--context-types", "real",
-             "--no-negative"]
-    assert main(["ucm", *small, "--ranker", "mlm", "--out", str(tmp_path / "old")]) == 0
-    err = capsys.readouterr().err
-    assert "--ranker is now --method" in err and "--method mlm is now mask-average" in err
-    assert main(["ucm", *small, "--method", "mask-average", "--out", str(tmp_path / "new")]) == 0
-    assert "is now" not in capsys.readouterr().err
-    old, new = (json.loads((tmp_path / name / "results.json").read_text())["models"][0] for name in ("old", "new"))
-    assert old["settings"] == new["settings"] and old["settings"]["scoring"] == "mask-average"
-    assert {k: v for k, v in old.items() if k != "seconds"} == {k: v for k, v in new.items() if k != "seconds"}
-    assert main(["ucm", *small, "--ranker", "retrieval", "--method", "retrieval", "--out", str(tmp_path / "o")]) == 2
-    assert "give --method only" in capsys.readouterr().err
 
 
 def test_ucm_help_shows_every_default(capsys):

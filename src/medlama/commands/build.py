@@ -7,6 +7,10 @@ import json
 import sys
 from pathlib import Path
 
+from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.core.settings import settings_from
+from medlama.datasets.build_settings import BiolamaBuildSettings, MedlamaBuildSettings
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("build", help="build a probing dataset folder (Parquet + dataset card)")
@@ -16,16 +20,7 @@ def register(subparsers) -> None:
         "medlama", help="MedLAMA full and hard sets, per-relation configs and candidate sets",
         description="Build MedLAMA from the pinned release (downloaded and verified), or from --source / "
                     "$MEDLAMA_SOURCE (a folder or archive of the release).")
-    medlama.add_argument("--out", required=True, type=Path,
-                         help="output folder, e.g. out/medlama; load it with medlama.load_medlama('hard', data=OUT)")
-    medlama.add_argument("--source", help="local release: a folder holding prompts.csv and 2021AA/, "
-                                          "or a .tar.gz/.zip of it (default: $MEDLAMA_SOURCE, else download)")
-    medlama.add_argument("--match-threshold", type=float, default=0.1,
-                         help="hard if avg_match < this (default: %(default)s)")
-    medlama.add_argument("--rouge-threshold", type=float, default=0.1,
-                         help="hard if avg_rouge_l < this (default: %(default)s)")
-    medlama.add_argument("--no-verify", action="store_true",
-                         help="skip the SHA-256 check of a local source (a modified copy on purpose)")
+    add_settings_flags(medlama, MedlamaBuildSettings)
     medlama.add_argument("--json", action="store_true", help="print the statistics and report as JSON")
     medlama.set_defaults(func=run_medlama)
 
@@ -34,17 +29,7 @@ def register(subparsers) -> None:
         description="Build BioLAMA from the authors' data.tar.gz: --source (a local archive or extracted folder) / "
                     "$BIOLAMA_SOURCE, else a download of the pinned URL into the cache. The archive's SHA-256 "
                     "is not pinned yet: a download needs --sha256 HASH (or $BIOLAMA_SHA256) or --no-verify.")
-    biolama.add_argument("--out", required=True, type=Path,
-                         help="output folder, e.g. out/biolama; load it with medlama.datasets.folders.load_config(OUT, 'umls', 'test')")
-    biolama.add_argument("--source", help="local release: data.tar.gz, or the extracted data/ folder (or its "
-                                          "parent); default: $BIOLAMA_SOURCE, else download")
-    biolama.add_argument("--sha256", metavar="HASH",
-                         help="expected SHA-256 of the archive (download or local .tar.gz); default: "
-                              "$BIOLAMA_SHA256, else the pinned one (none yet)")
-    biolama.add_argument("--no-verify", action="store_true",
-                         help="accept the archive without checking its SHA-256 (recorded in the card)")
-    biolama.add_argument("--sources", nargs="+", choices=["ctd", "umls", "wikidata"], metavar="SOURCE",
-                         help="build only these sources (ctd, umls, wikidata; default: all three)")
+    add_settings_flags(biolama, BiolamaBuildSettings)
     biolama.add_argument("--json", action="store_true", help="print the statistics and report as JSON")
     biolama.set_defaults(func=run_biolama)
 
@@ -61,22 +46,24 @@ def run_medlama(args: argparse.Namespace) -> int:
     from medlama.core.display import print_table
     from medlama.core.progress import enabled as progress_enabled
 
+    settings = settings_from(MedlamaBuildSettings, given_settings(args, MedlamaBuildSettings))
     # Checked here too, so that the message names the option the user typed.
-    rule = HardnessRule(check_threshold(args.match_threshold, "--match-threshold"),
-                        check_threshold(args.rouge_threshold, "--rouge-threshold"))
-    check_output_place(args.out, reads=[args.source] if args.source else [])  # before the release is read
-    build, stats = write_medlama(args.out, args.source, rule=rule, verify_checksums=not args.no_verify,
+    rule = HardnessRule(check_threshold(settings.match_threshold, "--match-threshold"),
+                        check_threshold(settings.rouge_threshold, "--rouge-threshold"))
+    out, source = settings.out, settings.source
+    check_output_place(out, reads=[source] if source else [])  # before the release is read
+    build, stats = write_medlama(out, source, rule=rule, verify_checksums=settings.verify_checksums,
                                  progress=progress_enabled())
     report = build.report
     if args.json:
-        return _print_json(args.out, stats, report)
+        return _print_json(out, stats, report)
     print_table(
         "MedLAMA", ["relation", "full", "hard", "answers/query", "distinct answers", "single-token (distinct)",
                      "single-token (all)"],
         [(r["relation"], r["full"], r["hard"], f"{r['answers_per_query_full']:.2f}", r["distinct_answers"],
           f"{100 * r['single_token_answers']:.1f}%", f"{100 * r['single_token_answer_occurrences']:.1f}%")
          for r in stats],
-        caption=f"written to {args.out} (configs 'hard' (default), 'full', per relation, candidates_*)")
+        caption=f"written to {out} (configs 'hard' (default), 'full', per relation, candidates_*)")
     print(f"hardness scores recomputed: {len(report.score_mismatches)} differ from the release by more than 1e-6")
     for mismatch in report.score_mismatches[:20]:
         print(f"  {mismatch.id} ({mismatch.file}, row {mismatch.row}): {mismatch.score} released "
@@ -97,23 +84,24 @@ def run_medlama(args: argparse.Namespace) -> int:
 
 
 def run_biolama(args: argparse.Namespace) -> int:
-    from medlama.datasets.biolama import SOURCES
     from medlama.core.atomic import check_output_place
     from medlama.datasets.biolama_folder import write_biolama
     from medlama.core.display import print_table
     from medlama.core.progress import enabled as progress_enabled
 
-    check_output_place(args.out, reads=[args.source] if args.source else [])  # before the release is read
-    build, stats = write_biolama(args.out, args.source, sources=args.sources or SOURCES, sha256=args.sha256,
-                                 verify_checksums=not args.no_verify, progress=progress_enabled())
+    settings = settings_from(BiolamaBuildSettings, given_settings(args, BiolamaBuildSettings))
+    out, source = settings.out, settings.source
+    check_output_place(out, reads=[source] if source else [])  # before the release is read
+    build, stats = write_biolama(out, source, sources=settings.sources, sha256=settings.sha256,
+                                 verify_checksums=settings.verify_checksums, progress=progress_enabled())
     report = build.report
     if args.json:
-        return _print_json(args.out, stats, report)
+        return _print_json(out, stats, report)
     print_table(
         "BioLAMA", ["source", "relation", "train", "dev", "test", "objects/query", "answers/query", "prompt"],
         [(r["source"], r["relation"] if r["relation"] != "all" else f"all ({r['relations']})", r["train"], r["dev"],
           r["test"], f"{r['objects_per_query']:.2f}", f"{r['answers_per_query']:.2f}", r["template"]) for r in stats],
-        caption=f"written to {args.out} (configs 'all' (default), {', '.join(report.sources)}, <source>_<PID>)")
+        caption=f"written to {out} (configs 'all' (default), {', '.join(report.sources)}, <source>_<PID>)")
     print(f"input: {report.verification}" + ("" if report.checksums_verified else " -- NOT verified"))
     if report.split_overlaps:
         print(f"{len(report.split_overlaps)} record(s) appear in more than one split of a relation, e.g. "

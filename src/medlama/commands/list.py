@@ -5,9 +5,29 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
+from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.core.errors import MedlamaInputError
+from medlama.core.settings import check, setting, settings_from
+
+
+@dataclass(frozen=True)
+class ListSettings:
+    """Whose relations ``medlama list`` counts, in which folder and config, and how it prints."""
+
+    dataset: Literal["medlama", "biolama"] = setting("medlama", help="whose relations to count")
+    data: Path | None = setting(None, parse=Path, show_default=False,
+                                help="the dataset folder to count relations in (a built folder, a push-dataset dry "
+                                     "run or a Hub dataset id), as probe --data; default: the build probe uses")
+    config: str | None = setting(None, parse=str, show_default="every config of the dataset",
+                                 help="the config whose relations are counted")
+    json: bool = setting(False, switch=True, show_default=False, help="print JSON instead of tables")
+
+    def __post_init__(self) -> None:
+        check(self)
 
 
 def register(subparsers) -> None:
@@ -19,14 +39,7 @@ def register(subparsers) -> None:
     parser.add_argument("what", nargs="?", default="all",
                         choices=("all", "datasets", "relations", "methods", "presets"),
                         help="what to list (default: all)")
-    parser.add_argument("--dataset", default="medlama", choices=("medlama", "biolama"),
-                        help="whose relations to count (default: medlama)")
-    parser.add_argument("--data", type=Path, help="the dataset folder to count relations in (a built folder, a "
-                                                  "push-dataset dry run or a Hub dataset id), as probe --data; "
-                                                  "default: the build probe uses")
-    parser.add_argument("--config", help="the config whose relations are counted (default: every config of "
-                                         "the dataset)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    add_settings_flags(parser, ListSettings)
     parser.set_defaults(func=run)
 
 
@@ -91,7 +104,8 @@ def _first_line(doc: str | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     want = args.what
-    if args.config is not None and want not in ("all", "relations"):
+    settings = settings_from(ListSettings, given_settings(args, ListSettings))
+    if settings.config is not None and want not in ("all", "relations"):
         raise MedlamaInputError(f"--config chooses whose relations are counted; `medlama list {want}` counts none")
     listing: dict[str, list] = {}
     if want in ("all", "datasets"):
@@ -101,11 +115,11 @@ def run(args: argparse.Namespace) -> int:
     if want in ("all", "presets"):
         listing["presets"] = presets()
     if want in ("all", "relations"):
-        listing["relations"] = relations(args.dataset, args.data, args.config)
-    if args.json:
+        listing["relations"] = relations(settings.dataset, settings.data, settings.config)
+    if settings.json:
         print(json.dumps(listing, indent=2, ensure_ascii=False))
         return 0
-    _print_tables(listing, args.dataset)
+    _print_tables(listing, settings.dataset)
     return 0
 
 

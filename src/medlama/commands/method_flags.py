@@ -3,8 +3,7 @@
 * Each method's flags sit in their own argument group; a flag several methods share (``--batch-size``) is
   added once, its help listing each method's default.
 * ``--preset`` names a preset of a chosen method (retrieval: reference, cosine, sentence-transformers;
-  mask-predict: paper, paper-order+order); ``--mask-predict-preset`` is its old spelling for mask-predict
-  (``medlama.commands.flags.RENAMED_FLAGS``).
+  mask-predict: paper, paper-order+order).
 * ``--raw-predictions`` is the one flag that is not a field: it sets ``to_candidates`` to false.
 * A flag that no chosen method takes is an error naming the flag and the methods, never silently ignored.
 """
@@ -15,7 +14,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from medlama.commands.flags import add_renamed_flag, add_settings_flags, given_settings, renamed_value
+from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.commands.output import BATCH_SIZE_LEAD
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.registry import METHODS, settings_for
@@ -65,7 +64,6 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a named bundle of the chosen method's settings; the flags given replace its values "
                              "(default: each method's first): "
                              + "; ".join(f"{name}: {text}" for name, text in PRESET_HELP.items()))
-    add_renamed_flag(parser, "--mask-predict-preset", choices=list(METHODS["mask-predict"].presets))
     shared = shared_fields()
     group = parser.add_argument_group("options of several methods")
     for name in shared:
@@ -110,10 +108,6 @@ def method_settings(args: argparse.Namespace, methods: Sequence[str]) -> dict[st
         owners = [name for name, method in METHODS.items() if preset in method.presets]
         _refuse(f"--preset {preset}", owners, methods)
         chosen_presets.update({name: preset for name in owners if name in methods})
-    old = renamed_value(args, "--mask-predict-preset")
-    if old is not None:
-        _refuse("--mask-predict-preset", ["mask-predict"], methods)
-        chosen_presets["mask-predict"] = old
     out = {}
     for method in methods:
         own = {f.name for f in fields_of(METHODS[method].settings)}

@@ -18,11 +18,14 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from medlama.commands.flags import add_settings_flags
 from medlama.core.errors import MedlamaInputError
 from medlama.core.models import DEVICE_PATTERN, DEVICE_WORDS
 from medlama.core.models import check_device as check_model_device
+from medlama.core.settings import check, setting
 from medlama.probers.base import RESULTS_FILE
 
 #: ``--batch-size``'s meaning for every command that runs a model forward (not ``rewire``'s).
@@ -50,24 +53,36 @@ OVERWRITE_HELP = (f"replace the results of an earlier run in OUT; without it, a 
                   f"{RESULTS_FILE} is refused before any work (default: refuse)")
 
 
+@dataclass(frozen=True)
+class OutputSettings:
+    """Where a scoring command's results go, how they are shown, where the models run, how many queries."""
+
+    out: Path = setting(Path("out"), help="folder for the results")
+    overwrite: bool = setting(False, switch=True, show_default=False, help=OVERWRITE_HELP)
+    json: bool = setting(False, switch=True, show_default=False,
+                         help=f"print {RESULTS_FILE} on stdout and nothing else (tables and notes go to stderr)")
+    quiet: bool = setting(False, short="-q", switch=True, show_default=False,
+                          help="no tables or notes, only warnings and errors (results are still written to OUT)")
+    device: str | None = setting(None, parse=device_word, metavar="DEVICE",
+                                 show_default="cuda when there is one, else cpu",
+                                 help="where the models run: cpu, cuda, cuda:N or mps")
+    limit: int | None = setting(None, min=1, parse=limit_word, metavar="N", show_default="all",
+                                help="only the first N queries, for a quick check; the scores are not the benchmark's")
+
+    def __post_init__(self) -> None:
+        check(self)
+
+
 def add_output_arguments(parser: argparse.ArgumentParser, *, default_out: Path, writes: str,
                          limit: str | None = None, overwrite: str = OVERWRITE_HELP, device: str = "the models") -> None:
-    """``--out``, ``--overwrite``, ``--json``, ``--quiet``, ``--device`` and (with ``limit``, the help of
-    what it limits) ``--limit``, in one group."""
-    group = parser.add_argument_group("run and output")
-    group.add_argument("--out", type=Path, default=default_out,
-                       help=f"folder for {writes} (default: {default_out})")
-    group.add_argument("--overwrite", action="store_true", help=overwrite)
-    group.add_argument("--json", action="store_true",
-                       help=f"print {RESULTS_FILE} on stdout and nothing else (tables and notes go to stderr)")
-    group.add_argument("--quiet", "-q", action="store_true",
-                       help="no tables or notes, only warnings and errors (results are still written to OUT)")
-    group.add_argument("--device", type=device_word, metavar="DEVICE",
-                       help=f"where {device} run: cpu, cuda, cuda:N or mps (default: cuda when there is one, "
-                            "else cpu)")
-    if limit:
-        group.add_argument("--limit", type=limit_word, metavar="N",
-                           help=f"{limit}, for a quick check; the scores are not the benchmark's (default: all)")
+    """The flags of :class:`OutputSettings` in one group, each in the namespace (default or given): ``--out``
+    (``default_out``, a folder for ``writes``), ``--overwrite`` (help ``overwrite``), ``--json``, ``--quiet``,
+    ``--device`` (where ``device`` run) and, with ``limit`` (the help of what it limits), ``--limit``."""
+    helps = {"out": lambda text: f"folder for {writes}", "overwrite": lambda text: overwrite,
+             "device": lambda text: text.replace("the models", device, 1),
+             "limit": lambda text: text.replace("only the first N queries", limit or "", 1)}
+    add_settings_flags(parser, OutputSettings, title="run and output", defaults=OutputSettings(out=default_out),
+                       exclude=() if limit else ("limit",), helps=helps, filled=True)
 
 
 def check_device(device: str | None) -> None:

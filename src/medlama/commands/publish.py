@@ -6,26 +6,28 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.core.settings import settings_from
+from medlama.publishing.settings import DatasetPushSettings, ModelPushSettings, PushSettings
 
-def _common(parser: argparse.ArgumentParser, tree: str = "DIR/<repo name>/") -> None:
-    parser.add_argument("--private", action="store_true", help="create the repository as private")
-    parser.add_argument("--revision", help="branch to commit to (created if missing; default: main)")
-    parser.add_argument("--message", help="commit message (default: one naming what is uploaded)")
-    parser.add_argument("--dry-run", type=Path, metavar="DIR",
-                        help=f"upload nothing: write the exact upload tree to {tree} and DIR/manifest.json "
-                             "(default: upload)")
+
+def _target(parser: argparse.ArgumentParser, metavar: str, path_help: str, repo_help: str, *, dest: str = "path",
+            kind: type | None = Path) -> None:
+    """The two positional arguments of a push: what is pushed (``dest``) and the repository it goes to."""
+    parser.add_argument(dest, type=kind, metavar=metavar, help=path_help)
+    parser.add_argument("repo_id", metavar="REPO_ID", help=repo_help)
 
 
 def _gated_push(parser: argparse.ArgumentParser, metavar: str, path_help: str, repo_help: str, func) -> None:
-    """The arguments of a dataset push (``push-dataset``, ``push-results``): the folder, the repository, the
-    common flags and ``--gated``."""
-    parser.add_argument("path", type=Path, metavar=metavar, help=path_help)
-    parser.add_argument("repo_id", metavar="REPO_ID", help=repo_help)
-    _common(parser)
-    parser.add_argument("--gated", choices=["auto", "manual", "none"],
-                        help="access requests: auto-approved, manually approved, or none (default: manual for "
-                             "UMLS-derived data, none otherwise; none needs --private for UMLS data)")
+    """The arguments of a dataset push (``push-dataset``, ``push-results``): the folder, the repository and
+    the flags of :class:`~medlama.publishing.settings.DatasetPushSettings`."""
+    _target(parser, metavar, path_help, repo_help)
+    add_settings_flags(parser, DatasetPushSettings)
     parser.set_defaults(func=func)
+
+
+def _settings(args: argparse.Namespace, cls: type):
+    return settings_from(cls, given_settings(args, cls), what=args.command)
 
 
 def register(subparsers) -> None:
@@ -48,15 +50,9 @@ def register(subparsers) -> None:
                     "REPO_ID as one commit. The uploaded README.md and rewire_config.json name the base model by "
                     "its Hub id (else its folder name) and the corpus and output by their file names: no local "
                     "path is uploaded; PATH itself keeps them. The token comes from HF_TOKEN or `hf auth login`.")
-    model.add_argument("path", type=Path, metavar="PATH", help="model folder written by medlama rewire")
-    model.add_argument("repo_id", metavar="REPO_ID", help="e.g. your-name/minilm-contrastive-probe")
-    _common(model, tree="DIR/files/")
-    model.add_argument("--include-checkpoints", action="store_true",
-                       help="also upload checkpoints/*/ models (not their optimizer states)")
-    model.add_argument("--results", type=Path, metavar="PROBE_OUT",
-                       help="the output folder of `medlama probe --model PATH`: its acc@k scores (percent) go into "
-                            "the uploaded card's model-index and probing scores table (PATH is not changed); runs "
-                            "of another model, or of PATH before it changed, are refused (default: none)")
+    _target(model, "PATH", "model folder written by medlama rewire", "e.g. your-name/minilm-contrastive-probe")
+    add_settings_flags(model, ModelPushSettings,
+                       helps={"dry_run": lambda text: text.replace("DIR/<repo name>/", "DIR/files/", 1)})
     model.set_defaults(func=run_push_model)
 
     results = subparsers.add_parser(
@@ -77,9 +73,9 @@ def register(subparsers) -> None:
         description="Publish metrics/NAME to the Space REPO_ID so that evaluate.load(REPO_ID) works: the script "
                     "(named after the repository, as evaluate expects), its card, requirements.txt and a Gradio "
                     "app.py. The token comes from HF_TOKEN or `hf auth login`.")
-    metric.add_argument("name", metavar="NAME", help="acc_at_k, ucm, or a module folder <x>/ holding <x>.py")
-    metric.add_argument("repo_id", metavar="REPO_ID", help="e.g. your-name/acc_at_k")
-    _common(metric)
+    _target(metric, "NAME", "acc_at_k, ucm, or a module folder <x>/ holding <x>.py", "e.g. your-name/acc_at_k",
+            dest="name", kind=None)
+    add_settings_flags(metric, PushSettings)
     metric.set_defaults(func=run_push_metric)
 
 
@@ -105,43 +101,48 @@ def _report(manifest: dict, dry_run: Path | None) -> None:
 def run_push_dataset(args: argparse.Namespace) -> int:
     from medlama.publishing.hub import push_dataset
 
-    manifest = push_dataset(args.path, args.repo_id, private=args.private, revision=args.revision,
-                            commit_message=args.message, gated=args.gated, dry_run=args.dry_run)
-    _report(manifest, args.dry_run)
+    settings = _settings(args, DatasetPushSettings)
+    manifest = push_dataset(args.path, args.repo_id, private=settings.private, revision=settings.revision,
+                            commit_message=settings.commit_message, gated=settings.gated, dry_run=settings.dry_run)
+    _report(manifest, settings.dry_run)
     return 0
 
 
 def run_push_results(args: argparse.Namespace) -> int:
     from medlama.publishing.hub import push_results
 
-    manifest = push_results(args.path, args.repo_id, private=args.private, revision=args.revision,
-                            commit_message=args.message, gated=args.gated, dry_run=args.dry_run)
-    _report(manifest, args.dry_run)
+    settings = _settings(args, DatasetPushSettings)
+    manifest = push_results(args.path, args.repo_id, private=settings.private, revision=settings.revision,
+                            commit_message=settings.commit_message, gated=settings.gated, dry_run=settings.dry_run)
+    _report(manifest, settings.dry_run)
     return 0
 
 
 def run_push_metric(args: argparse.Namespace) -> int:
     from medlama.publishing.hub import push_metric
 
-    manifest = push_metric(args.name, args.repo_id, private=args.private, revision=args.revision,
-                           commit_message=args.message, dry_run=args.dry_run)
-    _report(manifest, args.dry_run)
+    settings = _settings(args, PushSettings)
+    manifest = push_metric(args.name, args.repo_id, private=settings.private, revision=settings.revision,
+                           commit_message=settings.commit_message, dry_run=settings.dry_run)
+    _report(manifest, settings.dry_run)
     return 0
 
 
 def run_push_model(args: argparse.Namespace) -> int:
     from medlama.publishing.hub import MODEL_TREE, push_model
 
-    manifest = push_model(args.path, args.repo_id, private=args.private, revision=args.revision,
-                          commit_message=args.message, include_checkpoints=args.include_checkpoints,
-                          dry_run=args.dry_run, results=args.results)
+    settings = _settings(args, ModelPushSettings)
+    manifest = push_model(args.path, args.repo_id, private=settings.private, revision=settings.revision,
+                          commit_message=settings.commit_message, include_checkpoints=settings.include_checkpoints,
+                          dry_run=settings.dry_run, results=settings.results)
     size = sum(f["size"] for f in manifest["files"])
     if manifest.get("scores"):
         print(f"card scores from {manifest['scores']['source']}: "
               + ", ".join(f"{name} {value:g}" for name, value in manifest["scores"]["scores"].items()))
-    if args.dry_run is not None:
+    if settings.dry_run is not None:
         print(f"dry run: {len(manifest['files'])} files ({size / 1e6:.1f} MB) would be uploaded to "
-              f"{args.repo_id}; copies in {args.dry_run / MODEL_TREE}, details in {args.dry_run / 'manifest.json'}")
+              f"{args.repo_id}; copies in {settings.dry_run / MODEL_TREE}, details in "
+              f"{settings.dry_run / 'manifest.json'}")
     else:
         print(f"uploaded {len(manifest['files'])} files ({size / 1e6:.1f} MB) to {args.repo_id}: "
               f"{manifest.get('commit_url') or ''}")

@@ -10,36 +10,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.commands.output import (add_output_arguments, check_device, check_folder_output, human_output,
                                      print_results)
 from medlama.commands.probe import add_data_arguments, add_retrieval_arguments, load_queries, retrieval_settings
+from medlama.core.settings import settings_from
 from medlama.probers.base import RESULTS_FILE
-from medlama.trainers.config import PRESETS, QUICK_PRESET
+from medlama.recipe.settings import RecipeSettings
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "recipe", help="probe, rewire with Contrastive-Probe, probe again: before/after table, JSON, plots",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", help="encoder folder or name (default: the bundled all-MiniLM-L6-v2)")
-    parser.add_argument("--corpus", nargs="+", required=True, type=Path, metavar="FILE",
-                        help="sentence files to rewire on, one rewired model each (e.g. the released "
-                             "elicit corpora pubmed_sents_no_punkt_10k_*)")
-    parser.add_argument("--repeat", type=int, help="rewire on the first N corpora only (default: all given)")
-    parser.add_argument("--rewire-preset", default=QUICK_PRESET, choices=sorted(PRESETS),
-                        help="a named bundle of the rewiring's settings, as `medlama rewire --preset`; --steps and "
-                             "--rewire-batch-size replace its values. demo: a CPU-sized run; paper: the published "
-                             "run (batch 192, 200 steps, max length 48) (default: %(default)s)")
-    parser.add_argument("--steps", type=int, help="the rewiring's optimiser steps (default: the preset's)")
-    parser.add_argument("--rewire-batch-size", type=int, metavar="N",
-                        help="the rewiring's pairs per optimiser step, `medlama rewire --batch-size` (not inputs per "
-                             "forward pass as --batch-size) (default: the preset's)")
-    parser.add_argument("--probe-checkpoints", action="store_true",
-                        help="also probe every saved checkpoint and plot acc per step (figure 4)")
-    parser.add_argument("--heldout", type=Path, metavar="FILE",
-                        help="a sentence file not among --corpus: also score every model's cloze self-retrieval on "
-                             "it (2,000 pairs), which shows whether rewiring did its job whatever the model knows "
-                             "(default: none)")
+    add_settings_flags(parser, RecipeSettings, filled=True)
     add_data_arguments(parser)
     add_retrieval_arguments(parser)
     add_output_arguments(
@@ -62,17 +46,18 @@ def run(args: argparse.Namespace) -> int:
     from medlama.trainers.cloze import check_corpus_files
     from medlama.trainers.config import RewireConfig
 
-    corpora = list(args.corpus)
-    if args.repeat is not None:
-        if not 1 <= args.repeat <= len(corpora):
-            raise MedlamaInputError(f"--repeat {args.repeat} needs 1 to {len(corpora)} corpora; "
+    recipe = settings_from(RecipeSettings, given_settings(args, RecipeSettings))
+    corpora = list(recipe.corpus)
+    if recipe.repeat is not None:
+        if not 1 <= recipe.repeat <= len(corpora):
+            raise MedlamaInputError(f"--repeat {recipe.repeat} needs 1 to {len(corpora)} corpora; "
                                     f"{len(corpora)} given")
-        corpora = corpora[:args.repeat]
-    check_corpus_files([*corpora, *([args.heldout] if args.heldout else [])])
-    resolve_model(args.model)  # a missing model folder is an error now, not after the queries are read
+        corpora = corpora[:recipe.repeat]
+    check_corpus_files([*corpora, *([recipe.heldout] if recipe.heldout else [])])
+    resolve_model(recipe.model)  # a missing model folder is an error now, not after the queries are read
     # The released corpora hold lines of 1-3 words (89 in pubmed_sents_no_punkt_10k_0) whose masked span
     # could swallow the whole sentence; the recipe leaves them out and the rewire record counts them.
-    config = RewireConfig.preset(args.rewire_preset, steps=args.steps, batch_size=args.rewire_batch_size,
+    config = RewireConfig.preset(recipe.rewire_preset, steps=recipe.steps, batch_size=recipe.rewire_batch_size,
                                  skip_short_lines=True).validate()
     settings = retrieval_settings(args)
     check_device(args.device)
@@ -84,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         write_owner(args.out, "recipe")
         try:
             with human_output(args):
-                _recipe(args, corpora, config, settings)
+                _recipe(args, recipe, corpora, config, settings)
         except BaseException:
             if new and [p.name for p in args.out.iterdir()] == [OWNER_NAME]:
                 shutil.rmtree(args.out, ignore_errors=True)  # a run that wrote nothing leaves nothing
@@ -94,14 +79,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _recipe(args: argparse.Namespace, corpora: list[Path], config, settings) -> None:
+def _recipe(args: argparse.Namespace, recipe: RecipeSettings, corpora: list[Path], config, settings) -> None:
     from medlama.probers import report
     from medlama.recipe.workflow import rewire_then_probe
 
     queries = load_queries(args)
-    result = rewire_then_probe(queries, corpora, args.out, model=args.model, rewire_config=config,
-                               probe_settings=settings, probe_checkpoints=args.probe_checkpoints,
-                               heldout=args.heldout, device=args.device, rewire_preset=args.rewire_preset)
+    result = rewire_then_probe(queries, corpora, args.out, model=recipe.model, rewire_config=config,
+                               probe_settings=settings, probe_checkpoints=recipe.probe_checkpoints,
+                               heldout=recipe.heldout, device=args.device, rewire_preset=recipe.rewire_preset)
 
     summary = result.summary()
     rows = [["un-rewired"] + [report.percent(summary["base"][f"acc@{k}"]) for k in (1, 5, 10)]
@@ -115,7 +100,7 @@ def _recipe(args: argparse.Namespace, corpora: list[Path], config, settings) -> 
     if "heldout_cloze" in summary:
         cloze = summary["heldout_cloze"]
         report.print_table(
-            f"Held-out cloze self-retrieval, {cloze['pairs']:,} pairs of {args.heldout.name} (%)",
+            f"Held-out cloze self-retrieval, {cloze['pairs']:,} pairs of {recipe.heldout.name} (%)",
             ["model", "acc@1", "acc@10"],
             [["un-rewired"] + [report.percent(cloze["base"][f"acc@{k}"]) for k in (1, 10)],
              [f"rewired (n={len(result.rewired)})"]

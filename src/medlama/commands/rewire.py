@@ -12,7 +12,7 @@ from medlama.core.settings import fields_of, settings_from
 
 
 def register(subparsers) -> None:
-    from medlama.trainers.config import DEFAULT_PRESET, PRESETS, RewireConfig
+    from medlama.trainers.config import DEFAULT_PRESET, PRESETS, RewireConfig, RewireRun
 
     parser = subparsers.add_parser(
         "rewire", help="rewire an encoder for probing (Contrastive-Probe self-retrieval training)",
@@ -20,14 +20,7 @@ def register(subparsers) -> None:
                     "2022). OUT receives the final model (SentenceTransformer(OUT), AutoModel.from_pretrained(OUT)), "
                     "README.md, rewire_config.json and checkpoints/checkpoint-<step>. Running again into the same "
                     "OUT resumes from its last complete checkpoint. Settings left out come from the preset.")
-    parser.add_argument("--corpus", required=True, nargs="+", type=Path, metavar="FILE",
-                        help="sentence files, one sentence per line (e.g. ../shared/data/elicit_corpora/*_0)")
-    parser.add_argument("--out", required=True, type=Path, help="output folder")
-    parser.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS),
-                        help="a named bundle of the rewiring's settings; the flags given replace its values. "
-                             "paper: batch 192, lr 2e-5, 200 steps, max length 48, tau 0.04, checkpoint every 50 "
-                             "steps, 10k sentences; demo: a CPU-sized run, batch 32, lr 5e-5, 50 steps, checkpoint "
-                             "every 25 (default: %(default)s)")
+    add_settings_flags(parser, RewireRun, only=("corpus", "out", "preset"), filled=True)
     settings = parser.add_argument_group(
         "rewiring settings", "each defaults to the preset's value (shown: the paper preset's); an optional "
                              "setting takes 'none'")
@@ -39,11 +32,8 @@ def register(subparsers) -> None:
                        exclude=tuple(f.name for f in fields_of(RewireConfig) if f.name != "dropout"))
     dropout.add_argument("--keep-model-dropout", dest="dropout", action="store_const", const=None,
                          default=argparse.SUPPRESS, help="keep the model's own dropout (same as --dropout none)")
-    resume = parser.add_mutually_exclusive_group()
-    resume.add_argument("--no-resume", action="store_true",
-                        help="start over; an error if OUT already holds checkpoints (they are never deleted)")
-    resume.add_argument("--resume-from", type=Path, metavar="CHECKPOINT", help="resume from this checkpoint folder "
-                        "(default: the last complete one in OUT)")
+    add_settings_flags(parser.add_mutually_exclusive_group(), RewireRun, only=("no_resume", "resume_from"),
+                       filled=True)
     parser.add_argument("--json", action="store_true", help="print the run record as JSON")
     parser.set_defaults(func=run_rewire)
 
@@ -63,21 +53,23 @@ def run_rewire(args: argparse.Namespace) -> int:
     from medlama.core.models import resolve_model
     from medlama.trainers.cloze import check_corpus_files
 
+    from medlama.trainers.config import RewireRun
+
     # Checked before torch is imported (the trainer's modules import it) and before the model loads.
     config = config_from_args(args)
-    check_corpus_files(args.corpus)
+    run = settings_from(RewireRun, given_settings(args, RewireRun))
+    check_corpus_files(run.corpus)
     if config.model is not None:
         resolve_model(config.model)
     from medlama.core.atomic import check_output_place
 
     # Before the model loads: an OUT that is the current directory, or holds the corpus or the model, is
     # refused now rather than when the trained model is swapped in.
-    check_output_place(args.out, reads=[*args.corpus, *([args.model] if getattr(args, "model", None) else [])])
+    check_output_place(run.out, reads=[*run.corpus, *([args.model] if getattr(args, "model", None) else [])])
     from medlama.core.distributed import is_main_process
     from medlama.trainers.trainer import rewire
 
-    resume = False if args.no_resume else (args.resume_from if args.resume_from else True)
-    result = rewire(args.corpus, args.out, config, resume=resume, preset=args.preset)
+    result = rewire(list(run.corpus), run.out, config, resume=run.resume, preset=run.preset)
     if not is_main_process():  # under torchrun, one report
         return 0
     if args.json:

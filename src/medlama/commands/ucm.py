@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from medlama.commands.flags import add_renamed_flag, add_settings_flags, given_settings, renamed_value
+from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, check_device, claimed_output,
                                      human_output, print_results)
 from medlama.probers.base import RESULTS_FILE
@@ -38,7 +38,6 @@ def register(subparsers) -> None:
                              "auto: causal-likelihood for a decoder-only causal LM (GPT-2, Llama style), else "
                              "mask-average when the model has an MLM head, else retrieval. One value, or one per "
                              "model (default: auto)")
-    add_renamed_flag(parser, "--ranker", nargs="+", choices=CHOICES)
     add_settings_flags(parser, UcmSettings, title="what to score")
     add_settings_flags(parser, MaskAverageSettings, exclude=("batch_size",), title="mask-average ranker",
                        helps={"max_tokens": lambda _: "mask-average: most masks per name, longer names are scored "
@@ -57,7 +56,7 @@ def register(subparsers) -> None:
 
 def _methods(args: argparse.Namespace) -> list[str]:
     """The methods asked for, in today's names; old spellings say on stderr what replaced them."""
-    methods = renamed_value(args, "--ranker", exclusive=True) or args.method or ["auto"]
+    methods = args.method or ["auto"]
     return current_names(methods, ("auto", *METHODS))
 
 

@@ -1,0 +1,43 @@
+"""What ``medlama recipe`` is told besides the data, the probe's retrieval settings and the output: the encoder,
+the corpora to rewire on and how the rewiring runs (its flags are made from these fields)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from medlama.core.settings import check, setting
+from medlama.trainers.config import PRESETS, QUICK_PRESET
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecipeSettings:
+    """The encoder, the rewiring corpora (one rewired model each), the rewiring preset and what replaces its
+    values, and the extra probes (checkpoints, held-out cloze). Bounds are checked where they are used (the
+    rewiring's by :class:`~medlama.trainers.config.RewireConfig`), so each message names its flag."""
+
+    model: str | None = setting(None, parse=str, show_default="the bundled all-MiniLM-L6-v2",
+                                help="encoder folder or name")
+    corpus: tuple[Path, ...] = setting(parse=Path, metavar="FILE",
+                                       help="sentence files to rewire on, one rewired model each (e.g. the released "
+                                            "elicit corpora pubmed_sents_no_punkt_10k_*)")
+    repeat: int | None = setting(None, parse=int, show_default="all given",
+                                 help="rewire on the first N corpora only")
+    rewire_preset: str = setting(QUICK_PRESET, choices=sorted(PRESETS),
+                                 help="a named bundle of the rewiring's settings, as `medlama rewire --preset`; "
+                                      "--steps and --rewire-batch-size replace its values. demo: a CPU-sized run; "
+                                      "paper: the published run (batch 192, 200 steps, max length 48)")
+    steps: int | None = setting(None, parse=int, show_default="the preset's",
+                                help="the rewiring's optimiser steps")
+    rewire_batch_size: int | None = setting(None, parse=int, metavar="N", show_default="the preset's",
+                                            help="the rewiring's pairs per optimiser step, `medlama rewire "
+                                                 "--batch-size` (not inputs per forward pass as --batch-size)")
+    probe_checkpoints: bool = setting(False, switch=True, show_default=False,
+                                      help="also probe every saved checkpoint and plot acc per step (figure 4)")
+    heldout: Path | None = setting(None, parse=Path, metavar="FILE",
+                                   help="a sentence file not among --corpus: also score every model's cloze "
+                                        "self-retrieval on it (2,000 pairs), which shows whether rewiring did its job "
+                                        "whatever the model knows")
+
+    def __post_init__(self) -> None:
+        check(self)
