@@ -104,7 +104,7 @@ def _write_public_file(source: Path, destination: Path, replacements: dict[str, 
 def push_model(path: str | Path, repo_id: str, *, private: bool = False, revision: str | None = None,
                commit_message: str | None = None, include_checkpoints: bool = False,
                dry_run: str | Path | None = None, token: str | None = None, api=None,
-               results: str | Path | None = None) -> dict[str, Any]:
+               results: str | Path | None = None, partial_results: bool = False) -> dict[str, Any]:
     """Upload the model folder ``path`` to the model repository ``repo_id`` (created if missing).
 
     The uploaded ``rewire_config.json`` and ``README.md`` name the base model, the corpus and the command
@@ -114,7 +114,9 @@ def push_model(path: str | Path, repo_id: str, *, private: bool = False, revisio
     (plus ``commit_url`` after a real upload). The folder must be a ``rewire`` output whose files are those
     it wrote (:func:`medlama.core.integrity.check_vouched`: a model copied in by hand, or weights cut short, are
     refused). ``results``: a ``medlama probe`` output of this folder, whose scores go into the pushed card's
-    ``model-index`` and ``probing_scores.json`` (:func:`medlama.publishing.model_scores.probe_scores`).
+    ``model-index`` and ``probing_scores.json`` (:func:`medlama.publishing.model_scores.probe_scores`); a run of
+    part of its query set (``--limit``, some relations) is refused there unless ``partial_results``, and then
+    named as partial in each metric's name.
     """
     folder = Path(path)
     check_repo_id(repo_id)
@@ -130,7 +132,7 @@ def push_model(path: str | Path, repo_id: str, *, private: bool = False, revisio
     if results is not None:
         from medlama.publishing.model_scores import probe_scores
 
-        scored = probe_scores(results, folder)
+        scored = probe_scores(results, folder, partial=partial_results)
     record = _model_record(folder)
     public_record, replacements = public_rewire_record(record or {}, folder)
     # The same paths as JSON writes them (non-ASCII letters and backslashes escaped).

@@ -5,6 +5,10 @@ pushed *as it is now*: a run's provenance names the model folder and the SHA-256
 (:func:`medlama.core.provenance.folder_hash`, checkpoints left out), so scores of another model, or of this folder
 before it was trained further, are refused rather than published under its name. Scores are acc@k in percent,
 rounded to 2 decimals, as ``medlama recipe`` writes them into the cards of the models it rewires.
+
+A run of part of a query set (``--limit``, some ``--relations``, a Dataset subset) is not the model's score on
+that set: it is refused unless asked for (``partial=True``), and then its metric names say what part it was
+(``MedLAMA hard (partial: first 20 queries per relation) acc@1``).
 """
 
 from __future__ import annotations
@@ -49,9 +53,24 @@ def _percent(metrics: dict[str, Any]) -> dict[str, float]:
             if key.startswith("acc@") and isinstance(value, (int, float)) and not isinstance(value, bool)}
 
 
-def probe_scores(results: str | Path, model: str | Path) -> CardScores:
+def partial_part(run: dict[str, Any]) -> str | None:
+    """What part of its query set ``run`` probed (``first 20 queries per relation``, ``2 relations``, ``a subset
+    of 50 queries``), ``None`` for the whole set."""
+    data = (run.get("provenance") or {}).get("data") or run.get("data") or {}
+    parts = []
+    if data.get("limit_per_relation"):
+        parts.append(f"first {data['limit_per_relation']} queries per relation")
+    if isinstance(data.get("relations"), list):
+        parts.append(f"{len(data['relations'])} relation{'s' if len(data['relations']) != 1 else ''}")
+    if data.get("subset"):
+        parts.append(f"a subset of {data['subset']:,} queries")
+    return ", ".join(parts) or None
+
+
+def probe_scores(results: str | Path, model: str | Path, *, partial: bool = False) -> CardScores:
     """The acc@k scores of the runs in ``results`` (a ``medlama probe`` output folder or its ``results.json``)
-    that probed the model folder ``model`` as it is now (module docstring)."""
+    that probed the model folder ``model`` as it is now (module docstring). A run of part of its query set
+    (:func:`partial_part`) is refused unless ``partial``, and then named as partial."""
     from medlama.core.provenance import folder_hash
 
     file, runs = _runs(Path(results))
@@ -77,11 +96,20 @@ def probe_scores(results: str | Path, model: str | Path) -> CardScores:
             raise MedlamaInputError(f"run {run.get('label')!r} probed {data.get('dataset')}; the card's model-index "
                                     "holds MedLAMA scores", file=file)
         method = (run.get("settings") or {}).get("method")
-        name = f"MedLAMA {run.get('query_set')}" + (f" ({method})" if len(matching) > 1 and method else "")
+        part = partial_part(run)
+        if part is not None and not partial:
+            raise MedlamaInputError(f"run {run.get('label')!r} probed part of its query set ({part}): its scores are "
+                                    "not the model's on that set, so they do not go into the card's model-index. "
+                                    "Probe the whole set, or give --partial-results to put them there named as "
+                                    "partial", file=file)
+        query_set = data.get("config") or run.get("query_set") if part else run.get("query_set")
+        name = (f"MedLAMA {query_set}" + (f" (partial: {part})" if part else "")
+                + (f" ({method})" if len(matching) > 1 and method else ""))
         scores.update({f"{name} {key}": value for key, value in _percent(run.get("metrics") or {}).items()})
         queries = sum(entry.get("queries", 0) for entry in (run.get("per_relation") or {}).values())
         date = (run.get("provenance") or {}).get("date")
-        described.append(f"MedLAMA {run.get('query_set')}, {queries:,} queries, `medlama probe --method {method}`"
+        described.append(f"MedLAMA {run.get('query_set')}, {queries:,} queries" + (" (partial)" if part else "")
+                         + f", `medlama probe --method {method}`"
                          + (f" ({date})" if date else ""))
     if not scores:
         raise MedlamaInputError("the matching runs hold no acc@k scores", file=file)

@@ -48,3 +48,7 @@ class ModelPushSettings(PushSettings):
         help="the output folder of `medlama probe --model PATH`: its acc@k scores (percent) go into the uploaded "
              "card's model-index and probing scores table (PATH is not changed); runs of another model, or of "
              "PATH before it changed, are refused (default: none)")
+    partial_results: bool = setting(
+        False, switch=True, show_default=False,
+        help="with --results: also put the scores of a run of part of its query set (--limit, some --relations) "
+             "into the card, each metric named as partial (default: refused)")

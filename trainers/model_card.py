@@ -268,8 +268,9 @@ def _flatten(scores: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def eval_results(flat: Mapping[str, float], *, dataset: str | None = None, config: str | None = None) -> list:
     """``EvalResult`` entries for flat scores such as ``{"MedLAMA hard acc@1": 4.49}``: the last word is
-    the metric (``acc@k``, ``mrr``), the words before it name the query set; its config is ``config``, else
-    ``hard`` or ``full`` when the name says so."""
+    the metric (``acc@k``, ``mrr``), the words before it name the query set (a part of one, ``(partial: ...)``,
+    names the metric ``acc@k (partial)``); its config is ``config``, else ``hard`` or ``full`` when the name
+    says so."""
     from huggingface_hub import EvalResult
 
     results = []
@@ -282,7 +283,9 @@ def eval_results(flat: Mapping[str, float], *, dataset: str | None = None, confi
         results.append(EvalResult(
             task_type=TASK_TYPE, task_name=TASK_NAME, dataset_type=dataset or "medlama",
             dataset_name=label if "medlama" in label.lower() else f"MedLAMA {label}".strip(),
-            dataset_config=set_config, dataset_split="test", metric_type=metric.lower(), metric_name=metric,
+            dataset_config=set_config, dataset_split="test", metric_type=metric.lower(),
+            # a run of part of the set (``MedLAMA hard (partial: ...)``) says so where leaderboards show it
+            metric_name=f"{metric} (partial)" if "(partial" in label else metric,
             metric_value=value))
     return results
 

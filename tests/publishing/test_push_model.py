@@ -240,18 +240,26 @@ def test_push_model_puts_the_probe_scores_of_that_folder_into_the_card(rewired_f
     run = json.loads((probed / "results.json").read_text())[0]
     before = {p: p.read_bytes() for p in model.rglob("*") if p.is_file()}
     capsys.readouterr()
+    # a run of part of the set (--limit, one relation) is not the model's score on it: refused unless asked
     assert main(["push-model", str(model), "someone/my-bert-rewired", "--results", str(probed), "--dry-run",
-                 str(tmp_path / "dry")]) == 0
-    assert "card scores from MedLAMA hard[may_treat][first 8 per relation], 8 queries" in capsys.readouterr().out
+                 str(tmp_path / "refused")]) == 2
+    assert ("probed part of its query set (first 8 queries per relation, 1 relation)" in capsys.readouterr().err
+            and not (tmp_path / "refused").exists())
+    assert main(["push-model", str(model), "someone/my-bert-rewired", "--results", str(probed), "--partial-results",
+                 "--dry-run", str(tmp_path / "dry")]) == 0
+    assert ("card scores from MedLAMA hard[may_treat][first 8 per relation], 8 queries (partial)"
+            in capsys.readouterr().out)
     tree = tmp_path / "dry" / "files"
     card = ModelCard.load(tree / "README.md")
     expected = {key: round(100 * value, 2) for key, value in run["metrics"].items() if key.startswith("acc@")}
-    assert {r.metric_name: r.metric_value for r in card.data.eval_results} == expected
+    assert {r.metric_name: r.metric_value for r in card.data.eval_results} == {
+        f"{key} (partial)": value for key, value in expected.items()}
     assert {r.dataset_config for r in card.data.eval_results} == {"hard"}
     assert card.data.to_dict()["model-index"][0]["name"] == "someone/my-bert-rewired"
-    assert "Not measured yet" not in card.text and "| MedLAMA hard[may_treat][first 8 per relation] acc@1 |" in card.text
+    partial = "MedLAMA hard (partial: first 8 queries per relation, 1 relation)"
+    assert "Not measured yet" not in card.text and f"| {partial} acc@1 |" in card.text
     pushed = json.loads((tree / "probing_scores.json").read_text())
-    assert pushed["scores"] == {f"MedLAMA {run['query_set']} {key}": value for key, value in expected.items()}
+    assert pushed["scores"] == {f"{partial} {key}": value for key, value in expected.items()}
     assert {p: p.read_bytes() for p in model.rglob("*") if p.is_file()} == before  # the folder is not changed
 
     changed = tmp_path / "changed" / model.name  # same name, trained on (one file differs): not what was probed
@@ -260,7 +268,7 @@ def test_push_model_puts_the_probe_scores_of_that_folder_into_the_card(rewired_f
     from medlama.core.integrity import record_again
 
     record_again(changed, ["rewire_config.json"])  # as medlama's own later write would: vouched, yet not probed
-    assert main(["push-model", str(changed), "someone/x", "--results", str(probed), "--dry-run",
+    assert main(["push-model", str(changed), "someone/x", "--results", str(probed), "--partial-results", "--dry-run",
                  str(tmp_path / "dry2")]) == 2
     assert f"no run in it probed {model.name} as it is now" in capsys.readouterr().err
     assert not (tmp_path / "dry2").exists()

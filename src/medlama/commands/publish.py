@@ -134,7 +134,8 @@ def run_push_model(args: argparse.Namespace) -> int:
     settings = _settings(args, ModelPushSettings)
     manifest = push_model(args.path, args.repo_id, private=settings.private, revision=settings.revision,
                           commit_message=settings.commit_message, include_checkpoints=settings.include_checkpoints,
-                          dry_run=settings.dry_run, results=settings.results)
+                          dry_run=settings.dry_run, results=settings.results,
+                          partial_results=settings.partial_results)
     size = sum(f["size"] for f in manifest["files"])
     if manifest.get("scores"):
         print(f"card scores from {manifest['scores']['source']}: "
