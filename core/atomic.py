@@ -50,7 +50,7 @@ from medlama.core.locks import parse_owner as _owner
 from medlama.core.locks import start_token as _start_token
 
 __all__ = ["OWNER_NAME", "STAGING_MARKER", "atomic_directory", "atomic_write_text", "check_output_place",
-           "check_replaceable", "claim_directory", "lock_directory", "owner_kind", "write_owner"]
+           "check_replaceable", "claim_directory", "lock_directory", "owner_kind", "staged_directory", "write_owner"]
 
 #: The hidden ownership record every output written with a ``kind`` holds.
 OWNER_NAME = ".medlama-output.json"
@@ -213,20 +213,28 @@ def check_replaceable(target: str | Path, *, marker: str, kind: str | None = Non
 
 @contextlib.contextmanager
 def claim_directory(target: str | Path, *, marker: str, kind: str | None = None,
-                    reads: tuple[str | Path, ...] | list = ()) -> Iterator[None]:
+                    reads: tuple[str | Path, ...] | list = (), finished: str | None = None) -> Iterator[None]:
     """Hold ``target``'s lock for the block, once :func:`check_replaceable` allows replacing it.
 
-    For a command that works long before it writes (a build, a training): wrap the whole run in it, and
-    a second writer, or a folder that is not this command's, is refused at once. The check runs before
-    the lock is taken (a user's folder is refused with nothing created beside it, not even the lock
-    file) and again once it is held (the folder may have changed meanwhile). Under the lock, leftovers
-    of a killed run are dealt with first: a previous output that a kill in the middle of a swap left
-    aside is put back at once, so it loads again even if this run then fails.
+    For a command that works long before it writes (a build, a training, a scoring run): wrap the whole run
+    in it, and a second writer, or a folder that is not this command's, is refused at once; write the output
+    inside it with :func:`staged_directory`. ``finished``: also refuse the output of an earlier finished run
+    (one holding ``marker``), saying ``finished`` (how to proceed) in the message (:func:`check_finished`).
+    The check runs before the lock is taken (a user's folder is refused with nothing created beside it, not
+    even the lock file) and again once it is held (the folder may have changed meanwhile). Under the lock,
+    leftovers of a killed run are dealt with first: a previous output that a kill in the middle of a swap
+    left aside is put back at once, so it loads again even if this run then fails.
     """
-    check_replaceable(target, marker=marker, kind=kind, reads=reads)
+    def check() -> None:
+        if finished is None:
+            check_replaceable(target, marker=marker, kind=kind, reads=reads)
+        else:
+            check_finished(target, marker=marker, kind=kind, overwrite=False, hint=finished, reads=reads)
+
+    check()
     with lock_directory(target):
         _clean_leftovers(Path(target).resolve())
-        check_replaceable(target, marker=marker, kind=kind, reads=reads)
+        check()
         yield
 
 
@@ -336,31 +344,41 @@ def atomic_directory(target: str | Path, *, marker: str, kind: str | None = None
     done, so a second writer is refused on entry. The staging folder sits beside ``target`` (same
     file system, so the swap is a rename). On an exception, or a kill, ``target`` is untouched; a stale
     staging folder from a killed run is removed by the next run into the same target.
+    :func:`claim_directory` then :func:`staged_directory`, for a caller that writes as soon as it claims.
     """
-    target = Path(target).resolve()
     with claim_directory(target, marker=marker, kind=kind, reads=reads):  # checked before and after locking
-        folder = None
-        try:
-            with _signals_held():  # a kill right after mkdtemp would leave a folder nothing cleans up
-                folder = _staging_folder(target)
-            staging = folder / "new"
+        with staged_directory(target, marker=marker, kind=kind) as staging:
             yield staging
-            if kind is not None:
-                write_owner(staging, kind, entries=[p.name for p in staging.iterdir()], files=True, previous=target)
-            _follow_umask(staging)
-            # Again: the block may have run for an hour, and someone may have put files there by hand.
-            check_replaceable(target, marker=marker, kind=kind)
-            if target.exists():
-                os.replace(target, folder / "old")
-            os.replace(staging, target)
-        except BaseException:
-            if folder is None:
-                raise
-            if not target.exists() and (folder / "old").is_dir():
-                os.replace(folder / "old", target)  # the swap failed halfway: the previous output goes back
-            shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staged_directory(target: str | Path, *, marker: str, kind: str | None = None) -> Iterator[Path]:
+    """The staging folder of :func:`atomic_directory`, for a caller that already holds ``target``'s claim
+    (:func:`claim_directory`, taken before its long work): swapped in when the block finishes, after
+    :func:`check_replaceable` allows it once more; removed, ``target`` untouched, on an exception or a kill."""
+    target = Path(target).resolve()
+    folder = None
+    try:
+        with _signals_held():  # a kill right after mkdtemp would leave a folder nothing cleans up
+            folder = _staging_folder(target)
+        staging = folder / "new"
+        yield staging
+        if kind is not None:
+            write_owner(staging, kind, entries=[p.name for p in staging.iterdir()], files=True, previous=target)
+        _follow_umask(staging)
+        # Again: the block may have run for an hour, and someone may have put files there by hand.
+        check_replaceable(target, marker=marker, kind=kind)
+        if target.exists():
+            os.replace(target, folder / "old")
+        os.replace(staging, target)
+    except BaseException:
+        if folder is None:
             raise
+        if not target.exists() and (folder / "old").is_dir():
+            os.replace(folder / "old", target)  # the swap failed halfway: the previous output goes back
         shutil.rmtree(folder, ignore_errors=True)
+        raise
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

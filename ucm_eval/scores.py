@@ -17,7 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from medlama.ucm.records import UCM_COLUMNS
+from medlama.ucm_eval.records import UCM_COLUMNS
 
 #: The three shares of a UCM result.
 SHARES = ("understand", "confuse", "misunderstand")

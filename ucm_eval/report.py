@@ -11,8 +11,8 @@ import numpy as np
 
 from medlama.probers.base import RESULTS_FILE
 from medlama.probers.report import save_figure
-from medlama.ucm.scores import SHARES, ModelResult
-from medlama.ucm.sets import ContextSets
+from medlama.ucm_eval.scores import SHARES, ModelResult
+from medlama.ucm_eval.sets import ContextSets
 
 
 def _f(value, digits: int = 3) -> str:

@@ -2,7 +2,7 @@
 between consecutive inputs that the UCM metric scores.
 
 For each row of a set built by ``medlama build context-variance`` (one context sequence) a ranker
-(:mod:`medlama.ucm.rankers`) ranks the row's candidates (its pool without the subject, plus any correct
+(:mod:`medlama.ucm_eval.rankers`) ranks the row's candidates (its pool without the subject, plus any correct
 object missing from the pool) at every input (:func:`rank_sequences`; the row's inputs rebuilt from its
 segments and layout by :func:`medlama.datasets.context_variance.row_inputs`, added to the row as ``inputs``).
 Ranks are 1-based positions in the ranking of all candidates at that input.
@@ -42,8 +42,8 @@ import numpy as np
 
 from medlama.core.errors import MedlamaInputError
 from medlama.datasets.context_variance.rows import row_inputs
-from medlama.ucm.rankers import ContextRanker, ranks_from_scores
-from medlama.ucm.sets import ContextSets
+from medlama.ucm_eval.rankers import ContextRanker, ranks_from_scores
+from medlama.ucm_eval.sets import ContextSets
 
 #: The metric module's input columns (the records carry a few more, for breakdowns).
 UCM_COLUMNS = ("target_rank_before", "target_rank_after", "added_is_correct", "added_rank_before",
