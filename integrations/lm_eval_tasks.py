@@ -29,6 +29,8 @@ log-probabilities, medlama float64).
 
 from __future__ import annotations
 
+from importlib.metadata import version  # not medlama.__version__: the top package imports api.py, which imports this
+
 import json
 import shutil
 from collections.abc import Sequence
@@ -198,7 +200,6 @@ def export_lm_eval(data: str | Path | None, out: str | Path,
     ``out`` is replaced only if it is an earlier export (a user's folder is refused, before any data is read),
     and only once the new folder is complete.
     """
-    from medlama import __version__
     from medlama.core.atomic import atomic_directory, check_replaceable
     from medlama.probers.queries import QuerySource, load_medlama_queries, resolve_data
 
@@ -220,7 +221,7 @@ def export_lm_eval(data: str | Path | None, out: str | Path,
     exported = [RelationExport(r, f"medlama_{config}_{r}", len(docs[r]), len(queries.pools[r])) for r in relations]
     version_meta = f"metadata:\n  version: {TASK_VERSION}\n"
     record = {
-        "format": "lm-eval", "task_version": TASK_VERSION, "medlama_version": __version__,
+        "format": "lm-eval", "task_version": TASK_VERSION, "medlama_version": version("medlama"),
         "settings": as_dict(settings), "data": {**queries.info}, "candidates": queries.pool_record(),
         "group": f"medlama_{config}", "generation_task": f"medlama_{config}_gen",
         "tasks": [vars(item) for item in exported],
