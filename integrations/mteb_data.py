@@ -39,6 +39,7 @@ from typing import Any
 
 from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
+from medlama.probers.arguments import ProbeArguments, relation_names
 
 __all__ = ["BLANK", "ID_DIGITS", "RelationData", "corpus_id", "fill_slot", "mteb_task", "relation_data",
            "task_name"]
@@ -138,7 +139,6 @@ def model_mask_token(model: Any) -> str | None:
 def check_task_arguments(config: Any, relations: Any, limit: Any, mask_token: Any) -> tuple[str, ...] | None:
     """Refuse a bad argument of :func:`mteb_task` (or the export) before any data is read; returns the relations
     as a tuple (``None``: all)."""
-    from medlama.probers.arguments import ProbeArguments, relation_names
 
     if not isinstance(config, str) or config not in ("hard", "full"):
         raise MedlamaInputError(f"config must be 'hard' or 'full' (one subset per relation), got {config!r}")

@@ -44,6 +44,8 @@ from medlama.core.errors import MedlamaInputError
 from medlama.datasets.context_variance.rows import row_inputs
 from medlama.ucm_eval.rankers import ContextRanker, ranks_from_scores
 from medlama.ucm_eval.sets import ContextSets
+from medlama.core.progress import enabled as progress_enabled
+from tqdm.auto import tqdm
 
 #: The metric module's input columns (the records carry a few more, for breakdowns).
 UCM_COLUMNS = ("target_rank_before", "target_rank_after", "added_is_correct", "added_rank_before",
@@ -72,9 +74,6 @@ def rank_sequences(ranker: ContextRanker, sets: ContextSets, *, block_rows: int 
     model's label) once the pool is done, and a pool already kept is read back instead of ranked: a
     rerun of a killed evaluation continues from its completed pools.
     """
-    from tqdm.auto import tqdm
-
-    from medlama.core.progress import enabled as progress_enabled
 
     frame = sets.rows.select_columns(["pool_id", "triple_id", "negative", "context_type", "subject_id",
                                       "correct_ids", "correct_names"]).to_pandas()

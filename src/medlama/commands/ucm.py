@@ -13,8 +13,11 @@ from medlama.commands.output import BATCH_SIZE_LEAD, add_output_arguments, human
 from medlama.probers.base import RESULTS_FILE
 from medlama.probers.causal import LikelihoodSettings
 from medlama.probers.mask_average import MaskAverageSettings
-from medlama.ucm_eval.evaluation import UcmModels, UcmSettings
-from medlama.ucm_eval.rankers import RetrievalRankerSettings
+from medlama.core.progress import enabled as progress_enabled
+from medlama.core.settings import settings_from
+from medlama.ucm_eval.evaluation import FLAGS, UcmModels, UcmRun, UcmSettings
+from medlama.ucm_eval.evaluation import run as run_ucm
+from medlama.ucm_eval.rankers import RankerSettings, RetrievalRankerSettings
 
 
 def register(subparsers) -> None:
@@ -45,12 +48,6 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # Imported here: the rankers' model code stays out of parsing the arguments.
-    from medlama.core.progress import enabled as progress_enabled
-    from medlama.core.settings import settings_from
-    from medlama.ucm_eval.evaluation import FLAGS, UcmRun
-    from medlama.ucm_eval.evaluation import run as run_ucm
-    from medlama.ucm_eval.rankers import RankerSettings
 
     models = UcmModels(**{"model": (), "label": (), "method": (), **given_settings(args, UcmModels)})
     settings = settings_from(UcmSettings, given_settings(args, UcmSettings))
