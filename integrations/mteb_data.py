@@ -26,8 +26,9 @@ What MTEB scores is what ``medlama probe --preset sentence-transformers --candid
   and every gold name is in it, so "a gold name in the top 10" and "a relevant id in the top 10" are one
   event. MTEB rounds it to 5 decimals.
 
-MTEB itself is an optional extra (``pip install "medlama[mteb]"``): only :mod:`medlama.integrations.mteb_task`, the task
-class and :func:`~medlama.integrations.mteb_task.mteb_task`, imports it; this module, shared with ``medlama export mteb``, does not.
+MTEB itself is an optional extra (``pip install "medlama[mteb]"``): only :mod:`medlama.integrations.mteb_task`,
+the task class and :func:`~medlama.integrations.mteb_task.mteb_task`, imports it; this module, shared with
+``medlama export mteb``, does not.
 """
 
 from __future__ import annotations
