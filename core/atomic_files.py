@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,8 +50,6 @@ def _signals_held() -> Iterator[None]:
     not do: the kernel hands a process signal to any thread that does not mask it. Handlers can only be
     set in the main thread; elsewhere the block runs as it is.
     """
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return

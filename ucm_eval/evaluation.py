@@ -185,11 +185,14 @@ class Spelling:
     device: str = "device"
     #: how to start over when a kept partial run's settings differ
     restart: str = "delete that folder to start over"
+    #: how to proceed when a finished run's output is refused (``UcmRun.refuse_finished``)
+    replace: str = "choose another out"
 
 
 #: The command line's spelling of the arguments (``medlama ucm``).
 FLAGS = Spelling(label="--label values", model="--model values", method="--method values", device="--device",
-                 restart="give --overwrite to start over")
+                 restart="give --overwrite to start over",
+                 replace="give --overwrite to replace them, or choose another --out")
 
 
 @dataclass(frozen=True)
@@ -242,21 +245,22 @@ def run(request: UcmRun) -> tuple[list[ModelResult], list[Path]]:
     for path in paths:
         resolve_model(path)  # a missing second model is an error before the first one loads
     device = check_device(request.device, name=request.spelling.device)
+
+    def rankers() -> list[tuple[str, ContextRanker]]:  # the models load here, once the output is claimed
+        return [(label, ranker_module.make_ranker(kind, path, request.rankers, device=device))
+                for label, kind, path in zip(labels, kinds, paths)]
+
     if request.out is None:
         with tempfile.TemporaryDirectory(prefix="medlama-ucm-") as folder:
-            rankers = [(label, ranker_module.make_ranker(kind, path, request.rankers, device=device))
-                       for label, kind, path in zip(labels, kinds, paths)]
-            return run_ucm(rankers, sets_dir, folder, request.settings, show=request.show,
+            return run_ucm(rankers(), sets_dir, folder, request.settings, show=request.show,
                            progress=request.progress)
-    finished = "give --overwrite to replace them, or choose another --out" \
-        if request.refuse_finished and not request.overwrite else None
+    finished = request.spelling.replace if request.refuse_finished and not request.overwrite else None
     with claim_directory(request.out, marker=RESULTS_FILE, kind=OUTPUT_KIND, reads=[*paths, sets_dir],
                          finished=finished):  # the one claim of the output, held until its work folder is gone
-        rankers = [(label, ranker_module.make_ranker(kind, path, request.rankers, device=device))
-                   for label, kind, path in zip(labels, kinds, paths)]
+        loaded = rankers()
         # Written into a staging folder that replaces OUT whole once everything is there.
         with staged_directory(request.out, marker=RESULTS_FILE, kind=OUTPUT_KIND) as staging:
-            outcome = run_ucm(rankers, sets_dir, staging, request.settings, show=request.show,
+            outcome = run_ucm(loaded, sets_dir, staging, request.settings, show=request.show,
                               progress=request.progress,
                               resume=(request.out, request.overwrite, request.spelling.restart))
         discard_work_folder(request.out, kind=OUTPUT_KIND)  # written: the completed pools kept for a rerun are done
