@@ -57,11 +57,11 @@ def main() -> int:
     from medlama.datasets.context_variance.kb_adapters import knowledge_base_from_medlama
     from medlama.core.defaults import default_model_path
     from medlama.core.display import print_table
-    from medlama.ucm.evaluation import evaluate_model
-    from medlama.ucm.rankers import RetrievalRanker
-    from medlama.ucm.report import print_tables, write_outputs
-    from medlama.ucm.scores import SHARES, ucm, ucm_k_macro
-    from medlama.ucm.sets import load_sets
+    from medlama.ucm_eval.evaluation import evaluate_model
+    from medlama.ucm_eval.rankers import RetrievalRanker
+    from medlama.ucm_eval.report import print_tables, write_outputs
+    from medlama.ucm_eval.scores import SHARES, ucm, ucm_k_macro
+    from medlama.ucm_eval.sets import load_sets
 
     work = args.work or Path(tempfile.mkdtemp(prefix="cv-real-text-"))
     work.mkdir(parents=True, exist_ok=True)

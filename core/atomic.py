@@ -7,15 +7,15 @@ one output folder at once, and a command replaces only what it wrote.
 * :func:`lock_directory` is the inter-process lock behind them: an ``flock`` on the hidden
   ``.NAME.lock`` beside the target, removed when the run lets go (see :func:`medlama.core.locks._take_lock` for why that
   is safe). A second writer fails at once with :class:`MedlamaInputError` naming the folder and, where
-  known, the pid holding it; it does not wait, since the first writer may run for hours. Within one
-  process the lock is re-entrant, so a command may hold it over its whole run and still call
-  :func:`atomic_directory` inside.
+  known, the pid holding it; it does not wait, since the first writer may run for hours. A command that
+  claims its output long before it writes (:func:`claim_directory`) writes it with :func:`staged_directory`,
+  which takes no second claim.
 * Ownership (``kind``): an output folder records which command wrote it, and what it wrote, in a hidden
   :data:`OWNER_NAME` file, ``{"kind": "build medlama", "entries": ["README.md", ...]}``; only the same
   ``kind`` replaces it, and only while the folder holds nothing but those entries (a ``probe`` output
   or a user's notes put inside it stop the run, named). A folder that holds the caller's marker but no
-  ownership record was written by an earlier version (or by hand): it is refused. A record without
-  ``entries`` (a folder a command writes as it goes, or an earlier version's) is checked by kind only.
+  ownership record was not written by a medlama command (by hand, or by a pre-release medlama): it is
+  refused. A record without ``entries`` (a folder a command writes as it goes) is checked by kind only.
 * Where: an output folder that is, or contains, the current directory is refused (replacing it would
   leave the shell in a deleted folder), and so is one that is, or contains, what the run reads.
 * Staging folders ``.NAME.tmp-PID+START+HOST+XXXXXXXX`` hold a marker file (:data:`STAGING_MARKER`:
@@ -35,54 +35,29 @@ import glob
 import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from medlama.core.atomic_files import _follow_umask, _signals_held, atomic_write_bytes, atomic_write_text
 from medlama.core.errors import MedlamaInputError
+from medlama.core.integrity import FILES_KEY, file_records
 from medlama.core.locks import Owner as _Owner
 from medlama.core.locks import host_name as _host
 from medlama.core.locks import lock_directory
 from medlama.core.locks import owner_tag as _tag
 from medlama.core.locks import parse_owner as _owner
 from medlama.core.locks import start_token as _start_token
+from medlama.core.ownership import OWNER_NAME, owner_kind, owner_record
 
-__all__ = ["OWNER_NAME", "STAGING_MARKER", "atomic_directory", "atomic_write_text", "check_output_place",
-           "check_replaceable", "claim_directory", "lock_directory", "owner_kind", "write_owner"]
-
-#: The hidden ownership record every output written with a ``kind`` holds.
-OWNER_NAME = ".medlama-output.json"
+__all__ = ["OWNER_NAME", "STAGING_MARKER", "atomic_directory", "atomic_write_bytes", "atomic_write_text",
+           "check_output_place",
+           "check_replaceable", "claim_directory", "lock_directory", "owner_kind", "staged_directory", "write_owner"]
 
 #: The file inside a staging folder that proves it is medlama's and names its owner.
 STAGING_MARKER = ".medlama-staging.json"
 
-
-
-# ------------------------------------------------------------------------------------------- umask
-def _umask() -> int:
-    """The process's umask, read without changing it where Linux allows (``os.umask`` can only swap it)."""
-    with contextlib.suppress(OSError, ValueError, StopIteration):
-        status = Path("/proc/self/status").read_text().splitlines()
-        return int(next(line for line in status if line.startswith("Umask:")).split()[1], 8)
-    mask = os.umask(0o022)  # elsewhere: set and put back at once
-    os.umask(mask)
-    return mask
-
-
-def _follow_umask(folder: Path) -> None:
-    """Give ``folder`` and everything in it the modes a plain ``mkdir``/``open`` gives under the umask
-    (``mkdtemp``/``mkstemp``, and some libraries, make them private: collaborators could not read them)."""
-    mask = _umask()
-    for path in [folder, *folder.rglob("*")]:
-        with contextlib.suppress(OSError):  # a hard link to a file of another user's: left as it is
-            if path.is_symlink():
-                continue
-            if path.is_dir():
-                os.chmod(path, 0o777 & ~mask)
-            else:
-                os.chmod(path, ((0o666 | (path.stat().st_mode & 0o111)) & ~mask))
 
 
 # --------------------------------------------------------------------------------------- ownership
@@ -97,8 +72,6 @@ def write_owner(folder: str | Path, kind: str, *, entries: list[str] | None = No
     checkpoints) calls it when it first writes there; the files recorded by an earlier write of the same
     ``kind`` are then kept.
     """
-    from medlama.core.integrity import FILES_KEY, file_records
-
     _check_kind(kind)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -115,22 +88,6 @@ def write_owner(folder: str | Path, kind: str, *, entries: list[str] | None = No
     elif same and isinstance(here.get(FILES_KEY), dict):
         record[FILES_KEY] = here[FILES_KEY]
     atomic_write_text(folder / OWNER_NAME, json.dumps(record) + "\n")
-
-
-def owner_record(folder: str | Path) -> dict | None:
-    """The ownership record of ``folder`` (``kind``, ``entries`` and, when recorded, ``files``), or None when
-    unreadable."""
-    try:
-        record = json.loads((Path(folder) / OWNER_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
-
-
-def owner_kind(folder: str | Path) -> str | None:
-    """The ``kind`` recorded in ``folder``, or None when it has no readable ownership record."""
-    kind = (owner_record(folder) or {}).get("kind")
-    return kind if isinstance(kind, str) and kind else None
 
 
 def _check_kind(kind: str | None) -> None:
@@ -213,20 +170,28 @@ def check_replaceable(target: str | Path, *, marker: str, kind: str | None = Non
 
 @contextlib.contextmanager
 def claim_directory(target: str | Path, *, marker: str, kind: str | None = None,
-                    reads: tuple[str | Path, ...] | list = ()) -> Iterator[None]:
+                    reads: tuple[str | Path, ...] | list = (), finished: str | None = None) -> Iterator[None]:
     """Hold ``target``'s lock for the block, once :func:`check_replaceable` allows replacing it.
 
-    For a command that works long before it writes (a build, a training): wrap the whole run in it, and
-    a second writer, or a folder that is not this command's, is refused at once. The check runs before
-    the lock is taken (a user's folder is refused with nothing created beside it, not even the lock
-    file) and again once it is held (the folder may have changed meanwhile). Under the lock, leftovers
-    of a killed run are dealt with first: a previous output that a kill in the middle of a swap left
-    aside is put back at once, so it loads again even if this run then fails.
+    For a command that works long before it writes (a build, a training, a scoring run): wrap the whole run
+    in it, and a second writer, or a folder that is not this command's, is refused at once; write the output
+    inside it with :func:`staged_directory`. ``finished``: also refuse the output of an earlier finished run
+    (one holding ``marker``), saying ``finished`` (how to proceed) in the message (:func:`check_finished`).
+    The check runs before the lock is taken (a user's folder is refused with nothing created beside it, not
+    even the lock file) and again once it is held (the folder may have changed meanwhile). Under the lock,
+    leftovers of a killed run are dealt with first: a previous output that a kill in the middle of a swap
+    left aside is put back at once, so it loads again even if this run then fails.
     """
-    check_replaceable(target, marker=marker, kind=kind, reads=reads)
+    def check() -> None:
+        if finished is None:
+            check_replaceable(target, marker=marker, kind=kind, reads=reads)
+        else:
+            check_finished(target, marker=marker, kind=kind, overwrite=False, hint=finished, reads=reads)
+
+    check()
     with lock_directory(target):
         _clean_leftovers(Path(target).resolve())
-        check_replaceable(target, marker=marker, kind=kind, reads=reads)
+        check()
         yield
 
 
@@ -273,39 +238,6 @@ def _clean_leftovers(target: Path) -> None:
         shutil.rmtree(leftover, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """Hold SIGTERM and SIGINT back for the block; one that arrives meanwhile is acted on when it ends.
-
-    Python runs a signal handler between bytecodes, so a kill can land after ``mkdtemp`` has made a staging
-    folder and before the code that would remove it on an exception has the folder's name: the folder
-    would outlive the run. For the block, the handlers only note the signal; at its end the previous
-    handlers are back and a noted signal is handed to its own (raising ``KeyboardInterrupt`` or the CLI's
-    ``Terminated`` once the caller holds the name, inside its ``try``). Masking the signal instead would
-    not do: the kernel hands a process signal to any thread that does not mask it. Handlers can only be
-    set in the main thread; elsewhere the block runs as it is.
-    """
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    noted: list[int] = []
-    previous = {number: signal.signal(number, lambda signum, frame: noted.append(signum))
-                for number in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-        for number in dict.fromkeys(noted):
-            handler = previous[number]
-            if callable(handler):
-                handler(number, None)
-            elif handler == signal.SIG_DFL:
-                os.kill(os.getpid(), number)  # the default action (ending the process), as it would have been
-
-
 def _staging_folder(target: Path) -> Path:
     """A new staging folder beside ``target``, its marker written before anything else goes in."""
     folder = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{_tag()}+", dir=target.parent))
@@ -336,54 +268,41 @@ def atomic_directory(target: str | Path, *, marker: str, kind: str | None = None
     done, so a second writer is refused on entry. The staging folder sits beside ``target`` (same
     file system, so the swap is a rename). On an exception, or a kill, ``target`` is untouched; a stale
     staging folder from a killed run is removed by the next run into the same target.
+    :func:`claim_directory` then :func:`staged_directory`, for a caller that writes as soon as it claims.
     """
-    target = Path(target).resolve()
     with claim_directory(target, marker=marker, kind=kind, reads=reads):  # checked before and after locking
-        folder = None
-        try:
-            with _signals_held():  # a kill right after mkdtemp would leave a folder nothing cleans up
-                folder = _staging_folder(target)
-            staging = folder / "new"
+        with staged_directory(target, marker=marker, kind=kind) as staging:
             yield staging
-            if kind is not None:
-                write_owner(staging, kind, entries=[p.name for p in staging.iterdir()], files=True, previous=target)
-            _follow_umask(staging)
-            # Again: the block may have run for an hour, and someone may have put files there by hand.
-            check_replaceable(target, marker=marker, kind=kind)
-            if target.exists():
-                os.replace(target, folder / "old")
-            os.replace(staging, target)
-        except BaseException:
-            if folder is None:
-                raise
-            if not target.exists() and (folder / "old").is_dir():
-                os.replace(folder / "old", target)  # the swap failed halfway: the previous output goes back
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
-        shutil.rmtree(folder, ignore_errors=True)
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename (with the umask's mode)."""
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename (with the umask's mode)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = None
+@contextlib.contextmanager
+def staged_directory(target: str | Path, *, marker: str, kind: str | None = None) -> Iterator[Path]:
+    """The staging folder of :func:`atomic_directory`, for a caller that already holds ``target``'s claim
+    (:func:`claim_directory`, taken before its long work): swapped in when the block finishes, after
+    :func:`check_replaceable` allows it once more; removed, ``target`` untouched, on an exception or a kill."""
+    target = Path(target).resolve()
+    folder = None
     try:
-        with _signals_held():  # as for a staging folder: no kill between mkstemp and the cleanup below
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide results from collaborators
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
+        with _signals_held():  # a kill right after mkdtemp would leave a folder nothing cleans up
+            folder = _staging_folder(target)
+        staging = folder / "new"
+        yield staging
+        if kind is not None:
+            write_owner(staging, kind, entries=[p.name for p in staging.iterdir()], files=True, previous=target)
+        _follow_umask(staging)
+        # Again: the block may have run for an hour, and someone may have put files there by hand.
+        check_replaceable(target, marker=marker, kind=kind)
+        if target.exists():
+            os.replace(target, folder / "old")
+        os.replace(staging, target)
     except BaseException:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+        if folder is None:
+            raise
+        if not target.exists() and (folder / "old").is_dir():
+            os.replace(folder / "old", target)  # the swap failed halfway: the previous output goes back
+        shutil.rmtree(folder, ignore_errors=True)
         raise
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------------- finished runs

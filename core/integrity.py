@@ -20,7 +20,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from medlama.core.checksums import sha256_of
+from medlama.core.atomic_files import atomic_write_text
 from medlama.core.errors import MedlamaInputError
+from medlama.core.ownership import OWNER_NAME, owner_record
 
 #: The key of the ownership record that lists the files.
 FILES_KEY = "files"
@@ -53,8 +55,6 @@ def file_records(folder: str | Path, previous: dict | None = None) -> dict[str, 
 def record_again(folder: str | Path, names: Iterable[str]) -> None:
     """Record anew the files ``names`` (relative paths) of a finished output that a medlama command has just
     rewritten in place; a folder without an ownership record is left as it is."""
-    from medlama.core.atomic import OWNER_NAME, atomic_write_text, owner_record
-
     folder = Path(folder)
     record = owner_record(folder)
     if record is None or not isinstance(record.get(FILES_KEY), dict):
@@ -103,8 +103,6 @@ def check_vouched(folder: str | Path, files: Iterable[str], *, kinds: Iterable[s
     and list every file with the size and SHA-256 it has now; safetensors weights must be whole. Raises
     :class:`MedlamaInputError` naming the folder, the file and what failed.
     """
-    from medlama.core.atomic import OWNER_NAME, owner_record
-
     folder = Path(folder)
     kinds = tuple(kinds)
     writers = " or ".join(f"`medlama {kind}`" for kind in kinds)

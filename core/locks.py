@@ -126,7 +126,7 @@ def _take_lock(path: Path) -> int | None:
     not stop a collaborator or another cluster node). Where ``fcntl`` is missing, see
     :func:`lock_directory`.
     """
-    import fcntl
+    import fcntl  # POSIX only: imported where it is used, so that Windows (filelock instead) imports this module
 
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     for _ in range(1000):

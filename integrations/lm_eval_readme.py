@@ -5,10 +5,10 @@ records of the export."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from medlama.dataset_cards import card_path
 
 def medlama_citation() -> str:
     """The MedLAMA paper's BibTeX, as the dataset card (``dataset_cards/medlama.md``) cites it."""
-    from medlama.dataset_cards import card_path
 
     section = card_path("medlama").read_text(encoding="utf-8").split("## Citation", 1)[1]
     return section.split("```bibtex\n", 1)[1].split("```", 1)[0].strip()

@@ -29,6 +29,8 @@ log-probabilities, medlama float64).
 
 from __future__ import annotations
 
+from importlib.metadata import version  # not medlama.__version__: the top package imports api.py, which imports this
+
 import json
 import shutil
 from collections.abc import Sequence
@@ -39,6 +41,11 @@ from typing import Literal
 from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
 from medlama.core.settings import as_dict, check, setting
+from medlama.core.atomic import atomic_directory, check_replaceable
+from medlama.datasets.folders import folder_configs
+from medlama.integrations.lm_eval_readme import render_readme
+from medlama.probers.arguments import check_relations
+from medlama.probers.queries import QuerySource, load_medlama_queries, resolve_data
 
 #: Who writes a task folder (its ownership record) and the file every one holds.
 KIND = "export lm-eval"
@@ -178,8 +185,6 @@ def _gen_yaml(config: str, relations: Sequence[str], stops: Sequence[str], max_g
 
 def _check_selection(folder: Path, settings: LmEvalExportSettings) -> None:
     """Refuse a config or relation the folder's card does not declare."""
-    from medlama.datasets.folders import folder_configs
-    from medlama.probers.arguments import check_relations
 
     configs = folder_configs(folder)
     if settings.config not in configs:
@@ -198,9 +203,6 @@ def export_lm_eval(data: str | Path | None, out: str | Path,
     ``out`` is replaced only if it is an earlier export (a user's folder is refused, before any data is read),
     and only once the new folder is complete.
     """
-    from medlama import __version__
-    from medlama.core.atomic import atomic_directory, check_replaceable
-    from medlama.probers.queries import QuerySource, load_medlama_queries, resolve_data
 
     if not isinstance(settings, LmEvalExportSettings):
         raise MedlamaInputError(f"settings must be LmEvalExportSettings, not {type(settings).__name__}")
@@ -220,13 +222,12 @@ def export_lm_eval(data: str | Path | None, out: str | Path,
     exported = [RelationExport(r, f"medlama_{config}_{r}", len(docs[r]), len(queries.pools[r])) for r in relations]
     version_meta = f"metadata:\n  version: {TASK_VERSION}\n"
     record = {
-        "format": "lm-eval", "task_version": TASK_VERSION, "medlama_version": __version__,
+        "format": "lm-eval", "task_version": TASK_VERSION, "medlama_version": version("medlama"),
         "settings": as_dict(settings), "data": {**queries.info}, "candidates": queries.pool_record(),
         "group": f"medlama_{config}", "generation_task": f"medlama_{config}_gen",
         "tasks": [vars(item) for item in exported],
         "loglikelihood_requests": sum(item.queries * item.pool for item in exported),
     }
-    from medlama.integrations.lm_eval_readme import render_readme
 
     with atomic_directory(out, marker=MARKER, kind=KIND, reads=reads) as staging:
         pools = staging / "data" / config / "pools"

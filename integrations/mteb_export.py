@@ -5,7 +5,7 @@ builds them: the same pools, ids, queries and relevant names):
 
 * ``<relation>/corpus.jsonl``: ``{"_id", "title", "text"}`` per candidate name (``title`` empty);
 * ``<relation>/queries.jsonl``: ``{"_id", "text"}`` per query, the object slot filled with one fixed filler
-  (a static file knows no model: :data:`~medlama.integrations.mteb_task.BLANK` unless ``--mask-token``);
+  (a static file knows no model: :data:`~medlama.integrations.mteb_data.BLANK` unless ``--mask-token``);
 * ``<relation>/qrels/test.tsv``: ``query-id``, ``corpus-id``, ``score`` (1), one row per gold name;
 
 which is the BEIR layout MTEB 1.x and BEIR read; ``<relation>/qrels/test.jsonl``, the same rows as JSON Lines,
@@ -26,7 +26,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from medlama.integrations.mteb_task import BLANK, MAIN_SCORE, REFERENCE, RelationData, relation_data, task_name
+from medlama.core.atomic import atomic_directory, check_replaceable
+from medlama.datasets.card import gate
+from medlama.integrations.mteb_data import (BLANK, MAIN_SCORE, REFERENCE, UMLS_LICENCE, RelationData,
+                                            check_task_arguments, fill_slot, relation_data, task_name)
+from medlama.probers.queries import queries_from
 
 __all__ = ["KIND", "MARKER", "export_mteb"]
 
@@ -41,8 +45,6 @@ def _jsonl(rows: list[dict]) -> str:
 
 
 def _write_subset(folder: Path, subset: RelationData, filler: str) -> dict:
-    from medlama.integrations.mteb_task import fill_slot
-
     base = folder / subset.relation
     (base / "qrels").mkdir(parents=True)
     corpus = [{"_id": cid, "title": "", "text": name} for cid, name in zip(subset.corpus_ids, subset.names)]
@@ -58,10 +60,9 @@ def _write_subset(folder: Path, subset: RelationData, filler: str) -> dict:
 
 
 def _card(subsets: Sequence[RelationData], record: dict) -> str:
+    # datasets and huggingface_hub stay out of `medlama export`'s argument checks (the card is written last)
     from datasets.utils.metadata import MetadataConfigs
     from huggingface_hub import DatasetCard, DatasetCardData
-
-    from medlama.datasets.card import gate
 
     data = DatasetCardData(language=["en"], license="other", license_name="umls-metathesaurus",
                            license_link=record["license"], task_categories=["text-retrieval"],
@@ -100,10 +101,7 @@ def export_mteb(data: Any, out: str | Path, *, config: str = "hard", relations: 
                 mask_token: str | None = None) -> dict:
     """Write MedLAMA ``config`` of ``data`` (as ``medlama.probe``'s ``data``) for ``relations`` (default all) in
     MTEB's retrieval layout into ``out`` (module docstring), the slot filled with ``mask_token`` (default
-    :data:`~medlama.integrations.mteb_task.BLANK`). Returns the record written to :data:`MARKER`."""
-    from medlama.core.atomic import atomic_directory, check_replaceable
-    from medlama.integrations.mteb_task import UMLS_LICENCE, check_task_arguments
-    from medlama.probers.queries import queries_from
+    :data:`~medlama.integrations.mteb_data.BLANK`). Returns the record written to :data:`MARKER`."""
 
     relations = check_task_arguments(config, relations, None, mask_token)
     filler = BLANK if mask_token is None else mask_token

@@ -1,149 +1,114 @@
-"""MedLAMA as an MTEB retrieval task: ``medlama.mteb_task(data=..., config="hard")``.
+"""MedLAMA as an MTEB retrieval task: :func:`mteb_task` and the task class, :class:`MedlamaRetrieval`.
 
-What MTEB scores is what ``medlama probe --preset sentence-transformers --candidates relation`` scores:
+What the task holds (one subset per relation, the pools, the object slot's filler) and the data helpers it shares
+with ``medlama export mteb`` are :mod:`medlama.integrations.mteb_data`'s. MTEB itself is an optional extra
+(``pip install "medlama[mteb]"``): importing this module without it is a message naming the extra.
 
-* **one subset per relation**. A subset's corpus is that relation's candidate pool (the built folder's
-  ``candidates_<config>_<relation>`` config, in its order), its queries the relation's queries and its
-  relevant documents every gold name of each query (relevance 1). A query is ranked against its own
-  relation's pool only, as under medlama's ``relation`` candidate rule; ``medlama probe``'s default rule
-  (``evaluated``) ranks against the union of the probed relations' pools, which gives other numbers when
-  several relations are probed together.
-* **corpus ids** (:func:`corpus_id`): ``name-`` and a name's position in its relation's pool, zero-padded
-  to :data:`ID_DIGITS` digits (``name-000000``, ``name-000001``, ...; the folder's pools are sorted by name,
-  so an id is stable for a given build). They sort in pool order: MTEB ranks with ``pytrec_eval``
-  (trec_eval), which breaks exact score ties by the higher document id, and medlama's exact FAISS search
-  breaks them by the later pool entry, so names that encode alike (an uncased model, two spellings) are
-  ranked alike by both. The prefix keeps the ids strings where a TSV reader would make numbers of them.
-  Query ids are MedLAMA's own (``may_treat-0042``).
-* **queries** are the human prompts with the object slot filled, when MTEB runs a model, by the model's own
-  mask token (its tokenizer's, ``[MASK]`` for BERT-like models), as the ``sentence-transformers`` preset
-  renders them; a model without one (an API model, a tokenizer with no mask token) gets the neutral blank
-  :data:`BLANK` (``___``), which ``medlama probe`` has no counterpart for (it refuses such a model).
-  ``mask_token=`` fixes the filler whatever the model.
-* **main score** ``hit_rate_at_10``: the share of queries with at least one relevant document among the top 10
-  (trec_eval's ``success@10``), which is medlama's acc@10 with exact matching: the pool holds each name once
-  and every gold name is in it, so "a gold name in the top 10" and "a relevant id in the top 10" are one
-  event. MTEB rounds it to 5 decimals.
-
-MTEB itself is an optional extra (``pip install 'medlama[mteb]'``), imported only when a task is made.
+The data come from medlama's own loaders, already in memory: :meth:`MedlamaRetrieval.load_data` only puts
+them in MTEB's layout, so nothing is downloaded and the dataset path in the metadata names the data, never a
+Hub repository MTEB could fetch. The object slot is filled when MTEB runs a model
+(:meth:`MedlamaRetrieval._evaluate_subset`), since only then is the model's mask token known (the data as
+loaded hold the fixed filler: the given ``mask_token``, else the blank).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from medlama.core.defaults import MASK_PLACEHOLDER
-from medlama.core.errors import MedlamaInputError
+from medlama.core.extras import require
 
-__all__ = ["BLANK", "ID_DIGITS", "RelationData", "corpus_id", "fill_slot", "mteb_task", "relation_data",
-           "task_name"]
+require("mteb", "mteb", what="MedLAMA as an MTEB task")  # before MTEB's own imports below, for the message
+
+from datasets import Dataset  # noqa: E402
+from mteb.abstasks.retrieval import AbsTaskRetrieval  # noqa: E402
+from mteb.abstasks.task_metadata import TaskMetadata  # noqa: E402
+
+from medlama.integrations.mteb_data import (BIBTEX, BLANK, MAIN_SCORE, REFERENCE, UMLS_LICENCE,  # noqa: E402
+                                            RelationData, check_task_arguments, fill_slot, model_mask_token,
+                                            relation_data, task_name)
+from medlama.probers.queries import queries_from  # noqa: E402
+
+__all__ = ["MedlamaRetrieval", "build_task", "mteb_task"]
 
 logger = logging.getLogger(__name__)
 
-#: The object slot's filler for a model without a mask token: a cloze blank, no model's special token.
-BLANK = "___"
-#: Digits of a corpus id (pools have at most a few thousand names; a million is refused).
-ID_DIGITS = 6
-#: What MTEB reports as the task's main score (acc@10).
-MAIN_SCORE = "hit_rate_at_10"
 
-REFERENCE = "https://aclanthology.org/2022.acl-long.329"
-UMLS_LICENCE = ("https://www.nlm.nih.gov/research/umls/knowledge_sources/metathesaurus/release/"
-                "license_agreement.html")
-BIBTEX = """@inproceedings{meng-etal-2022-rewire,
-    title = "Rewire-then-Probe: A Contrastive Recipe for Probing Biomedical Knowledge of Pre-trained Language Models",
-    author = "Meng, Zaiqiao and Liu, Fangyu and Shareghi, Ehsan and Su, Yixuan and Collins, Charlotte and Collier, Nigel",
-    booktitle = "Proceedings of the 60th Annual Meeting of the Association for Computational Linguistics (Volume 1: Long Papers)",
-    year = "2022",
-    publisher = "Association for Computational Linguistics",
-    pages = "4798--4810",
-    url = "https://aclanthology.org/2022.acl-long.329",
-}"""
-
-
-def corpus_id(index: int) -> str:
-    """The corpus id of the ``index``-th name of a pool (see the module docstring)."""
-    if not 0 <= index < 10 ** ID_DIGITS:
-        raise MedlamaInputError(f"a candidate pool of more than {10 ** ID_DIGITS:,} names cannot be numbered "
-                                f"with {ID_DIGITS}-digit corpus ids")
-    return f"name-{index:0{ID_DIGITS}d}"
+def _metadata(subsets: Sequence[RelationData], *, config: str, limit: int | None, mask_token: str | None,
+              identity: dict) -> TaskMetadata:
+    filler = repr(mask_token) if mask_token else f"the model's mask token (else the neutral blank {BLANK!r})"
+    part = "" if limit is None else (f" Only the first {limit} queries of each relation are kept (the pools stay "
+                                     "whole): a quick check, not the benchmark's scores.")
+    description = (
+        f"MedLAMA ({config} set): biomedical knowledge probing as retrieval. Each subset is one UMLS relation; "
+        "a query is the relation's cloze prompt for a head concept with the object slot filled by "
+        f"{filler}, the corpus is the relation's candidate pool (the head and answer names of its rows), and "
+        "every gold answer name is relevant. hit_rate_at_10 is MedLAMA's acc@10 under the per-relation pool "
+        f"rule.{part} The names come from the UMLS Metathesaurus: use under a UMLS licence.")
+    revision = identity.get("revision") or identity.get("sha256") or identity.get("release_commit") or "local"
+    return TaskMetadata(
+        name=task_name(config, limit), description=description, reference=REFERENCE,
+        dataset={"path": f"medlama:{identity.get('id') or 'medlama'}", "revision": str(revision)},
+        type="Retrieval", category="t2t", modalities=["text"], eval_splits=["test"],
+        eval_langs={subset.relation: ["eng-Latn"] for subset in subsets}, main_score=MAIN_SCORE,
+        date=None, domains=["Medical", "Academic", "Written"], task_subtypes=None, license=UMLS_LICENCE,
+        annotations_creators="derived", dialect=[], sample_creation="created", bibtex_citation=BIBTEX,
+        adapted_from=None, is_public=False, contributed_by="medlama")
 
 
-def fill_slot(template: str, filler: str) -> str:
-    """A query template with its object slot (``[Y]``) replaced by ``filler``."""
-    return template.replace(MASK_PLACEHOLDER, filler)
+class MedlamaRetrieval(AbsTaskRetrieval):
+    """MedLAMA, one subset per relation (see :mod:`medlama.integrations.mteb_task`).
+
+    :attr:`filled_with`: the slot filler of the last run, per subset (the model's mask token, or
+    :data:`~medlama.integrations.mteb_task.BLANK`).
+    """
+
+    metadata: TaskMetadata
+
+    def __init__(self, subsets: Sequence[RelationData], mask_token: str | None = None, **kwargs: Any) -> None:
+        self.subsets = {subset.relation: subset for subset in subsets}
+        self.mask_token = mask_token
+        self.filled_with: dict[str, str] = {}
+        super().__init__(**kwargs)
+
+    def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
+        """The subsets in MTEB's layout. Until a model is run, the queries' slot holds the fixed filler
+        (``mask_token``, else the blank), so that what reads the data outside an evaluation (statistics, a
+        push to the Hub) sees the export's queries, never medlama's ``[Y]`` placeholder."""
+        if self.data_loaded:
+            return
+        self.dataset = {}
+        for relation, subset in self.subsets.items():
+            corpus = Dataset.from_dict({"id": subset.corpus_ids, "text": subset.names})
+            queries = self._queries(subset, self.mask_token or BLANK)
+            relevant = {query: {doc: 1 for doc in docs} for query, docs in subset.relevant.items()}
+            self.dataset[relation] = {"test": {"corpus": corpus, "queries": queries, "relevant_docs": relevant,
+                                               "top_ranked": None}}
+        self.data_loaded = True
+
+    def _evaluate_subset(self, model: Any, data_split: Any, *, hf_subset: str, **kwargs: Any):
+        filler = self.mask_token or model_mask_token(model) or BLANK
+        if filler == BLANK and not self.mask_token:
+            logger.warning("%s: the model has no mask token; the queries' object slot is the blank %r",
+                           self.metadata.name, BLANK)
+        self.filled_with[hf_subset] = filler
+        rendered = {**data_split, "queries": self._queries(self.subsets[hf_subset], filler)}
+        return super()._evaluate_subset(model, rendered, hf_subset=hf_subset, **kwargs)
+
+    @staticmethod
+    def _queries(subset: RelationData, filler: str) -> Dataset:
+        return Dataset.from_dict({"id": subset.query_ids,
+                                  "text": [fill_slot(text, filler) for text in subset.templates]})
 
 
-@dataclass(frozen=True)
-class RelationData:
-    """One relation's subset: its pool (corpus, ids by position), its queries (with the ``[Y]`` slot) and
-    every query's gold names as corpus ids."""
-
-    relation: str
-    names: list[str]
-    query_ids: list[str]
-    templates: list[str]
-    relevant: dict[str, list[str]]
-
-    @property
-    def corpus_ids(self) -> list[str]:
-        return [corpus_id(i) for i in range(len(self.names))]
-
-
-def relation_data(queries) -> list[RelationData]:
-    """The per-relation subsets of a :class:`~medlama.probers.queries.QuerySet` loaded with the ``relation``
-    candidate rule, relations in the order they first appear."""
-    if queries.pools is None:
-        raise ValueError("the queries must be loaded with per-relation pools (candidates='relation')")
-    subsets = []
-    for relation in dict.fromkeys(queries.relations):
-        names = list(queries.pools[relation])
-        if len(set(names)) != len(names):
-            raise MedlamaInputError(f"relation {relation!r}: its candidate pool lists a name twice")
-        ids = {name: corpus_id(i) for i, name in enumerate(names)}
-        rows = [i for i, r in enumerate(queries.relations) if r == relation]
-        relevant = {}
-        for i in rows:
-            missing = [name for name in queries.gold[i] if name not in ids]
-            if missing:  # acc@10 would count what MTEB cannot: refuse rather than score two things
-                raise MedlamaInputError(f"query {queries.ids[i]!r}: gold name(s) {missing} are not in relation "
-                                        f"{relation!r}'s candidate pool")
-            relevant[queries.ids[i]] = list(dict.fromkeys(ids[name] for name in queries.gold[i]))
-        subsets.append(RelationData(relation, names, [queries.ids[i] for i in rows],
-                                    [queries.texts[i] for i in rows], relevant))
-    return subsets
-
-
-def task_name(config: str, limit: int | None = None) -> str:
-    """``MedLAMAHardRetrieval`` (``MedLAMAHardFirst40Retrieval`` for the first 40 queries of each relation:
-    MTEB keeps results by task name, and a limited run's scores are not the benchmark's)."""
-    return f"MedLAMA{config.capitalize()}{'' if limit is None else f'First{limit}'}Retrieval"
-
-
-def model_mask_token(model: Any) -> str | None:
-    """The mask token of an MTEB model's tokenizer (a wrapped SentenceTransformer's, or the model's own), or
-    ``None`` when it has none."""
-    for owner in (model, getattr(model, "model", None)):
-        token = getattr(getattr(owner, "tokenizer", None), "mask_token", None)
-        if isinstance(token, str) and token:
-            return token
-    return None
-
-
-def check_task_arguments(config: Any, relations: Any, limit: Any, mask_token: Any) -> tuple[str, ...] | None:
-    """Refuse a bad argument of :func:`mteb_task` (or the export) before any data is read; returns the relations
-    as a tuple (``None``: all)."""
-    from medlama.probers.arguments import ProbeArguments, relation_names
-
-    if not isinstance(config, str) or config not in ("hard", "full"):
-        raise MedlamaInputError(f"config must be 'hard' or 'full' (one subset per relation), got {config!r}")
-    ProbeArguments(limit=limit)  # the probe's own check of a limit
-    if mask_token is not None and (not isinstance(mask_token, str) or not mask_token.strip()):
-        raise MedlamaInputError(f"mask_token must be a non-empty string, got {mask_token!r}")
-    return relation_names(relations)
+def build_task(subsets: Sequence[RelationData], *, config: str, limit: int | None, mask_token: str | None,
+               identity: dict) -> MedlamaRetrieval:
+    """The task over ``subsets`` (:func:`medlama.integrations.mteb_task.relation_data`)."""
+    metadata = _metadata(subsets, config=config, limit=limit, mask_token=mask_token, identity=identity)
+    # MTEB reads the metadata from the class (unload_data drops an instance's own), so each task gets its class
+    task_class = type(metadata.name, (MedlamaRetrieval,), {"metadata": metadata, "__module__": __name__})
+    return task_class(subsets, mask_token)
 
 
 def mteb_task(data: Any = None, config: str = "hard", relations: Sequence[str] | str | None = None, *,
@@ -154,20 +119,16 @@ def mteb_task(data: Any = None, config: str = "hard", relations: Sequence[str] |
     dry run or a Hub dataset id); ``relations``: the subsets (default: every relation); ``limit``: only the
     first ``limit`` queries of each relation, against the whole pool (a quick check, as ``--limit``);
     ``mask_token``: the slot's filler whatever the model (default: the model's own mask token, else
-    :data:`BLANK`). Arguments are checked, and the data read, before MTEB is imported.
+    :data:`BLANK`). Arguments are checked before any data is read.
 
     >>> import mteb, medlama
     >>> task = medlama.mteb_task(data="out/medlama", relations=["may_treat"])
     >>> mteb.evaluate(model, task, encode_kwargs={"batch_size": 128})  # the preset's batch size
     """
-    from medlama.probers.queries import queries_from
-
     relations = check_task_arguments(config, relations, limit, mask_token)
     queries = queries_from(data, config=config, relations=relations, candidates="relation")
     if limit is not None:
         queries = queries.limit_per_relation(limit)
-    from medlama.integrations.mteb_retrieval import build_task
-
     return build_task(relation_data(queries), config=config, limit=limit, mask_token=mask_token,
                       identity=dict(queries.info))
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medlama.core.atomic import atomic_directory, atomic_write_text, lock_directory, owner_kind, write_owner
+from medlama.core.atomic import OWNER_NAME, atomic_directory, atomic_write_text, lock_directory, owner_kind, write_owner
 from medlama.core.errors import MedlamaInputError
 from medlama.core.progress import enabled as progress_enabled
 from medlama.core.settings import to_flags
@@ -125,7 +125,7 @@ def _link_tree(source: Path, target: Path) -> None:
                 shutil.copy2(Path(root) / name, destination / name)
 
 
-def _check_output_folder(out: Path, *, note: bool = True) -> None:
+def _check_output_folder(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise MedlamaInputError("the output path exists and is not a folder", file=out)
     if not out.is_dir() or not any(out.iterdir()):
@@ -139,25 +139,11 @@ def _check_output_folder(out: Path, *, note: bool = True) -> None:
     if owner is not None:
         raise MedlamaInputError(f"the output folder was written by `medlama {owner}`, not by `medlama {KIND}`; "
                                 "choose another folder (nothing was changed)", file=out)
-    if not _earlier_rewire_output(out):
-        raise MedlamaInputError(
-            f"the output folder has rewire_config.json or checkpoints/ but no {RECORD_FORMAT} run record and no "
-            f"record of the command that wrote it: it was not written by `medlama {KIND}`; delete it, or choose a "
-            "new folder (nothing was changed)", file=out)
-    if note:
-        print(f"medlama: note: {out} was written by an earlier medlama version (no ownership record); taking it over "
-              "as a rewire output", file=sys.stderr)
-
-
-def _earlier_rewire_output(out: Path) -> bool:
-    """Whether ``out`` holds a run record of an earlier ``rewire`` (before ownership records existed)."""
-    for record in (out / CHECKPOINTS_DIR / CONFIG_NAME, out / CONFIG_NAME):
-        try:
-            if json.loads(record.read_text(encoding="utf-8")).get("format") == RECORD_FORMAT:
-                return True
-        except (OSError, ValueError, AttributeError):
-            continue
-    return False
+    raise MedlamaInputError(
+        f"the output folder has rewire_config.json or checkpoints/ but no readable {OWNER_NAME}, the record of the "
+        f"command that wrote it: it was not written by `medlama {KIND}` (by hand, or by a pre-release medlama), so "
+        f"`medlama {KIND}` will not resume or replace it; delete it, or choose a new folder (nothing was changed)",
+        file=out)
 
 
 def rewire(corpus: Any, out: str | Path, config: RewireConfig | None = None, *, resume: bool | str | Path = True,
@@ -181,7 +167,7 @@ def rewire(corpus: Any, out: str | Path, config: RewireConfig | None = None, *, 
         raise MedlamaInputError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
     config = config or RewireConfig.preset()
     out = Path(out).expanduser()
-    _check_output_folder(out, note=False)  # before the lock: a user's folder is refused with nothing created
+    _check_output_folder(out)  # before the lock: a user's folder is refused with nothing created
     # Only the main process writes OUT, so only it holds the lock (the others would find it taken).
     with lock_directory(out) if is_main_process() else contextlib.nullcontext():
         return _rewire(corpus, out, config, resume=resume, column=column, callbacks=callbacks,

@@ -206,18 +206,27 @@ def ucm(sets: str | Path, model: str | Path | Sequence[str | Path] | None = None
         out: str | Path | None = None, label: str | Sequence[str] | None = None, device: str | None = None,
         **settings: Any):
     """UCM of ``model`` on the context-variance ``sets`` (a folder of ``medlama build context-variance``), as
-    ``medlama ucm`` computes it: a :class:`~medlama.ucm.scores.ModelResult` (a list for several models), with
+    ``medlama ucm`` computes it: a :class:`~medlama.ucm_eval.scores.ModelResult` (a list for several models), with
     U/C/M shares, their bootstrap ``intervals``, rank changes and acc@k with and without context.
 
     ``method``: ``auto`` (causal-likelihood for a decoder-only causal LM, else mask-average with an MLM head,
     else retrieval), ``mask-average``, ``retrieval`` or ``causal-likelihood``;
-    ``settings``: fields of :class:`~medlama.ucm.evaluation.UcmSettings` (``ks``, ``relations``, ...);
+    ``settings``: fields of :class:`~medlama.ucm_eval.evaluation.UcmSettings` (``ks``, ``relations``, ...);
     ``out``: also write ``results.json`` and ``ucm.png`` there, atomically, as ``medlama ucm --out`` does
     (default: nothing is kept).
     """
-    from medlama.ucm.evaluation import score_sets
+    # Imported here: ``import medlama`` stays light.
+    from medlama.core.settings import settings_from
+    from medlama.ucm_eval.evaluation import UcmModels, UcmRun, UcmSettings, run
 
-    return score_sets(sets, model, method=method, out=out, label=label, device=device, **settings)
+    several = isinstance(model, (list, tuple))
+    labels = tuple(label) if isinstance(label, (list, tuple)) else (label,) if label else ()
+    request = UcmRun(sets=Path(sets), models=UcmModels(model=tuple(model) if several else (model,), label=labels,
+                                                       method=(method,)),
+                     settings=settings_from(UcmSettings, settings, what="ucm"), device=device,
+                     out=None if out is None else Path(out), show=False)
+    results, _ = run(request)
+    return results if several else results[0]
 
 
 def compare(*runs: str | Path, **settings: Any) -> dict:

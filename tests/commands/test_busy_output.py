@@ -52,9 +52,9 @@ def test_a_busy_output_folder_is_refused_before_any_work(command, tmp_path, caps
     import medlama.probers.queries as queries
     import medlama.recipe.workflow as workflow
     import medlama.trainers.trainer as trainer
-    import medlama.ucm.evaluation as evaluation
-    import medlama.ucm.rankers as rankers
-    import medlama.ucm.sets as sets
+    import medlama.ucm_eval.evaluation as evaluation
+    import medlama.ucm_eval.rankers as rankers
+    import medlama.ucm_eval.sets as sets
 
     # The commands look these up when they run: any call means work started.
     monkeypatch.setattr(queries, "load_queries", fail("load_queries"))

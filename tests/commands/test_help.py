@@ -12,7 +12,7 @@ import pytest
 from medlama.cli import _commands, build_parser
 from medlama.commands.output import BATCH_SIZE_LEAD
 from medlama.probers.registry import METHODS
-from medlama.ucm.rankers import METHODS as UCM_METHODS
+from medlama.ucm_eval.rankers import METHODS as UCM_METHODS
 
 FLAGLESS = (argparse._HelpAction, argparse._VersionAction, argparse._StoreTrueAction,  # noqa: SLF001
             argparse._StoreFalseAction, argparse._StoreConstAction)  # noqa: SLF001

@@ -11,7 +11,7 @@ import pytest
 from datasets import concatenate_datasets, load_dataset
 
 from medlama.cli import main
-from medlama.ucm.sets import load_sets
+from medlama.ucm_eval.sets import load_sets
 
 
 
@@ -33,7 +33,7 @@ def test_load_sets_limit_keeps_the_first_triples_of_each_relation(sets):
 
 
 def test_ucm_json_quiet_limit_device_and_reruns(sets, tiny_encoder, tmp_path, capsys, monkeypatch):
-    import medlama.ucm.rankers as rankers
+    import medlama.ucm_eval.rankers as rankers
 
     common = ["ucm", "--sets", str(sets), "--model", str(tiny_encoder), "--method", "retrieval", "--batch-size", "8"]
     out = tmp_path / "ucm"
@@ -68,7 +68,7 @@ def test_ucm_json_quiet_limit_device_and_reruns(sets, tiny_encoder, tmp_path, ca
 
 def test_ucm_refuses_bad_outputs_and_batch_sizes_before_any_work(sets, tiny_encoder, tmp_path, capsys,
                                                                   monkeypatch):
-    import medlama.ucm.rankers as rankers
+    import medlama.ucm_eval.rankers as rankers
 
     monkeypatch.setattr(rankers, "make_ranker", lambda *a, **k: pytest.fail("the ucm ran"))
     common = ["ucm", "--sets", str(sets), "--model", str(tiny_encoder)]

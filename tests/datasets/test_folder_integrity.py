@@ -125,7 +125,7 @@ def test_biolama_stray_and_missing_files(biolama_dir, tmp_path):
 
 
 def test_context_variance_stray_and_truncated_files(sets, tmp_path):
-    from medlama.ucm.sets import load_sets
+    from medlama.ucm_eval.sets import load_sets
 
     folder = Path(shutil.copytree(sets, tmp_path / "sets"))
     rows = len(load_sets(folder).rows)

@@ -13,7 +13,7 @@ import medlama
 from medlama.cli import main
 from medlama.core.defaults import default_model_path
 from medlama.core.errors import MedlamaInputError
-from medlama.integrations.mteb_task import BLANK, corpus_id, fill_slot, model_mask_token
+from medlama.integrations.mteb_data import BLANK, corpus_id, fill_slot, model_mask_token
 from medlama.probers.queries import queries_from
 
 try:

@@ -353,7 +353,7 @@ def test_probe_end_to_end_scores_every_method(tiny_gpt2):
 
 def test_causal_ranker_ranks_pools_and_counts_long_inputs(tiny_gpt2):
     from medlama.probers.causal import CausalLikelihoodProber
-    from medlama.ucm.causal_ranker import CausalRanker
+    from medlama.ucm_eval.causal_ranker import CausalRanker
 
     ranker = CausalRanker(tiny_gpt2, batch_size=4)
     pool = ["pain", "fever", "asthma attack", "asthma"]

@@ -11,7 +11,7 @@ import torch
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.queries import QuerySet
 from medlama.probers.registry import make_prober
-from medlama.ucm.rankers import make_ranker
+from medlama.ucm_eval.rankers import make_ranker
 from tiny_causal import NAMES, save_causal  # tests/helpers
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -1,5 +1,5 @@
-"""``rewire``'s output folder: only a rewire output is resumed or replaced, an earlier version's in-progress
-folder is taken over, and a second run into the same OUT is refused at once."""
+"""``rewire``'s output folder: only a rewire output is resumed or replaced, a folder without an ownership
+record (hand-made, or a pre-release medlama's) is refused, and a second run into the same OUT is refused at once."""
 
 from __future__ import annotations
 
@@ -36,14 +36,15 @@ def test_another_commands_folder_is_refused(tmp_path, capsys, owner):
     assert status == 2 and f"written by `medlama {owner}`, not by `medlama rewire`" in err
 
 
-def test_hand_written_record_is_refused_and_an_earlier_versions_folder_taken_over(tmp_path, capsys):
-    out = in_progress(tmp_path / "hand", {})
-    status, err = rewire_into(out, tmp_path, capsys)
-    assert status == 2 and "was not written by `medlama rewire`" in err and "nothing was changed" in err
-    earlier = in_progress(tmp_path / "earlier", {"format": "medlama-rewire/1"})
-    status, err = rewire_into(earlier, tmp_path, capsys)
-    assert "written by an earlier medlama version (no ownership record); taking it over" in err
-    assert status == 2 and "not-a-model" in err  # got past the folder check, to the model that is none
+def test_folders_without_an_ownership_record_are_refused(tmp_path, capsys):
+    """A hand-written run record, and a pre-release medlama's in-progress folder (a run record but no ownership
+    record), are both refused before any work, saying why."""
+    for name, record in (("hand", {}), ("earlier", {"format": "medlama-rewire/1"})):
+        out = in_progress(tmp_path / name, record)
+        status, err = rewire_into(out, tmp_path, capsys)
+        assert status == 2 and "was not written by `medlama rewire`" in err and "nothing was changed" in err
+        assert "no readable .medlama-output.json" in err
+        assert "will not resume or replace it" in err and "not-a-model" not in err  # refused before the model
 
 
 def test_a_second_rewire_into_one_out_is_refused(tmp_path, capsys):

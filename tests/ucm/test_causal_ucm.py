@@ -8,9 +8,9 @@ import json
 from medlama.cli import main
 from medlama.datasets.context_variance import with_inputs
 from medlama.probers.causal import LikelihoodSettings
-from medlama.ucm.causal_ranker import CausalRanker
-from medlama.ucm.rankers import make_ranker
-from medlama.ucm.sets import load_sets
+from medlama.ucm_eval.causal_ranker import CausalRanker
+from medlama.ucm_eval.rankers import make_ranker
+from medlama.ucm_eval.sets import load_sets
 
 from tiny_causal import save_causal  # tests/helpers (pytest pythonpath)
 

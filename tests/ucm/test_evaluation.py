@@ -15,9 +15,9 @@ import pytest
 from medlama.cli import main
 from medlama.datasets.context_variance import with_inputs
 from medlama.core.errors import MedlamaInputError
-from medlama.ucm.evaluation import evaluate_model
-from medlama.ucm.rankers import RetrievalRanker, RetrievalRankerSettings
-from medlama.ucm.sets import load_sets
+from medlama.ucm_eval.evaluation import evaluate_model
+from medlama.ucm_eval.rankers import RetrievalRanker, RetrievalRankerSettings
+from medlama.ucm_eval.sets import load_sets
 
 
 # ------------------------------------------------------------------------------------------ end to end
@@ -119,6 +119,19 @@ def test_load_sets_and_bad_input(sets, tiny_encoder, tmp_path, capsys):
     assert "no MLM head" in capsys.readouterr().err
 
 
+def test_old_ranker_flag_and_names_are_refused(sets, tiny_mlm, tmp_path, capsys):
+    """The pre-release spellings (``--ranker``, ``--method mlm``) are not flags or methods of ``medlama ucm``."""
+    small = ["--sets", str(sets), "--model", str(tiny_mlm), "--sources", "pmc", "--context-types", "real",
+             "--no-negative"]
+    with pytest.raises(SystemExit) as exit_:
+        main(["ucm", *small, "--ranker", "mask-average", "--out", str(tmp_path / "old")])
+    assert exit_.value.code == 2 and "unrecognized arguments: --ranker" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["ucm", *small, "--method", "mlm", "--out", str(tmp_path / "old")])
+    assert exit_.value.code == 2 and "invalid choice: 'mlm'" in capsys.readouterr().err
+    assert not (tmp_path / "old").exists()
+
+
 def test_ucm_help_shows_every_default(capsys):
     with pytest.raises(SystemExit):
         main(["ucm", "--help"])
@@ -133,7 +146,7 @@ def test_ucm_help_shows_every_default(capsys):
 
 def test_results_carry_share_intervals_and_provenance(sets, tiny_encoder, tmp_path, capsys):
     from medlama.core.intervals import bootstrap_shares_ci
-    from medlama.ucm.scores import SHARES, record_label
+    from medlama.ucm_eval.scores import SHARES, record_label
 
     out = tmp_path / "ucm-ci"
     assert main(["ucm", "--sets", str(sets), "--model", str(tiny_encoder), "--out", str(out), "--records"]) == 0

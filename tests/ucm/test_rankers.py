@@ -8,7 +8,7 @@ import torch
 
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.mask_average import MaskAverageSettings
-from medlama.ucm.rankers import (MaskAverageRanker, RankerSettings, RetrievalRanker, RetrievalRankerSettings,
+from medlama.ucm_eval.rankers import (MaskAverageRanker, RankerSettings, RetrievalRanker, RetrievalRankerSettings,
                                  make_ranker, ranker_settings, ranks_from_scores)
 from fp32 import fp32_sum_atol  # tests/helpers (pytest pythonpath)
 
@@ -146,7 +146,7 @@ def test_ranker_settings_are_typed_and_checked(tiny_mlm, tiny_encoder):
         ranker_settings("retrieval", {"pooing": "mean"})
     with pytest.raises(MedlamaInputError, match=r"unknown mask-average ranker setting\(s\): 'max_token' "
                                                 r"\(did you mean 'max_tokens'\?\)"):
-        ranker_settings("mlm", max_token=3)  # the old method name still finds its settings
+        ranker_settings("mask-average", max_token=3)
     assert ranker_settings("retrieval", {"distance": "cosine"}) == RetrievalRankerSettings(distance="cosine")
     with pytest.raises(MedlamaInputError, match="setting 'distance' must be one of 'l2', 'cosine', got 'dot'"):
         RetrievalRankerSettings(distance="dot")
@@ -154,21 +154,22 @@ def test_ranker_settings_are_typed_and_checked(tiny_mlm, tiny_encoder):
         MaskAverageSettings(batch_size=0)
     with pytest.raises(MedlamaInputError, match="the mask-average ranker takes MaskAverageSettings"):
         make_ranker("mask-average", tiny_mlm, RetrievalRankerSettings())
-    # the old name builds the same ranker; auto hands each method its part of the settings
-    old = make_ranker("mlm", tiny_mlm, MaskAverageSettings(max_tokens=2))
-    assert isinstance(old, MaskAverageRanker) and old.settings()["max_tokens"] == 2
+    # pre-release names are not rankers; auto hands each method its part of the settings
+    with pytest.raises(MedlamaInputError, match="unknown ranker 'mlm'"):
+        make_ranker("mlm", tiny_mlm, MaskAverageSettings(max_tokens=2))
     auto = make_ranker("auto", tiny_encoder, RankerSettings(retrieval=RetrievalRankerSettings(pooling="mean")))
     assert isinstance(auto, RetrievalRanker) and auto.settings()["pooling"] == "mean"
 
 
-def test_rankers_take_the_probers_names_old_names_and_settings(tiny_mlm, tiny_encoder):
-    """One table of methods: a ranker is a probing method, every old name works for both, and the
+def test_rankers_take_the_probers_names_and_settings(tiny_mlm, tiny_encoder):
+    """One table of methods: a ranker is a probing method, a pre-release name is neither, and the
     mask-average ranker is configured by the mask-average prober's own settings."""
     from medlama.probers import registry
-    from medlama.ucm import rankers
+    from medlama.ucm_eval import rankers
 
     assert set(rankers.METHODS) <= set(registry.METHODS)
-    assert isinstance(make_ranker("contrastive", tiny_encoder), RetrievalRanker)
+    with pytest.raises(MedlamaInputError, match="unknown ranker 'contrastive'"):
+        make_ranker("contrastive", tiny_encoder)
     assert rankers.SETTINGS["mask-average"] is registry.METHODS["mask-average"].settings
     assert rankers.SETTINGS["causal-likelihood"] is registry.METHODS["causal-likelihood"].settings
     ranker = make_ranker("mask-average", tiny_mlm, registry.settings_for("mask-average", {"max_tokens": 2}))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from medlama.ucm.records import sequence_records
-from medlama.ucm.scores import ucm
+from medlama.ucm_eval.records import sequence_records
+from medlama.ucm_eval.scores import ucm
 
 
 def figure_1_sequence() -> tuple[dict, np.ndarray, dict]:

@@ -10,7 +10,7 @@ import pytest
 import medlama
 from medlama.core.defaults import default_model_path
 from medlama.core.errors import MedlamaInputError
-from medlama.ucm import rankers
+from medlama.ucm_eval import rankers
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import json
 
 from medlama.cli import main
 from medlama.core.shards import work_folder
-from medlama.ucm.rankers import RetrievalRanker
+from medlama.ucm_eval.rankers import RetrievalRanker
 
 
 def counting(monkeypatch, stop_at: int | None = None) -> list[int]:

@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.core.settings import settings_from
+from medlama.integrations.lm_eval_tasks import LmEvalExportSettings, export_lm_eval
 
 
 def register(formats) -> None:
-    from medlama.integrations.lm_eval_tasks import LmEvalExportSettings
-
     parser = formats.add_parser(
         "lm-eval", help="MedLAMA as lm-evaluation-harness tasks (a group of per-relation ranking tasks and a "
                         "generation task)",
@@ -36,9 +36,6 @@ def register(formats) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from medlama.core.settings import settings_from
-    from medlama.integrations.lm_eval_tasks import LmEvalExportSettings, export_lm_eval
-
     settings = settings_from(LmEvalExportSettings, given_settings(args, LmEvalExportSettings))
     record = export_lm_eval(args.data, args.out, settings)
     if args.json:

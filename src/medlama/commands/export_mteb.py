@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from medlama.integrations.mteb_export import describe, export_mteb
 
 
 def register(formats: argparse._SubParsersAction) -> None:
@@ -31,8 +32,6 @@ def register(formats: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from medlama.integrations.mteb_export import describe, export_mteb
-
     data = str(args.data) if args.data is not None else None
     record = export_mteb(data, args.out, config=args.config, relations=args.relations, mask_token=args.mask_token)
     print(describe(record, args.out))

@@ -17,7 +17,7 @@ import numpy as np
 
 from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
 from medlama.probers.queries import QuerySet
-from medlama.ucm.rankers import ContextRanker
+from medlama.ucm_eval.context_ranker import ContextRanker
 
 
 class CausalRanker(ContextRanker):

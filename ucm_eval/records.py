@@ -2,7 +2,7 @@
 between consecutive inputs that the UCM metric scores.
 
 For each row of a set built by ``medlama build context-variance`` (one context sequence) a ranker
-(:mod:`medlama.ucm.rankers`) ranks the row's candidates (its pool without the subject, plus any correct
+(:mod:`medlama.ucm_eval.rankers`) ranks the row's candidates (its pool without the subject, plus any correct
 object missing from the pool) at every input (:func:`rank_sequences`; the row's inputs rebuilt from its
 segments and layout by :func:`medlama.datasets.context_variance.row_inputs`, added to the row as ``inputs``).
 Ranks are 1-based positions in the ranking of all candidates at that input.
@@ -42,8 +42,10 @@ import numpy as np
 
 from medlama.core.errors import MedlamaInputError
 from medlama.datasets.context_variance.rows import row_inputs
-from medlama.ucm.rankers import ContextRanker, ranks_from_scores
-from medlama.ucm.sets import ContextSets
+from medlama.ucm_eval.rankers import ContextRanker, ranks_from_scores
+from medlama.ucm_eval.sets import ContextSets
+from medlama.core.progress import enabled as progress_enabled
+from tqdm.auto import tqdm
 
 #: The metric module's input columns (the records carry a few more, for breakdowns).
 UCM_COLUMNS = ("target_rank_before", "target_rank_after", "added_is_correct", "added_rank_before",
@@ -72,9 +74,6 @@ def rank_sequences(ranker: ContextRanker, sets: ContextSets, *, block_rows: int 
     model's label) once the pool is done, and a pool already kept is read back instead of ranked: a
     rerun of a killed evaluation continues from its completed pools.
     """
-    from tqdm.auto import tqdm
-
-    from medlama.core.progress import enabled as progress_enabled
 
     frame = sets.rows.select_columns(["pool_id", "triple_id", "negative", "context_type", "subject_id",
                                       "correct_ids", "correct_names"]).to_pandas()

@@ -17,7 +17,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from medlama.ucm.records import UCM_COLUMNS
+from medlama.ucm_eval.records import UCM_COLUMNS
+from medlama.core.intervals import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_shares_ci
+from medlama.metrics import load
 
 #: The three shares of a UCM result.
 SHARES = ("understand", "confuse", "misunderstand")
@@ -25,8 +27,6 @@ SHARES = ("understand", "confuse", "misunderstand")
 
 @lru_cache(maxsize=None)
 def _metric(name: str):
-    from medlama.metrics import load
-
     return load(name)
 
 
@@ -123,7 +123,6 @@ def share_intervals(target: Sequence[dict], negative: Sequence[dict]) -> dict:
     """95% percentile-bootstrap interval of each UCM_m share, records resampled with replacement (seeded:
     :func:`medlama.core.intervals.bootstrap_shares_ci`), for the O_t-centred and negative-centred records; a side
     with fewer than two counted records has ``None`` intervals."""
-    from medlama.core.intervals import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_shares_ci
 
     out: dict = {}
     for side, records in (("target", target), ("negative", negative)):

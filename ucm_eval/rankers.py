@@ -14,14 +14,14 @@ The methods carry the names ``medlama probe --method`` gives the same techniques
   multi-token strategy BioLAMA uses, Kassner et al. 2021): a name of n tokens is scored by the mean
   log-probability of its tokens at n masks (:mod:`medlama.probers.mask_average`, the same code as
   ``medlama probe --method mask-average``). Context far from the slot is cut when an input exceeds the
-  model's length limit. Its earlier name ``mlm`` is still accepted.
+  model's length limit.
 * ``retrieval`` (:class:`RetrievalRanker`): an encoder (base or rewired by Contrastive-Probe), as the
   retrieval prober ranks: ``[CLS]`` (or mean) of the input with the model's mask token at the slot,
   against the same representation of every pool name, scored by the one retrieval scorer
   (:func:`medlama.probers.scoring.score_matrix`: minus the squared L2 distance, the reference's exact L2
   search, or the cosine). Inputs longer than the limit lose their *start* (the prompt and its mask sit at
   the end), names are cut at 25 tokens as in the reference.
-* ``causal-likelihood`` (:class:`medlama.ucm.causal_ranker.CausalRanker`): a decoder-only causal LM
+* ``causal-likelihood`` (:class:`medlama.ucm_eval.causal_ranker.CausalRanker`): a decoder-only causal LM
   (GPT-2, BioGPT, Llama family), by the exact log-probability of each name (then the text after the slot)
   as the continuation of the text before it, as ``medlama probe --method causal-likelihood`` ranks
   candidates. Inputs over the model's positions lose the start of their prefix.
@@ -30,8 +30,8 @@ Each method's settings are a dataclass: the probers' own for mask-average
 (:class:`~medlama.probers.mask_average.MaskAverageSettings`) and causal-likelihood
 (:class:`~medlama.probers.causal.LikelihoodSettings`), and :class:`RetrievalRankerSettings` for retrieval
 (a context input is cut to the model's limit from its start, where the prober cuts a query to 50 tokens);
-:class:`RankerSettings` holds all three, for ``auto``. The method names and their earlier names are the
-probers' (:mod:`medlama.probers.registry`), and :func:`make_ranker` builds a ranker from a method name and
+:class:`RankerSettings` holds all three, for ``auto``. The method names are the probers'
+(:mod:`medlama.probers.registry`), and :func:`make_ranker` builds a ranker from a method name and
 its settings. ``auto`` picks causal-likelihood for a decoder-only causal LM (by its config), else
 mask-average when the model has an MLM head, else retrieval.
 
@@ -40,13 +40,13 @@ per call (``input0``, the prompt alone, is shared by every sequence of a triple)
 encodes each pool name once and keeps its vector for later calls; the mask-average ranker tokenises the
 pool once per call and runs one forward pass per (input, name length) for all names of that length.
 
-The causal ranker, with its own model code, lives in :mod:`medlama.ucm.causal_ranker`.
+The interface is :mod:`medlama.ucm_eval.context_ranker`; the causal ranker, with its own model code, lives in
+:mod:`medlama.ucm_eval.causal_ranker`.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -56,11 +56,17 @@ import numpy as np
 from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.causal import LikelihoodSettings
-from medlama.probers.encoding import POOLINGS
-from medlama.probers.mask_average import MaskAverageSettings
-from medlama.probers.registry import method_name
+from medlama.probers.causal_scoring import is_causal_lm
+from medlama.probers.encoding import POOLINGS, Encoder
+from medlama.probers.mask_average import MaskAverageProber, MaskAverageSettings
+from medlama.probers.queries import QuerySet
 from medlama.probers.scoring import DISTANCES, Distance, check_distance, score_matrix
 from medlama.core.settings import check, setting, settings_from
+from medlama.ucm_eval.causal_ranker import CausalRanker
+from medlama.ucm_eval.context_ranker import ContextRanker, ranks_from_scores
+
+__all__ = ["METHODS", "CausalRanker", "ContextRanker", "MaskAverageRanker", "RankerSettings", "RetrievalRanker",
+           "RetrievalRankerSettings", "make_ranker", "ranker_class", "ranker_settings", "ranks_from_scores"]
 
 #: The ranking methods: the probing methods of :data:`medlama.probers.registry.METHODS` that rank a whole
 #: pool at one slot, as ``medlama ucm --method`` and ``medlama probe --method`` spell them.
@@ -122,9 +128,11 @@ AnySettings = MaskAverageSettings | RetrievalRankerSettings | LikelihoodSettings
 
 
 def canonical_method(method: str) -> str:
-    """The current name of ``method`` (an old name such as ``mlm`` gives its replacement, as the probers'
-    :data:`~medlama.probers.registry.OLD_NAMES` say); a name that is not a ranker is an error."""
-    return method_name(method, ("auto", *METHODS), what="ranker")
+    """``method``, checked to be a ranker (a method of :data:`METHODS`) or ``auto``; any other name is an error."""
+    choices = ("auto", *METHODS)
+    if method not in choices:
+        raise MedlamaInputError(f"unknown ranker {method!r}; choose from {sorted(choices)}")
+    return method
 
 
 def ranker_settings(method: str, values: Mapping[str, Any] | None = None, **more: Any
@@ -136,74 +144,6 @@ def ranker_settings(method: str, values: Mapping[str, Any] | None = None, **more
     return settings_from(SETTINGS[name], values, what=f"{name} ranker", **more)
 
 
-# ------------------------------------------------------------------------------------------ ranks
-def ranks_from_scores(scores: np.ndarray) -> np.ndarray:
-    """1-based ranks of each column in each row of ``scores`` (higher first; ties: lower column first)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.ndim != 2:
-        raise ValueError("scores must be a 2-d array (inputs x entities)")
-    order = np.argsort(-scores, axis=1, kind="stable")
-    ranks = np.empty_like(order)
-    rows = np.arange(scores.shape[0])[:, None]
-    ranks[rows, order] = np.arange(1, scores.shape[1] + 1)[None, :]
-    return ranks
-
-
-def _check(inputs: Sequence[str], pool: Sequence[str]) -> tuple[list[str], list[str]]:
-    inputs, pool = list(inputs), list(pool)
-    if not pool:
-        raise MedlamaInputError("the entity pool is empty: nothing to rank")
-    for index, text in enumerate(inputs):
-        if not isinstance(text, str) or text.count(MASK_PLACEHOLDER) != 1:
-            count = text.count(MASK_PLACEHOLDER) if isinstance(text, str) else 0
-            raise MedlamaInputError(f"input {index} has {count} {MASK_PLACEHOLDER} slots, needs exactly one: {text!r}")
-    return inputs, pool
-
-
-class ContextRanker(ABC):
-    """Ranks an entity pool at the ``[Y]`` slot of each input."""
-
-    #: The method's name, as ``--method`` spells it.
-    method: str = "ranker"
-
-    def scores(self, inputs: Sequence[str], pool: Sequence[str]) -> np.ndarray:
-        """Scores ``(len(inputs), len(pool))`` as float64, higher is better (``-inf``: cannot be scored)."""
-        inputs, pool = _check(inputs, pool)
-        if not inputs:
-            return np.empty((0, len(pool)), dtype=np.float64)
-        unique = list(dict.fromkeys(inputs))
-        scored = self._scores(unique, pool)
-        if len(unique) == len(inputs):
-            return scored
-        where = {text: i for i, text in enumerate(unique)}
-        return scored[[where[text] for text in inputs]]
-
-    def rank(self, inputs: Sequence[str], pool: Sequence[str]) -> np.ndarray:
-        """1-based rank of every pool entity at every input, ``(len(inputs), len(pool))`` int64."""
-        return ranks_from_scores(self.scores(inputs, pool))
-
-    def whole(self, inputs: Sequence[str], pool: Sequence[str]) -> np.ndarray:
-        """Per input, whether the model sees all of it when ranking ``pool`` (False: the input is cut).
-
-        A rank change between two cut inputs says nothing about the segment added between them (it may
-        have been cut away), so the UCM evaluation leaves such records out and counts them.
-        """
-        inputs, pool = _check(inputs, pool)
-        return np.array([self._fits(text, pool) for text in inputs], dtype=bool)
-
-    @abstractmethod
-    def _fits(self, text: str, pool: list[str]) -> bool:
-        """Whether ``text`` fits the model's length limit whole (for every name of ``pool``)."""
-
-    @abstractmethod
-    def _scores(self, inputs: list[str], pool: list[str]) -> np.ndarray:
-        """Scores of distinct, checked inputs."""
-
-    def settings(self) -> dict:
-        """What determines the ranks, as ``results.json`` records it."""
-        return {"method": self.method}
-
-
 class MaskAverageRanker(ContextRanker):
     """Mask average over the pool with a masked LM (BERT style, MLM head required)."""
 
@@ -211,15 +151,11 @@ class MaskAverageRanker(ContextRanker):
 
     def __init__(self, model_path: str | Path, settings: MaskAverageSettings | None = None, *,
                  device: str | None = None) -> None:
-        from medlama.probers.mask_average import MaskAverageProber
-
         self.settings_ = settings if settings is not None else MaskAverageSettings()
         self.prober = MaskAverageProber(model_path, self.settings_, device=device)
         self.model_path = str(model_path)
 
     def _scores(self, inputs: list[str], pool: list[str]) -> np.ndarray:
-        from medlama.probers.queries import QuerySet
-
         queries = QuerySet(ids=[str(i) for i in range(len(inputs))], relations=[""] * len(inputs), texts=inputs,
                            gold=[[] for _ in inputs], candidates=pool, name="context inputs")
         try:
@@ -250,8 +186,6 @@ class RetrievalRanker(ContextRanker):
 
     def __init__(self, model_path: str | Path, settings: RetrievalRankerSettings | None = None, *,
                  device: str | None = None, cache_names: int = 200_000) -> None:
-        from medlama.probers.encoding import Encoder
-
         self.settings_ = settings if settings is not None else RetrievalRankerSettings()
         self.distance = check_distance(self.settings_.distance)
         self.encoder = Encoder(model_path, layers=[self.settings_.layer], pooling=self.settings_.pooling,
@@ -303,17 +237,13 @@ class RetrievalRanker(ContextRanker):
 
 
 # ------------------------------------------------------------------------------------------ by name
-_CLASSES: dict[str, type[ContextRanker]] = {"mask-average": MaskAverageRanker, "retrieval": RetrievalRanker}
+_CLASSES: dict[str, type[ContextRanker]] = {"mask-average": MaskAverageRanker, "retrieval": RetrievalRanker,
+                                            "causal-likelihood": CausalRanker}
 
 
 def ranker_class(method: str) -> type[ContextRanker]:
-    """The ranker class of ``method`` (the causal one is imported when asked: its module imports this one)."""
-    name = canonical_method(method)
-    if name == "causal-likelihood":
-        from medlama.ucm.causal_ranker import CausalRanker
-
-        return CausalRanker
-    return _CLASSES[name]
+    """The ranker class of ``method``."""
+    return _CLASSES[canonical_method(method)]
 
 
 def _settings_for(method: str, settings: AnySettings | None):
@@ -336,8 +266,7 @@ def make_ranker(method: str, model_path: str | Path, settings: AnySettings | Non
 
     ``auto``: causal-likelihood when the model's config is a decoder-only causal LM, else mask-average
     when the model has an MLM head, else retrieval. ``settings``: the method's settings dataclass, or
-    :class:`RankerSettings` (each method takes its part); ``None``: the defaults. Old names
-    (:data:`medlama.probers.registry.OLD_NAMES`, such as ``mlm`` for ``mask-average``) are accepted.
+    :class:`RankerSettings` (each method takes its part); ``None``: the defaults.
     """
     name = canonical_method(method)
     parts = [settings.of(m) for m in METHODS] if isinstance(settings, RankerSettings) else [settings]
@@ -354,8 +283,6 @@ def make_ranker(method: str, model_path: str | Path, settings: AnySettings | Non
             raise MedlamaInputError(f"ranker settings must be RankerSettings or a method's settings, "
                                     f"got {type(settings).__name__}")
         settings = RankerSettings(**part)
-    from medlama.probers.causal_scoring import is_causal_lm
-
     if is_causal_lm(model_path):
         return ranker_class("causal-likelihood")(model_path, settings.causal_likelihood, device=device)
     try:

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from medlama.core.errors import MedlamaInputError
+from medlama.datasets.export import quiet_datasets
+from medlama.datasets.folders import load_config
 
 
 @dataclass
@@ -50,10 +52,7 @@ def load_sets(directory: str | Path, *, sources: Sequence[str] | None = None,
 
     ``limit``: keep only the sequences of the first ``limit`` triples of each relation (a quick check).
     """
-    from datasets import concatenate_datasets
-
-    from medlama.datasets.export import quiet_datasets
-    from medlama.datasets.folders import load_config  # not load_dataset(DIR): its cache mixes up folders
+    from datasets import concatenate_datasets  # datasets stays out of `import medlama.ucm_eval` and argument checks
 
     directory = Path(directory)
     info = read_build_info(directory)
@@ -82,7 +81,7 @@ def load_sets(directory: str | Path, *, sources: Sequence[str] | None = None,
                                         file=directory)
             keep &= frame["relation"].isin(list(relations))
         if limit is not None:
-            import pandas as pd
+            import pandas as pd  # only for --limit; pandas stays out of argument checks
 
             pairs = frame.loc[keep, ["relation", "triple_id"]].drop_duplicates()
             first = pd.MultiIndex.from_frame(pairs.groupby("relation", sort=False).head(limit))

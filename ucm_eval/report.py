@@ -11,8 +11,13 @@ import numpy as np
 
 from medlama.probers.base import RESULTS_FILE
 from medlama.probers.report import save_figure
-from medlama.ucm.scores import SHARES, ModelResult
-from medlama.ucm.sets import ContextSets
+from medlama.ucm_eval.scores import SHARES, ModelResult
+from medlama.ucm_eval.sets import ContextSets
+from medlama.core.atomic import atomic_write_text
+from medlama.core.display import print_table
+from medlama.core.provenance import folder_hash, provenance
+from medlama.core.public_paths import with_public_model
+from medlama.probers.base import _is_bundled  # the probe reports' rule for the bundled encoder
 
 
 def _f(value, digits: int = 3) -> str:
@@ -21,7 +26,6 @@ def _f(value, digits: int = 3) -> str:
 
 def print_tables(results: Sequence[ModelResult], ks: Sequence[int]) -> None:
     """Tables 1-3, UCM_k per relation (up to three models) and UCM_m by source and context type."""
-    from medlama.core.display import print_table
 
     rows = []
     for r in results:
@@ -83,7 +87,7 @@ def print_tables(results: Sequence[ModelResult], ks: Sequence[int]) -> None:
 
 def plot(results: Sequence[ModelResult], path: str | Path, ks: Sequence[int]) -> Path:
     """UCM_m with O_t and negative target as centre (stacked bars) and acc@k without / with context."""
-    import matplotlib
+    import matplotlib  # loaded when a plot is drawn: not by `medlama ucm`'s argument checks
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -123,7 +127,6 @@ def plot(results: Sequence[ModelResult], path: str | Path, ks: Sequence[int]) ->
 def write_outputs(results: Sequence[ModelResult], sets: ContextSets, out: str | Path, ks: Sequence[int], *,
                   records: bool = False) -> list[Path]:
     """``results.json``, ``ucm.png`` and, with ``records``, ``records.jsonl`` (one line per record and model)."""
-    from medlama.core.atomic import atomic_write_text
 
     out = Path(out)
     payload = {"sets": str(sets.directory), "selection": sets.selection, "origin": sets.info.get("origin"),
@@ -153,9 +156,6 @@ def write_outputs(results: Sequence[ModelResult], sets: ContextSets, out: str | 
 def _provenance(results: Sequence[ModelResult], sets: ContextSets) -> dict:
     """The provenance block (:mod:`medlama.core.provenance`): versions, the sets (their build's origin and settings,
     a hash of the folder), each model's identity, every model's settings, command, date and device."""
-    from medlama.probers.base import _is_bundled
-    from medlama.core.provenance import folder_hash, provenance
-    from medlama.core.public_paths import with_public_model
 
     models = [None if _is_bundled(m := r.settings.get("model")) else m for r in results]
     settings = {r.label: with_public_model(r.settings) for r in results}
