@@ -164,11 +164,11 @@ class UcmModels:
     ``--label`` and ``--method``). Empty: the default (the bundled encoder, each model folder's name, auto);
     a model ``None`` (from Python) is the bundled encoder, named ``bundled``."""
 
-    model: tuple[str, ...] = setting(help="model folders (default: the bundled encoder)")
-    label: tuple[str, ...] = setting(help="names for the models in tables and plots (default: the model folders' "
+    model: tuple[str, ...] = setting((), show_default=False, help="model folders (default: the bundled encoder)")
+    label: tuple[str, ...] = setting((), show_default=False, help="names for the models in tables and plots (default: the model folders' "
                                           "names)")
     method: tuple[Literal["auto", "mask-average", "retrieval", "causal-likelihood"], ...] = setting(
-        metavar="METHOD",
+        (), show_default=False, metavar="METHOD",
         help="mask-average: mask average with the MLM head; retrieval: [CLS] distance to the pool names; "
              "causal-likelihood: a causal LM's log-probability of each pool name in the slot; auto: "
              "causal-likelihood for a decoder-only causal LM (GPT-2, Llama style), else mask-average when the model "

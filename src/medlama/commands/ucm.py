@@ -49,7 +49,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
 
-    models = UcmModels(**{"model": (), "label": (), "method": (), **given_settings(args, UcmModels)})
+    models = settings_from(UcmModels, given_settings(args, UcmModels))
     settings = settings_from(UcmSettings, given_settings(args, UcmSettings))
     batch = {"batch_size": args.batch_size} if args.batch_size is not None else {}
     ranker_settings = RankerSettings(
