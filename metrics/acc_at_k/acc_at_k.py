@@ -21,7 +21,6 @@ import math
 import numbers
 import re
 import string
-import sys
 from collections.abc import Sequence as _AbcSequence
 
 import datasets
@@ -260,19 +259,9 @@ class AccAtK(evaluate.Metric):
         )
 
     # evaluate stores one row per query with every feature column, so a missing optional `groups`
-    # column is filled in here (and a given one checked) before evaluate sees the batch.
-
-    def _feature_names(self):
-        names = super()._feature_names()
-        # evaluate.combine(...).add/add_batch pass each module the inputs its feature names list, looking every
-        # one up among those the caller gave: `groups`, optional here, would be a KeyError when left out. So
-        # combine is told of `groups` only when its caller gave them (and then they are passed on, never dropped).
-        caller = sys._getframe(1).f_locals
-        given = caller.get("kwargs")
-        if isinstance(caller.get("self"), evaluate.CombinedEvaluations) and isinstance(given, dict) \
-                and "groups" not in given:
-            return [name for name in names if name != "groups"]
-        return names
+    # column is filled in here (and a given one checked) before evaluate sees the batch. evaluate.combine
+    # looks up every declared feature among its caller's inputs: there, give `groups` (one key for all
+    # queries when there are no groups), as the metric card says.
 
     def add_batch(self, *, predictions=None, references=None, groups=None, **kwargs):
         """Add a batch of queries: `predictions`, `references` and optionally `groups` (one entry per query)."""

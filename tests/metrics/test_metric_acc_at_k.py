@@ -222,9 +222,10 @@ def test_add_batch_without_groups(acc):
     assert results["acc@1"] == 0.5 and results["groups"] is None
 
 
-def test_combine_takes_groups_as_optional(cache_dir, acc):
-    """evaluate.combine routes inputs by the module's feature names: groups stay optional there, and when
-    given they reach the module (never dropped), so combine scores as the module alone does."""
+def test_combine_passes_groups_on(cache_dir, acc):
+    """evaluate.combine routes inputs by the module's feature names: the groups given reach the module (never
+    dropped), so combine scores as the module alone does; without groups, combine itself refuses (the card says
+    to give one key for every query)."""
     predictions = [["fever", "cough"], ["rash"], ["cough", "pain"]]
     references = [["cough"], ["rash"], ["fever"]]
     groups = ["a", "b", "b"]
@@ -232,16 +233,19 @@ def test_combine_takes_groups_as_optional(cache_dir, acc):
     def combined():
         return evaluate.combine([evaluate.load(str(MODULE_DIR), keep_in_memory=True, cache_dir=cache_dir)])
 
-    plain = combined()
-    plain.add_batch(predictions=predictions[:2], references=references[:2])
-    plain.add(prediction=predictions[2], reference=references[2])
-    assert plain.compute(k=[1, 2]) == acc.compute(predictions=predictions, references=references, k=[1, 2])
     grouped = combined()
     grouped.add_batch(predictions=predictions[:2], references=references[:2], groups=groups[:2])
     grouped.add(prediction=predictions[2], reference=references[2], groups=groups[2])
     result = grouped.compute(k=[1, 2])
     assert result == acc.compute(predictions=predictions, references=references, groups=groups, k=[1, 2])
     assert result["num_groups"] == 2 and result["acc@1_macro"] == 0.25
+    one = combined()
+    one.add_batch(predictions=predictions, references=references, groups=["all"] * 3)
+    alone = acc.compute(predictions=predictions, references=references, k=[1, 2])
+    assert {key: value for key, value in one.compute(k=[1, 2]).items() if key != "groups"} == \
+        {key: value for key, value in alone.items() if key != "groups"}
+    with pytest.raises(KeyError, match="groups"):
+        combined().add_batch(predictions=predictions, references=references)
 
 
 def test_numpy_inputs(acc):
