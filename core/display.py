@@ -9,7 +9,6 @@ from collections.abc import Sequence
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[object]], *,
                 caption: str | None = None) -> None:
     """Print ``rows`` under ``columns``; numbers are right-aligned, floats shown as given."""
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title, caption=caption, show_lines=False)
@@ -19,9 +18,19 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[obje
     for row in rows:
         table.add_row(*(f"{cell:,}" if isinstance(cell, int) and not isinstance(cell, bool) else str(cell)
                         for cell in row))
-    # Off a terminal (CI logs, pipes) rich assumes 80 columns and would cut relation names.
-    console = Console() if sys.stdout.isatty() else Console(width=200)
-    console.print(table)
+    console().print(table)
+
+
+#: The width of piped output (a file or a log has none): wide enough that no table is ever cut or wrapped.
+PIPED_WIDTH = 10_000
+
+
+def console():
+    """The rich console every table prints to: the terminal's width on a terminal; off one (CI logs, pipes, a
+    file) no width at all, where rich would assume 80 columns and cut relation names and descriptions."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
 
 
 def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

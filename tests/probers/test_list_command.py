@@ -39,3 +39,15 @@ def test_list_table_names_the_relations(medlama_dir, capsys):
     assert main(["list", "relations", "--data", str(medlama_dir), "--config", "hard"]) == 0
     out = capsys.readouterr().out
     assert "relations of medlama" in out and "may_treat" in out and "hard" in out
+
+
+def test_list_piped_to_a_file_is_never_cut(capsys):
+    """Off a terminal (capsys, a pipe, a file) a table is as wide as its rows: every method's description and
+    every preset stand whole on one line, where rich's assumed 80 columns would wrap and cut them."""
+    from medlama.commands.list import methods
+
+    assert main(["list", "methods"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for method in methods():
+        row = next(line for line in lines if line.startswith(f"│ {method['method']} "))
+        assert method["description"] in row and all(preset in row for preset in method["presets"])

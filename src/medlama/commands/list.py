@@ -12,6 +12,7 @@ from typing import Literal
 from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.core.errors import MedlamaInputError
 from medlama.core.settings import check, setting, settings_from
+from medlama.core.display import console as make_console
 
 
 @dataclass(frozen=True)
@@ -124,10 +125,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_tables(listing: dict[str, list], dataset: str) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = make_console()  # full width off a terminal: nothing cut in a file or a pipe
     columns = {"datasets": ("dataset", "configs", "relation_configs", "splits", "command"),
                "methods": ("method", "presets", "scores_pool", "description"),
                "presets": ("for", "preset", "default"),
