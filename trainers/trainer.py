@@ -59,6 +59,7 @@ from medlama.trainers.guards import divergence_callback, final_loss, trained_ste
 from medlama.trainers.loss import make_loss
 from medlama.trainers.model import WEIGHT_FILES, build_rewire_model
 from medlama.trainers.model_card import write_rewire_card
+from medlama.trainers.pace import cpu_pace_callback
 
 #: The command that writes (and alone may resume or replace) a rewiring output: its ownership record.
 KIND = "rewire"
@@ -220,7 +221,8 @@ def _rewire(corpus: Any, out: Path, config: RewireConfig, *, resume, column, cal
     }
     if resume_from is not None and done == config.steps:  # nothing left to train: HF would take one more step
         return _without_training(out, resume_from, record, precision, processes)
-    trainer, timer = _make_trainer(model, build, out, config, precision, processes, callbacks, report_to,
+    trainer, timer = _make_trainer(model, build, out, config, precision, processes,
+                                   [*callbacks, cpu_pace_callback(config, preset, model.device)], report_to,
                                    disable_tqdm)
     main_process = trainer.is_world_process_zero()
     if main_process:

@@ -4,6 +4,7 @@ its errors, checkpoints every N steps, the final folder under both loaders, the 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -384,8 +385,12 @@ def test_cli_rewire_and_its_errors(tiny_bert, corpus, tmp_path, capsys):
     out = tmp_path / "cli-out"
     assert main(["rewire", "--corpus", str(corpus), "--out", str(out), "--model", str(tiny_bert), "--preset", "demo",
                  "--steps", "2", "--save-steps", "1", "--batch-size", "4", "--max-length", "16"]) == 0
-    printed = capsys.readouterr().out
+    printed, said = capsys.readouterr()
     assert f"rewired {tiny_bert} (layers 3/3) -> {out}" in printed
+    # on the CPU the run says what it is sized for, then how long the rest takes at the first step's rate
+    assert "medlama: note: rewiring on the CPU: 2 steps of 4 pairs (preset demo)" in said
+    assert re.search(r"medlama: note: training on the CPU at \d+\.\d s a step \(4 pairs\): the 1 step left takes "
+                     r"about \d+ s\n", said) and "--preset demo is the CPU-sized run" not in said
     assert "checkpoints: checkpoint-1, checkpoint-2" in printed
     record = json.loads((out / "rewire_config.json").read_text())
     assert (record["config"]["batch_size"], record["config"]["max_length"], record["config"]["steps"]) == (4, 16, 2)
@@ -408,3 +413,14 @@ def test_short_run_on_the_bundled_model(elicit_corpora, tmp_path):
     result = rewire(elicit_corpora / "pubmed_sents_no_punkt_10k_3", tmp_path / "minilm", config, disable_tqdm=True)
     assert result.global_step == 2 and result.record["base_model"]["name"] == BUNDLED_MODEL_NAME
     assert SentenceTransformer(str(tmp_path / "minilm")).encode(["a [MASK] "]).shape == (1, 384)
+
+
+def test_the_cpu_pace_note_points_a_gpu_sized_run_to_the_cpu_preset():
+    from medlama.trainers.pace import duration, pace_note
+
+    paper = RewireConfig.preset("paper")
+    note = pace_note(paper, "paper", 30.0, 200)
+    assert note == ("medlama: note: training on the CPU at 30.0 s a step (192 pairs): the 200 steps left take about "
+                    "1 h 40 min; --preset demo is the CPU-sized run (50 steps of 32 pairs, about 4 min here)")
+    assert "--preset demo" not in pace_note(RewireConfig.preset("demo"), "demo", 1.5, 50)
+    assert (duration(40), duration(420), duration(7500)) == ("40 s", "7 min", "2 h 05 min")
