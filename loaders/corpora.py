@@ -51,11 +51,14 @@ and the JATS parser (:mod:`medlama.loaders.jats`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+import xxhash
 
 from medlama.core.errors import MedlamaInputError
 from medlama.loaders.corpus_files import (  # noqa: F401  (FORMATS and the suffixes are this module's API too)
@@ -128,14 +131,34 @@ def located_records(files: Iterable[CorpusFile], format: str, **options) -> Iter
 
 
 def corpus_fingerprint(paths: str | Path | Iterable[str | Path], format: str, **options) -> str:
-    """A hash of the corpus files (absolute path, label, size, modification time), the reader options and
-    :data:`READER_VERSION`."""
+    """A hash of the corpus files (absolute path, label, size and the hash of their bytes,
+    :func:`content_digest`), the reader options and :data:`READER_VERSION`. A file edited in place keeps
+    neither its fingerprint nor the index built from it, even with its size and modification time put back
+    (``cp -p``, ``rsync -t``, ``tar x``)."""
     files = _files(paths, format)
     digest = hashlib.sha256(json.dumps([READER_VERSION, format, sorted(options.items(), key=str)],
                                        default=str).encode())
     for file, label in files:
-        stat = os.stat(file)
-        digest.update(json.dumps([os.path.abspath(file), label, stat.st_size, stat.st_mtime_ns]).encode())
+        digest.update(json.dumps([os.path.abspath(file), label, os.stat(file).st_size,
+                                  content_digest(file)]).encode())
+    return digest.hexdigest()
+
+
+def content_digest(path: str | Path) -> str:
+    """The xxHash3-128 of a file's bytes (memory-bandwidth fast: a few seconds for all of MIMIC-III's notes,
+    nothing beside matching them), read once per version of the file in a process: its path, inode, size,
+    modification time and status-change time (which every write, and every ``utime`` putting a modification
+    time back, moves on)."""
+    stat = os.stat(path)
+    return _content_digest(os.path.abspath(path), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _content_digest(path: str, _inode: int, _size: int, _mtime_ns: int, _ctime_ns: int) -> str:
+    digest = xxhash.xxh3_128()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 23), b""):
+            digest.update(block)
     return digest.hexdigest()
 
 

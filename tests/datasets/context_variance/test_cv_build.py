@@ -223,6 +223,37 @@ def test_umls_tag_follows_the_biolama_sources(tmp_path, biolama_fx):
     assert any(r.startswith("umls_") for r in relations)  # the umls rows are really there
 
 
+def test_a_corpus_edited_in_place_with_its_size_and_time_kept_is_indexed_again(tmp_path, biolama_fx, capsys):
+    """A corpus file rewritten with the same size and its modification time put back (``cp -p``, ``rsync -t``,
+    ``tar x``) is another corpus: its index is built again and the sets quote the new text, never the old."""
+    import os
+
+    from datasets import load_dataset
+
+    built_biolama_fixture(tmp_path, biolama_fx)
+    kb = knowledge_base_from_biolama(tmp_path / "biolama", "all")
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("".join(f"{t.subject.name} is linked with {t.target.name}.\n" for t in kb), encoding="utf-8")
+    base = ["build", "context-variance", "--biolama", str(tmp_path / "biolama"), "--config", "all", "--corpus",
+            f"sents:text:{sentences}", "--index-dir", str(tmp_path / "idx"), "--json"]
+
+    def build(out: str) -> tuple[bool, str]:
+        assert main([*base, "--out", str(tmp_path / out)]) == 0
+        reused = json.loads(capsys.readouterr().out)["sources"][0]["index_reused"]
+        rows = load_dataset(str(tmp_path / out), "sents", split="test")
+        return reused, " ".join(str(value) for row in rows for value in row.values())
+
+    reused, text = build("first")
+    assert reused is False and "is linked with" in text
+    stat = sentences.stat()
+    sentences.write_text(sentences.read_text(encoding="utf-8").replace(" linked ", " joined "), encoding="utf-8")
+    os.utime(sentences, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert (sentences.stat().st_size, sentences.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+    reused, text = build("second")
+    assert reused is False and "is joined with" in text and "is linked with" not in text
+    assert build("third")[0] is True  # the same bytes again: the index is reused
+
+
 def test_subject_named_only_by_the_target_gives_no_context():
     symptom = Entity("S1", "cough")
     pool = EntityPool([symptom, Entity("S2", "fever")], type="p")
