@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import re
+import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -255,6 +256,9 @@ class IndexEngine:
         if self.executor == "slurm" and not self.slurm_partition:
             raise MedlamaInputError("--executor slurm needs --slurm-partition (the partition the jobs run on)",
                                     field="slurm_partition")
+        if self.executor == "slurm" and shutil.which("sbatch") is None:
+            raise MedlamaInputError("--executor slurm submits jobs with sbatch, which is not on the PATH here (run "
+                                    "the command on a Slurm login node), or use --executor local", field="executor")
 
 
 def default_index_root() -> Path:

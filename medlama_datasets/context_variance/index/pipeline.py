@@ -23,7 +23,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +34,7 @@ from datatrove.executor import LocalPipelineExecutor, SlurmPipelineExecutor, bas
 from loguru import logger
 
 from medlama.core.atomic import atomic_write_text
+from medlama.core.errors import MedlamaInputError
 from medlama.core.locks import lock_directory
 from medlama.datasets.context_variance.index.build import mark_caller, release_matcher
 from medlama.datasets.context_variance.index.corpus_index import CorpusIndex, union_request
@@ -123,7 +126,10 @@ def build_file_index(files: Sequence[tuple[str, str]], format: str, options: dic
                           min_entities=min_entities, batch_size=batch_size)
         executors = make_executors(work, engine)
         try:
-            executors[-1].run()
+            if engine.executor == "slurm":
+                submit(executors, work)
+            else:
+                executors[-1].run()
         finally:
             release_matcher()  # a local build with one worker matched in this process
     if engine.executor == "slurm":
@@ -132,6 +138,46 @@ def build_file_index(files: Sequence[tuple[str, str]], format: str, options: dic
         return False
     shutil.rmtree(work.root, ignore_errors=True)
     return True
+
+
+def submit(executors: Sequence[SlurmPipelineExecutor], work: WorkFolder) -> None:
+    """Submit the stages' Slurm jobs. ``sbatch`` refusing them (no controller, a partition that does not exist)
+    is one error quoting ``sbatch``'s own words; the work folder of launch scripts goes with it when no job
+    was queued (the jobs of stages queued before a refusal still write there: their ids are named)."""
+    # datatrove runs sbatch with its stdout captured and its stderr ours: catch that, to quote it. Its own
+    # launch messages go through loguru to this process's stderr as it is now.
+    logger.remove()
+    logger.add(sys.stderr, level="INFO")
+    with tempfile.TemporaryFile() as said:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(said.fileno(), 2)
+        try:
+            executors[-1].run()
+            failure = None
+        except (subprocess.CalledProcessError, OSError) as error:
+            failure = error
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            logger.remove()
+            logger.add(sys.stderr)  # loguru's default, as datatrove leaves it
+        said.seek(0)
+        text = said.read().decode("utf-8", errors="replace")
+    if failure is None:
+        sys.stderr.write(text)
+        return
+    quoted = [line.strip() for line in text.splitlines() if "sbatch" in line.lower() and line.strip()]
+    reason = quoted[-1] if quoted else (str(failure) if isinstance(failure, OSError) else
+                                        f"sbatch exited with status {failure.returncode}")
+    queued = [str(e.job_id) for e in executors if e.job_id not in (None, -1)]
+    if queued:
+        raise MedlamaInputError(f"Slurm refused the index jobs: {reason}. Jobs {', '.join(queued)} were queued "
+                                f"before it and write into {work.root}: cancel them (scancel) or let them finish, "
+                                "then run the same command again")
+    shutil.rmtree(work.root, ignore_errors=True)
+    raise MedlamaInputError(f"Slurm refused the index jobs: {reason}; nothing was queued or left behind")
 
 
 class IndexSubmitted(Exception):

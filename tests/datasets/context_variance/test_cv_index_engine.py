@@ -258,3 +258,50 @@ def test_the_command_refuses_an_executor_it_cannot_use_before_reading(tmp_path, 
     assert "--executor slurm needs --slurm-partition" in capsys.readouterr().err
     assert main([*base, "--tasks", "0"]) == 2
     assert not (tmp_path / "idx").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_slurm_build_builds_what_the_local_executor_builds(tmp_path, corpora, medlama_folder, capsys, monkeypatch):
+    """The Slurm path for real, with a stand-in sbatch that runs each generated job script here (every task of
+    its array, srun and all): the jobs write the index, the same command run again builds the sets from it, and
+    they are the local executor's, file for file."""
+    from medlama.cli import main
+
+    import fake_slurm  # tests/helpers
+
+    single, _ = corpora
+    monkeypatch.setenv("PATH", fake_slurm.on_path(fake_slurm.install(tmp_path / "bin")))
+    base = ["build", "context-variance", "--medlama", str(medlama_folder), "--config", "full", "--mimic", str(single),
+            "--tasks", "2"]
+    slurm = [*base, "--index-dir", str(tmp_path / "slurm-idx"), "--executor", "slurm", "--slurm-partition", "cpu",
+             "--out", str(tmp_path / "slurm")]
+    assert main(slurm) == 0
+    assert "is being built by Slurm jobs; nothing written" in capsys.readouterr().err
+    log = (tmp_path / "bin" / "jobs.log").read_text()
+    assert "exit 0" in log and "exit 1" not in log, log[-2000:]
+    assert main(slurm) == 0 and (tmp_path / "slurm" / "build_info.json").is_file()
+    assert main([*base, "--index-dir", str(tmp_path / "local-idx"), "--out", str(tmp_path / "local")]) == 0
+    parts = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local" / "data").rglob("*.parquet"))
+    assert parts and parts == sorted(p.relative_to(tmp_path / "slurm") for p in (tmp_path / "slurm" / "data").rglob("*.parquet"))
+    for part in parts:
+        assert (tmp_path / "local" / part).read_bytes() == (tmp_path / "slurm" / part).read_bytes(), part
+
+
+def test_sbatch_refusing_the_jobs_is_one_error_and_leaves_nothing(tmp_path, corpora, medlama_folder, capsys,
+                                                                    monkeypatch):
+    from medlama.cli import main
+
+    import fake_slurm  # tests/helpers
+
+    single, _ = corpora
+    monkeypatch.setenv("PATH", fake_slurm.on_path(fake_slurm.install(tmp_path / "bin", failing=True)))
+    assert main(["build", "context-variance", "--medlama", str(medlama_folder), "--mimic", str(single), "--index-dir",
+                 str(tmp_path / "idx"), "--executor", "slurm", "--slurm-partition", "cpu", "--tasks", "2",
+                 "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"medlama: error: Slurm refused the index jobs: {fake_slurm.CONTROLLER_DOWN}; nothing was queued" in err
+    assert "Traceback" not in err and "CalledProcessError" not in err
+    left = [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.parts[len(tmp_path.parts)] != "bin"]
+    assert left in ([], ["idx"]), left  # at most the (empty) index root: no work folder, no launch script
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(MedlamaInputError, match="sbatch, which is not on the PATH"):
+        IndexEngine(executor="slurm", slurm_partition="cpu").check_available()
