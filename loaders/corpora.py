@@ -77,6 +77,7 @@ from medlama.loaders.corpus_files import (  # noqa: F401  (FORMATS and the suffi
     _open_text,
     _unique_ids,
     _without_suffix,
+    undecodable,
 )
 from medlama.loaders.jats import parse_jats  # noqa: F401  (read_pmc_articles' parser, importable here)
 from medlama.loaders.mimic_notes import ON_BAD_RECORD, _mimic_header, _mimic_located, read_mimic_notes
@@ -212,7 +213,7 @@ def _pmc_located(files: tuple[CorpusFile, ...]) -> Iterator[Located]:
             try:
                 text = Path(file).read_text(encoding="utf-8")
             except UnicodeDecodeError as error:
-                raise MedlamaInputError(f"not UTF-8: {error}", file=file) from None
+                raise undecodable(file, error) from None
             title = next((line.strip() for line in text.splitlines() if line.strip()), "")
             record = {"doc_id": _without_suffix(label), "text": text, "title": title, "source": file}
         else:
@@ -264,7 +265,7 @@ def _jsonl_located(files: tuple[CorpusFile, ...], text_field: str, id_field: str
                     yield ({"doc_id": f"{label}:{line_number}" if doc_id in (None, "") else str(doc_id),
                             "text": text, "source": file}, line_number, None)
             except UnicodeDecodeError as error:
-                raise MedlamaInputError(f"not UTF-8: {error}", file=file, row=line_number + 1) from None
+                raise undecodable(file, error) from None
             except (OSError, EOFError) as error:
                 raise MedlamaInputError(f"cannot read: {error}", file=file, row=line_number + 1) from None
 
@@ -305,6 +306,6 @@ def _text_located(files: tuple[CorpusFile, ...], per: str) -> Iterator[Located]:
                     if line.strip():
                         yield {"doc_id": f"{label}:{line_number}", "text": line, "source": file}, line_number, None
             except UnicodeDecodeError as error:
-                raise MedlamaInputError(f"not UTF-8: {error}", file=file, row=line_number + 1) from None
+                raise undecodable(file, error) from None
             except (OSError, EOFError) as error:
                 raise MedlamaInputError(f"cannot read: {error}", file=file, row=line_number + 1) from None

@@ -150,11 +150,29 @@ def _unique_ids(located: Callable[[], Iterator[Located]], hint: str) -> Iterator
 
 def _open_text(path: str):
     """A text handle on ``path``, gunzipped when it starts with the gzip magic bytes."""
-    with open(path, "rb") as probe:
-        magic = probe.read(2)
-    if magic == b"\x1f\x8b":
+    if _is_gzip(path):
         return gzip.open(path, "rt", encoding="utf-8", newline="")
     return open(path, encoding="utf-8", newline="")
+
+
+def undecodable(path: str, error: UnicodeDecodeError) -> MedlamaInputError:
+    """The error for a file that is not UTF-8, naming the line of its first bad byte. The text reader decodes
+    blocks ahead of the lines it yields, so where it stood says nothing: the file is read again as bytes, a line
+    at a time, to find it."""
+    opener = gzip.open if _is_gzip(path) else open
+    with opener(path, "rb") as raw:
+        for number, line in enumerate(raw, 1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                return MedlamaInputError(f"not UTF-8: byte 0x{line[bad.start]:02x} at byte {bad.start + 1} of the "
+                                         f"line ({bad.reason})", file=path, row=number)
+    return MedlamaInputError(f"not UTF-8: {error}", file=path)
+
+
+def _is_gzip(path: str) -> bool:
+    with open(path, "rb") as probe:
+        return probe.read(2) == b"\x1f\x8b"
 
 
 def _features(extra: Iterable[str] = ()):

@@ -358,3 +358,31 @@ def test_load_corpus_detect_format_and_fingerprint(tmp_path, monkeypatch):
     second = corpus_fingerprint(path, "mimic")
     monkeypatch.setattr(corpora, "READER_VERSION", corpora.READER_VERSION + 1)
     assert corpus_fingerprint(path, "mimic") != second
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_bad_byte_is_named_at_its_own_line(tmp_path, compressed):
+    """The reader decodes blocks ahead of the lines it yields: the error still names the line holding the bad
+    byte (here line 1256, far past the block the reader stood in), never the start of a read block."""
+    lines = [f"sentence {i} about the liver and metformin, long enough to fill blocks." for i in range(1, 3001)]
+    data = "\n".join(lines).encode("utf-8")
+    at = data.index(b"sentence 1256 ") + len("sentence 1256 ")
+    data = data[:at] + b"\xff" + data[at + 1:]
+    path = tmp_path / ("notes.txt.gz" if compressed else "notes.txt")
+    path.write_bytes(gzip.compress(data) if compressed else data)
+    with pytest.raises(MedlamaInputError) as error:
+        list(read_text(path))
+    assert str(error.value) == f"{path}, row 1256: not UTF-8: byte 0xff at byte 15 of the line (invalid start byte)"
+    jsonl = jsonl_of(path)
+    with pytest.raises(MedlamaInputError) as error:
+        list(read_jsonl(jsonl))
+    assert str(error.value) == f"{jsonl}, row 1256: not UTF-8: byte 0xff at byte 25 of the line (invalid start byte)"
+
+
+def jsonl_of(path):
+    """The same lines as JSON lines (``{"text": "<line>"}``), compressed as ``path`` is."""
+    jsonl = path.with_name("rows" + "".join(path.suffixes).replace(".txt", ".jsonl"))
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    body = b"\n".join(b'{"text": "' + line + b'"}' for line in raw.split(b"\n"))
+    jsonl.write_bytes(gzip.compress(body) if path.suffix == ".gz" else body)
+    return jsonl
