@@ -5,6 +5,7 @@ bare ``ModuleNotFoundError``."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from types import ModuleType
 
 from medlama.core.errors import MedlamaInputError
@@ -20,3 +21,11 @@ def require(module: str, extra: str, *, what: str | None = None) -> ModuleType:
             raise  # another module missing inside it: not the extra's
         raise MedlamaInputError(f"{what or module} needs the {extra!r} extra: pip install \"medlama[{extra}]\" "
                                 f"(no module named {error.name!r})") from None
+
+
+def check_available(module: str, extra: str, *, what: str | None = None) -> None:
+    """Refuse, as :func:`require` does, when ``module`` is not installed, without importing it (an argument
+    check before any work: importing ``ray`` or ``peft`` takes seconds)."""
+    if importlib.util.find_spec(module) is None:
+        raise MedlamaInputError(f"{what or module} needs the {extra!r} extra: pip install \"medlama[{extra}]\" "
+                                f"(no module named {module!r})")

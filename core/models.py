@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from medlama.core.errors import MedlamaInputError
+from medlama.core.extras import check_available
 from medlama.core.provenance import folder_hash
 from medlama.core.public_paths import public_model_name
 from medlama.core.settings import check, setting
@@ -58,10 +59,7 @@ class LoadOptions:
             raise MedlamaInputError("--revision applies to a Hub model id; a local folder has no revisions (give "
                                     "the Hub id, or leave --revision out)", file=str(model))
         if self.peft is not None:
-            import importlib.util
-
-            if importlib.util.find_spec("peft") is None:
-                raise MedlamaInputError("--peft needs the peft package: pip install 'medlama[peft]'")
+            check_available("peft", "peft", what="--peft")
             if not isinstance(model, (str, Path)):
                 raise MedlamaInputError("--peft applies an adapter to a model folder or Hub id, not a loaded "
                                         "model object")

@@ -16,7 +16,6 @@ Turning command-line strings (``--corpus NAME:FORMAT:PATH``) into these is the c
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import re
 import shutil
 from collections.abc import Iterable, Sequence
@@ -29,6 +28,7 @@ from medlama.datasets.context_variance.kb_adapters import knowledge_base_from_bi
 from medlama.datasets.licences import PHYSIONET, UNKNOWN, SourceLicence
 from medlama.core.cache import cache_path
 from medlama.core.errors import MedlamaInputError
+from medlama.core.extras import check_available
 from medlama.core.settings import check, setting
 from medlama.loaders.corpora import FORMATS, corpus_fingerprint, load_corpus
 from medlama.loaders.mimic_notes import mimic_signature
@@ -250,9 +250,8 @@ class IndexEngine:
 
     def check_available(self) -> None:
         """Refuse an executor that cannot run here before any work starts."""
-        if self.executor == "ray" and importlib.util.find_spec("ray") is None:
-            raise MedlamaInputError("--executor ray needs the ray package (pip install 'ray[default]'); "
-                                    "or use --executor local", field="executor")
+        if self.executor == "ray":
+            check_available("ray", "ray", what="--executor ray")
         if self.executor == "slurm" and not self.slurm_partition:
             raise MedlamaInputError("--executor slurm needs --slurm-partition (the partition the jobs run on)",
                                     field="slurm_partition")

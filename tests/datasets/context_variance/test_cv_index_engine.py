@@ -229,7 +229,7 @@ def test_cluster_executors_run_the_same_pipeline(tmp_path, corpora, kb):
     import importlib.util
 
     if importlib.util.find_spec("ray") is None:
-        with pytest.raises(MedlamaInputError, match="needs the ray package"):
+        with pytest.raises(MedlamaInputError, match=r"--executor ray needs the .ray. extra: pip install \"medlama\[ray\]\""):
             IndexEngine(executor="ray").check_available()
 
 
