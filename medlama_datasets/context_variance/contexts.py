@@ -54,7 +54,6 @@ KNOWLEDGE_RANDOM = "knowledge-random"
 CONTEXT_TYPES = (REAL, KNOWLEDGE_ONLY, KNOWLEDGE_SORTED, KNOWLEDGE_RANDOM)
 
 
-@dataclass(frozen=True)
 class ContextInput:
     """``input_k`` of a context: the first ``k`` segments at their places, then the prompt.
 
@@ -62,19 +61,50 @@ class ContextInput:
     ``k > 0`` the added segment is ``S_k``, its entity ``O_a`` is ``added_entity``; ``added_is_correct``
     says whether ``O_a`` is in ``O_cor`` and ``added_is_new`` whether it was absent from input_{k-1}.
     ``entities`` are the pool entities present so far, in the order they were added.
+
+    The text, context, segments and entities of a step are made when asked for, from the context they
+    belong to: held for every step at once they would take memory in the square of the document's
+    mentions (gigabytes for one long document), where the rows need only what each step added.
     """
 
-    index: int
-    text: str
-    context: str
-    prompt: str
-    segments: tuple[int, ...]
-    added_segment: int | None
-    added_entity: str | None
-    added_text: str | None
-    added_is_correct: bool | None
-    added_is_new: bool | None
-    entities: tuple[str, ...]
+    __slots__ = ("index", "added_entity", "added_text", "added_is_correct", "added_is_new", "_steps")
+
+    def __init__(self, index: int, steps: "_Steps", added_entity: str | None = None, added_text: str | None = None,
+                 added_is_correct: bool | None = None, added_is_new: bool | None = None) -> None:
+        self.index, self._steps = index, steps
+        self.added_entity, self.added_text = added_entity, added_text
+        self.added_is_correct, self.added_is_new = added_is_correct, added_is_new
+
+    @property
+    def prompt(self) -> str:
+        return self._steps.style.prompt
+
+    @property
+    def added_segment(self) -> int | None:
+        return self.index or None
+
+    @property
+    def segments(self) -> tuple[int, ...]:
+        position = self._steps.position
+        return tuple(sorted(range(1, self.index + 1), key=position.__getitem__))
+
+    @property
+    def context(self) -> str:
+        if not self.index:
+            return ""
+        steps, shown = self._steps, self.segments
+        if steps.context_type == REAL:
+            return _join_real([steps.order[n - 1] for n in shown])
+        return steps.style.separator.join(steps.order[n - 1].knowledge_text for n in shown) + steps.style.knowledge_end
+
+    @property
+    def text(self) -> str:
+        context = self.context
+        return f"{context} {self.prompt}" if context else self.prompt
+
+    @property
+    def entities(self) -> tuple[str, ...]:
+        return tuple(self._steps.present[:self._steps.present_count[self.index]])
 
     def to_dict(self) -> dict:
         return {
@@ -84,6 +114,28 @@ class ContextInput:
             "added_is_correct": self.added_is_correct, "added_is_new": self.added_is_new,
             "entities": list(self.entities),
         }
+
+    def __repr__(self) -> str:
+        return f"ContextInput(index={self.index}, added_entity={self.added_entity!r}, text={self.text!r})"
+
+    def __eq__(self, other: object) -> bool:  # equal when every field is, as the dataclass it stands for
+        return isinstance(other, ContextInput) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash((self.index, self.added_entity, self.text))
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """What every input of one context is made from: the segments in the order added, their places, and the
+    pool entities present after each step (``present[:present_count[k]]``)."""
+
+    context_type: str
+    order: tuple[Segment, ...]
+    position: dict[int, int]
+    style: "_Style"
+    present: list[str]
+    present_count: list[int]
 
 
 @dataclass(frozen=True)
@@ -223,14 +275,21 @@ def _random(segments: Sequence[Segment], style: _Style, rng: random.Random, mode
     arrangement: list[Segment] = []
     for segment in order:
         arrangement.insert(rng.randint(0, len(arrangement)), segment)
-    layout = tuple(order.index(segment) + 1 for segment in arrangement)
+    layout = _places(order, arrangement)
     return _sequence(KNOWLEDGE_RANDOM, negative, order, layout, style)
+
+
+def _places(order: Sequence[Segment], arrangement: Sequence[Segment]) -> tuple[int, ...]:
+    """The S number (1-based place in ``order``) of each segment of ``arrangement``, by identity: a search of
+    ``order`` for each would be quadratic in a long document's segments."""
+    number = {id(segment): k for k, segment in enumerate(order, 1)}
+    return tuple(number[id(segment)] for segment in arrangement)
 
 
 def _recentred(arrangement: Sequence[Segment], center: int, style: _Style, negative: bool) -> ContextSequence:
     """Number the segments of a layout outward from ``arrangement[center]`` (S1), left first."""
     order = [arrangement[center], *(arrangement[i] for _, i in outward(center, len(arrangement)))]
-    layout = tuple(order.index(segment) + 1 for segment in arrangement)
+    layout = _places(order, arrangement)
     return _sequence(KNOWLEDGE_RANDOM, negative, order, layout, style)
 
 
@@ -251,24 +310,18 @@ def _sequence(context_type: str, negative: bool, order: Sequence[Segment], layou
               style: _Style) -> ContextSequence:
     """Inputs 0..n of a context whose k-th added segment is ``order[k-1]``, placed as ``layout`` says."""
     triple, prompt = style.triple, style.prompt
-    position = {number: place for place, number in enumerate(layout)}
-    inputs = [ContextInput(0, prompt, "", prompt, (), None, None, None, None, None, ())]
-    present: list[str] = []
+    steps = _Steps(context_type, tuple(order), {number: place for place, number in enumerate(layout)}, style, [], [0])
+    inputs = [ContextInput(0, steps)]
+    seen: set[str] = set()
     for k in range(1, len(order) + 1):
-        shown = tuple(sorted(range(1, k + 1), key=position.__getitem__))
-        if context_type == REAL:
-            context = _join_real([order[n - 1] for n in shown])
-        else:
-            context = style.separator.join(order[n - 1].knowledge_text for n in shown) + style.knowledge_end
         added = order[k - 1]
-        is_new = added.entity_id not in present
+        is_new = added.entity_id not in seen
         if is_new:
-            present.append(added.entity_id)
-        inputs.append(ContextInput(
-            index=k, text=f"{context} {prompt}" if context else prompt, context=context, prompt=prompt,
-            segments=shown, added_segment=k, added_entity=added.entity_id, added_text=added.mention.text,
-            added_is_correct=triple.is_correct(added.entity_id), added_is_new=is_new,
-            entities=tuple(present)))
+            seen.add(added.entity_id)
+            steps.present.append(added.entity_id)
+        steps.present_count.append(len(steps.present))
+        inputs.append(ContextInput(k, steps, added.entity_id, added.mention.text,
+                                   triple.is_correct(added.entity_id), is_new))
     return ContextSequence(context_type, negative, triple.target.id, order[0].entity_id, prompt, tuple(order),
                            tuple(layout), tuple(inputs), style.separator, style.knowledge_end)
 

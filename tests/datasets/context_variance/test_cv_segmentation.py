@@ -471,3 +471,22 @@ def test_knowledge_base_merges_entities_by_id():
     assert set(kb.entities["C2"].aliases) == {"wheezing", "sibilant"}
     with pytest.raises(MedlamaInputError, match="two types"):
         KnowledgeBase([a, Triple(Entity("C1", "asthma", (), "drug"), "r", pool[0], (), pool)])
+
+
+def test_a_long_document_builds_its_contexts_step_by_step(triple, matcher):
+    """One long document (figure 1's text 1,500 times over: 1,500 target mentions, ~16,000 pool mentions) builds
+    every context; each input is made when asked for, from the context it belongs to, and is what the short
+    document's own inputs are where the two overlap. Holding every step's text at once would take memory in
+    the square of the mentions (gigabytes here); `benchmarks/bench_long_document.py` measures time and memory."""
+    text = " ".join([FIGURE_1_TEXT] * 1500)
+    mentions = matcher.match(text)
+    contexts = build_contexts(triple, text, mentions, seed=7)
+    real = contexts[("real", False)]
+    assert len(real.inputs) == len(real.segments) + 1 > 15_000
+    assert real.inputs[-1].context == text.strip() and real.inputs[-1].text == f"{text.strip()} {PROMPT}"
+    short = build_contexts(triple, FIGURE_1_TEXT, matcher.match(FIGURE_1_TEXT), seed=7)[("real", False)]
+    assert real.inputs[1].text == short.inputs[1].text and real.inputs[1].entities == short.inputs[1].entities
+    knowledge = contexts[("knowledge-random", False)]
+    assert sorted(knowledge.layout) == list(range(1, len(knowledge.segments) + 1))
+    assert [step.added_entity for step in knowledge.inputs[1:]] == [s.entity_id for s in knowledge.segments]
+    assert set(knowledge.inputs[-1].entities) == {s.entity_id for s in knowledge.segments}
