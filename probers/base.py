@@ -75,6 +75,27 @@ class Prober(ABC):
         return {"method": self.method}
 
 
+@dataclass(frozen=True)
+class ProberNote:
+    """What a result records of the prober that ranked it: its :meth:`~Prober.settings`, the device it
+    computed on, what its scores mean (:attr:`~Prober.score_meaning`) and how its model was loaded
+    (``loaded``: :func:`~medlama.core.models.loading_with`'s record, for a prober the probe workflow made).
+    Kept beside a probe's resume shards, so a resumed run records it without loading the model again."""
+
+    settings: dict
+    device: str | None = None
+    score: str | None = None
+    loaded: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, prober: "Prober") -> "ProberNote":
+        return cls(prober.settings(), device_of(prober), prober.score_meaning, dict(getattr(prober, "loaded", {})))
+
+    def record(self) -> dict:
+        """As JSON (a resume shard's note)."""
+        return asdict(self)
+
+
 def check_all_scores(prober: "Prober | type[Prober]", all_scores: bool) -> None:
     """Refuse every candidate's score from a method that does not score the pool (it generates answers)."""
     if all_scores and not prober.scores_pool:
@@ -383,34 +404,6 @@ def pool_parts(queries: QuerySet) -> list[tuple[list[int], QuerySet]]:
     return parts
 
 
-def rank_by_pool(queries: QuerySet, rank: Any) -> Any:
-    """``rank(queries)`` for a query set with one pool; for per-relation pools (the ``relation`` rule), each
-    relation's queries are ranked against their own pool and the predictions put back in query order.
-    ``rank`` returns a list of predictions, a :class:`~medlama.probers.ranking.Ranking`, or
-    ``{layer: either}`` (layer sweeps)."""
-    if queries.pools is None:
-        return rank(queries)
-    merged: Any = None
-    for pick, part in pool_parts(queries):
-        ranked = rank(part)
-        layered = isinstance(ranked, dict)
-        if merged is None:
-            merged = {layer: [None] * len(queries) for layer in ranked} if layered else [None] * len(queries)
-        for layer, predictions in (ranked.items() if layered else [(None, ranked)]):
-            target = merged[layer] if layered else merged
-            for index, prediction in zip(pick, predictions.rows() if isinstance(predictions, Ranking)
-                                         else predictions):
-                target[index] = prediction
-    if isinstance(merged, dict):
-        return {layer: _merged(rows) for layer, rows in merged.items()}
-    return _merged(merged)
-
-
-def _merged(rows: list) -> Any:
-    """Rows put back in query order: a Ranking again when they came from one."""
-    return Ranking.from_rows(rows) if rows and isinstance(rows[0], tuple) else rows
-
-
 def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k: int = 10, ks=REPORT_KS,
           match: str = "exact", all_scores: bool = False) -> ProbeResult:
     """Run ``prober`` on ``queries`` (against the pool their rule gives) and score its top ``top_k``
@@ -419,30 +412,32 @@ def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k:
     if getattr(getattr(prober, "settings_", None), "batch_size", None) == "auto":
         raise MedlamaInputError("batch size 'auto' is resolved by medlama probe and medlama.probe (the largest that "
                                 "fits); a prober used on its own needs a number")
+    from medlama.probers.sharding import rank_prober
+
     start = time.perf_counter()
-    ranking = rank_by_pool(queries, lambda part: prober.rank_scored(part, top_k=top_k, all_scores=all_scores))
-    return result_of(prober, queries, ranking, time.perf_counter() - start, label=label or prober.method,
-                     ks=ks, match=match)
+    ranking = rank_prober(prober, queries, top_k=top_k, all_scores=all_scores)
+    return result_of(ProberNote.of(prober), queries, ranking, time.perf_counter() - start,
+                     label=label or prober.method, ks=ks, match=match)
 
 
-def result_of(prober: Prober, queries: QuerySet, predictions: list[list[str]] | Ranking, seconds: float, *,
+def result_of(prober: ProberNote, queries: QuerySet, predictions: list[list[str]] | Ranking, seconds: float, *,
               label: str, ks=REPORT_KS, match: str = "exact", **more_settings) -> ProbeResult:
-    """The scored :class:`ProbeResult` of ``prober``'s ``predictions`` (names, or its scored
-    :class:`~medlama.probers.ranking.Ranking`) for ``queries``, with its provenance (data and its candidate
-    pool, model, device); ``more_settings`` are recorded beside the prober's (e.g. the ``layer`` probed), and
-    so is what the scores mean (``score``) and, for a prober built by the probe workflow, how its model was
-    loaded (``revision``: the commit loaded; ``peft``; ``trust_remote_code``)."""
+    """The scored :class:`ProbeResult` of the ``predictions`` (names, or the scored
+    :class:`~medlama.probers.ranking.Ranking`) for ``queries`` of the prober ``prober`` notes, with its
+    provenance (data and its candidate pool, model, device); ``more_settings`` are recorded beside the
+    prober's (e.g. the ``layer`` probed), and so is what the scores mean (``score``) and, for a prober built
+    by the probe workflow, how its model was loaded (``revision``: the commit loaded; ``peft``;
+    ``trust_remote_code``)."""
     ranking = predictions if isinstance(predictions, Ranking) else None
     names = ranking.names if ranking is not None else predictions
-    settings = {**prober.settings(), **more_settings, "score": prober.score_meaning,
-                **getattr(prober, "loaded", {})}
+    settings = {**prober.settings, **more_settings, "score": prober.score, **prober.loaded}
     # where every candidate's score goes, when the ranking kept them (their pool: data["candidates"])
     extra = {"all_scores": SCORES_FILE} if ranking is not None and ranking.pools is not None else {}
     return ProbeResult(label=label, query_set=queries.name, settings=settings,
                        ids=queries.ids, relations=queries.relations, gold=queries.gold, predictions=names,
                        metrics=score(queries, names, ks=ks, match=match), seconds=seconds, extra=extra,
                        data={**queries.info, "candidates": queries.pool_record()}, model=settings.get("model"),
-                       device=device_of(prober), ranking=ranking)
+                       device=prober.device, ranking=ranking)
 
 
 def device_of(prober: Prober) -> str | None:

@@ -15,8 +15,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import contextlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from medlama.core.models import LoadOptions, loading_with
 from medlama.probers.base import (PREDICTIONS_FILE, RESULTS_FILE, SCORES_FILE, ProbeResult, Prober, result_of,
                                   write_all_scores)
 from medlama.probers.benchmarks import Benchmark
-from medlama.probers.queries import QuerySet
+from medlama.probers.queries import QuerySet, QuerySource, load_queries, queries_from
 
 #: The owner recorded in every probe output (``.medlama-output.json``): the CLI's and ``ProbeResult.save``'s.
 OUTPUT_KIND = "probe"
@@ -70,6 +72,172 @@ class ProbeOutcome:
     results: list[ProbeResult] = field(default_factory=list)
     by_layer: dict[str, dict[int, ProbeResult]] = field(default_factory=dict)
     by_step: dict[str, dict[int, ProbeResult]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProbeRequest:
+    """One probe, as ``medlama probe``'s flags or ``medlama.probe``'s arguments ask for it (:func:`run_probe`).
+
+    ``methods``: current method names; ``settings``: each method's settings dataclass; ``models``: folders,
+    Hub ids or (retrieval) one loaded model with its ``tokenizer`` (none: the bundled encoder); ``labels``:
+    their row names (none: :func:`unique_labels`). The queries: ``source`` (the CLI's data flags), else
+    ``data`` read by :func:`~medlama.probers.queries.queries_from` with ``dataset``, ``config``,
+    ``relations`` and ``candidates``; ``limit``: the first queries of each relation. Scoring: ``ks`` and
+    ``match`` as given (the benchmark fills in its own), ``top_k`` predictions kept. ``load``: how models are
+    loaded; ``checkpoints``: also every ``checkpoint-N`` folder; ``all_scores``: keep every candidate's score.
+    ``out``: the output folder (claimed once, for the whole run; its resume shards kept beside it), with
+    ``overwrite``, ``reads`` (what it may not be, nor hold), ``argv`` and the ``hint`` of a refusal; none:
+    nothing is written and the rankings stay in memory. ``report``: print the pool, the tables and what was
+    written."""
+
+    methods: Sequence[str]
+    settings: Mapping[str, Any]
+    models: Sequence[Any] = ()
+    labels: Sequence[str] | None = None
+    source: QuerySource | None = None
+    data: Any = None
+    dataset: str = "medlama"
+    config: str | None = None
+    relations: Sequence[str] | None = None
+    candidates: str = "evaluated"
+    limit: int | None = None
+    ks: Sequence[int] | None = None
+    match: str | None = None
+    top_k: int | None = None
+    device: str | None = None
+    load: LoadOptions | None = None
+    checkpoints: bool = False
+    all_scores: bool = False
+    tokenizer: Any = None
+    out: Path | None = None
+    overwrite: bool = False
+    reads: Sequence[str] = ()
+    argv: Sequence[str] | None = None
+    hint: str = API_HINT
+    report: bool = False
+
+
+def run_probe(request: ProbeRequest) -> ProbeOutcome | None:
+    """The one probe path, for ``medlama probe`` and ``medlama.probe`` alike: the row labels and every check
+    (before the queries are read: loading them may build MedLAMA first, minutes lost to a typo), the output
+    folder claimed once for the whole run, the queries, the shard plan and its ranking
+    (:func:`probe_models`), the scores and the benchmark's aggregation, the tables (``report``) and the
+    output folder (:func:`write_outputs`). Under several processes, the main process gets the outcome, the
+    others ``None``."""
+    from medlama.core import distributed
+    from medlama.core.atomic import check_finished, claimed_output
+    from medlama.core.models import resolve_model
+    from medlama.probers.base import check_all_scores
+    from medlama.probers.benchmarks import benchmark
+    from medlama.probers.registry import METHODS
+
+    bundled = not request.models
+    models = list(request.models) or [str(_bundled_model())]
+    loaded = [model for model in models if not isinstance(model, (str, Path))]
+    probers: dict[str, Prober] = {}
+    names = [model if isinstance(model, (str, Path)) else None for model in models]
+    if loaded:  # a loaded model is named by what its prober reads (and inspected once)
+        from medlama.core.batching import is_auto, starting_size
+
+        method = request.methods[0]
+        check_all_scores(METHODS[method].prober, request.all_scores)
+        if method != "retrieval":  # a loaded object (the encoder checks which)
+            raise MedlamaInputError(f"a loaded model object is probed by retrieval only; give {method} a model "
+                                    "folder or Hub id")
+        settings = request.settings[method]
+        sized = replace(settings, batch_size=starting_size(settings)) if is_auto(settings) else settings
+        prober = ModelRun("", method, loaded[0], sized, request.tokenizer).prober(request.device)
+        names = [Path(str(prober.settings().get("model", method))).name if name is None else name for name in names]
+    labels = unique_labels(names, request.labels, bundled=bundled and request.labels is None)
+    for method in request.methods:
+        check_all_scores(METHODS[method].prober, request.all_scores)
+    bench = benchmark(request.source.dataset if request.source is not None else request.dataset)
+    ks, scored, match = bench.scoring_plan(request.ks, request.match)
+    for model in models:
+        if isinstance(model, (str, Path)):
+            resolve_model(model)  # a missing model folder is an error now, not after the queries are built
+    runs = model_runs(request.methods, labels, models, request.settings, tokenizer=request.tokenizer,
+                      load=request.load)  # checks the loading options
+    if loaded:
+        probers = {runs[0].label: prober}
+    checkpoints = checkpoint_folders(runs) if request.checkpoints else None  # before any probing
+    if request.out is None:
+        return _probe(request, runs, checkpoints, probers, bench, ks, scored, match)
+    out = Path(request.out)
+    claim = dict(marker=RESULTS_FILE, kind=OUTPUT_KIND, overwrite=request.overwrite, hint=request.hint,
+                 reads=list(request.reads))
+    if not distributed.is_main_process():  # under torchrun: the same checks, then a share of the work, silently
+        check_finished(out, **claim)
+        with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
+            return _probe(request, runs, checkpoints, probers, bench, ks, scored, match)
+    with claimed_output(out, **claim):  # the one claim of the folder, held until it is written
+        return _probe(request, runs, checkpoints, probers, bench, ks, scored, match)
+
+
+def _probe(request: ProbeRequest, runs: list[ModelRun], checkpoints: dict | None, probers: dict[str, Prober],
+           bench: Benchmark, ks: Sequence[int], scored: Sequence[int], match: str) -> ProbeOutcome | None:
+    """Read the queries, rank (shard by shard, kept beside ``request.out`` so a rerun of a killed probe
+    continues it; under torchrun / accelerate launch, every process ranks its share on its own device),
+    score, aggregate, and (main process) print the tables and write ``request.out``."""
+    if request.source is not None:
+        queries = load_queries(request.source)
+    else:
+        queries = queries_from(request.data, dataset=request.dataset, config=request.config,
+                               relations=request.relations, candidates=request.candidates)
+    queries = queries.limit_per_relation(request.limit) if request.limit else queries
+    if request.report:
+        print(describe_pool(queries))
+    if request.out is None:
+        outcome = probe_models(queries, runs, scored=scored, match=match, top_k=request.top_k, device=request.device,
+                               checkpoints=checkpoints, probers=probers, all_scores=request.all_scores)
+    else:
+        outcome = _probe_sharded(request, queries, runs, checkpoints, scored, match)
+    if outcome is None:  # another process's share: the main process writes OUT
+        return None
+    aggregate(outcome.results, bench, ks)
+    if request.report:
+        print_report(outcome, bench, ks)
+    if request.out is not None:
+        plots = write_outputs(request.out, outcome.results, by_layer=outcome.by_layer, by_step=outcome.by_step,
+                              overwrite=request.overwrite, reads=request.reads, hint=request.hint, k=ks[-1],
+                              argv=request.argv, claimed=True)
+        if request.report:
+            print(f"wrote {Path(request.out) / RESULTS_FILE} and {', '.join(p.name for p in plots)}")
+    return outcome
+
+
+def _probe_sharded(request: ProbeRequest, queries: QuerySet, runs: list[ModelRun], checkpoints: dict | None,
+                   scored: Sequence[int], match: str) -> ProbeOutcome | None:
+    """:func:`probe_models` with its completed shards kept beside ``request.out`` (:func:`shard_store`)."""
+    from medlama.core import distributed
+
+    device = distributed.device_for(request.device)
+    distributed.start(device)
+    store = None
+    try:
+        store = shard_store(request.out, queries, runs, top_k=max(scored), checkpoints=checkpoints,
+                            overwrite=request.overwrite, hint=_start_over(request.hint),
+                            all_scores=request.all_scores)
+        return probe_models(queries, runs, scored=scored, match=match, top_k=request.top_k, device=device,
+                            checkpoints=checkpoints, store=store, all_scores=request.all_scores)
+    except BaseException:
+        if store is not None and distributed.is_main_process() and store.empty():
+            discard_shards(request.out)  # nothing done to continue: leave nothing beside OUT
+        raise
+    finally:
+        distributed.stop()  # nothing to leave alone
+
+
+def _start_over(hint: str) -> str:
+    """``give --overwrite to start over`` from ``give --overwrite to replace them, ...``: how a refused resume
+    is told to proceed, with the same flag or keyword."""
+    return hint.split(" to ")[0] + " to start over"
+
+
+def _bundled_model() -> Path:
+    from medlama.core.defaults import default_model_path
+
+    return default_model_path()
 
 
 def unique_labels(models: Sequence[Any], labels: Sequence[str] | None = None, *, bundled: bool = False
@@ -149,7 +317,7 @@ def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequenc
     their answers). The ranking goes shard by shard (:mod:`medlama.probers.sharding`): ``store`` keeps the
     completed ones (a :class:`~medlama.core.shards.ShardStore` beside the output: a rerun continues from them),
     and under several processes each ranks its share; the main process gets the outcome, the others ``None``."""
-    from medlama.probers.sharding import MemoryShards, rank_units, units_of
+    from medlama.probers.sharding import rank_units, units_of
 
     from medlama.probers.base import check_all_scores
     from medlama.probers.registry import METHODS
@@ -158,8 +326,7 @@ def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequenc
     for run in runs:
         check_all_scores(METHODS[run.method].prober, all_scores)
     units = units_of(runs, checkpoints)
-    ranked = rank_units(queries, units, store if store is not None else MemoryShards(), top_k=top_k,
-                        device=device, probers=probers, all_scores=all_scores)
+    ranked = rank_units(queries, units, store, top_k=top_k, device=device, probers=probers, all_scores=all_scores)
     if ranked is None:
         return None
     outcome = ProbeOutcome()
@@ -255,20 +422,22 @@ def describe_pool(queries: QuerySet) -> str:
 
 def write_outputs(out: str | Path, results: Sequence[ProbeResult], *, by_layer: dict | None = None,
                   by_step: dict | None = None, overwrite: bool = False, argv: Sequence[str] | None = None,
-                  hint: str = API_HINT, k: int = 10, reads: Sequence = ()) -> list[Path]:
+                  hint: str = API_HINT, k: int = 10, reads: Sequence = (), claimed: bool = False) -> list[Path]:
     """Write a probe's output folder: ``results.json`` (a list, one entry per run), ``predictions.jsonl``,
     ``scores.parquet`` (when a run kept every candidate's score) and the plots (acc@``k`` per relation; per answer length with exact matching; per layer and per step for the
     sweeps). Atomic (a staging folder replaces ``out`` when complete), owned (``.medlama-output.json`` names
     ``probe``; a folder another command or a person wrote is refused) and, unless ``overwrite``, refusing a
     finished run; nor may ``out`` be (or hold) the current directory or what the run read (``reads``).
-    Returns the plots written."""
+    ``claimed``: the caller holds ``out`` already (:func:`run_probe`'s one claim). Returns the plots written."""
     from medlama.core.atomic import atomic_directory, claimed_output
     from medlama.core.shards import discard_work_folder
     from medlama.probers import report
 
     if not results:
         raise MedlamaInputError("no results to write")
-    with claimed_output(out, marker=RESULTS_FILE, kind=OUTPUT_KIND, overwrite=overwrite, hint=hint, reads=reads):
+    claim = contextlib.nullcontext() if claimed else claimed_output(out, marker=RESULTS_FILE, kind=OUTPUT_KIND,
+                                                                   overwrite=overwrite, hint=hint, reads=reads)
+    with claim:
         with atomic_directory(out, marker=RESULTS_FILE, kind=OUTPUT_KIND, reads=reads) as staging:
             report.write_probe_results(staging, results, argv=argv)  # results.json + predictions.jsonl
             write_all_scores(staging / SCORES_FILE, results)  # only runs that kept every score
@@ -284,6 +453,6 @@ def write_outputs(out: str | Path, results: Sequence[ProbeResult], *, by_layer: 
     return [Path(out) / plot.name for plot in plots]
 
 
-__all__ = ["API_HINT", "ModelRun", "OUTPUT_KIND", "PREDICTIONS_FILE", "ProbeOutcome", "aggregate",
+__all__ = ["API_HINT", "ModelRun", "OUTPUT_KIND", "PREDICTIONS_FILE", "ProbeOutcome", "ProbeRequest", "aggregate", "run_probe",
            "checkpoint_folders", "describe_pool", "discard_shards", "model_runs", "print_report", "probe_models", "shard_store",
            "unique_labels", "write_outputs"]

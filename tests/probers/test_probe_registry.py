@@ -74,12 +74,12 @@ def test_contrastive_is_now_retrieval_with_a_note_and_the_same_numbers(medlama_d
      "--max-tokens applies to mask-average, not mask-predict or generative"),
 ])
 def test_a_flag_the_chosen_methods_do_not_take_is_refused(flags, message, monkeypatch, tmp_path, capsys):
-    import medlama.commands.probe as probe_command
+    import medlama.probers.workflow as probe_workflow
 
-    def load_queries(args):
+    def load_queries(source):
         raise AssertionError("queries loaded before the flags were checked")
 
-    monkeypatch.setattr(probe_command, "load_queries", load_queries)
+    monkeypatch.setattr(probe_workflow, "load_queries", load_queries)
     assert main(["probe", "--data", str(tmp_path), "--out", str(tmp_path / "o"), *flags]) == 2
     assert capsys.readouterr().err == f"medlama: error: {message}\n"
 
