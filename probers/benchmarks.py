@@ -6,10 +6,8 @@ aggregation its paper reports (BioLAMA: macro acc@k per source). The loaders, th
 (:mod:`medlama.probers.workflow`), the CLI and the Python API read these declarations instead of testing
 the dataset's name, so the CLI and ``medlama.probe`` cannot score one benchmark two ways.
 
-The candidate pool a retrieval prober ranks against is the second thing that moves a number: a relation's
-acc@k depends on which relations share its pool. :data:`CANDIDATE_RULES` spells the three rules out, and
-:func:`pool_record` is what a result records of its pool (rule, size, SHA-256 of the sorted names), so that
-two results can be checked for comparability.
+The candidate pool a prober ranks against is the second thing that moves a number: its rules, the pools
+they give and what a result records of its pool live in :mod:`medlama.probers.pools`.
 """
 
 from __future__ import annotations
@@ -25,10 +23,6 @@ from medlama.core.errors import MedlamaInputError
 #: The cut-offs every probe scores (tables and plots read them), whatever a benchmark reports.
 ALWAYS_SCORED = (1, 5, 10)
 
-#: How the candidate pool is chosen. ``evaluated`` (the reference probe's rule and the default): the union of
-#: the evaluated relations' pools, so a relation's score depends on what else is probed with it.
-#: ``relation``: each relation against its own pool, whatever else runs. ``config``: the config's whole pool.
-CANDIDATE_RULES = ("evaluated", "relation", "config")
 
 
 @dataclass(frozen=True)
@@ -134,18 +128,3 @@ def benchmark(name: str) -> Benchmark:
         return BENCHMARKS[name]
     except KeyError:
         raise MedlamaInputError(f"unknown dataset {name!r}; choose from {list(BENCHMARKS)}") from None
-
-
-def pool_hash(names: Sequence[str]) -> str:
-    """SHA-256 of the sorted, distinct candidate names (one per line, UTF-8): equal pools, equal hashes."""
-    return hashlib.sha256("\n".join(sorted(set(names))).encode("utf-8")).hexdigest()
-
-
-def pool_record(rule: str, candidates: Sequence[str], pools: Mapping[str, Sequence[str]] | None = None) -> dict:
-    """What a result records of its candidate pool: ``rule``, ``size`` and ``sha256`` of the pool (for the
-    ``relation`` rule, of the union) and, per relation, each pool's own size and hash."""
-    record = {"rule": rule, "size": len(set(candidates)), "sha256": pool_hash(candidates)}
-    if pools is not None:
-        record["per_relation"] = {relation: {"size": len(set(names)), "sha256": pool_hash(names)}
-                                  for relation, names in sorted(pools.items())}
-    return record

@@ -23,6 +23,7 @@ from pathlib import Path
 from medlama.datasets.folders import DataFolder, load_config, resolve_folder
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.benchmarks import BIOLAMA
+from medlama.probers.pools import check_rule
 from medlama.probers.queries import QuerySet
 
 #: BioLAMA's cut-offs and matching, as its declaration gives them.
@@ -47,17 +48,14 @@ def load_biolama_queries(data: str | Path | DataFolder, config: str = "all", *, 
     a built folder (``medlama build biolama``), a ``push-dataset`` dry run or a Hub dataset id.
 
     ``relations`` keeps only these relations, named ``UR44`` or ``umls_UR44``. ``rule``: the candidate pool
-    (:data:`~medlama.probers.benchmarks.CANDIDATE_RULES`): the evaluated relations' rows (default), each
+    (:data:`~medlama.probers.pools.CANDIDATE_RULES`): the evaluated relations' rows (default), each
     relation's own rows, or all rows of the config and split.
     """
-    from medlama.probers.benchmarks import CANDIDATE_RULES
-
     folder = data if isinstance(data, DataFolder) else resolve_folder(data, dataset="biolama")
     data_dir = folder.path
     if candidates not in CANDIDATE_SETS:
         raise MedlamaInputError(f"unknown candidate set {candidates!r}; choose from {list(CANDIDATE_SETS)}")
-    if rule not in CANDIDATE_RULES:
-        raise MedlamaInputError(f"unknown candidate rule {rule!r}; choose from {list(CANDIDATE_RULES)}")
+    check_rule(rule)
     data = load_config(data_dir, config, split)
     if "answers" not in data.column_names or "query" not in data.column_names:
         raise MedlamaInputError(f"config {config!r} is not BioLAMA (no 'query' and 'answers' columns)", file=data_dir)
@@ -120,7 +118,7 @@ def by_source(metrics: Mapping, ks: Sequence[int] = BIOLAMA_KS) -> dict[str, dic
 def print_source_table(results, ks: Sequence[int] = BIOLAMA_KS) -> None:
     """Table 7 of the paper: per run, macro acc@k (%) of each source."""
     from medlama.core.display import print_table
-    from medlama.probers.report import percent
+    from medlama.probers.tables import percent
 
     tables = [by_source(r.metrics, ks) for r in results]
     sources = [s for s in SOURCES if any(s in t for t in tables)] + sorted(

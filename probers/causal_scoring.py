@@ -38,7 +38,7 @@ from medlama.core.finite import require_log_probs
 from medlama.core.models import (finish_loading, load_tokenizer, loading_weights, pick_device, pretrained_kwargs,
                                  quiet_transformers, read_config, resolve_model)
 from medlama.probers.mlm import MAX_LOGPROB_ELEMENTS
-from medlama.probers.base import check_settings
+from medlama.probers.prober import check_settings
 from medlama.core.settings import setting
 
 DTYPES = ("fp32", "bf16", "fp16")

@@ -34,7 +34,7 @@ import numpy as np
 from medlama.core.errors import MedlamaInputError
 from medlama.core.intervals import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
 from medlama.core.settings import check, setting
-from medlama.probers.base import PREDICTIONS_FILE, RESULTS_FILE
+from medlama.probers.outputs import PREDICTIONS_FILE, RESULTS_FILE
 
 #: What every compared run must share, as ``(name in messages, key in the run's data record)``.
 SAME_DATA = (("dataset", "dataset"), ("query set", "config"), ("data fingerprint", "fingerprint"),

@@ -94,7 +94,7 @@ def plot_leaderboard(record: dict, path: str | Path) -> Path:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from medlama.probers.report import bar_with_errors, save_figure
+    from medlama.probers.plots import bar_with_errors, save_figure
 
     ks, runs = record["ks"], record["leaderboard"]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)

@@ -30,7 +30,7 @@ from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import FiniteScores
 from medlama.core.models import pick_device
-from medlama.probers.base import Prober, check_all_scores, check_settings
+from medlama.probers.prober import Prober, check_all_scores, check_settings
 from medlama.probers.mlm import candidate_lookup, load_seq2seq_lm
 from medlama.probers.queries import QuerySet
 from medlama.probers.ranking import Ranking

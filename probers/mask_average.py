@@ -26,7 +26,7 @@ from pathlib import Path
 
 from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import Prober, check_settings
+from medlama.probers.prober import Prober, check_settings
 from medlama.probers.mlm import MaskedLM
 from medlama.probers.queries import QuerySet
 from medlama.probers.ranking import Ranking

@@ -13,7 +13,8 @@ from medlama.datasets.folders import DataFolder, folder_configs, identity, load_
 from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.arguments import check_query_rows, check_relations, check_release_relations, relation_names
-from medlama.probers.benchmarks import BENCHMARKS, CANDIDATE_RULES, benchmark
+from medlama.probers.benchmarks import BENCHMARKS, benchmark
+from medlama.probers.pools import CANDIDATE_RULES, check_rule, medlama_pools, pool_record, row_pools
 from medlama.core.settings import check, setting
 
 PROMPT_COLUMNS = ("query_human", "query_default")
@@ -35,10 +36,10 @@ class QuerySet:
     #: What identifies the data (dataset, config, relations, release commit or Hub revision, content hash):
     #: the ``data`` block of a result's provenance. Never a local path.
     info: dict = field(default_factory=dict, compare=False)
-    #: How the candidates were chosen (:data:`~medlama.probers.benchmarks.CANDIDATE_RULES`).
+    #: How the candidates were chosen (:data:`~medlama.probers.pools.CANDIDATE_RULES`).
     rule: str = "evaluated"
     #: Rule ``relation``: each relation's own pool (``candidates`` is then their union); probers rank each
-    #: relation's queries against its pool (:func:`medlama.probers.base.rank_by_pool`).
+    #: relation's queries against its pool (:func:`medlama.probers.pools.pool_parts`).
     pools: dict[str, list[str]] | None = None
 
     def __post_init__(self) -> None:
@@ -66,9 +67,7 @@ class QuerySet:
 
     def pool_record(self) -> dict:
         """The candidate pool as a result records it: rule, size and SHA-256 of the sorted names
-        (:func:`~medlama.probers.benchmarks.pool_record`)."""
-        from medlama.probers.benchmarks import pool_record
-
+        (:func:`~medlama.probers.pools.pool_record`)."""
         pools = None if self.pools is None else {r: p for r, p in self.pools.items() if r in set(self.relations)}
         return pool_record(self.rule, self.candidates, pools)
 
@@ -91,33 +90,13 @@ class QuerySet:
                         {**self.info, "limit_per_relation": limit} if self.info else {}, self.rule, self.pools)
 
 
-def check_rule(rule: str) -> None:
-    """Refuse a candidate rule that is not one of :data:`~medlama.probers.benchmarks.CANDIDATE_RULES`."""
-    if rule not in CANDIDATE_RULES:
-        raise MedlamaInputError(f"unknown candidate rule {rule!r}; choose from {list(CANDIDATE_RULES)}")
-
-
-def medlama_pools(folder: Path, set_name: str, relations: Sequence[str], rule: str, *, whole: bool
-                  ) -> tuple[list[str], dict[str, list[str]] | None]:
-    """``(candidates, per-relation pools or None)`` of MedLAMA ``set_name`` (``hard``, ``full``) of ``folder`` for
-    the evaluated ``relations`` under ``rule``; ``whole``: they are all the config's relations. The pools are
-    the folder's ``candidates_<set>[_<relation>]`` configs, whatever rows are probed (a subset, a shuffle, the
-    first N of each relation)."""
-    check_rule(rule)
-    if rule == "config" or (rule == "evaluated" and whole):
-        return list(load_config(folder, f"candidates_{set_name}", "test")["name"]), None
-    pools = {rel: list(load_config(folder, f"candidates_{set_name}_{rel}", "test")["name"]) for rel in relations}
-    union = sorted(set().union(*pools.values()))
-    return union, (pools if rule == "relation" else None)
-
-
 def load_medlama_queries(data: str | Path | DataFolder, config: str = "hard", *,
                          relations: Sequence[str] | None = None, prompt_column: str = "query_human",
                          candidates: str = "evaluated") -> QuerySet:
     """Queries of MedLAMA for ``config`` (``hard`` or ``full``) from ``data``: a built folder (``medlama build
     medlama``), a ``push-dataset`` dry run or a Hub dataset id (:func:`~medlama.datasets.folders.resolve_folder`).
 
-    The candidate set follows the rule ``candidates`` (:data:`~medlama.probers.benchmarks.CANDIDATE_RULES`):
+    The candidate set follows the rule ``candidates`` (:data:`~medlama.probers.pools.CANDIDATE_RULES`):
     ``evaluated`` (default) is the config's exported one (all answer and head names of the evaluated
     relations), as the reference probe builds it, and a relation subset gets the union of its relations';
     ``relation`` ranks each relation against its own; ``config`` against the config's whole pool.
@@ -198,21 +177,12 @@ def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt
         # The union of the present relations' pools (with every relation present, the config's pool itself).
         names, pools = medlama_pools(folder, set_name, present, candidates, whole=False)
     else:
-        names, pools = _row_pools(whole_rows if candidates == "config" else data, candidates)
+        names, pools = row_pools(whole_rows if candidates == "config" else data, candidates)
     info = {"dataset": "medlama", "config": name, "relations": list(relations) if relations else "all",
             "fingerprint": getattr(data, "_fingerprint", None)}
     return QuerySet(ids=list(data["id"]), relations=list(data["relation"]), texts=list(data[prompt_column]),
                     gold=[list(g) for g in data["answer_names"]], candidates=names, name=name, info=info,
                     rule=candidates, pools=pools)
-
-
-def _row_pools(rows, rule: str) -> tuple[list[str], dict[str, list[str]] | None]:
-    """Pools from whole rows: head and answer names, per relation for the ``relation`` rule."""
-    per: dict[str, set[str]] = {}
-    for relation, head, answers in zip(rows["relation"], rows["head_name"], rows["answer_names"]):
-        per.setdefault(relation, set()).update([head, *answers])
-    names = sorted(set().union(*per.values())) if per else []
-    return names, ({r: sorted(p) for r, p in per.items()} if rule == "relation" else None)
 
 
 # -- which queries to probe: the dataset, its built folder, config, split and relations ------------------

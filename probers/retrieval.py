@@ -22,7 +22,7 @@ from typing import Any
 
 from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import Prober, check_settings
+from medlama.probers.prober import Prober, check_settings
 from medlama.probers.encoding import POOLINGS, SENTENCE_TRANSFORMERS, Encoder, SentenceTransformerEncoder
 from medlama.probers.queries import QuerySet
 from medlama.probers.ranking import Ranking

@@ -6,7 +6,7 @@
 * :func:`checkpoint_folders`: the ``checkpoint-N`` folders of a ``--checkpoints`` sweep, checked before any
   probing (a model without them fails at once, not after its base probe).
 * :func:`probe_models`: every (method, model) run, its layer sweep and checkpoint sweep, each ranked against
-  the pool its query set's rule gives, shard by shard (:mod:`medlama.probers.sharding`: kept by
+  the pool its query set's rule gives, shard by shard (:mod:`medlama.probers.resume`: kept by
   :func:`shard_store` beside the output, so a rerun continues a killed probe; split across the processes of
   a ``torchrun`` run), and scored as the benchmark declares (:mod:`medlama.probers.benchmarks`).
 * :func:`print_report` and :func:`write_outputs`: the tables, and the output folder (``results.json``, a list
@@ -17,22 +17,24 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from medlama.core.checkpoints import checkpoint_step, list_checkpoints
 from medlama.core.errors import MedlamaInputError
 from medlama.core.models import LoadOptions, loading_with
-from medlama.probers.base import (PREDICTIONS_FILE, RESULTS_FILE, SCORES_FILE, ProbeResult, Prober, result_of,
-                                  write_all_scores)
+from medlama.probers import tables
 from medlama.probers.benchmarks import Benchmark
-from medlama.probers.queries import QuerySet, QuerySource, load_queries, queries_from
+from medlama.probers.outputs import API_HINT, OUTPUT_KIND, RESULTS_FILE, write_outputs
+from medlama.probers.prober import Prober, ProberNote, check_all_scores
+from medlama.probers import queries as sources  # looked up on each call: tests patch its loader
+from medlama.probers.queries import QuerySet, QuerySource
+from medlama.probers.result import ProbeResult, result_of
+from medlama.probers.scores import REPORT_KS
 
-#: The owner recorded in every probe output (``.medlama-output.json``): the CLI's and ``ProbeResult.save``'s.
-OUTPUT_KIND = "probe"
-#: How the Python API is told to replace a finished run.
-API_HINT = "give overwrite=True to replace them, or choose another folder"
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class ModelRun:
     def prober(self, device: str | None = None, model: Any = None) -> Prober:
         """The prober of this run (of ``model``, a checkpoint folder, instead of the run's own model). Its
         ``loaded`` attribute records what was loaded (:func:`~medlama.core.models.loading_with`), which
-        :func:`~medlama.probers.base.result_of` puts in the run's settings."""
+        :func:`~medlama.probers.result.result_of` puts in the run's settings."""
         from medlama.probers.registry import make_prober
         from medlama.probers.retrieval import RetrievalProber
 
@@ -127,7 +129,7 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome | None:
     from medlama.core import distributed
     from medlama.core.atomic import check_finished, claimed_output
     from medlama.core.models import resolve_model
-    from medlama.probers.base import check_all_scores
+    from medlama.probers.prober import check_all_scores
     from medlama.probers.benchmarks import benchmark
     from medlama.probers.registry import METHODS
 
@@ -180,9 +182,9 @@ def _probe(request: ProbeRequest, runs: list[ModelRun], checkpoints: dict | None
     continues it; under torchrun / accelerate launch, every process ranks its share on its own device),
     score, aggregate, and (main process) print the tables and write ``request.out``."""
     if request.source is not None:
-        queries = load_queries(request.source)
+        queries = sources.load_queries(request.source)
     else:
-        queries = queries_from(request.data, dataset=request.dataset, config=request.config,
+        queries = sources.queries_from(request.data, dataset=request.dataset, config=request.config,
                                relations=request.relations, candidates=request.candidates)
     queries = queries.limit_per_relation(request.limit) if request.limit else queries
     if request.report:
@@ -240,6 +242,23 @@ def _bundled_model() -> Path:
     return default_model_path()
 
 
+def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k: int = 10, ks=REPORT_KS,
+          match: str = "exact", all_scores: bool = False) -> ProbeResult:
+    """Run a ``prober`` made by hand on ``queries`` (against the pool their rule gives, through the shard plan
+    every probe takes: :func:`medlama.probers.resume.rank_prober`) and score its top ``top_k`` predictions;
+    ``all_scores``: keep every candidate's score (``scores.parquet``). Nothing is written."""
+    from medlama.probers.resume import rank_prober
+
+    check_all_scores(prober, all_scores)
+    if getattr(getattr(prober, "settings_", None), "batch_size", None) == "auto":
+        raise MedlamaInputError("batch size 'auto' is resolved by medlama probe and medlama.probe (the largest that "
+                                "fits); a prober used on its own needs a number")
+    start = time.perf_counter()
+    ranking = rank_prober(prober, queries, top_k=top_k, all_scores=all_scores)
+    return result_of(ProberNote.of(prober), queries, ranking, time.perf_counter() - start,
+                     label=label or prober.method, ks=ks, match=match)
+
+
 def unique_labels(models: Sequence[Any], labels: Sequence[str] | None = None, *, bundled: bool = False
                   ) -> list[str]:
     """A distinct row name per model: ``labels`` when given (duplicates are refused, since two rows of one name
@@ -291,8 +310,6 @@ def model_runs(methods: Sequence[str], labels: Sequence[str], models: Sequence[A
 def checkpoint_folders(runs: Sequence[ModelRun]) -> dict[str, dict[int, Path]]:
     """``{run label: {step: checkpoint folder}}`` of every run, checked before anything is probed: a model
     without ``checkpoint-N`` folders (or a loaded model object) is an error naming it."""
-    from medlama.trainers.checkpoints import checkpoint_step, list_checkpoints
-
     out = {}
     for run in runs:
         if not isinstance(run.model, (str, Path)):
@@ -314,12 +331,12 @@ def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequenc
     its ``checkpoints`` (:func:`checkpoint_folders`), scoring the cut-offs ``scored`` with ``match``.
     ``probers``: probers already made, by run label (a loaded model is inspected once). ``all_scores``: keep
     every candidate's score (``scores.parquet``; refused, before any model loads, for methods that generate
-    their answers). The ranking goes shard by shard (:mod:`medlama.probers.sharding`): ``store`` keeps the
+    their answers). The ranking goes shard by shard (:mod:`medlama.probers.resume`): ``store`` keeps the
     completed ones (a :class:`~medlama.core.shards.ShardStore` beside the output: a rerun continues from them),
     and under several processes each ranks its share; the main process gets the outcome, the others ``None``."""
-    from medlama.probers.sharding import rank_units, units_of
+    from medlama.probers.resume import rank_units, units_of
 
-    from medlama.probers.base import check_all_scores
+    from medlama.probers.prober import check_all_scores
     from medlama.probers.registry import METHODS
 
     top_k = max(top_k or 0, max(scored))
@@ -355,7 +372,7 @@ def shard_store(out: str | Path, queries: QuerySet, runs: Sequence[ModelRun], *,
     process meets is raised by all."""
     from medlama.core import distributed
     from medlama.core.shards import ShardStore, check_work_folder
-    from medlama.probers.sharding import manifest, resumed, units_of
+    from medlama.probers.resume import manifest, resumed, units_of
 
     units = units_of(runs, checkpoints)
     record = manifest(queries, units, top_k=top_k, all_scores=all_scores)
@@ -402,12 +419,10 @@ def aggregate(results: Sequence[ProbeResult], benchmark: Benchmark, ks: Sequence
 
 def print_report(outcome: ProbeOutcome, benchmark: Benchmark, ks: Sequence[int]) -> None:
     """The summary table, acc@k per relation (up to four runs) and the benchmark's aggregation table."""
-    from medlama.probers import report
-
     results = outcome.results
-    report.print_summary(results, ks=ks)
+    tables.print_summary(results, ks=ks)
     if len(results) <= 4:
-        report.print_per_relation(results, k_values=tuple(dict.fromkeys((ks[0], ks[-1]))))
+        tables.print_per_relation(results, k_values=tuple(dict.fromkeys((ks[0], ks[-1]))))
     if benchmark.aggregation is not None and benchmark.aggregation[0] == "by_source":
         from medlama.probers.biolama_queries import print_source_table
 
@@ -420,39 +435,6 @@ def describe_pool(queries: QuerySet) -> str:
             f"(pool: {queries.rule})")
 
 
-def write_outputs(out: str | Path, results: Sequence[ProbeResult], *, by_layer: dict | None = None,
-                  by_step: dict | None = None, overwrite: bool = False, argv: Sequence[str] | None = None,
-                  hint: str = API_HINT, k: int = 10, reads: Sequence = (), claimed: bool = False) -> list[Path]:
-    """Write a probe's output folder: ``results.json`` (a list, one entry per run), ``predictions.jsonl``,
-    ``scores.parquet`` (when a run kept every candidate's score) and the plots (acc@``k`` per relation; per answer length with exact matching; per layer and per step for the
-    sweeps). Atomic (a staging folder replaces ``out`` when complete), owned (``.medlama-output.json`` names
-    ``probe``; a folder another command or a person wrote is refused) and, unless ``overwrite``, refusing a
-    finished run; nor may ``out`` be (or hold) the current directory or what the run read (``reads``).
-    ``claimed``: the caller holds ``out`` already (:func:`run_probe`'s one claim). Returns the plots written."""
-    from medlama.core.atomic import atomic_directory, claimed_output
-    from medlama.core.shards import discard_work_folder
-    from medlama.probers import report
-
-    if not results:
-        raise MedlamaInputError("no results to write")
-    claim = contextlib.nullcontext() if claimed else claimed_output(out, marker=RESULTS_FILE, kind=OUTPUT_KIND,
-                                                                   overwrite=overwrite, hint=hint, reads=reads)
-    with claim:
-        with atomic_directory(out, marker=RESULTS_FILE, kind=OUTPUT_KIND, reads=reads) as staging:
-            report.write_probe_results(staging, results, argv=argv)  # results.json + predictions.jsonl
-            write_all_scores(staging / SCORES_FILE, results)  # only runs that kept every score
-            first = list(results[:4])
-            plots = [report.plot_relations(first, staging / "relations.png", k=k)]
-            if first[0].metrics.get("match", "exact") == "exact":  # the answer-length figure rescores exactly
-                plots.append(report.plot_answer_length(first, None, staging / "answer_length.png"))
-            if by_layer:
-                plots.append(report.plot_series(by_layer, staging / "layers.png", "layer"))
-            if by_step:
-                plots.append(report.plot_series(by_step, staging / "steps.png", "rewiring step"))
-        discard_work_folder(out, kind=OUTPUT_KIND)  # written: the shards of this (or an unfinished) run are done
-    return [Path(out) / plot.name for plot in plots]
-
-
-__all__ = ["API_HINT", "ModelRun", "OUTPUT_KIND", "PREDICTIONS_FILE", "ProbeOutcome", "ProbeRequest", "aggregate", "run_probe",
-           "checkpoint_folders", "describe_pool", "discard_shards", "model_runs", "print_report", "probe_models", "shard_store",
-           "unique_labels", "write_outputs"]
+__all__ = ["ModelRun", "ProbeOutcome", "ProbeRequest", "aggregate", "checkpoint_folders", "describe_pool",
+           "discard_shards", "model_runs", "print_report", "probe", "probe_models", "run_probe", "shard_store",
+           "unique_labels"]

@@ -51,7 +51,7 @@ def heldout_queries(corpus: str | Path, *, pairs: int = DEFAULT_PAIRS, mask_rati
 def cloze_self_retrieval(model: str | Path, queries, *, label: str | None = None, top_k: int = 10,
                          device: str | None = None):
     """Probe ``model`` on held-out cloze ``queries`` (:func:`heldout_queries`); a ``ProbeResult``."""
-    from medlama.probers.base import probe
+    from medlama.probers.workflow import probe
     from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
     from medlama.core.settings import settings_from
 

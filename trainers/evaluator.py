@@ -63,7 +63,7 @@ class MedLAMAEvaluator(_Base):
 
     def __call__(self, model: Any, output_path: str | None = None, epoch: float = -1, steps: int = -1
                  ) -> dict[str, float]:
-        from medlama.probers.base import probe
+        from medlama.probers.workflow import probe
         from medlama.probers.retrieval import RetrievalProber
 
         result = probe(RetrievalProber(model, self.settings), self.queries, label=self.name, top_k=10, ks=(1, 10))

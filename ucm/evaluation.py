@@ -20,7 +20,7 @@ import numpy as np
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.shards import discard_work_folder
-from medlama.probers.base import RESULTS_FILE
+from medlama.probers.outputs import RESULTS_FILE
 from medlama.probers.benchmarks import CONTEXT_VARIANCE
 from medlama.core.settings import check, setting
 from medlama.ucm.rankers import ContextRanker
@@ -30,7 +30,7 @@ from medlama.ucm.scores import ModelResult, accuracy, by_context, share_interval
 from medlama.ucm.sets import ContextSets, load_sets
 
 #: The UCM cut-offs (acc@k of table 2): the context-variance benchmark's declaration (medlama.probers.benchmarks),
-#: not the probe reports' :data:`medlama.probers.base.REPORT_KS`.
+#: not the probe reports' :data:`medlama.probers.scores.REPORT_KS`.
 UCM_KS = CONTEXT_VARIANCE.ks
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from medlama.probers.base import RESULTS_FILE
-from medlama.probers.report import save_figure
+from medlama.probers.outputs import RESULTS_FILE
+from medlama.probers.plots import save_figure
 from medlama.ucm.scores import SHARES, ModelResult
 from medlama.ucm.sets import ContextSets
 
@@ -153,7 +153,7 @@ def write_outputs(results: Sequence[ModelResult], sets: ContextSets, out: str | 
 def _provenance(results: Sequence[ModelResult], sets: ContextSets) -> dict:
     """The provenance block (:mod:`medlama.core.provenance`): versions, the sets (their build's origin and settings,
     a hash of the folder), each model's identity, every model's settings, command, date and device."""
-    from medlama.probers.base import _is_bundled
+    from medlama.probers.result import is_bundled as _is_bundled
     from medlama.core.provenance import folder_hash, provenance
     from medlama.core.public_paths import with_public_model
 

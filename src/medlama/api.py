@@ -72,7 +72,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
           log_all_scores: bool = False, revision: str | None = None, peft: str | None = None,
           trust_remote_code: bool = False):
     """Probe ``model`` on MedLAMA (or BioLAMA) as ``medlama probe`` does; returns a
-    :class:`~medlama.probers.base.ProbeResult` (``acc(k)``, ``acc_ci(k)``, ``intervals``, ``per_relation()``,
+    :class:`~medlama.probers.result.ProbeResult` (``acc(k)``, ``acc_ci(k)``, ``intervals``, ``per_relation()``,
     ``to_pandas()``, ``save(folder)``).
 
     * ``model``: ``None`` (the bundled all-MiniLM-L6-v2 encoder), a folder or Hub id, or a loaded

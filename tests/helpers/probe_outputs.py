@@ -42,7 +42,8 @@ def toy_result(queries, label: str, skill: float, seed: int, *, match: str = "ex
     :class:`ProbeResult` fields."""
     import numpy as np
 
-    from medlama.probers.base import ProbeResult, score
+    from medlama.probers.result import ProbeResult
+    from medlama.probers.scores import score
 
     rng = np.random.default_rng(seed)
     predictions = []

@@ -15,7 +15,7 @@ import torch
 
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import probe
+from medlama.probers.workflow import probe
 from medlama.probers.queries import QuerySet, load_queries
 from medlama.probers.registry import make_prober
 

@@ -11,7 +11,7 @@ import pytest
 
 from medlama.cli import main
 from medlama.core.shards import work_folder
-from medlama.probers import sharding
+from medlama.probers import resume as sharding
 from medlama.probers.causal import CausalLikelihoodProber
 from medlama.probers.retrieval import RetrievalProber
 

@@ -12,7 +12,7 @@ import torch
 
 from medlama.core.defaults import default_model_path
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import probe
+from medlama.probers.workflow import probe
 from medlama.probers.queries import QuerySet, load_medlama_queries
 from medlama.probers.registry import settings_for
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings

@@ -9,10 +9,10 @@ from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.commands.method_flags import PRESET_HELP, add_method_arguments, method_settings
 from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, check_device, human_output,
                                      print_results)
-from medlama.probers.base import RESULTS_FILE
+from medlama.probers.outputs import RESULTS_FILE
 from medlama.probers.queries import QuerySource
 from medlama.probers.retrieval import RetrievalSettings
-from medlama.probers.registry import METHODS, OLD_NAMES, current_names, settings_for
+from medlama.probers.registry import METHODS, method_names, settings_for
 from medlama.core.models import LoadOptions
 from medlama.core.settings import settings_from
 
@@ -64,9 +64,8 @@ def register(subparsers) -> None:
     parser.add_argument("--label", nargs="+", help="names for the models in tables and plots (default: the model "
                                                                      "folders' names; bundled for the bundled encoder)")
     parser.add_argument("--method", nargs="+", default=["retrieval"], metavar="METHOD",
-                        help=f"probing method(s): {', '.join(METHODS)} (default: retrieval; "
-                             f"{', '.join(f'{old} is now {new}' for old, new in OLD_NAMES.items())}); several run "
-                             "one after the other")
+                        help=f"probing method(s): {', '.join(METHODS)} (default: retrieval); several run one "
+                             "after the other")
     add_data_arguments(parser)
     add_scoring_arguments(parser)
     add_method_arguments(parser)
@@ -109,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     from medlama.core import distributed
     from medlama.probers.workflow import ProbeRequest, run_probe
 
-    methods = list(dict.fromkeys(current_names(args.method)))
+    methods = list(dict.fromkeys(method_names(args.method)))
     settings = method_settings(args, methods)
     check_device(args.device)
     load = settings_from(LoadOptions, given_settings(args, LoadOptions))

@@ -8,15 +8,15 @@ from pathlib import Path
 from medlama.commands.flags import add_renamed_flag, add_settings_flags, given_settings, renamed_value
 from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, check_device, claimed_output,
                                      human_output, print_results)
-from medlama.probers.base import RESULTS_FILE
+from medlama.probers.outputs import RESULTS_FILE
 from medlama.probers.causal import LikelihoodSettings
 from medlama.probers.mask_average import MaskAverageSettings
-from medlama.probers.registry import OLD_NAMES, current_names
+from medlama.probers.registry import method_names
 from medlama.ucm.evaluation import UcmSettings
 from medlama.ucm.rankers import METHODS, RetrievalRankerSettings
 
-#: What ``--method`` takes: a ranker, ``auto``, or an earlier name of a ranker.
-CHOICES = ["auto", *METHODS, *(old for old, new in OLD_NAMES.items() if new in METHODS)]
+#: What ``--method`` takes: a ranker or ``auto``.
+CHOICES = ["auto", *METHODS]
 
 
 def register(subparsers) -> None:
@@ -58,7 +58,7 @@ def register(subparsers) -> None:
 def _methods(args: argparse.Namespace) -> list[str]:
     """The methods asked for, in today's names; old spellings say on stderr what replaced them."""
     methods = renamed_value(args, "--ranker", exclusive=True) or args.method or ["auto"]
-    return current_names(methods, ("auto", *METHODS))
+    return method_names(methods, ("auto", *METHODS))
 
 
 def run(args: argparse.Namespace) -> int:

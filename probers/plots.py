@@ -1,8 +1,5 @@
-"""Probe results for people and machines: terminal tables, JSON, and the paper's plots.
-
-Figures: per relation (figure 5), per answer length in characters (figure 3), per layer (figure 6),
-per checkpoint step (figure 4). Every number comes from the acc@k metric module.
-"""
+"""The paper's figures of probe results: per relation (figure 5), per answer length in characters (figure 3),
+per layer (figure 6), per checkpoint step (figure 4). Every number comes from the acc@k metric module."""
 
 from __future__ import annotations
 
@@ -10,68 +7,11 @@ import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from medlama.core.display import print_table
-from medlama.probers.base import (REPORT_KS, PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, _acc_at_k_module,
-                                  write_predictions, write_results)
 from medlama.probers.queries import QuerySet
+from medlama.probers.scores import acc_at_k_module
 
 #: Answer-length bins in characters (figure 3): [0, 10), [10, 20), ... and 60 or more.
 LENGTH_EDGES = (10, 20, 30, 40, 50, 60)
-
-
-def percent(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.2f}"
-
-
-def print_summary(results: Sequence[ProbeResult], title: str = "acc@k (%)", ks: Sequence[int] = REPORT_KS) -> None:
-    """One row per result: micro and macro acc@k, queries, seconds."""
-    columns = ["run"] + [f"acc@{k}" for k in ks] + [f"macro acc@{k}" for k in ks] + ["queries", "seconds"]
-    rows = [[r.label] + [percent(r.acc(k)) for k in ks] + [percent(r.acc(k, "macro")) for k in ks]
-            + [len(r.ids), f"{r.seconds:.1f}"] for r in results]
-    print_table(title, columns, rows, caption="micro: over queries; macro: mean over relations")
-
-
-def print_per_relation(results: Sequence[ProbeResult], k_values: Sequence[int] = (1, 10)) -> None:
-    """acc@k per relation, the results side by side."""
-    relations = sorted(results[0].metrics["groups"])
-    columns = ["relation", "queries"] + [f"{r.label} acc@{k}" for r in results for k in k_values]
-    rows = [[rel, results[0].metrics["groups"][rel]["num_queries"]]
-            + [percent(r.metrics["groups"][rel][f"acc@{k}"]) for r in results for k in k_values] for rel in relations]
-    print_table("acc@k per relation (%)", columns, rows)
-
-
-def scoring_plan(dataset: str = "medlama", ks: Sequence[int] | None = None,
-                 match: str | None = None) -> tuple[tuple[int, ...], tuple[int, ...], str]:
-    """``(cut-offs to report, cut-offs to score, matching)`` of a probe of ``dataset``: its declaration's
-    :meth:`~medlama.probers.benchmarks.Benchmark.scoring_plan`."""
-    from medlama.probers.benchmarks import benchmark
-
-    return benchmark(dataset).scoring_plan(ks, match)
-
-
-def write_probe_results(out: str | Path, results: Sequence[ProbeResult], *,
-                        argv: Sequence[str] | None = None) -> tuple[Path, Path]:
-    """``medlama probe``'s outputs: ``out/results.json``, a list with one entry per run (its
-    :meth:`~medlama.probers.base.ProbeResult.results_json`: scores, intervals, ``per_relation`` and the
-    ``provenance`` block, no per-query rows), and ``out/predictions.jsonl`` (one line per run and query, its
-    ``run`` key the run's label)."""
-    out = Path(out)
-    write_results(out / RESULTS_FILE, [r.results_json(argv=argv) for r in results])
-    return out / RESULTS_FILE, write_predictions(out / PREDICTIONS_FILE, results)
-
-
-def mean_std(results: Sequence[ProbeResult], k: int, average: str = "micro") -> tuple[float, float | None]:
-    """Mean and sample standard deviation of acc@k over repeated runs (table 5 of the paper); the standard
-    deviation is ``None`` for a single run (a sample std needs two)."""
-    values = [r.acc(k, average) for r in results]
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
-
-
-def mean_std_text(mean: float | None, std: float | None) -> str:
-    """``"12.34 ± 0.56"`` in percent, or ``"12.34"`` alone when there is no std (one run)."""
-    if mean is None:
-        return "-"
-    return percent(mean) if std is None else f"{percent(mean)} ± {percent(std)}"
 
 
 def length_bin(gold: Sequence[str]) -> str:
@@ -85,20 +25,20 @@ def length_bin(gold: Sequence[str]) -> str:
     return f"{LENGTH_EDGES[-1]}+"
 
 
-def acc_by_answer_length(result: ProbeResult, queries: QuerySet | None = None) -> dict:
+def acc_by_answer_length(result: "ProbeResult", queries: QuerySet | None = None) -> dict:
     """acc@k per answer-length bin, through the metric module with the bins as groups.
 
     The bins are scored with the run's own matching mode and cut-offs (``result.metrics``); the gold answers
     are the result's own (or ``queries``', the same ones).
     """
     gold = queries.gold if queries is not None else result.gold
-    return _acc_at_k_module().compute(predictions=result.predictions, references=gold,
+    return acc_at_k_module().compute(predictions=result.predictions, references=gold,
                                       groups=[length_bin(g) for g in gold], k=list(result.metrics["k"]),
                                       match=result.metrics["match"])["groups"]
 
 
 def _figure(width: float = 9, height: float = 4.5):
-    import matplotlib
+    import matplotlib  # matplotlib only when a figure is drawn
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -132,9 +72,9 @@ def bar_with_errors(ax, x: Sequence[float], values: Sequence[float], intervals: 
            error_kw={"elinewidth": 0.8}, **options)
 
 
-def plot_relations(results: Sequence[ProbeResult], path: str | Path, k: int = 10) -> Path:
+def plot_relations(results: Sequence["ProbeResult"], path: str | Path, k: int = 10) -> Path:
     """Figure 5: acc@k per relation, one bar per result, with each relation's 95% bootstrap interval
-    (:meth:`~medlama.probers.base.ProbeResult.relation_intervals`) as error bars."""
+    (:meth:`~medlama.probers.result.ProbeResult.relation_intervals`) as error bars."""
     import numpy as np
 
     relations = sorted(results[0].metrics["groups"])
@@ -152,7 +92,7 @@ def plot_relations(results: Sequence[ProbeResult], path: str | Path, k: int = 10
     return save_figure(fig, Path(path))
 
 
-def plot_answer_length(results: Sequence[ProbeResult], queries: QuerySet | None, path: str | Path,
+def plot_answer_length(results: Sequence["ProbeResult"], queries: QuerySet | None, path: str | Path,
                        k: int = 10) -> Path:
     """Figure 3: acc@k per answer length in characters."""
     fig, ax = _figure()
@@ -168,7 +108,7 @@ def plot_answer_length(results: Sequence[ProbeResult], queries: QuerySet | None,
     return save_figure(fig, Path(path))
 
 
-def plot_series(series: Mapping[str, Mapping[int, ProbeResult]], path: str | Path, xlabel: str,
+def plot_series(series: Mapping[str, Mapping[int, "ProbeResult"]], path: str | Path, xlabel: str,
                 ks: Sequence[int] = (1, 10)) -> Path:
     """Figures 4 and 6: acc@k against layer or training step, one line per series and k."""
     fig, ax = _figure()

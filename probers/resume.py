@@ -4,7 +4,7 @@ give exactly the predictions of one uninterrupted run.
 * Shards (:func:`plan`): every ranking call the probe makes is one shard: the queries of one candidate pool
   (all of them with a shared pool, each relation's with the ``relation`` rule). A method whose ranking of a
   query does not depend on the queries ranked with it (:attr:`Prober.independent_queries
-  <medlama.probers.base.Prober.independent_queries>`: causal-likelihood scores each query alone) has its
+  <medlama.probers.prober.Prober.independent_queries>`: causal-likelihood scores each query alone) has its
   shards cut further, per relation and into blocks of :data:`SHARD_QUERIES` queries. The cut depends on the
   queries only, never on the number of processes or on what an earlier run finished, so every shard is
   ranked on the same inputs however the run is split or resumed.
@@ -30,7 +30,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import Prober, ProberNote, pool_parts
+from medlama.probers.pools import pool_parts
+from medlama.probers.prober import Prober, ProberNote
 from medlama.probers.queries import QuerySet
 from medlama.probers.ranking import Ranking
 
@@ -303,7 +304,7 @@ def _place(merged: Any, indices: Sequence[int], rows: Any, total: int, layers: b
 
 def rank_prober(prober: Prober, queries: QuerySet, *, top_k: int = 10, all_scores: bool = False) -> Ranking:
     """``prober``'s ranking of ``queries``, shard by shard as :func:`rank_units` plans it (one shard per
-    candidate pool), nothing kept: what a prober used on its own (:func:`medlama.probers.base.probe`, the
+    candidate pool), nothing kept: what a prober used on its own (:func:`medlama.probers.workflow.probe`, the
     rewiring evaluator) ranks."""
     merged: list = [None] * len(queries)
     for shard in plan(queries, blocks=False):
