@@ -200,7 +200,8 @@ def export_lm_eval(data: str | Path | None, out: str | Path,
     """
     from medlama import __version__
     from medlama.core.atomic import atomic_directory, check_replaceable
-    from medlama.probers.queries import QuerySource, load_medlama_queries, resolve_data
+    from medlama.probers.benchmarks import resolve_data
+    from medlama.probers.queries import QuerySource, load_medlama_queries
 
     if not isinstance(settings, LmEvalExportSettings):
         raise MedlamaInputError(f"settings must be LmEvalExportSettings, not {type(settings).__name__}")

@@ -43,14 +43,14 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import FiniteScores
 from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.probers.prober import Prober, check_all_scores
-from medlama.probers.scores import acc_at_k_module as _acc_at_k_module
+from medlama.probers.scores import acc_at_k_module
 from medlama.probers.ranking import Ranking
 from medlama.probers.causal_scoring import CausalLM, CausalModelSettings, CausalQuery
 from medlama.probers.causal_search import best_first
 from medlama.probers.causal_trie import END, TrieTokens, candidate_trie, walk
 from medlama.probers.generative import aligned_answer
 from medlama.probers.mlm import candidate_lookup, rank_unique
-from medlama.probers.queries import QuerySet
+from medlama.probers.query_set import QuerySet
 from medlama.core.settings import as_dict, setting
 
 REDUCTION_HELP = "a candidate's score: the sum of its (and the suffix's) token log-probabilities, or their mean"
@@ -156,7 +156,7 @@ class _CausalProber(Prober):
             yield chunk
 
     def _left_padded(self, prefixes: list[list[int]]):
-        import torch
+        import torch  # torch only when a model runs
 
         width = max(len(p) for p in prefixes)
         ids = torch.full((len(prefixes), width), self.lm.pad_id, dtype=torch.long)
@@ -231,7 +231,7 @@ class CausalConstrainedProber(_CausalProber):
 
     def __init__(self, model_path: str | Path, settings: ConstrainedSettings = ConstrainedSettings(), *,
                  device: str | None = None) -> None:
-        from transformers import GenerationConfig
+        from transformers import GenerationConfig  # transformers only when a model loads or runs
 
         super().__init__(model_path, settings, device=device)
         # Only the trie and the beam settings may shape the ranking: no sampling, penalties, minimum lengths
@@ -245,8 +245,8 @@ class CausalConstrainedProber(_CausalProber):
     def rank_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False) -> Ranking:
         """The candidates the beams finished, best first, with their scores; the gold is ranked among them
         only (``None`` when no beam finished it: the pool is not scored as a whole)."""
-        import torch
-        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+        import torch  # torch only when a model runs
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList  # only when decoding
 
         check_all_scores(self, all_scores)
 
@@ -311,7 +311,7 @@ class CausalConstrainedProber(_CausalProber):
 
 def _normalize(text: str) -> str:
     """The acc@k metric's own normalisation, so that matching agrees with ``--match normalized`` scoring."""
-    return sys.modules[type(_acc_at_k_module()).__module__].normalize_answer(text)
+    return sys.modules[type(acc_at_k_module()).__module__].normalize_answer(text)
 
 
 class CausalGenerateProber(_CausalProber):
@@ -325,8 +325,8 @@ class CausalGenerateProber(_CausalProber):
 
     def generate(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
         """The answers of every query in beam order (at most ``min(top_k, num_beams)``), before matching."""
-        import torch
-        from transformers import LogitsProcessorList
+        import torch  # torch only when a model runs
+        from transformers import LogitsProcessorList  # transformers only when a model loads or runs
 
         if top_k < 1:
             raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
@@ -334,7 +334,7 @@ class CausalGenerateProber(_CausalProber):
         beams = settings.num_beams or top_k
         returned = min(top_k, beams)
         splits = [self.lm.split(text) for text in queries.texts]
-        suffixes = [text.split("[Y]")[1] for text in queries.texts]
+        suffixes = [text.split(MASK_PLACEHOLDER)[1] for text in queries.texts]
         out: list[list[str]] = [[] for _ in splits]
         extra = settings.max_answer_tokens
         for chunk in self._generate_chunks(splits):

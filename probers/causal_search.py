@@ -129,7 +129,7 @@ class _Search:
             self.pushed += 1
 
     def run(self) -> None:
-        import torch
+        import torch  # torch only when a model runs
 
         with torch.inference_mode():
             cache, first = self.lm._prefix_pass(self.prefix)
@@ -150,7 +150,7 @@ class _Search:
 
     def _expand(self, cache, batch) -> None:
         """One forward pass over the batch's paths (each extended down its single-child chain)."""
-        import torch
+        import torch  # torch only when a model runs
 
         jobs = []
         for negative, _, path, node in batch:

@@ -72,7 +72,7 @@ class TrieTokens:
 
     def done(self, input_ids, scores=None, **kwargs):
         """Stopping criterion: a beam is finished when it has closed a candidate (or left the trie)."""
-        import torch
+        import torch  # torch only when a model runs
 
         per_query = input_ids.shape[0] // len(self.tries)
         done = [(node := walk(self.tries[row // per_query], sequence[self.width:])) is None or END in node

@@ -13,7 +13,7 @@ from typing import Any
 
 from medlama.core.atomic import atomic_directory, atomic_write_bytes, atomic_write_text, claimed_output
 from medlama.core.errors import MedlamaInputError
-from medlama.core.shards import discard_work_folder
+from medlama.core.resume import discard_work_folder
 from medlama.probers import plots
 
 #: Files :meth:`ProbeResult.save` writes into its folder. ``RESULTS_FILE`` is also the file every output of
@@ -51,9 +51,9 @@ def write_all_scores(path: str | Path, results: Sequence[ProbeResult]) -> Path |
     query and candidate: ``run``, ``id``, ``relation``, ``candidate``, ``score`` (float64, higher is better;
     null where not finite) and ``rank`` (1-based, the run's own order; null: not ranked). Written atomically;
     ``None`` (nothing written) when no result kept them."""
-    import numpy as np
+    import numpy as np  # numpy only when this runs
     import pyarrow as pa  # pyarrow only when a run kept every score
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # pyarrow only when writing scores
 
     columns: dict[str, list] = {name: [] for name in ("run", "id", "relation", "candidate", "score", "rank")}
     for result in results:

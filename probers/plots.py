@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from medlama.probers.queries import QuerySet
+from medlama.probers.query_set import QuerySet
 from medlama.probers.scores import acc_at_k_module
 
 #: Answer-length bins in characters (figure 3): [0, 10), [10, 20), ... and 60 or more.
@@ -41,7 +41,7 @@ def _figure(width: float = 9, height: float = 4.5):
     import matplotlib  # matplotlib only when a figure is drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib only when a figure is drawn
 
     return plt.subplots(figsize=(width, height))
 
@@ -53,7 +53,7 @@ def save_figure(fig, path: Path, *, dpi: int = 130) -> Path:
     fig.tight_layout()
     fig.savefig(tmp, dpi=dpi)
     tmp.replace(path)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib only when a figure is drawn
 
     plt.close(fig)
     return path
@@ -63,7 +63,7 @@ def bar_with_errors(ax, x: Sequence[float], values: Sequence[float], intervals: 
                     width: float, **options) -> None:
     """Bars of ``values`` (in [0, 1], drawn in percent) with error bars from their ``intervals`` (none where
     an interval is ``None``): the one way every probing plot draws an interval."""
-    import numpy as np
+    import numpy as np  # numpy only when this runs
 
     heights = 100 * np.asarray(values, dtype=float)
     low = np.array([h - 100 * ci[0] if ci else 0.0 for h, ci in zip(heights, intervals)])
@@ -75,7 +75,7 @@ def bar_with_errors(ax, x: Sequence[float], values: Sequence[float], intervals: 
 def plot_relations(results: Sequence["ProbeResult"], path: str | Path, k: int = 10) -> Path:
     """Figure 5: acc@k per relation, one bar per result, with each relation's 95% bootstrap interval
     (:meth:`~medlama.probers.result.ProbeResult.relation_intervals`) as error bars."""
-    import numpy as np
+    import numpy as np  # numpy only when this runs
 
     relations = sorted(results[0].metrics["groups"])
     fig, ax = _figure(11, 5)

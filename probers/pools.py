@@ -28,7 +28,7 @@ CANDIDATE_RULES = ("evaluated", "relation", "config")
 
 
 def check_rule(rule: str) -> None:
-    """Refuse a candidate rule that is not one of :data:`~medlama.probers.benchmarks.CANDIDATE_RULES`."""
+    """Refuse a candidate rule that is not one of :data:`CANDIDATE_RULES`."""
     if rule not in CANDIDATE_RULES:
         raise MedlamaInputError(f"unknown candidate rule {rule!r}; choose from {list(CANDIDATE_RULES)}")
 

@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.settings import check, choices_of, fields_of, type_hints
-from medlama.probers.queries import QuerySet
+from medlama.probers.query_set import QuerySet
 from medlama.probers.ranking import Ranking
 
 S = TypeVar("S")

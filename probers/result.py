@@ -8,11 +8,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from medlama.core.defaults import default_model_path
 from medlama.core.errors import MedlamaInputError
+from medlama.core.intervals import bootstrap_group_cis, bootstrap_mean_ci, DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
+from medlama.core.provenance import provenance
+from medlama.core.public_paths import with_public_model
 from medlama.core.settings import did_you_mean
 from medlama.probers.outputs import KEEP_PREDICTIONS, SCORES_FILE, write_outputs
 from medlama.probers.prober import ProberNote
-from medlama.probers.queries import QuerySet
+from medlama.probers.query_set import QuerySet
 from medlama.probers.ranking import PoolScores, Ranking, finite_or_none
 from medlama.probers.scores import REPORT_KS, acc_at_k_module, score
 
@@ -81,16 +85,12 @@ class ProbeResult:
         """Percentile-bootstrap confidence interval of the micro acc@k: queries resampled with replacement
         (seeded, so the interval is reproducible); ``None`` with fewer than two queries. See
         :mod:`medlama.core.intervals`. Macro averages get no interval."""
-        from medlama.core.intervals import bootstrap_mean_ci
-
         return bootstrap_mean_ci([float(h) for h in self.hits(k)], resamples=resamples, seed=seed, level=level)
 
     @property
     def intervals(self) -> dict:
         """``{"acc@k": [low, high] or None, ...}`` for every scored k (95%, 1,000 resamples, seed 0), with the
         method spelt out under ``"method"``."""
-        from medlama.core.intervals import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
-
         cached = self.__dict__.get("_intervals")
         if cached is None:
             cached = {f"acc@{k}": (list(ci) if (ci := self.acc_ci(k)) else None) for k in self.ks}
@@ -102,8 +102,6 @@ class ProbeResult:
     def relation_intervals(self, k: int) -> dict[str, tuple[float, float] | None]:
         """``{relation: (low, high) or None}``: each relation's acc@k interval, by the percentile bootstrap
         over that relation's queries (95%, 1,000 resamples, seed 0, as :attr:`intervals`)."""
-        from medlama.core.intervals import bootstrap_group_cis
-
         return bootstrap_group_cis([float(h) for h in self.hits(k)], self.relations)
 
     def per_relation(self) -> dict[str, dict]:
@@ -117,7 +115,7 @@ class ProbeResult:
         ``gold`` (list), ``predictions`` (top 10), ``hit@k`` (bool) per scored k, and the sample log's ``input``,
         ``scores``, ``gold_rank`` and ``gold_score`` (:meth:`prediction_rows`). ``per="relation"``: one
         row per relation (the index) with ``queries`` and ``acc@k`` per scored k."""
-        import pandas as pd
+        import pandas as pd  # pandas only for to_pandas
 
         if per == "relation":
             return pd.DataFrame.from_dict(self.per_relation(), orient="index").rename_axis("relation")
@@ -152,8 +150,6 @@ class ProbeResult:
         """Everything as plain JSON: scores, ``intervals``, and (``queries``) each query's top 10. A model
         given as a local path is named by its folder's name in ``settings["model"]`` (a path means nothing on
         another machine; :meth:`provenance` identifies the model by its content hash)."""
-        from medlama.core.public_paths import with_public_model
-
         data = asdict(replace(self, ranking=None))
         data.pop("model")
         data.pop("ranking")
@@ -168,9 +164,6 @@ class ProbeResult:
     def provenance(self, *, argv: Sequence[str] | None = None) -> dict:
         """The :func:`medlama.core.provenance.provenance` block: versions, data, model identity (never a local
         path), the full settings, command line, date and device."""
-        from medlama.core.provenance import provenance
-        from medlama.core.public_paths import with_public_model
-
         model = self.model or self.settings.get("model")
         return provenance(settings=with_public_model(self.settings), data=self.data or {"query_set": self.query_set},
                           model=None if is_bundled(model) else model, device=self.device, argv=argv,
@@ -194,8 +187,6 @@ class ProbeResult:
 
 def is_bundled(model: str | None) -> bool:
     """Whether ``model`` is the bundled encoder's folder (provenance then names it by its Hub id)."""
-    from medlama.core.defaults import default_model_path
-
     try:
         return model is not None and Path(model).resolve() == Path(default_model_path()).resolve()
     except (OSError, ValueError):

@@ -1,5 +1,6 @@
-"""A probe computed shard by shard: what makes resuming a killed probe and splitting one across processes
-give exactly the predictions of one uninterrupted run.
+"""Resuming a probe: the probe computed shard by shard, what makes resuming a killed probe and splitting one
+across processes give exactly the predictions of one uninterrupted run. (The shard store and the check of a
+resumed run's settings, shared with ``ucm`` and ``rewire``, are :mod:`medlama.core.resume`.)
 
 * Shards (:func:`plan`): every ranking call the probe makes is one shard: the queries of one candidate pool
   (all of them with a shared pool, each relation's with the ``relation`` rule). A method whose ranking of a
@@ -11,10 +12,12 @@ give exactly the predictions of one uninterrupted run.
 * Units: one per result row, a run (its model and settings), each layer sweep, each checkpoint of a sweep.
 * :func:`rank_units` ranks the shards this process owns (shard ``j`` of the run's list goes to process
   ``j mod K``) that the store does not hold yet, keeping each as it finishes
-  (:class:`medlama.core.shards.ShardStore`, or in memory without an output folder); then, in the main
-  process, after every process is done, merges them in query order. What a shard keeps per query is what
-  the ranking returns for it (:func:`rank_items`), so more per-query fields pass through unchanged; the
-  probe's results are made from the shards as read back, in a first run as in a resumed one.
+  (:class:`medlama.core.resume.ShardStore`; without an output folder the rankings stay in memory and nothing
+  is serialised); then, in the main process, after every process is done, merges them in query order. What
+  a shard keeps per query is its ranking row as JSON (:func:`rank_rows`), so more per-query fields pass
+  through unchanged; with a store, the probe's results are made from the shards as read back, in a first
+  run as in a resumed one.
+* :func:`rank_prober`: a prober made by hand ranked through the same plan (one shard per candidate pool).
 * :func:`manifest`: everything that decides the predictions and their logged scores (methods and their
   settings, the batch size included: rows batched otherwise are rounded otherwise in the last float32
   digits; model identities; the data, its candidate pool and the query selection; ``top_k``; whether every
@@ -29,11 +32,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from medlama.core import distributed
+from medlama.core.batching import fit_batch, is_auto, starting_size
 from medlama.core.errors import MedlamaInputError
+from medlama.core.provenance import model_identity
+from medlama.core.settings import as_dict
 from medlama.probers.pools import pool_parts
 from medlama.probers.prober import Prober, ProberNote
-from medlama.probers.queries import QuerySet
-from medlama.probers.ranking import Ranking
+from medlama.probers.query_set import QuerySet
+from medlama.probers.ranking import PoolScores, Ranking
+from medlama.probers.registry import METHODS
 
 #: Queries per shard of a method that ranks each query on its own (a few minutes of a causal LM's work).
 SHARD_QUERIES = 64
@@ -88,8 +96,6 @@ class Shard:
 def independent(method_or_prober: Any) -> bool:
     """Whether the method ranks each query on its own (its shards may then be blocks of queries)."""
     if isinstance(method_or_prober, str):
-        from medlama.probers.registry import METHODS
-
         entry = METHODS.get(method_or_prober)
         return bool(entry and getattr(entry.prober, "independent_queries", False))
     return bool(getattr(method_or_prober, "independent_queries", False))
@@ -153,9 +159,7 @@ def _item(row: tuple) -> dict:
 
 def _row(item: dict, candidates: Sequence[str] | None) -> tuple:
     """:func:`_item` read back as a ranking row."""
-    import numpy as np
-
-    from medlama.probers.ranking import PoolScores
+    import numpy as np  # numpy only when this runs
 
     pool = item.get("pool")
     if pool is not None:
@@ -172,9 +176,6 @@ def _candidates(rows: Any, part: QuerySet, layers: bool) -> list[str] | None:
 
 def manifest(queries: QuerySet, units: Sequence[Unit], *, top_k: int, all_scores: bool = False) -> dict:
     """What decides a probe's predictions (see the module docstring), as a resumed run must repeat it."""
-    from medlama.core.provenance import model_identity
-    from medlama.core.settings import as_dict
-
     def settings(run) -> dict:  # the batch size too: it changes the float rounding of the logged scores
         return as_dict(run.settings) if not isinstance(run.settings, Mapping) else dict(run.settings)
 
@@ -192,8 +193,6 @@ class _UnitRanker:
     a later shard starts at the size the last one used)."""
 
     def __init__(self, unit: Unit, device: str | None, prober: Prober | None = None) -> None:
-        from medlama.core.batching import is_auto, starting_size
-
         self.unit, self.device = unit, device
         self.auto = is_auto(unit.run.settings)
         self.size = starting_size(unit.run.settings) if self.auto else None
@@ -210,8 +209,6 @@ class _UnitRanker:
     def rank(self, part: QuerySet, top_k: int, all_scores: bool = False) -> Any:
         if not self.auto:
             return rank_rows(self._at(None), part, top_k, self.unit.layers, all_scores)
-        from medlama.core.batching import fit_batch
-
         rows, self.size = fit_batch(lambda size: rank_rows(self._at(size), part, top_k, self.unit.layers,
                                                            all_scores), self.size)
         return rows
@@ -231,13 +228,11 @@ def _count(rows: Any, layers: bool) -> int:
 def rank_units(queries: QuerySet, units: Sequence[Unit], store: Any = None, *, top_k: int,
                device: str | None = None, probers: Mapping[str, Prober] | None = None, block: int | None = None,
                all_scores: bool = False) -> dict[str, tuple[Any, ProberNote, float]] | None:
-    """Rank what this process owns and ``store`` (a :class:`~medlama.core.shards.ShardStore`; ``None``: no
+    """Rank what this process owns and ``store`` (a :class:`~medlama.core.resume.ShardStore`; ``None``: no
     output folder, nothing kept) lacks; then (main process) ``{unit label: (its Ranking in query order, or
     {layer: Ranking}; what it records of the prober that ranked; seconds of ranking, over every shard)}``.
     Without a store the rankings stay in memory; with one, the results are made from the shards as read
     back, in a first run as in a resumed one. Other processes return ``None`` once every process is done."""
-    from medlama.core import distributed
-
     me, world = distributed.rank(), distributed.world_size()
     planned = [(unit, plan(queries, blocks=independent(unit.run.method), size=block)) for unit in units]
     kept: dict[str, tuple[dict, ProberNote | None]] = {}  # without a store: {unit: ({shard start: rows, seconds}, note)}

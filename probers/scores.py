@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from medlama.probers.benchmarks import ALWAYS_SCORED
-from medlama.probers.queries import QuerySet
+from medlama.probers.query_set import QuerySet
 
 #: The cut-offs every report shows (every probe scores them: :data:`~medlama.probers.benchmarks.ALWAYS_SCORED`).
 REPORT_KS = ALWAYS_SCORED

@@ -7,6 +7,7 @@ import statistics
 from collections.abc import Sequence
 
 from medlama.core.display import print_table
+from medlama.probers.benchmarks import benchmark
 from medlama.probers.scores import REPORT_KS
 
 
@@ -35,8 +36,6 @@ def scoring_plan(dataset: str = "medlama", ks: Sequence[int] | None = None,
                  match: str | None = None) -> tuple[tuple[int, ...], tuple[int, ...], str]:
     """``(cut-offs to report, cut-offs to score, matching)`` of a probe of ``dataset``: its declaration's
     :meth:`~medlama.probers.benchmarks.Benchmark.scoring_plan`."""
-    from medlama.probers.benchmarks import benchmark
-
     return benchmark(dataset).scoring_plan(ks, match)
 
 

@@ -1,38 +1,53 @@
 """The probe workflow: one path from queries and models to scores, tables and files, for ``medlama probe`` and
 ``medlama.probe`` alike (as :mod:`medlama.ucm.evaluation` is for UCM), so the two cannot disagree.
 
-* :func:`unique_labels`: each model's row name; explicit duplicates are refused, same-named folders are told
-  apart by their parent folders.
+* :func:`run_probe`: the one entry point. It takes a :class:`ProbeRequest` (what the CLI's flags or the
+  Python API's arguments ask for) and owns the row labels (:func:`medlama.core.models.unique_labels`),
+  every check before the queries are read, the one claim of the output folder, the shard plan, the ranking,
+  scoring, the benchmark's aggregation, the tables and the output folder.
 * :func:`checkpoint_folders`: the ``checkpoint-N`` folders of a ``--checkpoints`` sweep, checked before any
   probing (a model without them fails at once, not after its base probe).
 * :func:`probe_models`: every (method, model) run, its layer sweep and checkpoint sweep, each ranked against
   the pool its query set's rule gives, shard by shard (:mod:`medlama.probers.resume`: kept by
   :func:`shard_store` beside the output, so a rerun continues a killed probe; split across the processes of
-  a ``torchrun`` run), and scored as the benchmark declares (:mod:`medlama.probers.benchmarks`).
-* :func:`print_report` and :func:`write_outputs`: the tables, and the output folder (``results.json``, a list
-  of runs; ``predictions.jsonl``; the plots), written atomically into a folder this workflow owns.
+  a ``torchrun`` run; in memory without an output folder), and scored as the benchmark declares
+  (:mod:`medlama.probers.benchmarks`).
+* :func:`print_report`: the tables; the output folder is :func:`medlama.probers.outputs.write_outputs`'.
+* :func:`probe`: a prober made by hand, ranked through the same shard plan (the rewiring evaluator's path).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from medlama.core import distributed
+from medlama.core.atomic import check_finished, claimed_output
+from medlama.core.batching import is_auto, starting_size
 from medlama.core.checkpoints import checkpoint_step, list_checkpoints
+from medlama.core.defaults import default_model_path
 from medlama.core.errors import MedlamaInputError
-from medlama.core.models import LoadOptions, loading_with
+from medlama.core.models import LoadOptions, loading_with, resolve_model, unique_labels
+from medlama.core.resume import check_work_folder, discard_work_folder, ShardStore
 from medlama.probers import tables
-from medlama.probers.benchmarks import Benchmark
+from medlama.probers.benchmarks import Benchmark, benchmark
+from medlama.probers.biolama_queries import print_source_table
 from medlama.probers.outputs import API_HINT, OUTPUT_KIND, RESULTS_FILE, write_outputs
-from medlama.probers.prober import Prober, ProberNote, check_all_scores
+from medlama.probers.prober import check_all_scores, Prober, ProberNote
 from medlama.probers import queries as sources  # looked up on each call: tests patch its loader
-from medlama.probers.queries import QuerySet, QuerySource
+from medlama.probers.queries import QuerySource
+from medlama.probers.query_set import QuerySet
+from medlama.probers import registry  # looked up on each call: tests patch make_prober
+from medlama.probers.registry import METHODS
 from medlama.probers.result import ProbeResult, result_of
+from medlama.probers.resume import manifest, rank_prober, rank_units, resumed, units_of
+from medlama.probers.retrieval import RetrievalProber
 from medlama.probers.scores import REPORT_KS
 
 
@@ -54,15 +69,12 @@ class ModelRun:
         """The prober of this run (of ``model``, a checkpoint folder, instead of the run's own model). Its
         ``loaded`` attribute records what was loaded (:func:`~medlama.core.models.loading_with`), which
         :func:`~medlama.probers.result.result_of` puts in the run's settings."""
-        from medlama.probers.registry import make_prober
-        from medlama.probers.retrieval import RetrievalProber
-
         model = self.model if model is None else model
         with loading_with(self.load) as loaded:
             if not isinstance(model, (str, Path)):
                 prober = RetrievalProber(model, self.settings, device=device, tokenizer=self.tokenizer)
             else:
-                prober = make_prober(self.method, str(model), self.settings, device=device)
+                prober = registry.make_prober(self.method, str(model), self.settings, device=device)
         prober.loaded = loaded
         return prober
 
@@ -126,21 +138,12 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome | None:
     (:func:`probe_models`), the scores and the benchmark's aggregation, the tables (``report``) and the
     output folder (:func:`write_outputs`). Under several processes, the main process gets the outcome, the
     others ``None``."""
-    from medlama.core import distributed
-    from medlama.core.atomic import check_finished, claimed_output
-    from medlama.core.models import resolve_model
-    from medlama.probers.prober import check_all_scores
-    from medlama.probers.benchmarks import benchmark
-    from medlama.probers.registry import METHODS
-
     bundled = not request.models
-    models = list(request.models) or [str(_bundled_model())]
+    models = list(request.models) or [str(default_model_path())]
     loaded = [model for model in models if not isinstance(model, (str, Path))]
     probers: dict[str, Prober] = {}
     names = [model if isinstance(model, (str, Path)) else None for model in models]
     if loaded:  # a loaded model is named by what its prober reads (and inspected once)
-        from medlama.core.batching import is_auto, starting_size
-
         method = request.methods[0]
         check_all_scores(METHODS[method].prober, request.all_scores)
         if method != "retrieval":  # a loaded object (the encoder checks which)
@@ -211,8 +214,6 @@ def _probe(request: ProbeRequest, runs: list[ModelRun], checkpoints: dict | None
 def _probe_sharded(request: ProbeRequest, queries: QuerySet, runs: list[ModelRun], checkpoints: dict | None,
                    scored: Sequence[int], match: str) -> ProbeOutcome | None:
     """:func:`probe_models` with its completed shards kept beside ``request.out`` (:func:`shard_store`)."""
-    from medlama.core import distributed
-
     device = distributed.device_for(request.device)
     distributed.start(device)
     store = None
@@ -236,19 +237,11 @@ def _start_over(hint: str) -> str:
     return hint.split(" to ")[0] + " to start over"
 
 
-def _bundled_model() -> Path:
-    from medlama.core.defaults import default_model_path
-
-    return default_model_path()
-
-
 def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k: int = 10, ks=REPORT_KS,
           match: str = "exact", all_scores: bool = False) -> ProbeResult:
     """Run a ``prober`` made by hand on ``queries`` (against the pool their rule gives, through the shard plan
     every probe takes: :func:`medlama.probers.resume.rank_prober`) and score its top ``top_k`` predictions;
     ``all_scores``: keep every candidate's score (``scores.parquet``). Nothing is written."""
-    from medlama.probers.resume import rank_prober
-
     check_all_scores(prober, all_scores)
     if getattr(getattr(prober, "settings_", None), "batch_size", None) == "auto":
         raise MedlamaInputError("batch size 'auto' is resolved by medlama probe and medlama.probe (the largest that "
@@ -257,43 +250,6 @@ def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k:
     ranking = rank_prober(prober, queries, top_k=top_k, all_scores=all_scores)
     return result_of(ProberNote.of(prober), queries, ranking, time.perf_counter() - start,
                      label=label or prober.method, ks=ks, match=match)
-
-
-def unique_labels(models: Sequence[Any], labels: Sequence[str] | None = None, *, bundled: bool = False
-                  ) -> list[str]:
-    """A distinct row name per model: ``labels`` when given (duplicates are refused, since two rows of one name
-    cannot be told apart in tables, plots or ``results.json``); else ``bundled`` for the bundled encoder and
-    each folder's name, same-named folders told apart by as many parent folders as it takes."""
-    if labels is not None:
-        labels = [str(label) for label in labels]
-        if len(labels) != len(models):
-            raise MedlamaInputError(f"{len(labels)} --label values for {len(models)} --model values")
-        repeated = sorted({label for label in labels if labels.count(label) > 1})
-        if repeated:
-            raise MedlamaInputError(f"--label {', '.join(map(repr, repeated))} given more than once: every model "
-                                    "needs its own label, or its rows cannot be told apart")
-        return labels
-    if bundled:
-        return ["bundled"]
-    parts = [Path(str(model)).parts or (str(model),) for model in models]
-    depth = [1] * len(models)
-    while True:
-        names = ["/".join(p[-d:]) for p, d in zip(parts, depth)]
-        clashes = {name for name in names if names.count(name) > 1}
-        if not clashes:
-            return names
-        grown = False
-        for index, name in enumerate(names):
-            if name in clashes and depth[index] < len(parts[index]):
-                depth[index] += 1
-                grown = True
-        if not grown:  # the same model given twice: number the repeats
-            seen: dict[str, int] = {}
-            out = []
-            for name in names:
-                seen[name] = seen.get(name, 0) + 1
-                out.append(name if seen[name] == 1 else f"{name} #{seen[name]}")
-            return out
 
 
 def model_runs(methods: Sequence[str], labels: Sequence[str], models: Sequence[Any], settings: dict[str, Any],
@@ -332,13 +288,8 @@ def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequenc
     ``probers``: probers already made, by run label (a loaded model is inspected once). ``all_scores``: keep
     every candidate's score (``scores.parquet``; refused, before any model loads, for methods that generate
     their answers). The ranking goes shard by shard (:mod:`medlama.probers.resume`): ``store`` keeps the
-    completed ones (a :class:`~medlama.core.shards.ShardStore` beside the output: a rerun continues from them),
+    completed ones (a :class:`~medlama.core.resume.ShardStore` beside the output: a rerun continues from them),
     and under several processes each ranks its share; the main process gets the outcome, the others ``None``."""
-    from medlama.probers.resume import rank_units, units_of
-
-    from medlama.probers.prober import check_all_scores
-    from medlama.probers.registry import METHODS
-
     top_k = max(top_k or 0, max(scored))
     for run in runs:
         check_all_scores(METHODS[run.method].prober, all_scores)
@@ -366,14 +317,10 @@ def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequenc
 def shard_store(out: str | Path, queries: QuerySet, runs: Sequence[ModelRun], *, top_k: int,
                 checkpoints: dict[str, dict[int, Path]] | None = None, overwrite: bool = False,
                 hint: str = "give overwrite=True to start over", all_scores: bool = False):
-    """The store of the completed shards of a probe into ``out`` (:class:`~medlama.core.shards.ShardStore`):
+    """The store of the completed shards of a probe into ``out`` (:class:`~medlama.core.resume.ShardStore`):
     an earlier run's with the same settings is continued (said on stderr), another's refused, ``overwrite``
     starts over. Every process checks alike; the main process, holding ``out``'s lock, opens it; a refusal any
     process meets is raised by all."""
-    from medlama.core import distributed
-    from medlama.core.shards import ShardStore, check_work_folder
-    from medlama.probers.resume import manifest, resumed, units_of
-
     units = units_of(runs, checkpoints)
     record = manifest(queries, units, top_k=top_k, all_scores=all_scores)
     def together(step) -> None:  # every process raises the first refusal any of them met
@@ -395,8 +342,6 @@ def shard_store(out: str | Path, queries: QuerySet, runs: Sequence[ModelRun], *,
     store = ShardStore.joined(out)
     done, total = resumed(store, queries, units)
     if done and distributed.is_main_process():
-        import sys
-
         print(f"medlama: continuing an interrupted probe: {done} of {total} shards already done "
               f"({store.folder.name})", file=sys.stderr)
     return store
@@ -404,8 +349,6 @@ def shard_store(out: str | Path, queries: QuerySet, runs: Sequence[ModelRun], *,
 
 def discard_shards(out: str | Path) -> None:
     """Remove the shards a probe into ``out`` kept (a user's folder in their place is never touched)."""
-    from medlama.core.shards import discard_work_folder
-
     discard_work_folder(out, kind=OUTPUT_KIND)
 
 
@@ -424,8 +367,6 @@ def print_report(outcome: ProbeOutcome, benchmark: Benchmark, ks: Sequence[int])
     if len(results) <= 4:
         tables.print_per_relation(results, k_values=tuple(dict.fromkeys((ks[0], ks[-1]))))
     if benchmark.aggregation is not None and benchmark.aggregation[0] == "by_source":
-        from medlama.probers.biolama_queries import print_source_table
-
         print_source_table(results, ks)
 
 
@@ -436,5 +377,4 @@ def describe_pool(queries: QuerySet) -> str:
 
 
 __all__ = ["ModelRun", "ProbeOutcome", "ProbeRequest", "aggregate", "checkpoint_folders", "describe_pool",
-           "discard_shards", "model_runs", "print_report", "probe", "probe_models", "run_probe", "shard_store",
-           "unique_labels"]
+           "discard_shards", "model_runs", "print_report", "probe", "probe_models", "run_probe", "shard_store"]

@@ -32,7 +32,7 @@ def heldout_queries(corpus: str | Path, *, pairs: int = DEFAULT_PAIRS, mask_rati
     Lines too short to mask and pairs whose span is blank (a double space in the line) are left out: they
     have no answer to retrieve.
     """
-    from medlama.probers.queries import QuerySet
+    from medlama.probers.query_set import QuerySet
     from medlama.trainers.cloze import build_cloze_dataset
 
     if not isinstance(pairs, int) or isinstance(pairs, bool) or pairs < 1:

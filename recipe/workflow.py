@@ -17,7 +17,7 @@ from medlama.probers.outputs import PREDICTIONS_FILE, RESULTS_FILE, write_predic
 from medlama.probers.result import ProbeResult
 from medlama.probers.scores import REPORT_KS
 from medlama.probers.workflow import probe
-from medlama.probers.queries import QuerySet
+from medlama.probers.query_set import QuerySet
 from medlama.probers.tables import mean_std
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
 

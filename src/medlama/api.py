@@ -38,7 +38,8 @@ def load_medlama(config: str = "hard", *, data: str | Path | None = None, source
     """
     from medlama.datasets.folders import folder_configs, load_config, resolve_folder
     from medlama.probers.arguments import check_relations, check_release_relations, relation_names
-    from medlama.probers.queries import QuerySource, resolve_data
+    from medlama.probers.benchmarks import resolve_data
+    from medlama.probers.queries import QuerySource
 
     relations = relation_names(relations)
     check_release_relations("medlama", data, relations)  # before MedLAMA is built from its release

@@ -11,7 +11,7 @@ import pytest
 
 from medlama.core import progress
 from medlama.cli import main
-from medlama.probers.queries import QuerySet
+from medlama.probers.query_set import QuerySet
 from medlama.probers.registry import METHODS
 from probe_outputs import predictions
 

@@ -13,6 +13,7 @@ from medlama.probers.outputs import RESULTS_FILE
 from medlama.probers.queries import QuerySource
 from medlama.probers.retrieval import RetrievalSettings
 from medlama.probers.registry import METHODS, method_names, settings_for
+from medlama.core import distributed
 from medlama.core.models import LoadOptions
 from medlama.core.settings import settings_from
 
@@ -92,21 +93,12 @@ def load_queries(args: argparse.Namespace):
     return queries.limit_per_relation(limit) if limit else queries
 
 
-def scoring(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...], str]:
-    """(cut-offs to report, cut-offs to score, matching): the benchmark's declaration
-    (:meth:`~medlama.probers.benchmarks.Benchmark.scoring_plan`)."""
-    from medlama.probers.benchmarks import benchmark
-
-    return benchmark(query_source(args).dataset).scoring_plan(args.ks, args.match)
-
-
 def run(args: argparse.Namespace) -> int:
     """Turn the flags into a :class:`~medlama.probers.workflow.ProbeRequest` and run it
     (:func:`~medlama.probers.workflow.run_probe`, the path ``medlama.probe`` takes too): the checks, one claim
     of OUT, the shards kept beside it (a rerun of a killed probe continues it; under torchrun / accelerate
     launch every process ranks its share), the tables, and OUT written once everything is done."""
-    from medlama.core import distributed
-    from medlama.probers.workflow import ProbeRequest, run_probe
+    from medlama.probers.workflow import ProbeRequest, run_probe  # the probers (torch) only once flags parse
 
     methods = list(dict.fromkeys(method_names(args.method)))
     settings = method_settings(args, methods)

@@ -63,7 +63,7 @@ def _methods(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from medlama.core.atomic import atomic_directory
-    from medlama.core.shards import discard_work_folder
+    from medlama.core.resume import discard_work_folder
     from medlama.core.defaults import default_model_path
     from medlama.core.errors import MedlamaInputError
     from medlama.core.models import resolve_model
