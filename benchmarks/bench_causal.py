@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from medlama.core.defaults import MASK_PLACEHOLDER
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TQDM_DISABLE", "1")
 
@@ -141,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from medlama.probers.queries import QuerySet
+    from medlama.probers.query_set import QuerySet
     from medlama.probers.registry import make_prober
 
     if args.threads:
@@ -152,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     texts = [f"{head} may treat [Y] ." for head in heads]
     queries = QuerySet([f"q{i}" for i in range(len(texts))], ["may_treat"] * len(texts), texts,
                        [[pool[i % len(pool)]] for i in range(len(texts))], pool, "synthetic")
-    corpus = [t.replace("[Y]", pool[i % len(pool)]) for i, t in enumerate(texts)] + pool
+    corpus = [t.replace(MASK_PLACEHOLDER, pool[i % len(pool)]) for i, t in enumerate(texts)] + pool
     print(f"model {size} ({args.dtype} on {args.device}), {len(texts)} queries, {len(pool)} candidates, "
           f"torch threads {torch.get_num_threads()}")
     with tempfile.TemporaryDirectory() as tmp:

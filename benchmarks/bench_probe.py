@@ -34,7 +34,7 @@ def main() -> None:
 
     from medlama.core.defaults import default_model_path
     from medlama.core.display import print_table
-    from medlama.probers.base import probe
+    from medlama.probers.workflow import probe
     from medlama.probers.queries import load_medlama_queries
     from medlama.probers.registry import make_prober
 

@@ -41,7 +41,7 @@ def load_queries(source: Path, limit: int):
     """Every k-th hard query of all relations (``limit`` in all) and the candidate names of those relations."""
     import pandas as pd
 
-    from medlama.probers.queries import QuerySet
+    from medlama.probers.query_set import QuerySet
 
     prompts = pd.read_csv(source / "prompts.csv").set_index("pid")["human_prompt"].to_dict()
     rows, names = [], set()

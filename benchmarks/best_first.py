@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from medlama.core.defaults import MASK_PLACEHOLDER
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TQDM_DISABLE", "1")
 
@@ -89,7 +91,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     queries = hard_set(args.data, args.source)
-    sentences = [text.replace("[Y]", answer) for text, gold in zip(queries.texts, queries.gold) for answer in gold[:3]]
+    sentences = [text.replace(MASK_PLACEHOLDER, answer) for text, gold in zip(queries.texts, queries.gold) for answer in gold[:3]]
     with tempfile.TemporaryDirectory() as tmp:
         steps = train_model(Path(tmp), sentences, args.train_seconds)
         print(f"trained {steps} steps on {len(sentences)} sentences for {args.train_seconds:.0f}s")

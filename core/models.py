@@ -23,7 +23,7 @@ import contextlib
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -361,3 +361,41 @@ def loading_weights(model: str | Path, what: str, *, name: str | None = None) ->
                                     file=damaged) from None
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise MedlamaInputError(f"cannot load {what}: {reason}", file=name or str(model)) from None
+
+
+def unique_labels(models: Sequence[Any], labels: Sequence[str] | None = None, *, bundled: bool = False
+                  ) -> list[str]:
+    """The one model-label rule (``medlama probe``, ``medlama.probe``; for ``ucm`` too): a distinct row name
+    per model: ``labels`` when given (duplicates are refused, since two rows of one name
+    cannot be told apart in tables, plots or ``results.json``); else ``bundled`` for the bundled encoder and
+    each folder's name, same-named folders told apart by as many parent folders as it takes."""
+    if labels is not None:
+        labels = [str(label) for label in labels]
+        if len(labels) != len(models):
+            raise MedlamaInputError(f"{len(labels)} --label values for {len(models)} --model values")
+        repeated = sorted({label for label in labels if labels.count(label) > 1})
+        if repeated:
+            raise MedlamaInputError(f"--label {', '.join(map(repr, repeated))} given more than once: every model "
+                                    "needs its own label, or its rows cannot be told apart")
+        return labels
+    if bundled:
+        return ["bundled"]
+    parts = [Path(str(model)).parts or (str(model),) for model in models]
+    depth = [1] * len(models)
+    while True:
+        names = ["/".join(p[-d:]) for p, d in zip(parts, depth)]
+        clashes = {name for name in names if names.count(name) > 1}
+        if not clashes:
+            return names
+        grown = False
+        for index, name in enumerate(names):
+            if name in clashes and depth[index] < len(parts[index]):
+                depth[index] += 1
+                grown = True
+        if not grown:  # the same model given twice: number the repeats
+            seen: dict[str, int] = {}
+            out = []
+            for name in names:
+                seen[name] = seen.get(name, 0) + 1
+                out.append(name if seen[name] == 1 else f"{name} #{seen[name]}")
+            return out

@@ -45,7 +45,8 @@ from medlama.core.atomic import atomic_directory, check_replaceable
 from medlama.datasets.folders import folder_configs
 from medlama.integrations.lm_eval_readme import render_readme
 from medlama.probers.arguments import check_relations
-from medlama.probers.queries import QuerySource, load_medlama_queries, resolve_data
+from medlama.probers.benchmarks import resolve_data
+from medlama.probers.queries import QuerySource, load_medlama_queries
 
 #: Who writes a task folder (its ownership record) and the file every one holds.
 KIND = "export lm-eval"

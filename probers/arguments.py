@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from medlama.core.errors import MedlamaInputError
+from medlama.core.models import check_device
 from medlama.core.settings import check, did_you_mean, setting
 
 MATCHES = ("exact", "normalized")
@@ -37,8 +38,6 @@ class ProbeArguments:
         check(self)
         if self.ks is not None and not self.ks:
             raise MedlamaInputError("setting 'ks' must list at least one cut-off, e.g. [1, 5, 10] (or be None)")
-        from medlama.core.models import check_device
-
         check_device(self.device, name="device")
 
 
@@ -72,7 +71,7 @@ def check_release_relations(dataset: str, data: Any, relations: Sequence[str] | 
     """Before MedLAMA is built from its release (no ``data`` folder given), refuse relations the release does not
     have: its relations are known without reading it."""
     if dataset == "medlama" and data is None and relations:
-        from medlama.loaders.medlama_release import RELATIONS
+        from medlama.loaders.medlama_release import RELATIONS  # the release loader only when a relation is checked
 
         check_relations(relations, RELATIONS)
 

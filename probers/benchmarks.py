@@ -6,29 +6,23 @@ aggregation its paper reports (BioLAMA: macro acc@k per source). The loaders, th
 (:mod:`medlama.probers.workflow`), the CLI and the Python API read these declarations instead of testing
 the dataset's name, so the CLI and ``medlama.probe`` cannot score one benchmark two ways.
 
-The candidate pool a retrieval prober ranks against is the second thing that moves a number: a relation's
-acc@k depends on which relations share its pool. :data:`CANDIDATE_RULES` spells the three rules out, and
-:func:`pool_record` is what a result records of its pool (rule, size, SHA-256 of the sorted names), so that
-two results can be checked for comparability.
+The candidate pool a prober ranks against is the second thing that moves a number: its rules, the pools
+they give and what a result records of its pool live in :mod:`medlama.probers.pools`.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from medlama.core.errors import MedlamaInputError
+from medlama.datasets.folders import DataFolder, identity, resolve_folder
 
 #: The cut-offs every probe scores (tables and plots read them), whatever a benchmark reports.
 ALWAYS_SCORED = (1, 5, 10)
 
-#: How the candidate pool is chosen. ``evaluated`` (the reference probe's rule and the default): the union of
-#: the evaluated relations' pools, so a relation's score depends on what else is probed with it.
-#: ``relation``: each relation against its own pool, whatever else runs. ``config``: the config's whole pool.
-CANDIDATE_RULES = ("evaluated", "relation", "config")
 
 
 @dataclass(frozen=True)
@@ -52,10 +46,8 @@ class Benchmark:
     grouping: str
     #: Extra aggregation the benchmark's paper reports, as ``(name, function of a result's metrics and the ks)``.
     aggregation: tuple[str, Callable[[Mapping, Sequence[int]], dict]] | None = None
-    #: The loader: a :class:`~medlama.probers.queries.QuerySource` to its ``QuerySet`` (config, relations,
-    #: prompt column and candidate rule applied), and the build kept in the cache (from a release, or ``None``:
-    #: ``$..._SOURCE`` / the pinned download).
-    load: Callable[[Any], Any] | None = None
+    #: The build kept in the cache (from a release, or ``None``: ``$..._SOURCE`` / the pinned download); the
+    #: loaders are :func:`medlama.probers.queries.load_queries`'.
     cached_build: Callable[[str | None], Path] | None = None
 
     @property
@@ -73,51 +65,63 @@ class Benchmark:
         return report, tuple(sorted(set(report) | set(ALWAYS_SCORED))), match or self.match
 
 
-def _by_source(metrics: Mapping, ks: Sequence[int]) -> dict:
-    from medlama.probers.biolama_queries import by_source
-
-    return by_source(metrics, ks)
-
-
-def _load_medlama(source):
-    from medlama.probers.queries import load_medlama_source
-
-    return load_medlama_source(source)
-
-
-def _load_biolama(source):
-    from medlama.probers.biolama_queries import load_biolama_source
-
-    return load_biolama_source(source)
-
-
 def _build_medlama(release: str | None) -> Path:
-    from medlama.datasets.medlama_folder import cached_build
+    from medlama.datasets.medlama_folder import cached_build  # the builder only when a build is needed
 
     return cached_build(release)
 
 
 def _build_biolama(release: str | None) -> Path:
-    from medlama.datasets.biolama_folder import cached_build
+    from medlama.datasets.biolama_folder import cached_build  # the builder only when a build is needed
 
     return cached_build(release)
+
+
+#: BioLAMA's sources (its relations are ``<source>_<PID>``).
+SOURCES = ("ctd", "umls", "wikidata")
+
+
+def group_of(source: str, relation: str) -> str:
+    return f"{source}_{relation}"
+
+
+def source_of(group: str) -> str:
+    return group.split("_", 1)[0]
+
+
+def by_source(metrics: Mapping, ks: Sequence[int] = (1, 5)) -> dict[str, dict]:
+    """Macro acc@k per source (mean over the source's relations) from an acc@k result with groups.
+
+    Also ``all``: the mean over the sources' macro values (how BioLAMA summarises several sources).
+    """
+    groups = metrics.get("groups") or {}
+    per_source: dict[str, list[str]] = {}
+    for group in sorted(groups):
+        per_source.setdefault(source_of(group), []).append(group)
+    out = {}
+    for source, members in per_source.items():
+        out[source] = {"relations": len(members), "queries": sum(groups[g]["num_queries"] for g in members)}
+        for k in ks:
+            out[source][f"acc@{k}"] = sum(groups[g][f"acc@{k}"] for g in members) / len(members)
+    return out
+
 
 
 MEDLAMA = Benchmark(
     name="medlama", configs=("hard", "full"), relation_configs="hard_<relation> / full_<relation>",
     splits=("test",), prompt_columns=("query_human", "query_default"),
     candidates="the head and answer names of the relations' rows (the folder's candidates_<config>_<relation>)",
-    ks=(1, 5, 10), match="exact", grouping="relation", load=_load_medlama, cached_build=_build_medlama)
+    ks=(1, 5, 10), match="exact", grouping="relation", cached_build=_build_medlama)
 
 BIOLAMA = Benchmark(
     name="biolama", configs=("all", "ctd", "umls", "wikidata"), relation_configs="<source>_<PID>",
     splits=("test", "dev", "train"), prompt_columns=("query",),
     candidates="the subject and object labels of the relations' rows in the probed split (aliases are gold "
                "answers, not candidates)",
-    ks=(1, 5), match="normalized", grouping="<source>_<PID>", aggregation=("by_source", _by_source),
-    load=_load_biolama, cached_build=_build_biolama)
+    ks=(1, 5), match="normalized", grouping="<source>_<PID>", aggregation=("by_source", by_source),
+    cached_build=_build_biolama)
 
-#: Context variance is scored by :mod:`medlama.ucm` (UCM, and acc@k with and without context); its ranking
+#: Context variance is scored by :mod:`medlama.ucm_eval` (UCM, and acc@k with and without context); its ranking
 #: is over each triple's own candidate entities.
 CONTEXT_VARIANCE = Benchmark(
     name="context-variance", configs=("sets",), relation_configs="--relations", splits=("test",),
@@ -136,16 +140,10 @@ def benchmark(name: str) -> Benchmark:
         raise MedlamaInputError(f"unknown dataset {name!r}; choose from {list(BENCHMARKS)}") from None
 
 
-def pool_hash(names: Sequence[str]) -> str:
-    """SHA-256 of the sorted, distinct candidate names (one per line, UTF-8): equal pools, equal hashes."""
-    return hashlib.sha256("\n".join(sorted(set(names))).encode("utf-8")).hexdigest()
-
-
-def pool_record(rule: str, candidates: Sequence[str], pools: Mapping[str, Sequence[str]] | None = None) -> dict:
-    """What a result records of its candidate pool: ``rule``, ``size`` and ``sha256`` of the pool (for the
-    ``relation`` rule, of the union) and, per relation, each pool's own size and hash."""
-    record = {"rule": rule, "size": len(set(candidates)), "sha256": pool_hash(candidates)}
-    if pools is not None:
-        record["per_relation"] = {relation: {"size": len(set(names)), "sha256": pool_hash(names)}
-                                  for relation, names in sorted(pools.items())}
-    return record
+def resolve_data(source: Any) -> DataFolder:
+    """The dataset folder of ``source`` and its identity: ``source.data`` (a folder, a dry run or a Hub id),
+    else a folder built once into the cache from the release."""
+    if source.data is not None:
+        return resolve_folder(source.data, dataset=source.dataset)
+    folder = benchmark(source.dataset).cached_build(source.source)
+    return DataFolder(folder, identity(folder, "build", source.dataset))

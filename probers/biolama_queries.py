@@ -17,27 +17,21 @@ the relations of each source (``by_source``), as table 7 of Meng et al. (2022) r
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
+from medlama.core.display import print_table
 from medlama.datasets.folders import DataFolder, load_config, resolve_folder
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.benchmarks import BIOLAMA
-from medlama.probers.queries import QuerySet
+from medlama.probers.benchmarks import BIOLAMA, SOURCES, by_source, group_of, resolve_data
+from medlama.probers.pools import check_rule
+from medlama.probers.query_set import QuerySet
+from medlama.probers.tables import percent
 
 #: BioLAMA's cut-offs and matching, as its declaration gives them.
 BIOLAMA_KS = BIOLAMA.ks
 BIOLAMA_MATCH = BIOLAMA.match
-SOURCES = ("ctd", "umls", "wikidata")
 CANDIDATE_SETS = ("labels", "labels+aliases")
-
-
-def group_of(source: str, relation: str) -> str:
-    return f"{source}_{relation}"
-
-
-def source_of(group: str) -> str:
-    return group.split("_", 1)[0]
 
 
 def load_biolama_queries(data: str | Path | DataFolder, config: str = "all", *, split: str = "test",
@@ -47,17 +41,14 @@ def load_biolama_queries(data: str | Path | DataFolder, config: str = "all", *, 
     a built folder (``medlama build biolama``), a ``push-dataset`` dry run or a Hub dataset id.
 
     ``relations`` keeps only these relations, named ``UR44`` or ``umls_UR44``. ``rule``: the candidate pool
-    (:data:`~medlama.probers.benchmarks.CANDIDATE_RULES`): the evaluated relations' rows (default), each
+    (:data:`~medlama.probers.pools.CANDIDATE_RULES`): the evaluated relations' rows (default), each
     relation's own rows, or all rows of the config and split.
     """
-    from medlama.probers.benchmarks import CANDIDATE_RULES
-
     folder = data if isinstance(data, DataFolder) else resolve_folder(data, dataset="biolama")
     data_dir = folder.path
     if candidates not in CANDIDATE_SETS:
         raise MedlamaInputError(f"unknown candidate set {candidates!r}; choose from {list(CANDIDATE_SETS)}")
-    if rule not in CANDIDATE_RULES:
-        raise MedlamaInputError(f"unknown candidate rule {rule!r}; choose from {list(CANDIDATE_RULES)}")
+    check_rule(rule)
     data = load_config(data_dir, config, split)
     if "answers" not in data.column_names or "query" not in data.column_names:
         raise MedlamaInputError(f"config {config!r} is not BioLAMA (no 'query' and 'answers' columns)", file=data_dir)
@@ -91,37 +82,15 @@ def load_biolama_queries(data: str | Path | DataFolder, config: str = "all", *, 
 def load_biolama_source(source) -> QuerySet:
     """BioLAMA's loader (:data:`~medlama.probers.benchmarks.BIOLAMA`) for a
     :class:`~medlama.probers.queries.QuerySource`."""
-    from medlama.probers.queries import CONFIGS, resolve_data
-
     if source.prompt_column != "query_human":
         raise MedlamaInputError("--prompt-column is a MedLAMA option; BioLAMA queries use its manual prompts")
-    return load_biolama_queries(resolve_data(source), source.config or CONFIGS["biolama"][0], split=source.split,
+    return load_biolama_queries(resolve_data(source), source.config or BIOLAMA.configs[0], split=source.split,
                                 relations=list(source.relations) if source.relations else None,
                                 rule=source.candidates)
 
 
-def by_source(metrics: Mapping, ks: Sequence[int] = BIOLAMA_KS) -> dict[str, dict]:
-    """Macro acc@k per source (mean over the source's relations) from an acc@k result with groups.
-
-    Also ``all``: the mean over the sources' macro values (how BioLAMA summarises several sources).
-    """
-    groups = metrics.get("groups") or {}
-    per_source: dict[str, list[str]] = {}
-    for group in sorted(groups):
-        per_source.setdefault(source_of(group), []).append(group)
-    out = {}
-    for source, members in per_source.items():
-        out[source] = {"relations": len(members), "queries": sum(groups[g]["num_queries"] for g in members)}
-        for k in ks:
-            out[source][f"acc@{k}"] = sum(groups[g][f"acc@{k}"] for g in members) / len(members)
-    return out
-
-
 def print_source_table(results, ks: Sequence[int] = BIOLAMA_KS) -> None:
     """Table 7 of the paper: per run, macro acc@k (%) of each source."""
-    from medlama.core.display import print_table
-    from medlama.probers.report import percent
-
     tables = [by_source(r.metrics, ks) for r in results]
     sources = [s for s in SOURCES if any(s in t for t in tables)] + sorted(
         {s for t in tables for s in t} - set(SOURCES))

@@ -11,7 +11,7 @@
   ``[Y]`` (default 1; EOS when nothing follows), and a stopping criterion that finishes a beam where a
   candidate closes: every output is a candidate, the top-k from one decoding pass. A candidate that is a
   prefix of another ("asthma", "asthma attack") ends halfway down its path (``END``); if a closing token
-  also continues a name, the shorter candidate wins. Beams score like the likelihood method
+  also continues a name, the shorter candidate wins (the trie: :mod:`medlama.probers.causal_trie`). Beams score like the likelihood method
   (``length_penalty`` 0 for sum, 1 for mean; exact stopping rule) and the finished candidates are ordered
   by the float64 sum (or mean) of the beams' own token log-probabilities, ties in candidate order (the
   likelihood method's ``rank_unique``): ``num_beams`` >= the number of candidates gives exactly its top-k
@@ -42,12 +42,15 @@ from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import FiniteScores
 from medlama.core.defaults import MASK_PLACEHOLDER
-from medlama.probers.base import Prober, _acc_at_k_module, check_all_scores
+from medlama.probers.prober import Prober, check_all_scores
+from medlama.probers.scores import acc_at_k_module
 from medlama.probers.ranking import Ranking
 from medlama.probers.causal_scoring import CausalLM, CausalModelSettings, CausalQuery
+from medlama.probers.causal_search import best_first
+from medlama.probers.causal_trie import END, TrieTokens, candidate_trie, walk
 from medlama.probers.generative import aligned_answer
 from medlama.probers.mlm import candidate_lookup, rank_unique
-from medlama.probers.queries import QuerySet
+from medlama.probers.query_set import QuerySet
 from medlama.core.settings import as_dict, setting
 
 REDUCTION_HELP = "a candidate's score: the sum of its (and the suffix's) token log-probabilities, or their mean"
@@ -153,7 +156,7 @@ class _CausalProber(Prober):
             yield chunk
 
     def _left_padded(self, prefixes: list[list[int]]):
-        import torch
+        import torch  # torch only when a model runs
 
         width = max(len(p) for p in prefixes)
         ids = torch.full((len(prefixes), width), self.lm.pad_id, dtype=torch.long)
@@ -214,86 +217,11 @@ class CausalLikelihoodProber(_CausalProber):
     def best_first(self, queries: QuerySet, top_k: int = 10, *, cutoff: int = 0) -> list:
         """Per query, the exact top ``top_k`` with scores, the gold's rank up to ``cutoff`` and its score, by
         best-first search (:func:`medlama.probers.causal_search.best_first`; sum reduction only)."""
-        from medlama.probers.causal_search import best_first
-
         if self.settings_.reduction != "sum":
             raise MedlamaInputError(f"best-first search needs reduction 'sum', got {self.settings_.reduction!r}")
         names = self._need_candidates(queries)
         return [best_first(self.lm, text, names, top_k, gold=gold, cutoff=cutoff, batch_size=self.settings_.batch_size)
                 for text, gold in zip(queries.texts, queries.gold)]
-
-
-#: The key of a trie node where a candidate ends (its value: the candidate's token ids).
-END = -1
-
-
-def candidate_trie(sequences: list[tuple[int, ...]], close: tuple[int, ...]) -> dict:
-    """Nested ``{token: child}`` over each sequence followed by ``close``; ``node[END]`` marks where one ends.
-
-    A candidate that is a prefix of another ends halfway down the other's path, at its closing tokens.
-    """
-    root: dict = {}
-    for sequence in sequences:
-        if not sequence:
-            continue
-        node = root
-        for token in (*sequence, *close):
-            node = node.setdefault(token, {})
-        node[END] = tuple(sequence)
-    return root
-
-
-def walk(trie: dict, tokens) -> dict | None:
-    """The node reached by ``tokens`` (None: off the trie), stopping at the first candidate's end."""
-    node = trie
-    for token in tokens:
-        if END in node:
-            return node
-        node = node.get(token)
-        if node is None:
-            return None
-    return node
-
-
-class _TrieTokens:
-    """Logits processor allowing only the trie's next tokens (a beam off the trie or past an end: ``filler``).
-
-    Beam search hands processors log-softmaxed logits, so ``seen[(query, tokens so far)]`` keeps the model's
-    log-probabilities of the allowed next tokens, to score finished candidates without ``output_scores``.
-    """
-
-    def __init__(self, tries: list[dict], width: int, filler: int) -> None:
-        self.tries, self.width, self.filler = tries, width, filler
-        self.seen: dict[tuple[int, tuple[int, ...]], dict[int, float]] = {}
-
-    def __call__(self, input_ids, scores):
-        import torch
-
-        per_query = input_ids.shape[0] // len(self.tries)
-        rows, cols, keys = [], [], []
-        for row, sequence in enumerate(input_ids[:, self.width:].tolist()):
-            node = walk(self.tries[row // per_query], sequence)
-            allowed = [token for token in node or () if token != END] or [self.filler]
-            on_trie = node is not None and END not in node
-            keys += [(row // per_query, tuple(sequence)) if on_trie else None] * len(allowed)
-            rows += [row] * len(allowed)
-            cols += allowed
-        at = (torch.tensor(rows, device=scores.device), torch.tensor(cols, device=scores.device))
-        out = torch.full_like(scores, float("-inf"))
-        out[at] = scores[at]
-        for key, token, value in zip(keys, cols, scores[at].tolist()):
-            if key is not None:  # a beam's duplicate (same tokens so far) keeps the first beam's values
-                self.seen.setdefault(key, {}).setdefault(token, value)
-        return out
-
-    def done(self, input_ids, scores=None, **kwargs):
-        """Stopping criterion: a beam is finished when it has closed a candidate (or left the trie)."""
-        import torch
-
-        per_query = input_ids.shape[0] // len(self.tries)
-        done = [(node := walk(self.tries[row // per_query], sequence[self.width:])) is None or END in node
-                for row, sequence in enumerate(input_ids.tolist())]
-        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 
 class CausalConstrainedProber(_CausalProber):
@@ -303,7 +231,7 @@ class CausalConstrainedProber(_CausalProber):
 
     def __init__(self, model_path: str | Path, settings: ConstrainedSettings = ConstrainedSettings(), *,
                  device: str | None = None) -> None:
-        from transformers import GenerationConfig
+        from transformers import GenerationConfig  # transformers only when a model loads or runs
 
         super().__init__(model_path, settings, device=device)
         # Only the trie and the beam settings may shape the ranking: no sampling, penalties, minimum lengths
@@ -317,8 +245,8 @@ class CausalConstrainedProber(_CausalProber):
     def rank_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False) -> Ranking:
         """The candidates the beams finished, best first, with their scores; the gold is ranked among them
         only (``None`` when no beam finished it: the pool is not scored as a whole)."""
-        import torch
-        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+        import torch  # torch only when a model runs
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList  # only when decoding
 
         check_all_scores(self, all_scores)
 
@@ -348,7 +276,7 @@ class CausalConstrainedProber(_CausalProber):
             longest = max(tries[key][1] for key in keys)
             ids, mask, width = self._left_padded([self.lm.fit_prefix(splits[i].prefix, longest) for i in chunk])
             chunk_tries = [tries[key][0] for key in keys]
-            constraint = _TrieTokens(chunk_tries, width, self.lm.pad_id)
+            constraint = TrieTokens(chunk_tries, width, self.lm.pad_id)
             # Every finished beam comes back (one per candidate at most), scored by a float64 sum of its own
             # token log-probabilities and ordered as causal-likelihood orders its scores.
             config = GenerationConfig(num_beams=beams, num_return_sequences=beams, do_sample=False,
@@ -383,7 +311,7 @@ class CausalConstrainedProber(_CausalProber):
 
 def _normalize(text: str) -> str:
     """The acc@k metric's own normalisation, so that matching agrees with ``--match normalized`` scoring."""
-    return sys.modules[type(_acc_at_k_module()).__module__].normalize_answer(text)
+    return sys.modules[type(acc_at_k_module()).__module__].normalize_answer(text)
 
 
 class CausalGenerateProber(_CausalProber):
@@ -397,8 +325,8 @@ class CausalGenerateProber(_CausalProber):
 
     def generate(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
         """The answers of every query in beam order (at most ``min(top_k, num_beams)``), before matching."""
-        import torch
-        from transformers import LogitsProcessorList
+        import torch  # torch only when a model runs
+        from transformers import LogitsProcessorList  # transformers only when a model loads or runs
 
         if top_k < 1:
             raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
@@ -406,7 +334,7 @@ class CausalGenerateProber(_CausalProber):
         beams = settings.num_beams or top_k
         returned = min(top_k, beams)
         splits = [self.lm.split(text) for text in queries.texts]
-        suffixes = [text.split("[Y]")[1] for text in queries.texts]
+        suffixes = [text.split(MASK_PLACEHOLDER)[1] for text in queries.texts]
         out: list[list[str]] = [[] for _ in splits]
         extra = settings.max_answer_tokens
         for chunk in self._generate_chunks(splits):

@@ -38,7 +38,7 @@ from medlama.core.finite import require_log_probs
 from medlama.core.models import (finish_loading, load_tokenizer, loading_weights, pick_device, pretrained_kwargs,
                                  quiet_transformers, read_config, resolve_model)
 from medlama.probers.mlm import MAX_LOGPROB_ELEMENTS
-from medlama.probers.base import check_settings
+from medlama.probers.prober import check_settings
 from medlama.core.settings import setting
 
 DTYPES = ("fp32", "bf16", "fp16")
@@ -72,13 +72,13 @@ class CausalModelSettings:
 
 def _log_softmax(logits):
     """Log-softmax in at least float32 (bf16/fp16 logits are widened; a float64 model stays float64)."""
-    import torch
+    import torch  # torch only when a model runs
 
     return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(-1)
 
 
 def _torch_dtype(name: str):
-    import torch
+    import torch  # torch only when a model runs
 
     return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
 
@@ -116,7 +116,7 @@ def load_causal_lm(model_path: str | Path, method: str, *, dtype: str = "fp32", 
 
     ``method`` names the probing method in errors. A tokenizer without a pad token gets EOS as padding.
     """
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # transformers only when a model loads or runs
 
     path = resolve_model(model_path)
     if dtype not in DTYPES:
@@ -279,7 +279,7 @@ class CausalLM:
         A float64 CPU tensor in row order; an empty row scores ``-inf``. The prefix is cut from its start
         when prefix + the longest row exceeds the model's positions.
         """
-        import torch
+        import torch  # torch only when a model runs
 
         if reduction not in ("sum", "mean"):
             raise MedlamaInputError(f"unknown reduction {reduction!r}; choose 'sum' or 'mean'")
@@ -312,8 +312,8 @@ class CausalLM:
 
     def _prefix_pass(self, prefix: Sequence[int]):
         """The prefix's KV cache and the log-probabilities of the token after it (float32, vocabulary)."""
-        import torch
-        from transformers import DynamicCache
+        import torch  # torch only when a model runs
+        from transformers import DynamicCache  # transformers only when a model loads or runs
 
         ids = torch.tensor([list(prefix)], dtype=torch.long, device=self.device)
         cache = DynamicCache(config=self.model.config)
@@ -322,7 +322,7 @@ class CausalLM:
 
     def _cached(self, head, ids):
         """Per-token log-probabilities (batch x width) of ``ids`` after the cached prefix."""
-        import torch
+        import torch  # torch only when a model runs
 
         cache, first = head
         lp = torch.empty(ids.shape, dtype=first.dtype, device=ids.device)
@@ -337,7 +337,7 @@ class CausalLM:
 
     def _uncached(self, prefix: Sequence[int], ids):
         """The same log-probabilities from one plain pass over each full sequence (the naive reference)."""
-        import torch
+        import torch  # torch only when a model runs
 
         head = torch.tensor(list(prefix), dtype=torch.long, device=ids.device).expand(ids.shape[0], -1)
         full = torch.cat([head, ids[:, :-1]], dim=1)

@@ -2,7 +2,7 @@
 over the candidates' token trie.
 
 With ``reduction="sum"`` a candidate's score is the sum of its tokens' (and the closing suffix's)
-log-probabilities, each <= 0, so the running sum at a node of the trie (:func:`~medlama.probers.causal.
+log-probabilities, each <= 0, so the running sum at a node of the trie (:func:`~medlama.probers.causal_trie.
 candidate_trie`) is an upper bound on the score of every candidate below it. The search keeps a priority
 queue of trie nodes keyed by that bound and expands the best ones first; a candidate is complete when the
 last token of its closing suffix is scored (exactly what the exhaustive method sums: name + the query's
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_log_probs
-from medlama.probers.causal import END, candidate_trie
+from medlama.probers.causal_trie import END, candidate_trie
 from medlama.probers.causal_scoring import CausalLM, CausalQuery, _log_softmax
 from medlama.probers.mlm import MAX_LOGPROB_ELEMENTS
 
@@ -129,7 +129,7 @@ class _Search:
             self.pushed += 1
 
     def run(self) -> None:
-        import torch
+        import torch  # torch only when a model runs
 
         with torch.inference_mode():
             cache, first = self.lm._prefix_pass(self.prefix)
@@ -150,7 +150,7 @@ class _Search:
 
     def _expand(self, cache, batch) -> None:
         """One forward pass over the batch's paths (each extended down its single-child chain)."""
-        import torch
+        import torch  # torch only when a model runs
 
         jobs = []
         for negative, _, path, node in batch:

@@ -27,6 +27,7 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_finite
 from medlama.core.models import (active_options, finish_loading, load_tokenizer, loading_weights, note_loaded,
                                  pick_device, pretrained_kwargs, read_config, resolve_model)
+from medlama.core.progress import enabled as progress_enabled
 
 POOLINGS = ("cls", "mean")
 #: The pooling that is no pooling of ours: the model's own sentence-transformers modules.
@@ -46,7 +47,7 @@ def own_max_length(tokenizer: Any, config: Any) -> int:
 
 def load_encoder(model_path: str | Path):
     """Tokenizer and encoder (no task head) of ``model_path``, with clear errors for what is not one."""
-    from transformers import AutoModel
+    from transformers import AutoModel  # transformers only when a model loads or runs
 
     path = resolve_model(model_path)
     config = read_config(path)
@@ -94,7 +95,7 @@ def loaded_encoder(model: Any, tokenizer: Any = None) -> tuple[Any, Any, str] | 
 
 def _layer_stack(model):
     """The model's list of transformer layers, where the architecture exposes one (BERT-like models)."""
-    import torch
+    import torch  # torch only when a model runs
 
     for owner in (getattr(model, "encoder", None), getattr(model, "transformer", None)):
         layers = getattr(owner, "layer", None)
@@ -114,7 +115,7 @@ class Encoder:
     def __init__(self, model_path: Any, *, layers: Sequence[int] | None = None, pooling: str = "cls",
                  batch_size: int = 128, device: str | None = None, half_on_gpu: bool = True,
                  tokenizer: Any = None) -> None:
-        import torch
+        import torch  # torch only when a model runs
 
         if pooling not in POOLINGS:
             raise MedlamaInputError(f"unknown pooling {pooling!r}; choose from {list(POOLINGS)}")
@@ -183,10 +184,8 @@ class Encoder:
             self.model.train(training)
 
     def _encode(self, encoded, order, out, starts, progress):
-        import torch
-        from tqdm.auto import tqdm
-
-        from medlama.core.progress import enabled as progress_enabled
+        import torch  # torch only when a model runs
+        from tqdm.auto import tqdm  # tqdm only when encoding
 
         with torch.inference_mode():
             for start in tqdm(starts, desc=progress, disable=progress is None or not progress_enabled(),
@@ -206,7 +205,7 @@ class Encoder:
 
 def _sentence_transformer(model: Any, device: str | None) -> tuple[Any, str, bool]:
     """``(SentenceTransformer, name, borrowed)`` for a folder, a Hub id or a loaded ``SentenceTransformer``."""
-    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import SentenceTransformer  # sentence-transformers only when its model loads
 
     if isinstance(model, SentenceTransformer):
         first = model[0] if len(model) else None
@@ -268,8 +267,6 @@ class SentenceTransformerEncoder:
                role: str | None = None) -> dict[int, np.ndarray]:
         """``{-1: float32 array (len(texts), dimension)}``; ``max_length`` replaces the model's
         ``max_seq_length`` for this call (``None``: the model's own); ``role``: ``query`` or ``document``."""
-        from medlama.core.progress import enabled as progress_enabled
-
         encode = getattr(self.model, f"encode_{role}", None) if role else None
         encode = encode or self.model.encode
         own, training = self.model.max_seq_length, self.model.training

@@ -30,9 +30,9 @@ from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import FiniteScores
 from medlama.core.models import pick_device
-from medlama.probers.base import Prober, check_all_scores, check_settings
+from medlama.probers.prober import Prober, check_all_scores, check_settings
 from medlama.probers.mlm import candidate_lookup, load_seq2seq_lm
-from medlama.probers.queries import QuerySet
+from medlama.probers.query_set import QuerySet
 from medlama.probers.ranking import Ranking
 from medlama.core.settings import setting
 
@@ -162,8 +162,8 @@ class GenerativeProber(Prober):
 
     def generate(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
         """The ``top_k`` parsed answers of every query in beam order, before deduplication."""
-        import torch
-        from transformers import LogitsProcessorList
+        import torch  # torch only when a model runs
+        from transformers import LogitsProcessorList  # transformers only when a model loads or runs
 
         if top_k < 1:
             raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")

@@ -26,9 +26,9 @@ from pathlib import Path
 
 from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import Prober, check_settings
+from medlama.probers.prober import Prober, check_settings
 from medlama.probers.mlm import MaskedLM
-from medlama.probers.queries import QuerySet
+from medlama.probers.query_set import QuerySet
 from medlama.probers.ranking import Ranking
 from medlama.core.settings import setting
 
@@ -61,7 +61,7 @@ class MaskAverageProber(Prober):
 
     def _groups(self, candidates: list[str], space_before: bool) -> dict:
         """n -> (candidate indices, their first n token ids as an n-column tensor), for each distinct n."""
-        import torch
+        import torch  # torch only when a model runs
 
         cap = self.settings_.max_tokens
         by_length: dict[int, tuple[list[int], list[list[int]]]] = {}
@@ -76,7 +76,7 @@ class MaskAverageProber(Prober):
 
     def _scores(self, splits: list, groups: dict, width: int):
         """Scores (queries x candidates, float32 on the CPU; -inf for unranked names) of split queries."""
-        import torch
+        import torch  # torch only when a model runs
 
         scores = torch.full((len(splits), width), float("-inf"))
         for n, (columns, ids) in groups.items():
@@ -107,7 +107,7 @@ class MaskAverageProber(Prober):
 
     def scores(self, queries: QuerySet):
         """Every candidate's score for every query (queries x candidates float32 tensor; -inf: unranked)."""
-        import torch
+        import torch  # torch only when a model runs
 
         out = torch.full((len(queries), len(queries.candidates)), float("-inf"))
         for block, scores in self._blocks(queries):
@@ -125,7 +125,7 @@ class MaskAverageProber(Prober):
         order), the gold ranked among every candidate; one block of queries in memory at a time (every
         score kept only with ``all_scores``). ``inputs``: the query with the model's mask token in the slot
         (the prober widens it to as many masks as a candidate has tokens)."""
-        import torch
+        import torch  # torch only when a model runs
 
         inputs = queries.with_mask(self.lm.tokenizer.mask_token)
         rows: list = [None] * len(queries)

@@ -47,9 +47,9 @@ from pathlib import Path
 
 from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import Prober, check_all_scores, check_settings
+from medlama.probers.prober import Prober, check_all_scores, check_settings
 from medlama.probers.mlm import MaskedLM, candidate_lookup, rank_unique
-from medlama.probers.queries import QuerySet
+from medlama.probers.query_set import QuerySet
 from medlama.probers.ranking import Ranking
 from medlama.core.settings import setting
 
@@ -231,7 +231,7 @@ class MaskPredictProber(Prober):
 
     def _rescore(self, groups: list[_Group]) -> dict[tuple[int, int], float]:
         """(group index, beam index) -> mean pseudo-log-likelihood of the final fill."""
-        import torch
+        import torch  # torch only when a model runs
 
         rows, positions, targets, keys = [], [], [], []
         for g, group in enumerate(groups):

@@ -45,7 +45,7 @@ def causal_hint(config) -> str:
 
 def load_masked_lm(model_path: str | Path):
     """Tokenizer and masked LM (with its MLM head) of ``model_path``; ``MedlamaInputError`` otherwise."""
-    from transformers import AutoModelForMaskedLM
+    from transformers import AutoModelForMaskedLM  # transformers only when a model loads or runs
 
     path = resolve_model(model_path)
     config = read_config(path)
@@ -80,7 +80,7 @@ def load_masked_lm(model_path: str | Path):
 
 def load_seq2seq_lm(model_path: str | Path):
     """Tokenizer and sequence-to-sequence LM (BART, T5 style) of ``model_path``; ``MedlamaInputError`` otherwise."""
-    from transformers import AutoModelForSeq2SeqLM
+    from transformers import AutoModelForSeq2SeqLM  # transformers only when a model loads or runs
 
     path = resolve_model(model_path)
     config = read_config(path)
@@ -111,7 +111,7 @@ class MaskedLM:
     """A masked LM ready for cloze scoring: queries as token ids, batched log-probabilities at masks."""
 
     def __init__(self, model_path: str | Path, *, device: str | None = None, batch_size: int = 64) -> None:
-        import torch
+        import torch  # torch only when a model runs
 
         if batch_size < 1:
             raise MedlamaInputError(f"batch size must be >= 1, got {batch_size}")
@@ -151,7 +151,7 @@ class MaskedLM:
 
     def _head_matches(self, ids: list[int]) -> bool:
         """Whether the head applied to picked hidden states gives the full model's logits (else: full passes)."""
-        import torch
+        import torch  # torch only when a model runs
 
         row = torch.tensor([ids], device=self.device)
         mask, where = torch.ones_like(row), torch.arange(len(ids), device=self.device).unsqueeze(0)
@@ -230,7 +230,7 @@ class MaskedLM:
         concatenated in row order.
         With ``exclude_special``, special tokens get log-probability -inf (not renormalised).
         """
-        import torch
+        import torch  # torch only when a model runs
 
         if not rows:
             raise ValueError("no rows to score")

@@ -6,109 +6,20 @@ Where the data is, and what identifies it, is :mod:`medlama.datasets.folders`' j
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from medlama.datasets.folders import DataFolder, folder_configs, identity, load_config, resolve_folder
-from medlama.core.defaults import MASK_PLACEHOLDER
+from medlama.datasets.folders import DataFolder, folder_configs, load_config, loaded_from, resolve_folder
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.arguments import check_query_rows, check_relations, check_release_relations, relation_names
-from medlama.probers.benchmarks import BENCHMARKS, CANDIDATE_RULES, benchmark
+from medlama.probers.benchmarks import BENCHMARKS, BIOLAMA, MEDLAMA, benchmark, resolve_data
+from medlama.probers.biolama_queries import load_biolama_source
+from medlama.probers.pools import CANDIDATE_RULES, check_rule, medlama_pools, row_pools
+from medlama.probers.query_set import QuerySet
 from medlama.core.settings import check, setting
 
-PROMPT_COLUMNS = ("query_human", "query_default")
-
-
-@dataclass(frozen=True)
-class QuerySet:
-    """Cloze queries with the object slot as ``[Y]``, their gold answers, and the candidate names.
-
-    Probers fill ``[Y]`` with their own model's mask token (``with_mask``).
-    """
-
-    ids: list[str]
-    relations: list[str]
-    texts: list[str]
-    gold: list[list[str]]
-    candidates: list[str]
-    name: str = "queries"
-    #: What identifies the data (dataset, config, relations, release commit or Hub revision, content hash):
-    #: the ``data`` block of a result's provenance. Never a local path.
-    info: dict = field(default_factory=dict, compare=False)
-    #: How the candidates were chosen (:data:`~medlama.probers.benchmarks.CANDIDATE_RULES`).
-    rule: str = "evaluated"
-    #: Rule ``relation``: each relation's own pool (``candidates`` is then their union); probers rank each
-    #: relation's queries against its pool (:func:`medlama.probers.base.rank_by_pool`).
-    pools: dict[str, list[str]] | None = None
-
-    def __post_init__(self) -> None:
-        sizes = {len(self.ids), len(self.relations), len(self.texts), len(self.gold)}
-        if len(sizes) != 1:
-            raise ValueError(f"query set columns differ in length: {sorted(sizes)}")
-        for index, text in enumerate(self.texts):
-            if text.count(MASK_PLACEHOLDER) != 1:
-                raise MedlamaInputError(f"query {self.ids[index]!r} has {text.count(MASK_PLACEHOLDER)} "
-                                        f"{MASK_PLACEHOLDER} slots, needs exactly one: {text!r}")
-
-    def __len__(self) -> int:
-        return len(self.texts)
-
-    def with_mask(self, mask_token: str) -> list[str]:
-        """The queries with ``[Y]`` replaced by ``mask_token``."""
-        return [text.replace(MASK_PLACEHOLDER, mask_token) for text in self.texts]
-
-    def subset(self, indices: Sequence[int], name: str | None = None) -> "QuerySet":
-        pick = list(indices)
-        return QuerySet([self.ids[i] for i in pick], [self.relations[i] for i in pick],
-                        [self.texts[i] for i in pick], [self.gold[i] for i in pick], self.candidates,
-                        name or self.name, {**self.info, "subset": len(pick)} if self.info else {},
-                        self.rule, self.pools)
-
-    def pool_record(self) -> dict:
-        """The candidate pool as a result records it: rule, size and SHA-256 of the sorted names
-        (:func:`~medlama.probers.benchmarks.pool_record`)."""
-        from medlama.probers.benchmarks import pool_record
-
-        pools = None if self.pools is None else {r: p for r, p in self.pools.items() if r in set(self.relations)}
-        return pool_record(self.rule, self.candidates, pools)
-
-    def limit_per_relation(self, limit: int) -> "QuerySet":
-        """The first ``limit`` queries of each relation, in query order, with the same candidates (a quick
-        check; its scores are not the benchmark's, though a hit means what it means in a full run). Named
-        ``<name>[first N per relation]``, and recorded as ``limit_per_relation`` in :attr:`info`."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise MedlamaInputError(f"the query limit must be an integer >= 1, got {limit!r}")
-        seen: dict[str, int] = {}
-        pick = []
-        for index, relation in enumerate(self.relations):
-            seen[relation] = seen.get(relation, 0) + 1
-            if seen[relation] <= limit:
-                pick.append(index)
-        if len(pick) == len(self):
-            return self
-        subset = self.subset(pick, name=f"{self.name}[first {limit} per relation]")
-        return QuerySet(subset.ids, subset.relations, subset.texts, subset.gold, subset.candidates, subset.name,
-                        {**self.info, "limit_per_relation": limit} if self.info else {}, self.rule, self.pools)
-
-
-def check_rule(rule: str) -> None:
-    """Refuse a candidate rule that is not one of :data:`~medlama.probers.benchmarks.CANDIDATE_RULES`."""
-    if rule not in CANDIDATE_RULES:
-        raise MedlamaInputError(f"unknown candidate rule {rule!r}; choose from {list(CANDIDATE_RULES)}")
-
-
-def medlama_pools(folder: Path, set_name: str, relations: Sequence[str], rule: str, *, whole: bool
-                  ) -> tuple[list[str], dict[str, list[str]] | None]:
-    """``(candidates, per-relation pools or None)`` of MedLAMA ``set_name`` (``hard``, ``full``) of ``folder`` for
-    the evaluated ``relations`` under ``rule``; ``whole``: they are all the config's relations. The pools are
-    the folder's ``candidates_<set>[_<relation>]`` configs, whatever rows are probed (a subset, a shuffle, the
-    first N of each relation)."""
-    check_rule(rule)
-    if rule == "config" or (rule == "evaluated" and whole):
-        return list(load_config(folder, f"candidates_{set_name}", "test")["name"]), None
-    pools = {rel: list(load_config(folder, f"candidates_{set_name}_{rel}", "test")["name"]) for rel in relations}
-    union = sorted(set().union(*pools.values()))
-    return union, (pools if rule == "relation" else None)
+#: MedLAMA's prompt columns (its declaration's, :data:`~medlama.probers.benchmarks.MEDLAMA`).
+PROMPT_COLUMNS = MEDLAMA.prompt_columns
 
 
 def load_medlama_queries(data: str | Path | DataFolder, config: str = "hard", *,
@@ -117,7 +28,7 @@ def load_medlama_queries(data: str | Path | DataFolder, config: str = "hard", *,
     """Queries of MedLAMA for ``config`` (``hard`` or ``full``) from ``data``: a built folder (``medlama build
     medlama``), a ``push-dataset`` dry run or a Hub dataset id (:func:`~medlama.datasets.folders.resolve_folder`).
 
-    The candidate set follows the rule ``candidates`` (:data:`~medlama.probers.benchmarks.CANDIDATE_RULES`):
+    The candidate set follows the rule ``candidates`` (:data:`~medlama.probers.pools.CANDIDATE_RULES`):
     ``evaluated`` (default) is the config's exported one (all answer and head names of the evaluated
     relations), as the reference probe builds it, and a relation subset gets the union of its relations';
     ``relation`` ranks each relation against its own; ``config`` against the config's whole pool.
@@ -163,9 +74,7 @@ def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt
     only while it holds the whole split (they are then the answer and head names of its rows, the rule by
     which the built ``candidates_<config>[_<relation>]`` configs are made); a part of one is refused.
     """
-    from datasets import DatasetDict
-
-    from medlama.datasets.folders import loaded_from
+    from datasets import DatasetDict  # the datasets library only when a loaded Dataset is read
 
     check_rule(candidates)
     if isinstance(data, DatasetDict):
@@ -198,21 +107,12 @@ def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt
         # The union of the present relations' pools (with every relation present, the config's pool itself).
         names, pools = medlama_pools(folder, set_name, present, candidates, whole=False)
     else:
-        names, pools = _row_pools(whole_rows if candidates == "config" else data, candidates)
+        names, pools = row_pools(whole_rows if candidates == "config" else data, candidates)
     info = {"dataset": "medlama", "config": name, "relations": list(relations) if relations else "all",
             "fingerprint": getattr(data, "_fingerprint", None)}
     return QuerySet(ids=list(data["id"]), relations=list(data["relation"]), texts=list(data[prompt_column]),
                     gold=[list(g) for g in data["answer_names"]], candidates=names, name=name, info=info,
                     rule=candidates, pools=pools)
-
-
-def _row_pools(rows, rule: str) -> tuple[list[str], dict[str, list[str]] | None]:
-    """Pools from whole rows: head and answer names, per relation for the ``relation`` rule."""
-    per: dict[str, set[str]] = {}
-    for relation, head, answers in zip(rows["relation"], rows["head_name"], rows["answer_names"]):
-        per.setdefault(relation, set()).update([head, *answers])
-    names = sorted(set().union(*per.values())) if per else []
-    return names, ({r: sorted(p) for r, p in per.items()} if rule == "relation" else None)
 
 
 # -- which queries to probe: the dataset, its built folder, config, split and relations ------------------
@@ -253,15 +153,6 @@ class QuerySource:
         check_release_relations(self.dataset, self.data, self.relations)
 
 
-def resolve_data(source: QuerySource) -> DataFolder:
-    """The dataset folder of ``source`` and its identity: ``source.data`` (a folder, a dry run or a Hub id),
-    else a folder built once into the cache from the release."""
-    if source.data is not None:
-        return resolve_folder(source.data, dataset=source.dataset)
-    folder = benchmark(source.dataset).cached_build(source.source)
-    return DataFolder(folder, identity(folder, "build", source.dataset))
-
-
 def medlama_config(config: str, relations: Sequence[str] | None = None) -> tuple[str, list[str] | None]:
     """``(set, relations)`` of a MedLAMA config name: ``hard``, ``full``, or ``hard_<relation>`` /
     ``full_<relation>`` (the folder's per-relation configs), which selects that relation."""
@@ -285,9 +176,12 @@ def _check_medlama_config(folder: DataFolder, config: str) -> None:
 
 
 def load_queries(source: QuerySource) -> QuerySet:
-    """The :class:`QuerySet` that ``source`` describes, loaded as its benchmark declares
-    (:attr:`~medlama.probers.benchmarks.Benchmark.load`)."""
-    return benchmark(source.dataset).load(source)
+    """The :class:`QuerySet` that ``source`` describes, loaded by its benchmark's loader (config, relations,
+    prompt column and candidate rule applied)."""
+    benchmark(source.dataset)  # an unknown dataset is refused by name
+    if source.dataset == BIOLAMA.name:
+        return load_biolama_source(source)
+    return load_medlama_source(source)
 
 
 def load_medlama_source(source: QuerySource) -> QuerySet:

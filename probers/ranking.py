@@ -1,4 +1,4 @@
-"""A prober's scored ranking (:class:`Ranking`): what :meth:`Prober.rank_scored <medlama.probers.base.Prober.rank_scored>`
+"""A prober's scored ranking (:class:`Ranking`): what :meth:`Prober.rank_scored <medlama.probers.prober.Prober.rank_scored>`
 returns, and what ``predictions.jsonl`` and ``scores.parquet`` are written from.
 
 Per query, in query order:

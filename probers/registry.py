@@ -1,19 +1,18 @@
 """Probing methods by name, as ``medlama probe --method`` spells them: each method's prober class, its
 settings dataclass and its named presets, and :func:`make_prober` building a prober from typed settings.
 
-The one table of method names and of their earlier names (:data:`OLD_NAMES`): ``medlama ucm``'s rankers
-(:mod:`medlama.ucm.rankers`) are the methods of this table that rank a whole pool at one slot, and take
-their names, old names and (but for retrieval's) settings from here."""
+The one table of method names: ``medlama ucm``'s rankers (:mod:`medlama.ucm_eval.rankers`) are the methods of
+this table that rank a whole pool at one slot, and take their names and (but for retrieval's) settings
+from here."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import Prober
+from medlama.probers.prober import Prober
 from medlama.probers.causal import CausalConstrainedProber, CausalGenerateProber, CausalLikelihoodProber, \
     ConstrainedSettings, GenerateSettings, LikelihoodSettings
 from medlama.probers.generative import GenerativeProber, GenerativeSettings
@@ -45,40 +44,29 @@ METHODS: dict[str, Method] = {
     "causal-generate": Method(CausalGenerateProber, GenerateSettings, {}),
 }
 
-#: Earlier method names, still accepted wherever a method is named (``medlama probe``, ``medlama ucm``,
-#: :func:`make_prober`, :func:`medlama.ucm.rankers.make_ranker`): old name -> current name.
-OLD_NAMES = {"contrastive": "retrieval", "mlm": "mask-average"}
-
-
 def method_name(method: str, known: Collection[str] | None = None, *, what: str = "probing method") -> str:
-    """The current name of ``method`` (an old name such as ``contrastive`` gives its replacement).
+    """``method``, checked against the method names.
 
     ``known``: the names the caller takes (default: every method of :data:`METHODS`); any other is an
     error that calls the name ``what``.
     """
     choices = METHODS if known is None else known
-    name = OLD_NAMES.get(method, method)
-    if name not in choices:
+    if method not in choices:
         raise MedlamaInputError(f"unknown {what} {method!r}; choose from {sorted(choices)}")
-    return name
+    return method
 
 
-def current_names(methods: Iterable[str], known: Collection[str] | None = None, *, flag: str = "--method"
-                  ) -> list[str]:
-    """The methods a command's ``flag`` gave, in current names (one per value, in order).
-
-    Names not in ``known`` (default: every method of :data:`METHODS`) are one error naming them all, raised
-    before any work starts; each old name given says once on stderr what replaced it.
-    """
+def method_names(methods: Iterable[str], known: Collection[str] | None = None, *, flag: str = "--method"
+                 ) -> list[str]:
+    """The methods a command's ``flag`` gave (one per value, in order), checked: names not in ``known``
+    (default: every method of :data:`METHODS`) are one error naming them all, raised before any work starts."""
     methods = list(methods)
     choices = METHODS if known is None else known
-    unknown = [method for method in methods if OLD_NAMES.get(method, method) not in choices]
+    unknown = [method for method in methods if method not in choices]
     if unknown:
         raise MedlamaInputError(f"unknown {flag} {', '.join(map(repr, unknown))}; known methods: "
                                 f"{', '.join(sorted(choices))}")
-    for old in dict.fromkeys(method for method in methods if method in OLD_NAMES):
-        print(f"medlama: {flag} {old} is now {OLD_NAMES[old]}", file=sys.stderr)
-    return [OLD_NAMES.get(method, method) for method in methods]
+    return methods
 
 
 def settings_for(method: str, values: Mapping[str, Any] | None = None, *, preset: str | None = None) -> Any:

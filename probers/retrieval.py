@@ -2,7 +2,7 @@
 
 The query is the prompt with the model's own mask token at the object slot; candidates and queries
 are encoded once each (not once per relation, as the reference code does), then the one retrieval
-scorer (:func:`medlama.probers.scoring.search`, an exact FAISS search) returns the top candidates.
+scorer (:func:`medlama.probers.faiss_search.search`, an exact FAISS search) returns the top candidates.
 
 Presets (:data:`PRESETS`):
 
@@ -22,11 +22,11 @@ from typing import Any
 
 from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import Prober, check_settings
+from medlama.probers.prober import Prober, check_settings
 from medlama.probers.encoding import POOLINGS, SENTENCE_TRANSFORMERS, Encoder, SentenceTransformerEncoder
-from medlama.probers.queries import QuerySet
+from medlama.probers.query_set import QuerySet
 from medlama.probers.ranking import Ranking
-from medlama.probers.scoring import Distance, check_distance, score_matrix, search
+from medlama.probers.faiss_search import Distance, check_distance, score_matrix, search
 from medlama.core.settings import setting
 
 __all__ = ["PRESETS", "RetrievalProber", "RetrievalSettings"]
@@ -116,7 +116,7 @@ class RetrievalProber(Prober):
                            ) -> dict[int, Ranking]:
         """The scored ranking (:class:`~medlama.probers.ranking.Ranking`) of every configured layer, from one
         encoding pass. The top ``top_k`` come from the exact FAISS search; the scores (and the gold's rank
-        beyond the top) from :func:`~medlama.probers.scoring.score_matrix` in float64, a block of queries at
+        beyond the top) from :func:`~medlama.probers.faiss_search.score_matrix` in float64, a block of queries at
         a time (the whole matrix is kept only with ``all_scores``)."""
         if not queries.candidates:
             raise MedlamaInputError(f"query set {queries.name!r} has no candidates")

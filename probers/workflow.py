@@ -1,36 +1,55 @@
 """The probe workflow: one path from queries and models to scores, tables and files, for ``medlama probe`` and
-``medlama.probe`` alike (as :mod:`medlama.ucm.evaluation` is for UCM), so the two cannot disagree.
+``medlama.probe`` alike (as :mod:`medlama.ucm_eval.evaluation` is for UCM), so the two cannot disagree.
 
-* :func:`unique_labels`: each model's row name; explicit duplicates are refused, same-named folders are told
-  apart by their parent folders.
+* :func:`run_probe`: the one entry point. It takes a :class:`ProbeRequest` (what the CLI's flags or the
+  Python API's arguments ask for) and owns the row labels (:func:`medlama.core.models.unique_labels`),
+  every check before the queries are read, the one claim of the output folder, the shard plan, the ranking,
+  scoring, the benchmark's aggregation, the tables and the output folder.
 * :func:`checkpoint_folders`: the ``checkpoint-N`` folders of a ``--checkpoints`` sweep, checked before any
   probing (a model without them fails at once, not after its base probe).
 * :func:`probe_models`: every (method, model) run, its layer sweep and checkpoint sweep, each ranked against
-  the pool its query set's rule gives, shard by shard (:mod:`medlama.probers.sharding`: kept by
+  the pool its query set's rule gives, shard by shard (:mod:`medlama.probers.resume`: kept by
   :func:`shard_store` beside the output, so a rerun continues a killed probe; split across the processes of
-  a ``torchrun`` run), and scored as the benchmark declares (:mod:`medlama.probers.benchmarks`).
-* :func:`print_report` and :func:`write_outputs`: the tables, and the output folder (``results.json``, a list
-  of runs; ``predictions.jsonl``; the plots), written atomically into a folder this workflow owns.
+  a ``torchrun`` run; in memory without an output folder), and scored as the benchmark declares
+  (:mod:`medlama.probers.benchmarks`).
+* :func:`print_report`: the tables; the output folder is :func:`medlama.probers.outputs.write_outputs`'.
+* :func:`probe`: a prober made by hand, ranked through the same shard plan (the rewiring evaluator's path).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from medlama.core import distributed
+from medlama.core.atomic import check_finished, claimed_output
+from medlama.core.batching import is_auto, starting_size
+from medlama.core.checkpoints import checkpoint_step, list_checkpoints
+from medlama.core.defaults import default_model_path
 from medlama.core.errors import MedlamaInputError
-from medlama.core.models import LoadOptions, loading_with
-from medlama.probers.base import (PREDICTIONS_FILE, RESULTS_FILE, SCORES_FILE, ProbeResult, Prober, result_of,
-                                  write_all_scores)
-from medlama.probers.benchmarks import Benchmark
-from medlama.probers.queries import QuerySet
+from medlama.core.models import LoadOptions, loading_with, resolve_model, unique_labels
+from medlama.core.resume import check_work_folder, discard_work_folder, ShardStore
+from medlama.probers import tables
+from medlama.probers.benchmarks import Benchmark, benchmark
+from medlama.probers.biolama_queries import print_source_table
+from medlama.probers.outputs import API_HINT, OUTPUT_KIND, RESULTS_FILE, write_outputs
+from medlama.probers.prober import check_all_scores, Prober, ProberNote
+from medlama.probers import queries as sources  # looked up on each call: tests patch its loader
+from medlama.probers.queries import QuerySource
+from medlama.probers.query_set import QuerySet
+from medlama.probers import registry  # looked up on each call: tests patch make_prober
+from medlama.probers.registry import METHODS
+from medlama.probers.result import ProbeResult, result_of
+from medlama.probers.resume import manifest, rank_prober, rank_units, resumed, units_of
+from medlama.probers.retrieval import RetrievalProber
+from medlama.probers.scores import REPORT_KS
 
-#: The owner recorded in every probe output (``.medlama-output.json``): the CLI's and ``ProbeResult.save``'s.
-OUTPUT_KIND = "probe"
-#: How the Python API is told to replace a finished run.
-API_HINT = "give overwrite=True to replace them, or choose another folder"
 
 
 @dataclass(frozen=True)
@@ -49,16 +68,13 @@ class ModelRun:
     def prober(self, device: str | None = None, model: Any = None) -> Prober:
         """The prober of this run (of ``model``, a checkpoint folder, instead of the run's own model). Its
         ``loaded`` attribute records what was loaded (:func:`~medlama.core.models.loading_with`), which
-        :func:`~medlama.probers.base.result_of` puts in the run's settings."""
-        from medlama.probers.registry import make_prober
-        from medlama.probers.retrieval import RetrievalProber
-
+        :func:`~medlama.probers.result.result_of` puts in the run's settings."""
         model = self.model if model is None else model
         with loading_with(self.load) as loaded:
             if not isinstance(model, (str, Path)):
                 prober = RetrievalProber(model, self.settings, device=device, tokenizer=self.tokenizer)
             else:
-                prober = make_prober(self.method, str(model), self.settings, device=device)
+                prober = registry.make_prober(self.method, str(model), self.settings, device=device)
         prober.loaded = loaded
         return prober
 
@@ -72,41 +88,168 @@ class ProbeOutcome:
     by_step: dict[str, dict[int, ProbeResult]] = field(default_factory=dict)
 
 
-def unique_labels(models: Sequence[Any], labels: Sequence[str] | None = None, *, bundled: bool = False
-                  ) -> list[str]:
-    """A distinct row name per model: ``labels`` when given (duplicates are refused, since two rows of one name
-    cannot be told apart in tables, plots or ``results.json``); else ``bundled`` for the bundled encoder and
-    each folder's name, same-named folders told apart by as many parent folders as it takes."""
-    if labels is not None:
-        labels = [str(label) for label in labels]
-        if len(labels) != len(models):
-            raise MedlamaInputError(f"{len(labels)} --label values for {len(models)} --model values")
-        repeated = sorted({label for label in labels if labels.count(label) > 1})
-        if repeated:
-            raise MedlamaInputError(f"--label {', '.join(map(repr, repeated))} given more than once: every model "
-                                    "needs its own label, or its rows cannot be told apart")
-        return labels
-    if bundled:
-        return ["bundled"]
-    parts = [Path(str(model)).parts or (str(model),) for model in models]
-    depth = [1] * len(models)
-    while True:
-        names = ["/".join(p[-d:]) for p, d in zip(parts, depth)]
-        clashes = {name for name in names if names.count(name) > 1}
-        if not clashes:
-            return names
-        grown = False
-        for index, name in enumerate(names):
-            if name in clashes and depth[index] < len(parts[index]):
-                depth[index] += 1
-                grown = True
-        if not grown:  # the same model given twice: number the repeats
-            seen: dict[str, int] = {}
-            out = []
-            for name in names:
-                seen[name] = seen.get(name, 0) + 1
-                out.append(name if seen[name] == 1 else f"{name} #{seen[name]}")
-            return out
+@dataclass(frozen=True)
+class ProbeRequest:
+    """One probe, as ``medlama probe``'s flags or ``medlama.probe``'s arguments ask for it (:func:`run_probe`).
+
+    ``methods``: current method names; ``settings``: each method's settings dataclass; ``models``: folders,
+    Hub ids or (retrieval) one loaded model with its ``tokenizer`` (none: the bundled encoder); ``labels``:
+    their row names (none: :func:`unique_labels`). The queries: ``source`` (the CLI's data flags), else
+    ``data`` read by :func:`~medlama.probers.queries.queries_from` with ``dataset``, ``config``,
+    ``relations`` and ``candidates``; ``limit``: the first queries of each relation. Scoring: ``ks`` and
+    ``match`` as given (the benchmark fills in its own), ``top_k`` predictions kept. ``load``: how models are
+    loaded; ``checkpoints``: also every ``checkpoint-N`` folder; ``all_scores``: keep every candidate's score.
+    ``out``: the output folder (claimed once, for the whole run; its resume shards kept beside it), with
+    ``overwrite``, ``reads`` (what it may not be, nor hold), ``argv`` and the ``hint`` of a refusal; none:
+    nothing is written and the rankings stay in memory. ``report``: print the pool, the tables and what was
+    written."""
+
+    methods: Sequence[str]
+    settings: Mapping[str, Any]
+    models: Sequence[Any] = ()
+    labels: Sequence[str] | None = None
+    source: QuerySource | None = None
+    data: Any = None
+    dataset: str = "medlama"
+    config: str | None = None
+    relations: Sequence[str] | None = None
+    candidates: str = "evaluated"
+    limit: int | None = None
+    ks: Sequence[int] | None = None
+    match: str | None = None
+    top_k: int | None = None
+    device: str | None = None
+    load: LoadOptions | None = None
+    checkpoints: bool = False
+    all_scores: bool = False
+    tokenizer: Any = None
+    out: Path | None = None
+    overwrite: bool = False
+    reads: Sequence[str] = ()
+    argv: Sequence[str] | None = None
+    hint: str = API_HINT
+    report: bool = False
+
+
+def run_probe(request: ProbeRequest) -> ProbeOutcome | None:
+    """The one probe path, for ``medlama probe`` and ``medlama.probe`` alike: the row labels and every check
+    (before the queries are read: loading them may build MedLAMA first, minutes lost to a typo), the output
+    folder claimed once for the whole run, the queries, the shard plan and its ranking
+    (:func:`probe_models`), the scores and the benchmark's aggregation, the tables (``report``) and the
+    output folder (:func:`write_outputs`). Under several processes, the main process gets the outcome, the
+    others ``None``."""
+    bundled = not request.models
+    models = list(request.models) or [str(default_model_path())]
+    loaded = [model for model in models if not isinstance(model, (str, Path))]
+    probers: dict[str, Prober] = {}
+    names = [model if isinstance(model, (str, Path)) else None for model in models]
+    if loaded:  # a loaded model is named by what its prober reads (and inspected once)
+        method = request.methods[0]
+        check_all_scores(METHODS[method].prober, request.all_scores)
+        if method != "retrieval":  # a loaded object (the encoder checks which)
+            raise MedlamaInputError(f"a loaded model object is probed by retrieval only; give {method} a model "
+                                    "folder or Hub id")
+        settings = request.settings[method]
+        sized = replace(settings, batch_size=starting_size(settings)) if is_auto(settings) else settings
+        prober = ModelRun("", method, loaded[0], sized, request.tokenizer).prober(request.device)
+        names = [Path(str(prober.settings().get("model", method))).name if name is None else name for name in names]
+    labels = unique_labels(names, request.labels, bundled=bundled and request.labels is None)
+    for method in request.methods:
+        check_all_scores(METHODS[method].prober, request.all_scores)
+    bench = benchmark(request.source.dataset if request.source is not None else request.dataset)
+    ks, scored, match = bench.scoring_plan(request.ks, request.match)
+    for model in models:
+        if isinstance(model, (str, Path)):
+            resolve_model(model)  # a missing model folder is an error now, not after the queries are built
+    runs = model_runs(request.methods, labels, models, request.settings, tokenizer=request.tokenizer,
+                      load=request.load)  # checks the loading options
+    if loaded:
+        probers = {runs[0].label: prober}
+    checkpoints = checkpoint_folders(runs) if request.checkpoints else None  # before any probing
+    if request.out is None:
+        return _probe(request, runs, checkpoints, probers, bench, ks, scored, match)
+    out = Path(request.out)
+    claim = dict(marker=RESULTS_FILE, kind=OUTPUT_KIND, overwrite=request.overwrite, hint=request.hint,
+                 reads=list(request.reads))
+    if not distributed.is_main_process():  # under torchrun: the same checks, then a share of the work, silently
+        check_finished(out, **claim)
+        with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
+            return _probe(request, runs, checkpoints, probers, bench, ks, scored, match)
+    with claimed_output(out, **claim):  # the one claim of the folder, held until it is written
+        return _probe(request, runs, checkpoints, probers, bench, ks, scored, match)
+
+
+def _probe(request: ProbeRequest, runs: list[ModelRun], checkpoints: dict | None, probers: dict[str, Prober],
+           bench: Benchmark, ks: Sequence[int], scored: Sequence[int], match: str) -> ProbeOutcome | None:
+    """Read the queries, rank (shard by shard, kept beside ``request.out`` so a rerun of a killed probe
+    continues it; under torchrun / accelerate launch, every process ranks its share on its own device),
+    score, aggregate, and (main process) print the tables and write ``request.out``."""
+    if request.source is not None:
+        queries = sources.load_queries(request.source)
+    else:
+        queries = sources.queries_from(request.data, dataset=request.dataset, config=request.config,
+                               relations=request.relations, candidates=request.candidates)
+    queries = queries.limit_per_relation(request.limit) if request.limit else queries
+    if request.report:
+        print(describe_pool(queries))
+    if request.out is None:
+        outcome = probe_models(queries, runs, scored=scored, match=match, top_k=request.top_k, device=request.device,
+                               checkpoints=checkpoints, probers=probers, all_scores=request.all_scores)
+    else:
+        outcome = _probe_sharded(request, queries, runs, checkpoints, scored, match)
+    if outcome is None:  # another process's share: the main process writes OUT
+        return None
+    aggregate(outcome.results, bench, ks)
+    if request.report:
+        print_report(outcome, bench, ks)
+    if request.out is not None:
+        plots = write_outputs(request.out, outcome.results, by_layer=outcome.by_layer, by_step=outcome.by_step,
+                              overwrite=request.overwrite, reads=request.reads, hint=request.hint, k=ks[-1],
+                              argv=request.argv, claimed=True)
+        if request.report:
+            print(f"wrote {Path(request.out) / RESULTS_FILE} and {', '.join(p.name for p in plots)}")
+    return outcome
+
+
+def _probe_sharded(request: ProbeRequest, queries: QuerySet, runs: list[ModelRun], checkpoints: dict | None,
+                   scored: Sequence[int], match: str) -> ProbeOutcome | None:
+    """:func:`probe_models` with its completed shards kept beside ``request.out`` (:func:`shard_store`)."""
+    device = distributed.device_for(request.device)
+    distributed.start(device)
+    store = None
+    try:
+        store = shard_store(request.out, queries, runs, top_k=max(scored), checkpoints=checkpoints,
+                            overwrite=request.overwrite, hint=_start_over(request.hint),
+                            all_scores=request.all_scores)
+        return probe_models(queries, runs, scored=scored, match=match, top_k=request.top_k, device=device,
+                            checkpoints=checkpoints, store=store, all_scores=request.all_scores)
+    except BaseException:
+        if store is not None and distributed.is_main_process() and store.empty():
+            discard_shards(request.out)  # nothing done to continue: leave nothing beside OUT
+        raise
+    finally:
+        distributed.stop()  # nothing to leave alone
+
+
+def _start_over(hint: str) -> str:
+    """``give --overwrite to start over`` from ``give --overwrite to replace them, ...``: how a refused resume
+    is told to proceed, with the same flag or keyword."""
+    return hint.split(" to ")[0] + " to start over"
+
+
+def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k: int = 10, ks=REPORT_KS,
+          match: str = "exact", all_scores: bool = False) -> ProbeResult:
+    """Run a ``prober`` made by hand on ``queries`` (against the pool their rule gives, through the shard plan
+    every probe takes: :func:`medlama.probers.resume.rank_prober`) and score its top ``top_k`` predictions;
+    ``all_scores``: keep every candidate's score (``scores.parquet``). Nothing is written."""
+    check_all_scores(prober, all_scores)
+    if getattr(getattr(prober, "settings_", None), "batch_size", None) == "auto":
+        raise MedlamaInputError("batch size 'auto' is resolved by medlama probe and medlama.probe (the largest that "
+                                "fits); a prober used on its own needs a number")
+    start = time.perf_counter()
+    ranking = rank_prober(prober, queries, top_k=top_k, all_scores=all_scores)
+    return result_of(ProberNote.of(prober), queries, ranking, time.perf_counter() - start,
+                     label=label or prober.method, ks=ks, match=match)
 
 
 def model_runs(methods: Sequence[str], labels: Sequence[str], models: Sequence[Any], settings: dict[str, Any],
@@ -123,8 +266,6 @@ def model_runs(methods: Sequence[str], labels: Sequence[str], models: Sequence[A
 def checkpoint_folders(runs: Sequence[ModelRun]) -> dict[str, dict[int, Path]]:
     """``{run label: {step: checkpoint folder}}`` of every run, checked before anything is probed: a model
     without ``checkpoint-N`` folders (or a loaded model object) is an error naming it."""
-    from medlama.trainers.checkpoints import checkpoint_step, list_checkpoints
-
     out = {}
     for run in runs:
         if not isinstance(run.model, (str, Path)):
@@ -146,20 +287,14 @@ def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequenc
     its ``checkpoints`` (:func:`checkpoint_folders`), scoring the cut-offs ``scored`` with ``match``.
     ``probers``: probers already made, by run label (a loaded model is inspected once). ``all_scores``: keep
     every candidate's score (``scores.parquet``; refused, before any model loads, for methods that generate
-    their answers). The ranking goes shard by shard (:mod:`medlama.probers.sharding`): ``store`` keeps the
-    completed ones (a :class:`~medlama.core.shards.ShardStore` beside the output: a rerun continues from them),
+    their answers). The ranking goes shard by shard (:mod:`medlama.probers.resume`): ``store`` keeps the
+    completed ones (a :class:`~medlama.core.resume.ShardStore` beside the output: a rerun continues from them),
     and under several processes each ranks its share; the main process gets the outcome, the others ``None``."""
-    from medlama.probers.sharding import MemoryShards, rank_units, units_of
-
-    from medlama.probers.base import check_all_scores
-    from medlama.probers.registry import METHODS
-
     top_k = max(top_k or 0, max(scored))
     for run in runs:
         check_all_scores(METHODS[run.method].prober, all_scores)
     units = units_of(runs, checkpoints)
-    ranked = rank_units(queries, units, store if store is not None else MemoryShards(), top_k=top_k,
-                        device=device, probers=probers, all_scores=all_scores)
+    ranked = rank_units(queries, units, store, top_k=top_k, device=device, probers=probers, all_scores=all_scores)
     if ranked is None:
         return None
     outcome = ProbeOutcome()
@@ -182,14 +317,10 @@ def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequenc
 def shard_store(out: str | Path, queries: QuerySet, runs: Sequence[ModelRun], *, top_k: int,
                 checkpoints: dict[str, dict[int, Path]] | None = None, overwrite: bool = False,
                 hint: str = "give overwrite=True to start over", all_scores: bool = False):
-    """The store of the completed shards of a probe into ``out`` (:class:`~medlama.core.shards.ShardStore`):
+    """The store of the completed shards of a probe into ``out`` (:class:`~medlama.core.resume.ShardStore`):
     an earlier run's with the same settings is continued (said on stderr), another's refused, ``overwrite``
     starts over. Every process checks alike; the main process, holding ``out``'s lock, opens it; a refusal any
     process meets is raised by all."""
-    from medlama.core import distributed
-    from medlama.core.shards import ShardStore, check_work_folder
-    from medlama.probers.sharding import manifest, resumed, units_of
-
     units = units_of(runs, checkpoints)
     record = manifest(queries, units, top_k=top_k, all_scores=all_scores)
     def together(step) -> None:  # every process raises the first refusal any of them met
@@ -211,8 +342,6 @@ def shard_store(out: str | Path, queries: QuerySet, runs: Sequence[ModelRun], *,
     store = ShardStore.joined(out)
     done, total = resumed(store, queries, units)
     if done and distributed.is_main_process():
-        import sys
-
         print(f"medlama: continuing an interrupted probe: {done} of {total} shards already done "
               f"({store.folder.name})", file=sys.stderr)
     return store
@@ -220,8 +349,6 @@ def shard_store(out: str | Path, queries: QuerySet, runs: Sequence[ModelRun], *,
 
 def discard_shards(out: str | Path) -> None:
     """Remove the shards a probe into ``out`` kept (a user's folder in their place is never touched)."""
-    from medlama.core.shards import discard_work_folder
-
     discard_work_folder(out, kind=OUTPUT_KIND)
 
 
@@ -235,15 +362,11 @@ def aggregate(results: Sequence[ProbeResult], benchmark: Benchmark, ks: Sequence
 
 def print_report(outcome: ProbeOutcome, benchmark: Benchmark, ks: Sequence[int]) -> None:
     """The summary table, acc@k per relation (up to four runs) and the benchmark's aggregation table."""
-    from medlama.probers import report
-
     results = outcome.results
-    report.print_summary(results, ks=ks)
+    tables.print_summary(results, ks=ks)
     if len(results) <= 4:
-        report.print_per_relation(results, k_values=tuple(dict.fromkeys((ks[0], ks[-1]))))
+        tables.print_per_relation(results, k_values=tuple(dict.fromkeys((ks[0], ks[-1]))))
     if benchmark.aggregation is not None and benchmark.aggregation[0] == "by_source":
-        from medlama.probers.biolama_queries import print_source_table
-
         print_source_table(results, ks)
 
 
@@ -253,37 +376,5 @@ def describe_pool(queries: QuerySet) -> str:
             f"(pool: {queries.rule})")
 
 
-def write_outputs(out: str | Path, results: Sequence[ProbeResult], *, by_layer: dict | None = None,
-                  by_step: dict | None = None, overwrite: bool = False, argv: Sequence[str] | None = None,
-                  hint: str = API_HINT, k: int = 10, reads: Sequence = ()) -> list[Path]:
-    """Write a probe's output folder: ``results.json`` (a list, one entry per run), ``predictions.jsonl``,
-    ``scores.parquet`` (when a run kept every candidate's score) and the plots (acc@``k`` per relation; per answer length with exact matching; per layer and per step for the
-    sweeps). Atomic (a staging folder replaces ``out`` when complete), owned (``.medlama-output.json`` names
-    ``probe``; a folder another command or a person wrote is refused) and, unless ``overwrite``, refusing a
-    finished run; nor may ``out`` be (or hold) the current directory or what the run read (``reads``).
-    Returns the plots written."""
-    from medlama.core.atomic import atomic_directory, claimed_output
-    from medlama.core.shards import discard_work_folder
-    from medlama.probers import report
-
-    if not results:
-        raise MedlamaInputError("no results to write")
-    with claimed_output(out, marker=RESULTS_FILE, kind=OUTPUT_KIND, overwrite=overwrite, hint=hint, reads=reads):
-        with atomic_directory(out, marker=RESULTS_FILE, kind=OUTPUT_KIND, reads=reads) as staging:
-            report.write_probe_results(staging, results, argv=argv)  # results.json + predictions.jsonl
-            write_all_scores(staging / SCORES_FILE, results)  # only runs that kept every score
-            first = list(results[:4])
-            plots = [report.plot_relations(first, staging / "relations.png", k=k)]
-            if first[0].metrics.get("match", "exact") == "exact":  # the answer-length figure rescores exactly
-                plots.append(report.plot_answer_length(first, None, staging / "answer_length.png"))
-            if by_layer:
-                plots.append(report.plot_series(by_layer, staging / "layers.png", "layer"))
-            if by_step:
-                plots.append(report.plot_series(by_step, staging / "steps.png", "rewiring step"))
-        discard_work_folder(out, kind=OUTPUT_KIND)  # written: the shards of this (or an unfinished) run are done
-    return [Path(out) / plot.name for plot in plots]
-
-
-__all__ = ["API_HINT", "ModelRun", "OUTPUT_KIND", "PREDICTIONS_FILE", "ProbeOutcome", "aggregate",
-           "checkpoint_folders", "describe_pool", "discard_shards", "model_runs", "print_report", "probe_models", "shard_store",
-           "unique_labels", "write_outputs"]
+__all__ = ["ModelRun", "ProbeOutcome", "ProbeRequest", "aggregate", "checkpoint_folders", "describe_pool",
+           "discard_shards", "model_runs", "print_report", "probe", "probe_models", "run_probe", "shard_store"]

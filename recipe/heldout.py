@@ -32,7 +32,7 @@ def heldout_queries(corpus: str | Path, *, pairs: int = DEFAULT_PAIRS, mask_rati
     Lines too short to mask and pairs whose span is blank (a double space in the line) are left out: they
     have no answer to retrieve.
     """
-    from medlama.probers.queries import QuerySet
+    from medlama.probers.query_set import QuerySet
     from medlama.trainers.cloze import build_cloze_dataset
 
     if not isinstance(pairs, int) or isinstance(pairs, bool) or pairs < 1:
@@ -51,7 +51,7 @@ def heldout_queries(corpus: str | Path, *, pairs: int = DEFAULT_PAIRS, mask_rati
 def cloze_self_retrieval(model: str | Path, queries, *, label: str | None = None, top_k: int = 10,
                          device: str | None = None):
     """Probe ``model`` on held-out cloze ``queries`` (:func:`heldout_queries`); a ``ProbeResult``."""
-    from medlama.probers.base import probe
+    from medlama.probers.workflow import probe
     from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
     from medlama.core.settings import settings_from
 

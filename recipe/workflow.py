@@ -12,9 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from medlama.probers.base import REPORT_KS, PREDICTIONS_FILE, RESULTS_FILE, ProbeResult, probe, write_predictions
-from medlama.probers.queries import QuerySet
-from medlama.probers.report import mean_std
+from medlama.core.checkpoints import checkpoint_step, list_checkpoints
+from medlama.probers.outputs import PREDICTIONS_FILE, RESULTS_FILE, write_predictions
+from medlama.probers.result import ProbeResult
+from medlama.probers.scores import REPORT_KS
+from medlama.probers.workflow import probe
+from medlama.probers.query_set import QuerySet
+from medlama.probers.tables import mean_std
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
 
 
@@ -58,7 +62,7 @@ class RecipeResult:
         """``results.json`` of the recipe: the summary (mean and std; std ``None`` for one run), each run's
         scores, intervals and per-relation table (no per-query predictions: those go to ``predictions.jsonl``),
         and the provenance block (data, the base and rewired models, the settings, command, date, device)."""
-        from medlama.probers.base import _is_bundled
+        from medlama.probers.result import is_bundled as _is_bundled
         from medlama.core.provenance import provenance, public_word
 
         runs = [self.base, *self.rewired]
@@ -80,7 +84,7 @@ class RecipeResult:
     def save(self, out: str | Path, *, argv: Sequence[str] | None = None) -> tuple[Path, Path]:
         """Write ``out/results.json`` (:meth:`results_json`) and ``out/predictions.jsonl`` (every run's
         per-query top 10, one line per run and query, keyed by ``run``)."""
-        from medlama.probers.base import write_results
+        from medlama.probers.outputs import write_results
 
         out = Path(out)
         predictions = write_predictions(out / PREDICTIONS_FILE, [self.base, *self.rewired])
@@ -152,8 +156,6 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
         update_model_card_scores(rewired.path, {f"MedLAMA {queries.name}": _scores(probed)},
                                  source="medlama recipe (Contrastive-Probe retrieval, reference settings)")
         if probe_checkpoints:
-            from medlama.trainers.checkpoints import checkpoint_step, list_checkpoints
-
             result.checkpoints.append({
                 checkpoint_step(path): probe(RetrievalProber(path, probe_settings, device=device), queries,
                                              label=f"{name}@{checkpoint_step(path)}")

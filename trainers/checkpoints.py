@@ -26,39 +26,12 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.resume import setting_differences
 from medlama.trainers.config import MAY_CHANGE_ON_RESUME, MUST_MATCH_ON_RESUME, RewireConfig
 from medlama.core.distributed import is_main_process
-from medlama.trainers.model import WEIGHT_FILES
+from medlama.core.checkpoints import CHECKPOINT_PREFIX, WEIGHT_FILES, checkpoint_step, list_checkpoints
 
 CONFIG_NAME = "rewire_config.json"
 CHECKPOINTS_DIR = "checkpoints"
-CHECKPOINT_PREFIX = "checkpoint-"
 #: What a resume needs besides the model (the RNG states are optional to the trainer).
 STATE_FILES = ("trainer_state.json", "optimizer.pt", "scheduler.pt")
-
-
-def checkpoint_step(path: str | Path) -> int | None:
-    """The step of a ``checkpoint-<step>`` folder name, or None for any other name."""
-    name = Path(path).name
-    suffix = name[len(CHECKPOINT_PREFIX):] if name.startswith(CHECKPOINT_PREFIX) else ""
-    return int(suffix) if suffix.isdigit() else None
-
-
-def list_checkpoints(folder: str | Path) -> list[Path]:
-    """The loadable ``checkpoint-<step>`` folders (a ``config.json`` and model weights) at or below
-    ``folder``, by step (then path).
-
-    ``folder`` may be a rewiring output (its ``checkpoints/`` is searched), a ``checkpoints/`` folder, a
-    single checkpoint, or any folder holding rewired models (a recipe's output). Set-aside
-    (``checkpoint-6.incomplete-...``) and hidden staging folders are not checkpoints.
-    """
-    root = Path(folder)
-    if not root.is_dir():
-        return []
-    candidates = [root] if checkpoint_step(root) is not None else []
-    candidates += [p for p in root.rglob(CHECKPOINT_PREFIX + "*")
-                   if p.is_dir() and not any(part.startswith(".") for part in p.relative_to(root).parts)]
-    found = [p for p in candidates if checkpoint_step(p) is not None and (p / "config.json").is_file()
-             and any((p / weights).is_file() for weights in WEIGHT_FILES)]
-    return sorted(found, key=lambda p: (checkpoint_step(p), str(p)))
 
 
 @dataclass

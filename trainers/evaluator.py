@@ -4,7 +4,7 @@ trains (``medlama rewire --eval-steps N`` does).
 
 The model being trained is probed exactly as :class:`~medlama.probers.retrieval.RetrievalProber` probes a
 saved one (reference settings: ``[CLS]`` of the last layer, names cut at 25 tokens and queries at 50, exact
-L2 FAISS search, :func:`medlama.probers.scoring.search`), through the same code: on CPU the scores equal
+L2 FAISS search, :func:`medlama.probers.faiss_search.search`), through the same code and the same shard plan (one ranking call per candidate pool, :func:`medlama.probers.workflow.probe`): on CPU the scores equal
 ``medlama probe`` on the checkpoint saved at that step, to the last digit. The model is encoded as it is
 (its dtype and device; dropout off while encoding, then back to training mode): on a GPU ``medlama probe``
 encodes in half precision, so the last digits may differ there.
@@ -21,8 +21,10 @@ try:  # sentence-transformers >= 6 names the base class BaseEvaluator; SentenceE
 except ImportError:  # pragma: no cover - older sentence-transformers
     from sentence_transformers.evaluation import SentenceEvaluator as _Base
 
-from medlama.probers.queries import QuerySet, queries_from
-from medlama.probers.retrieval import PRESETS, RetrievalSettings
+from medlama.probers.queries import queries_from
+from medlama.probers.query_set import QuerySet
+from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
+from medlama.probers.workflow import probe
 
 #: Queries per relation the evaluator probes by default: enough to follow the trend, quick enough every N steps.
 DEFAULT_LIMIT = 50
@@ -63,9 +65,6 @@ class MedLAMAEvaluator(_Base):
 
     def __call__(self, model: Any, output_path: str | None = None, epoch: float = -1, steps: int = -1
                  ) -> dict[str, float]:
-        from medlama.probers.base import probe
-        from medlama.probers.retrieval import RetrievalProber
-
         result = probe(RetrievalProber(model, self.settings), self.queries, label=self.name, top_k=10, ks=(1, 10))
         metrics = {"acc@1": result.acc(1), "acc@10": result.acc(10),
                    "mrr@10": mrr_at_k(result.predictions, result.gold, 10)}

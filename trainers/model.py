@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from medlama.core.checkpoints import WEIGHT_FILES
 from medlama.core.errors import MedlamaInputError
 from medlama.core.models import loading_weights, pick_device, quiet_transformers, read_config, resolve_model
 
@@ -30,9 +31,6 @@ BUNDLED_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 #: DistilBERT, ModernBERT, ...). The ones a model's config has are all set to ``dropout``.
 _DROPOUT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout",
                  "hidden_dropout", "mlp_dropout", "embedding_dropout")
-#: Weight files of a Hugging Face model folder (one is enough).
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-                "pytorch_model.bin.index.json")
 
 
 @dataclass

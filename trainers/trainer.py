@@ -57,7 +57,8 @@ from medlama.core.distributed import is_main_process, world_size
 from medlama.trainers.devices import resolve_precision
 from medlama.trainers.guards import divergence_callback, final_loss, trained_steps
 from medlama.trainers.loss import make_loss
-from medlama.trainers.model import WEIGHT_FILES, build_rewire_model
+from medlama.core.checkpoints import WEIGHT_FILES
+from medlama.trainers.model import build_rewire_model
 from medlama.trainers.model_card import write_rewire_card
 from medlama.trainers.pace import cpu_pace_callback
 

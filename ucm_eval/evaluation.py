@@ -29,8 +29,8 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.models import check_device, resolve_model
 from medlama.core.provenance import folder_hash, model_identity
 from medlama.core.settings import check, setting
-from medlama.core.shards import ShardStore, discard_work_folder
-from medlama.probers.base import RESULTS_FILE
+from medlama.core.resume import ShardStore, discard_work_folder
+from medlama.probers.outputs import RESULTS_FILE
 from medlama.probers.benchmarks import CONTEXT_VARIANCE
 from medlama.ucm_eval.context_ranker import ContextRanker
 from medlama.ucm_eval.rankers import RankerSettings, canonical_method
@@ -40,7 +40,7 @@ from medlama.ucm_eval.scores import ModelResult, accuracy, by_context, share_int
 from medlama.ucm_eval.sets import ContextSets, load_sets, read_build_info
 
 #: The UCM cut-offs (acc@k of table 2): the context-variance benchmark's declaration (medlama.probers.benchmarks),
-#: not the probe reports' :data:`medlama.probers.base.REPORT_KS`.
+#: not the probe reports' :data:`medlama.probers.scores.REPORT_KS`.
 UCM_KS = CONTEXT_VARIANCE.ks
 
 
@@ -117,7 +117,7 @@ def run_ucm(rankers: Sequence[tuple[str, ContextRanker]], sets_dir: str | Path, 
     """Score the sets with each ``(label, ranker)``; print tables 1-3 and write JSON and the plot.
     ``resume``: ``(final output folder, overwrite, how to start over)``: keep each completed pool's ranks beside
     it (:func:`shard_store`), continuing an earlier run's with the same settings; the caller removes them
-    (:func:`~medlama.core.shards.discard_work_folder`) once the output is in place."""
+    (:func:`~medlama.core.resume.discard_work_folder`) once the output is in place."""
     settings = settings if settings is not None else UcmSettings()
     ks = tuple(sorted(set(settings.ks)))
     sets = load_sets(sets_dir, sources=settings.sources, context_types=settings.context_types,
@@ -142,7 +142,7 @@ OUTPUT_KIND = "ucm"
 
 def shard_store(out: str | Path, sets_dir: str | Path, sets: ContextSets, rankers: Sequence[tuple[str, ContextRanker]],
                 *, overwrite: bool = False, hint: str = "give --overwrite to start over"):
-    """The store of the completed pools of a UCM run into ``out`` (:class:`~medlama.core.shards.ShardStore`),
+    """The store of the completed pools of a UCM run into ``out`` (:class:`~medlama.core.resume.ShardStore`),
     keyed by what decides the ranks: the sets' content and selection, each ranker's settings (but its batch
     size) and model."""
     manifest = {"sets": folder_hash(sets_dir), "selection": sets.selection,

@@ -18,7 +18,7 @@ The methods carry the names ``medlama probe --method`` gives the same techniques
 * ``retrieval`` (:class:`RetrievalRanker`): an encoder (base or rewired by Contrastive-Probe), as the
   retrieval prober ranks: ``[CLS]`` (or mean) of the input with the model's mask token at the slot,
   against the same representation of every pool name, scored by the one retrieval scorer
-  (:func:`medlama.probers.scoring.score_matrix`: minus the squared L2 distance, the reference's exact L2
+  (:func:`medlama.probers.faiss_search.score_matrix`: minus the squared L2 distance, the reference's exact L2
   search, or the cosine). Inputs longer than the limit lose their *start* (the prompt and its mask sit at
   the end), names are cut at 25 tokens as in the reference.
 * ``causal-likelihood`` (:class:`medlama.ucm_eval.causal_ranker.CausalRanker`): a decoder-only causal LM
@@ -59,8 +59,8 @@ from medlama.probers.causal import LikelihoodSettings
 from medlama.probers.causal_scoring import is_causal_lm
 from medlama.probers.encoding import POOLINGS, Encoder
 from medlama.probers.mask_average import MaskAverageProber, MaskAverageSettings
-from medlama.probers.queries import QuerySet
-from medlama.probers.scoring import DISTANCES, Distance, check_distance, score_matrix
+from medlama.probers.query_set import QuerySet
+from medlama.probers.faiss_search import DISTANCES, Distance, check_distance, score_matrix
 from medlama.core.settings import check, setting, settings_from
 from medlama.ucm_eval.causal_ranker import CausalRanker
 from medlama.ucm_eval.context_ranker import ContextRanker, ranks_from_scores

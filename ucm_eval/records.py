@@ -70,7 +70,7 @@ def rank_sequences(ranker: ContextRanker, sets: ContextSets, *, block_rows: int 
 
     Within a pool the rows are taken triple by triple; the distinct inputs of a block are scored in one
     call, and each triple's ``input0`` (shared by all its sequences) is scored once. With a ``store``
-    (:class:`~medlama.core.shards.ShardStore`), each pool's ranks are kept as a shard of ``unit`` (the
+    (:class:`~medlama.core.resume.ShardStore`), each pool's ranks are kept as a shard of ``unit`` (the
     model's label) once the pool is done, and a pool already kept is read back instead of ranked: a
     rerun of a killed evaluation continues from its completed pools.
     """

@@ -26,7 +26,7 @@ from medlama.core.intervals import (DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SE
                                     bootstrap_mean_ci)
 from medlama.core.provenance import provenance
 from medlama.core.settings import check, setting
-from medlama.probers.base import PREDICTIONS_FILE, RESULTS_FILE
+from medlama.probers.outputs import PREDICTIONS_FILE, RESULTS_FILE
 from medlama.probers.compare.runs import Run, check_comparable, load_runs
 from medlama.probers.compare.statistics import holm, paired_difference
 

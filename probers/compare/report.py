@@ -11,7 +11,7 @@ import numpy as np
 
 from medlama.core.display import latex_table, markdown_table, print_table
 from medlama.core.settings import check, setting
-from medlama.probers.report import bar_with_errors, save_figure
+from medlama.probers.plots import bar_with_errors, save_figure
 
 #: The output formats of the tables.
 FORMATS = ("table", "markdown", "latex", "json")

@@ -28,7 +28,7 @@ from medlama.core.atomic import owner_record
 from medlama.core.errors import MedlamaInputError
 from medlama.core.integrity import FILES_KEY, change_since
 from medlama.metrics import load as load_metric
-from medlama.probers.base import KEEP_PREDICTIONS, PREDICTIONS_FILE, RESULTS_FILE
+from medlama.probers.outputs import KEEP_PREDICTIONS, PREDICTIONS_FILE, RESULTS_FILE
 
 #: What every compared run must share, as ``(name in messages, key in the run's data record)``: the dataset and
 #: query set, the data's identity (:data:`DATA_IDENTITY`) and the candidate pool.

@@ -40,7 +40,8 @@ def load_medlama(config: str = "hard", *, data: str | Path | None = None, source
     """
     from medlama.datasets.folders import folder_configs, load_config, resolve_folder
     from medlama.probers.arguments import check_relations, check_release_relations, relation_names
-    from medlama.probers.queries import QuerySource, resolve_data
+    from medlama.probers.benchmarks import resolve_data
+    from medlama.probers.queries import QuerySource
 
     relations = relation_names(relations)
     check_release_relations("medlama", data, relations)  # before MedLAMA is built from its release
@@ -74,7 +75,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
           log_all_scores: bool = False, revision: str | None = None, peft: str | None = None,
           trust_remote_code: bool = False):
     """Probe ``model`` on MedLAMA (or BioLAMA) as ``medlama probe`` does; returns a
-    :class:`~medlama.probers.base.ProbeResult` (``acc(k)``, ``acc_ci(k)``, ``intervals``, ``per_relation()``,
+    :class:`~medlama.probers.result.ProbeResult` (``acc(k)``, ``acc_ci(k)``, ``intervals``, ``per_relation()``,
     ``to_pandas()``, ``save(folder)``).
 
     * ``model``: ``None`` (the bundled all-MiniLM-L6-v2 encoder), a folder or Hub id, or a loaded
@@ -124,9 +125,9 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     device = ProbeArguments(ks=ks, top_k=top_k, match=match, limit=limit, device=device).device
     relations = relation_names(relations)
     from medlama.probers.benchmarks import benchmark
-    from medlama.probers.queries import check_rule, queries_from
+    from medlama.probers.queries import check_rule
     from medlama.probers.registry import METHODS, method_name, settings_for
-    from medlama.probers import workflow
+    from medlama.probers.workflow import ProbeRequest, run_probe
 
     name = method_name(method)
     if settings is None or isinstance(settings, Mapping):
@@ -134,47 +135,16 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     elif not isinstance(settings, METHODS[name].settings):
         raise MedlamaInputError(f"{name} takes {METHODS[name].settings.__name__} settings, not "
                                 f"{type(settings).__name__}")
-    bench = benchmark(dataset)
-    report_ks, scored, match = bench.scoring_plan(ks, match)
+    benchmark(dataset).scoring_plan(ks, match)
     check_rule(candidates)
-    from medlama.probers.base import check_all_scores
-
-    check_all_scores(METHODS[name].prober, bool(log_all_scores))
-    loaded = model is not None and not isinstance(model, (str, Path))
-    if loaded and name != "retrieval":  # a loaded object (the encoder checks which)
-        raise MedlamaInputError(f"a loaded model object is probed by retrieval only; give {name} a model "
-                                "folder or Hub id")
-    if model is None:
-        from medlama.core.defaults import default_model_path
-
-        model = str(default_model_path())
-        label = "bundled" if label is None else label
     from medlama.core.models import LoadOptions
 
-    load = LoadOptions(revision=revision, peft=peft, trust_remote_code=trust_remote_code)
-    runs = workflow.model_runs([name], [label or "model"], [model], {name: settings}, tokenizer=tokenizer,
-                               load=load)
-    checkpoint_runs = workflow.checkpoint_folders(runs) if checkpoints else None  # before any probing
-    queries = queries_from(data, dataset=dataset, config=config, relations=relations, candidates=candidates)
-    queries = queries.limit_per_relation(limit) if limit is not None else queries
-    from dataclasses import replace
-
-    from medlama.core.batching import is_auto, starting_size
-
-    if is_auto(settings):  # the probe makes its prober at the batch size that fits; a loaded model only names it
-        sized = replace(settings, batch_size=starting_size(settings))
-        prober = workflow.model_runs([name], [label or "model"], [model], {name: sized}, tokenizer=tokenizer)[0] \
-            .prober(device) if loaded else None
-    else:
-        prober = runs[0].prober(device)
-    if label is None:
-        label = Path(str(model)).name if not loaded else Path(str(prober.settings().get("model", name))).name
-    run = workflow.ModelRun(str(label), name, model, settings, tokenizer, load)
-    outcome = workflow.probe_models(queries, [run], scored=scored, match=match, top_k=top_k, device=device,
-                                    checkpoints={run.label: checkpoint_runs[runs[0].label]} if checkpoints else None,
-                                    probers={run.label: prober} if prober is not None else None,
-                                    all_scores=bool(log_all_scores))
-    workflow.aggregate(outcome.results, bench, report_ks)
+    outcome = run_probe(ProbeRequest(
+        methods=[name], settings={name: settings}, models=[] if model is None else [model],
+        labels=None if label is None else [label], data=data, dataset=dataset, config=config,
+        relations=relations, candidates=candidates, limit=limit, ks=ks, match=match, top_k=top_k, device=device,
+        load=LoadOptions(revision=revision, peft=peft, trust_remote_code=trust_remote_code),
+        checkpoints=checkpoints, all_scores=bool(log_all_scores), tokenizer=tokenizer))
     return outcome.results[0] if len(outcome.results) == 1 else outcome.results
 
 

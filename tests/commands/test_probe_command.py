@@ -11,7 +11,7 @@ import pytest
 
 from medlama.core import progress
 from medlama.cli import main
-from medlama.probers.queries import QuerySet
+from medlama.probers.query_set import QuerySet
 from medlama.probers.registry import METHODS
 from probe_outputs import predictions
 
@@ -182,15 +182,15 @@ def test_device_reaches_the_prober_and_a_missing_one_is_refused(probe_args, tmp_
 
 # ---------------------------------------------------------------------------------------- outputs
 def test_a_rerun_is_refused_before_any_work_unless_overwrite(probe_args, tmp_path, capsys, monkeypatch):
-    import medlama.commands.probe as probe_command
+    import medlama.probers.queries as queries_module
 
     out = tmp_path / "run"
     assert main(probe_args(out)) == 0
     first = (out / "results.json").read_text()
     capsys.readouterr()
     loaded = []
-    real = probe_command.load_queries
-    monkeypatch.setattr(probe_command, "load_queries", lambda args: loaded.append(1) or real(args))
+    real = queries_module.load_queries
+    monkeypatch.setattr(queries_module, "load_queries", lambda source: loaded.append(1) or real(source))
     assert main(probe_args(out, "--pooling", "mean")) == 2
     err = capsys.readouterr().err
     assert "holds the results of an earlier run; give --overwrite" in err and "Traceback" not in err
@@ -210,7 +210,7 @@ def test_a_rerun_is_refused_before_any_work_unless_overwrite(probe_args, tmp_pat
 @pytest.mark.parametrize("kind", ["file", "foreign"])
 def test_an_out_that_is_not_a_probe_output_is_refused_before_any_work(kind, probe_args, tmp_path, capsys,
                                                                       monkeypatch):
-    import medlama.commands.probe as probe_command
+    import medlama.probers.queries as queries_module
 
     out = tmp_path / "taken"
     if kind == "file":
@@ -218,7 +218,7 @@ def test_an_out_that_is_not_a_probe_output_is_refused_before_any_work(kind, prob
     else:
         out.mkdir()
         (out / "notes.txt").write_text("mine")
-    monkeypatch.setattr(probe_command, "load_queries", lambda args: pytest.fail("the probe ran"))
+    monkeypatch.setattr(queries_module, "load_queries", lambda source: pytest.fail("the probe ran"))
     assert main(probe_args(out, "--overwrite")) == 2
     err = capsys.readouterr().err
     assert ("exists and is not a folder" if kind == "file" else "is not an earlier output of this command") in err

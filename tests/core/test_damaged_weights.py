@@ -13,7 +13,7 @@ from medlama.core.errors import MedlamaInputError
 from medlama.probers.causal_scoring import load_causal_lm
 from medlama.probers.encoding import load_encoder
 from medlama.probers.mlm import load_masked_lm
-from medlama.probers.queries import QuerySet
+from medlama.probers.query_set import QuerySet
 from medlama.trainers.model import build_rewire_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from medlama.core.errors import MedlamaInputError
-from medlama.core.shards import ShardStore, check_work_folder, discard_work_folder, work_folder
+from medlama.core.resume import ShardStore, check_work_folder, discard_work_folder, work_folder
 
 MANIFEST = {"units": {"gpt2": {"settings": {"reduction": "sum", "layers": (1, 2)}}}, "top_k": 10}
 

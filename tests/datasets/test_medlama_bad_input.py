@@ -239,7 +239,7 @@ def test_probe_unknown_method_refused_before_loading_queries(monkeypatch, tmp_pa
 
     # Patched where the command looks it up on each call, so no command module keeps the patched one.
     monkeypatch.setattr(queries_module, "load_queries", load_queries)
-    status = main(["probe", "--method", "contrastive", "foo", "--data", str(tmp_path), "--out", str(tmp_path / "o")])
+    status = main(["probe", "--method", "retrieval", "foo", "--data", str(tmp_path), "--out", str(tmp_path / "o")])
     assert status == 2
     assert capsys.readouterr().err == ("medlama: error: unknown --method 'foo'; known methods: causal-constrained, "
                                        "causal-generate, causal-likelihood, generative, mask-average, mask-predict, "

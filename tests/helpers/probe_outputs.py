@@ -23,7 +23,7 @@ def toy_queries(per_relation: int = 30, *, fingerprint: str = "f0", candidates=T
     each with one or two gold names drawn (seeded) from ``candidates``, the pool."""
     import numpy as np
 
-    from medlama.probers.queries import QuerySet
+    from medlama.probers.query_set import QuerySet
 
     rng = np.random.default_rng(0)
     ids, relations, gold = [], [], []
@@ -42,7 +42,8 @@ def toy_result(queries, label: str, skill: float, seed: int, *, match: str = "ex
     :class:`ProbeResult` fields."""
     import numpy as np
 
-    from medlama.probers.base import ProbeResult, score
+    from medlama.probers.result import ProbeResult
+    from medlama.probers.scores import score
 
     rng = np.random.default_rng(seed)
     predictions = []

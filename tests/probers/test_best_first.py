@@ -19,7 +19,7 @@ import torch
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.mlm import rank_unique
-from medlama.probers.queries import QuerySet
+from medlama.probers.query_set import QuerySet
 
 import cv_inputs  # tests/helpers (pytest pythonpath): a MedLAMA-shaped folder of 6 queries
 from fp32 import fp32_sum_atol  # tests/helpers

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import probe
-from medlama.probers.queries import QuerySet
+from medlama.probers.workflow import probe
+from medlama.probers.query_set import QuerySet
 
 from fp32 import fp32_sum_atol  # tests/helpers (pytest pythonpath)
 from tiny_causal import NAMES, gpt2_tokenizer, save_causal
@@ -262,9 +262,9 @@ def test_constrained_predictions_are_candidates_with_narrow_beams_and_eos(tiny_c
 
 
 def test_candidate_trie_keeps_prefix_candidates():
-    from medlama.probers.causal import candidate_trie
+    from medlama.probers.causal_trie import candidate_trie
 
-    from medlama.probers.causal import END, walk
+    from medlama.probers.causal_trie import END, walk
 
     trie = candidate_trie([(5,), (5, 7), (8, 3), ()], close=(3,))
     assert trie == {5: {3: {END: (5,)}, 7: {3: {END: (5, 7)}}}, 8: {3: {3: {END: (8, 3)}}}}

@@ -15,8 +15,9 @@ import torch
 
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import probe
-from medlama.probers.queries import QuerySet, load_queries
+from medlama.probers.workflow import probe
+from medlama.probers.queries import load_queries
+from medlama.probers.query_set import QuerySet
 from medlama.probers.registry import make_prober
 
 from probe_outputs import predictions  # tests/helpers: per-query rows of predictions.jsonl

@@ -15,7 +15,7 @@ from probe_outputs import TOY_NAMES, TOY_RELATIONS, toy_queries, toy_result  # t
 
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import ProbeResult
+from medlama.probers.result import ProbeResult
 from medlama.probers.compare import CompareSettings, compare_runs, load_runs
 from medlama.probers.workflow import write_outputs
 
@@ -24,7 +24,7 @@ RELATIONS, NAMES = TOY_RELATIONS, list(TOY_NAMES)
 
 def written(folder, *results):
     """``results.json`` and ``predictions.jsonl`` as the probe writes them (without its plots: quicker)."""
-    from medlama.probers.report import write_probe_results
+    from medlama.probers.outputs import write_probe_results
 
     folder.mkdir()
     write_probe_results(folder, results)
@@ -160,12 +160,12 @@ def test_a_recipe_output_gives_its_un_rewired_and_rewired_runs(folders, tmp_path
 
 def test_per_relation_plot_draws_each_relations_interval(folders, monkeypatch):
     from medlama.core.intervals import bootstrap_mean_ci
-    from medlama.probers import report
+    from medlama.probers import plots
 
     res = folders["better-result"]
     drawn = {}
-    monkeypatch.setattr(report, "save_figure", lambda fig, path, **_: drawn.setdefault("fig", fig))
-    report.plot_relations([res], "unused.png", k=10)
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path, **_: drawn.setdefault("fig", fig))
+    plots.plot_relations([res], "unused.png", k=10)
     from matplotlib.container import BarContainer
 
     [bars] = [c for c in drawn["fig"].axes[0].containers if isinstance(c, BarContainer)]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.queries import QuerySet
+from medlama.probers.query_set import QuerySet
 from medlama.probers.registry import make_prober
 from medlama.ucm_eval.rankers import make_ranker
 from tiny_causal import NAMES, save_causal  # tests/helpers

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from medlama.cli import main
-from medlama.core.shards import work_folder
+from medlama.core.resume import work_folder
 
 import cv_inputs  # tests/helpers (pytest pythonpath): a MedLAMA-shaped folder of 6 queries, 2 relations
 from tiny_causal import save_causal  # tests/helpers: tiny causal LMs with locally trained tokenizers

@@ -9,7 +9,7 @@ import pytest
 
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.registry import METHODS, OLD_NAMES, make_prober, method_name, settings_for
+from medlama.probers.registry import METHODS, make_prober, settings_for
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
 from probe_outputs import predictions
 
@@ -27,8 +27,6 @@ def test_methods_name_prober_settings_and_presets():
     prober, settings, presets = METHODS["retrieval"]
     assert (prober, settings, presets) == (RetrievalProber, RetrievalSettings, PRESETS)
     assert set(METHODS["mask-predict"].presets) == {"paper", "paper-order+order"}
-    assert OLD_NAMES == {"contrastive": "retrieval", "mlm": "mask-average"}
-    assert method_name("contrastive") == "retrieval" and method_name("mlm") == "mask-average"
     assert settings_for("retrieval", {"batch_size": 4}, preset="cosine") == RetrievalSettings(distance="cosine",
                                                                                           batch_size=4)
 
@@ -49,20 +47,6 @@ def test_make_prober_refuses_a_misspelt_setting(tiny_encoder):
     assert prober.settings()["method"] == "retrieval" and prober.settings()["pooling"] == "mean"
 
 
-def test_contrastive_is_now_retrieval_with_a_note_and_the_same_numbers(medlama_dir, tiny_encoder, tmp_path,
-                                                                       capsys):
-    common = ["probe", "--data", str(medlama_dir), "--relations", RELATION, "--model", str(tiny_encoder)]
-    assert main([*common, "--method", "retrieval", "--out", str(tmp_path / "new")]) == 0
-    assert "is now" not in capsys.readouterr().err
-    assert main([*common, "--method", "contrastive", "--out", str(tmp_path / "old")]) == 0
-    assert "medlama: --method contrastive is now retrieval" in capsys.readouterr().err
-    new, old = (json.loads((tmp_path / name / "results.json").read_text()) for name in ("new", "old"))
-    assert old[0]["settings"]["method"] == new[0]["settings"]["method"] == "retrieval"
-    assert old[0]["metrics"] == new[0]["metrics"]
-    assert [q["predictions"] for q in predictions(tmp_path / "old")] \
-        == [q["predictions"] for q in predictions(tmp_path / "new")]
-
-
 @pytest.mark.parametrize("flags, message", [
     (["--beam-size", "3"], "--beam-size applies to mask-predict, not retrieval"),
     (["--layers", "1", "2", "--method", "mask-average"], "--layers applies to retrieval, not mask-average"),
@@ -74,12 +58,12 @@ def test_contrastive_is_now_retrieval_with_a_note_and_the_same_numbers(medlama_d
      "--max-tokens applies to mask-average, not mask-predict or generative"),
 ])
 def test_a_flag_the_chosen_methods_do_not_take_is_refused(flags, message, monkeypatch, tmp_path, capsys):
-    import medlama.commands.probe as probe_command
+    import medlama.probers.queries as queries_module
 
-    def load_queries(args):
+    def load_queries(source):
         raise AssertionError("queries loaded before the flags were checked")
 
-    monkeypatch.setattr(probe_command, "load_queries", load_queries)
+    monkeypatch.setattr(queries_module, "load_queries", load_queries)
     assert main(["probe", "--data", str(tmp_path), "--out", str(tmp_path / "o"), *flags]) == 2
     assert capsys.readouterr().err == f"medlama: error: {message}\n"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from medlama.cli import main
-from medlama.core.shards import work_folder
-from medlama.probers import sharding
+from medlama.core.resume import work_folder
+from medlama.probers import resume as sharding
 from medlama.probers.causal import CausalLikelihoodProber
 from medlama.probers.retrieval import RetrievalProber
 

@@ -12,12 +12,13 @@ import torch
 
 from medlama.core.defaults import default_model_path
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import probe
-from medlama.probers.queries import QuerySet, load_medlama_queries
+from medlama.probers.workflow import probe
+from medlama.probers.queries import load_medlama_queries
+from medlama.probers.query_set import QuerySet
 from medlama.probers.registry import settings_for
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
 from medlama.core.settings import settings_from
-from medlama.probers.scoring import search
+from medlama.probers.faiss_search import search
 from probe_outputs import predictions
 
 HARD_FILES = ("associated_morphology_of_158_hard.csv", "gene_product_has_biochemical_function_491_hard.csv")

@@ -94,7 +94,7 @@ def test_labels_are_unique(tiny, medlama_dir, tmp_path, capsys):
     assert main(["probe", "--model", str(first), str(second), "--data", str(medlama_dir), "--relations", RELATION,
                  "--limit", "3", "--out", str(out)]) == 0
     assert [run["label"] for run in json.loads((out / "results.json").read_text())] == ["a/model", "b/model"]
-    from medlama.probers.workflow import unique_labels
+    from medlama.core.models import unique_labels
 
     assert unique_labels(["x/m", "x/m"]) == ["x/m", "x/m #2"]
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from medlama.cli import main
-from medlama.probers.base import probe
+from medlama.probers.workflow import probe
 from medlama.probers.retrieval import PRESETS, RetrievalProber
 from medlama.probers.queries import load_medlama_queries
 from medlama.recipe.heldout import MAX_LENGTH, heldout_queries

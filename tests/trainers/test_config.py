@@ -13,7 +13,8 @@ import pytest
 from medlama.cli import build_parser, main
 from medlama.commands.rewire import config_from_args
 from medlama.core.errors import MedlamaInputError
-from medlama.trainers.checkpoints import check_resume_compatible, list_checkpoints
+from medlama.core.checkpoints import list_checkpoints
+from medlama.trainers.checkpoints import check_resume_compatible
 from medlama.trainers.config import MUST_MATCH_ON_RESUME, PRESETS, RewireConfig
 from medlama.trainers.trainer import command_line
 

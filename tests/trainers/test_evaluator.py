@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from medlama.cli import main
-from medlama.probers.base import probe
+from medlama.probers.workflow import probe
 from medlama.probers.queries import load_medlama_queries
 from medlama.probers.retrieval import PRESETS, RetrievalProber
 from medlama.trainers.evaluator import MedLAMAEvaluator, mrr_at_k

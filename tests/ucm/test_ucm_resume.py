@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from medlama.cli import main
-from medlama.core.shards import work_folder
+from medlama.core.resume import work_folder
 from medlama.ucm_eval.rankers import RetrievalRanker
 
 

@@ -26,7 +26,7 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.models import DEVICE_PATTERN, DEVICE_WORDS
 from medlama.core.models import check_device as check_model_device
 from medlama.core.settings import check, setting
-from medlama.probers.base import RESULTS_FILE
+from medlama.probers.outputs import RESULTS_FILE
 
 #: ``--batch-size``'s meaning for every command that runs a model forward (not ``rewire``'s).
 BATCH_SIZE_LEAD = "inputs per forward pass"

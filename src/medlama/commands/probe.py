@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 from pathlib import Path
 
 from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.commands.method_flags import PRESET_HELP, add_method_arguments, method_settings
-from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, check_device, check_output,
-                                     claimed_output, human_output, print_results)
-from medlama.probers.base import RESULTS_FILE, check_all_scores
+from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, check_device, human_output,
+                                     print_results)
+from medlama.probers.outputs import RESULTS_FILE
 from medlama.probers.queries import QuerySource
 from medlama.probers.retrieval import RetrievalSettings
-from medlama.probers.registry import METHODS, OLD_NAMES, current_names, settings_for
+from medlama.probers.registry import METHODS, method_names, settings_for
+from medlama.core import distributed
 from medlama.core.models import LoadOptions
 from medlama.core.settings import settings_from
 
@@ -66,9 +65,8 @@ def register(subparsers) -> None:
     parser.add_argument("--label", nargs="+", help="names for the models in tables and plots (default: the model "
                                                                      "folders' names; bundled for the bundled encoder)")
     parser.add_argument("--method", nargs="+", default=["retrieval"], metavar="METHOD",
-                        help=f"probing method(s): {', '.join(METHODS)} (default: retrieval; "
-                             f"{', '.join(f'{old} is now {new}' for old, new in OLD_NAMES.items())}); several run "
-                             "one after the other")
+                        help=f"probing method(s): {', '.join(METHODS)} (default: retrieval); several run one "
+                             "after the other")
     add_data_arguments(parser)
     add_scoring_arguments(parser)
     add_method_arguments(parser)
@@ -95,45 +93,26 @@ def load_queries(args: argparse.Namespace):
     return queries.limit_per_relation(limit) if limit else queries
 
 
-def scoring(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[int, ...], str]:
-    """(cut-offs to report, cut-offs to score, matching): the benchmark's declaration
-    (:meth:`~medlama.probers.benchmarks.Benchmark.scoring_plan`)."""
-    from medlama.probers.benchmarks import benchmark
-
-    return benchmark(query_source(args).dataset).scoring_plan(args.ks, args.match)
-
-
 def run(args: argparse.Namespace) -> int:
-    from medlama.core.defaults import default_model_path
-    from medlama.core.errors import MedlamaInputError
-    from medlama.core.models import resolve_model
-    from medlama.probers.workflow import checkpoint_folders, model_runs, unique_labels
+    """Turn the flags into a :class:`~medlama.probers.workflow.ProbeRequest` and run it
+    (:func:`~medlama.probers.workflow.run_probe`, the path ``medlama.probe`` takes too): the checks, one claim
+    of OUT, the shards kept beside it (a rerun of a killed probe continues it; under torchrun / accelerate
+    launch every process ranks its share), the tables, and OUT written once everything is done."""
+    from medlama.probers.workflow import ProbeRequest, run_probe  # the probers (torch) only once flags parse
 
-    models = args.model or [str(default_model_path())]
-    labels = unique_labels(models, args.label, bundled=not args.model and not args.label)
-    # Before the queries: loading them may build MedLAMA first, minutes lost to a typo.
-    methods = list(dict.fromkeys(current_names(args.method)))
+    methods = list(dict.fromkeys(method_names(args.method)))
     settings = method_settings(args, methods)
-    for method in methods:
-        check_all_scores(METHODS[method].prober, args.log_all_scores)
-    scoring(args)  # --ks, before the data is read
     check_device(args.device)
-    for model in models:
-        resolve_model(model)  # a missing model folder is an error now, not after the queries are built
     load = settings_from(LoadOptions, given_settings(args, LoadOptions))
-    runs = model_runs(methods, labels, models, settings, load=load)  # checks the loading options
-    checkpoints = checkpoint_folders(runs) if args.checkpoints else None  # before any probing
-    from medlama.core import distributed
-
-    if not distributed.is_main_process():  # under torchrun: the same checks, then a share of the work, silently
-        check_output(args.out, kind="probe", overwrite=args.overwrite, reads=reads_of(args))
-        with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
-            _probe(args, runs, checkpoints)
-        return 0
-    with claimed_output(args.out, kind="probe", overwrite=args.overwrite, reads=reads_of(args)):
-        with human_output(args):
-            _probe(args, runs, checkpoints)
-    if args.json:
+    request = ProbeRequest(methods=methods, settings=settings, models=args.model or (), labels=args.label,
+                           source=query_source(args), limit=vars(args).get("limit"), ks=args.ks, match=args.match,
+                           device=args.device, load=load, checkpoints=args.checkpoints,
+                           all_scores=args.log_all_scores, out=args.out, overwrite=args.overwrite,
+                           reads=reads_of(args), hint="give --overwrite to replace them, or choose another --out",
+                           report=True)
+    with human_output(args):
+        run_probe(request)
+    if args.json and distributed.is_main_process():
         print_results(args.out / RESULTS_FILE)
     return 0
 
@@ -141,41 +120,3 @@ def run(args: argparse.Namespace) -> int:
 def reads_of(args: argparse.Namespace) -> list[str]:
     """What the probe reads (models and data), which its --out may not be, nor hold."""
     return [*(args.model or []), *([args.data] if getattr(args, "data", None) else [])]
-
-
-def _probe(args: argparse.Namespace, runs: list, checkpoints: dict | None) -> None:
-    """Probe, print the tables, and write OUT (replaced whole once everything is written), by the workflow
-    ``medlama.probe`` runs too (:mod:`medlama.probers.workflow`). Each completed shard is kept beside OUT, so a
-    rerun of a killed probe continues it; under torchrun / accelerate launch, every process ranks its share
-    on its own device and the main process writes OUT."""
-    from medlama.core import distributed
-    from medlama.probers import workflow
-    from medlama.probers.benchmarks import benchmark
-
-    queries = load_queries(args)
-    bench = benchmark(query_source(args).dataset)
-    ks, scored, match = bench.scoring_plan(args.ks, args.match)
-    print(workflow.describe_pool(queries))
-    device = distributed.device_for(args.device)
-    distributed.start(device)
-    store = None
-    try:
-        store = workflow.shard_store(args.out, queries, runs, top_k=max(scored), checkpoints=checkpoints,
-                                     overwrite=args.overwrite, hint="give --overwrite to start over",
-                                     all_scores=args.log_all_scores)
-        outcome = workflow.probe_models(queries, runs, scored=scored, match=match, device=device,
-                                        checkpoints=checkpoints, store=store, all_scores=args.log_all_scores)
-    except BaseException:
-        if store is not None and distributed.is_main_process() and store.empty():
-            workflow.discard_shards(args.out)  # nothing done to continue: leave nothing beside OUT
-        raise
-    finally:
-        distributed.stop()  # nothing to leave alone
-    if outcome is None:  # another process's share: the main process writes OUT
-        return
-    workflow.aggregate(outcome.results, bench, ks)
-    workflow.print_report(outcome, bench, ks)
-    plots = workflow.write_outputs(args.out, outcome.results, by_layer=outcome.by_layer, by_step=outcome.by_step,
-                                   overwrite=args.overwrite, reads=reads_of(args), hint="give --overwrite to replace them, or choose "
-                                   "another --out", k=ks[-1])
-    print(f"wrote {args.out / 'results.json'} and {', '.join(p.name for p in plots)}")

@@ -15,7 +15,7 @@ from medlama.commands.output import (add_output_arguments, check_device, check_f
                                      print_results)
 from medlama.commands.probe import add_data_arguments, add_retrieval_arguments, load_queries, retrieval_settings
 from medlama.core.settings import settings_from
-from medlama.probers.base import RESULTS_FILE
+from medlama.probers.outputs import RESULTS_FILE
 from medlama.recipe.settings import RecipeSettings
 
 
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _recipe(args: argparse.Namespace, recipe: RecipeSettings, corpora: list[Path], config, settings) -> None:
-    from medlama.probers import report
+    from medlama.probers import plots, tables
     from medlama.recipe.workflow import rewire_then_probe
 
     queries = load_queries(args)
@@ -89,33 +89,33 @@ def _recipe(args: argparse.Namespace, recipe: RecipeSettings, corpora: list[Path
                                heldout=recipe.heldout, device=args.device, rewire_preset=recipe.rewire_preset)
 
     summary = result.summary()
-    rows = [["un-rewired"] + [report.percent(summary["base"][f"acc@{k}"]) for k in (1, 5, 10)]
-            + [report.percent(summary["base"][f"acc@{k}_macro"]) for k in (1, 5, 10)]]
+    rows = [["un-rewired"] + [tables.percent(summary["base"][f"acc@{k}"]) for k in (1, 5, 10)]
+            + [tables.percent(summary["base"][f"acc@{k}_macro"]) for k in (1, 5, 10)]]
     rows.append([f"rewired (n={len(result.rewired)})"]
-                + [report.mean_std_text(summary['rewired_mean'][key], summary['rewired_std'][key])
+                + [tables.mean_std_text(summary['rewired_mean'][key], summary['rewired_std'][key])
                    for key in ("acc@1", "acc@5", "acc@10", "acc@1_macro", "acc@5_macro", "acc@10_macro")])
-    report.print_table(f"MedLAMA {queries.name}: before and after rewiring (%)",
+    tables.print_table(f"MedLAMA {queries.name}: before and after rewiring (%)",
                        ["model", "acc@1", "acc@5", "acc@10", "macro acc@1", "macro acc@5", "macro acc@10"], rows,
                        caption="mean ± sample std over rewiring corpora; micro over queries, macro over relations")
     if "heldout_cloze" in summary:
         cloze = summary["heldout_cloze"]
-        report.print_table(
+        tables.print_table(
             f"Held-out cloze self-retrieval, {cloze['pairs']:,} pairs of {recipe.heldout.name} (%)",
             ["model", "acc@1", "acc@10"],
-            [["un-rewired"] + [report.percent(cloze["base"][f"acc@{k}"]) for k in (1, 10)],
+            [["un-rewired"] + [tables.percent(cloze["base"][f"acc@{k}"]) for k in (1, 10)],
              [f"rewired (n={len(result.rewired)})"]
-             + [report.mean_std_text(cloze['rewired_mean'][f'acc@{k}'], cloze['rewired_std'][f'acc@{k}'])
+             + [tables.mean_std_text(cloze['rewired_mean'][f'acc@{k}'], cloze['rewired_std'][f'acc@{k}'])
                 for k in (1, 10)]],
             caption="the rewiring game on sentences no model trained on: each masked sentence retrieves its own "
                     "span among all spans ([CLS], L2, as the probe)")
-    report.print_per_relation([result.base] + result.rewired[:3])
+    tables.print_per_relation([result.base] + result.rewired[:3])
     out = args.out
     runs = [result.base] + result.rewired[:3]
-    plots = [report.plot_relations(runs, out / "relations.png"),
-             report.plot_answer_length(runs, queries, out / "answer_length.png")]
+    figures = [plots.plot_relations(runs, out / "relations.png"),
+               plots.plot_answer_length(runs, queries, out / "answer_length.png")]
     if result.checkpoints:
         series = {Path(model).name: by_step for model, by_step in zip(result.models, result.checkpoints)}
-        plots.append(report.plot_series(series, out / "steps.png", "rewiring step"))
+        figures.append(plots.plot_series(series, out / "steps.png", "rewiring step"))
     # Last: results.json marks a finished run (a rerun then needs --overwrite).
     result.save(out)  # predictions.jsonl, then results.json (summary, scores, intervals, provenance)
-    print(f"wrote {out / 'results.json'} and {', '.join(p.name for p in plots)}; rewired models in {out}")
+    print(f"wrote {out / 'results.json'} and {', '.join(p.name for p in figures)}; rewired models in {out}")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.commands.output import BATCH_SIZE_LEAD, add_output_arguments, human_output, print_results
-from medlama.probers.base import RESULTS_FILE
+from medlama.probers.outputs import RESULTS_FILE
 from medlama.probers.causal import LikelihoodSettings
 from medlama.probers.mask_average import MaskAverageSettings
 from medlama.core.progress import enabled as progress_enabled

@@ -30,7 +30,7 @@ def check_distance(distance: str) -> str:
 
 def search(name_vectors: np.ndarray, query_vectors: np.ndarray, top_k: int, distance: Distance) -> np.ndarray:
     """Indices of the ``top_k`` nearest names per query (nearest first), by exact FAISS search."""
-    import faiss
+    import faiss  # faiss only when searching
 
     check_distance(distance)
     names = np.ascontiguousarray(name_vectors, dtype=np.float32)

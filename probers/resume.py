@@ -1,20 +1,23 @@
-"""A probe computed shard by shard: what makes resuming a killed probe and splitting one across processes
-give exactly the predictions of one uninterrupted run.
+"""Resuming a probe: the probe computed shard by shard, what makes resuming a killed probe and splitting one
+across processes give exactly the predictions of one uninterrupted run. (The shard store and the check of a
+resumed run's settings, shared with ``ucm`` and ``rewire``, are :mod:`medlama.core.resume`.)
 
 * Shards (:func:`plan`): every ranking call the probe makes is one shard: the queries of one candidate pool
   (all of them with a shared pool, each relation's with the ``relation`` rule). A method whose ranking of a
   query does not depend on the queries ranked with it (:attr:`Prober.independent_queries
-  <medlama.probers.base.Prober.independent_queries>`: causal-likelihood scores each query alone) has its
+  <medlama.probers.prober.Prober.independent_queries>`: causal-likelihood scores each query alone) has its
   shards cut further, per relation and into blocks of :data:`SHARD_QUERIES` queries. The cut depends on the
   queries only, never on the number of processes or on what an earlier run finished, so every shard is
   ranked on the same inputs however the run is split or resumed.
 * Units: one per result row, a run (its model and settings), each layer sweep, each checkpoint of a sweep.
 * :func:`rank_units` ranks the shards this process owns (shard ``j`` of the run's list goes to process
   ``j mod K``) that the store does not hold yet, keeping each as it finishes
-  (:class:`medlama.core.shards.ShardStore`, or in memory without an output folder); then, in the main
-  process, after every process is done, merges them in query order. What a shard keeps per query is what
-  the ranking returns for it (:func:`rank_items`), so more per-query fields pass through unchanged; the
-  probe's results are made from the shards as read back, in a first run as in a resumed one.
+  (:class:`medlama.core.resume.ShardStore`; without an output folder the rankings stay in memory and nothing
+  is serialised); then, in the main process, after every process is done, merges them in query order. What
+  a shard keeps per query is its ranking row as JSON (:func:`rank_rows`), so more per-query fields pass
+  through unchanged; with a store, the probe's results are made from the shards as read back, in a first
+  run as in a resumed one.
+* :func:`rank_prober`: a prober made by hand ranked through the same plan (one shard per candidate pool).
 * :func:`manifest`: everything that decides the predictions and their logged scores (methods and their
   settings, the batch size included: rows batched otherwise are rounded otherwise in the last float32
   digits; model identities; the data, its candidate pool and the query selection; ``top_k``; whether every
@@ -29,15 +32,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from medlama.core import distributed
+from medlama.core.batching import fit_batch, is_auto, starting_size
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.base import Prober, pool_parts
-from medlama.probers.queries import QuerySet
-from medlama.probers.ranking import Ranking
+from medlama.core.provenance import model_identity
+from medlama.core.settings import as_dict
+from medlama.probers.pools import pool_parts
+from medlama.probers.prober import Prober, ProberNote
+from medlama.probers.query_set import QuerySet
+from medlama.probers.ranking import PoolScores, Ranking
+from medlama.probers.registry import METHODS
 
 #: Queries per shard of a method that ranks each query on its own (a few minutes of a causal LM's work).
 SHARD_QUERIES = 64
 
-__all__ = ["SHARD_QUERIES", "MemoryShards", "Shard", "Unit", "manifest", "plan", "rank_items", "rank_units",
+__all__ = ["SHARD_QUERIES", "Shard", "Unit", "manifest", "plan", "rank_prober", "rank_rows", "rank_units",
            "units_of"]
 
 
@@ -87,8 +96,6 @@ class Shard:
 def independent(method_or_prober: Any) -> bool:
     """Whether the method ranks each query on its own (its shards may then be blocks of queries)."""
     if isinstance(method_or_prober, str):
-        from medlama.probers.registry import METHODS
-
         entry = METHODS.get(method_or_prober)
         return bool(entry and getattr(entry.prober, "independent_queries", False))
     return bool(getattr(method_or_prober, "independent_queries", False))
@@ -110,14 +117,33 @@ def plan(queries: QuerySet, *, blocks: bool, size: int | None = None) -> list[Sh
     return shards
 
 
-def rank_items(prober: Prober, part: QuerySet, top_k: int, layers: bool, all_scores: bool = False) -> list[Any]:
-    """What a shard keeps per query: its scored ranking (:func:`_item`; ``[[layer, item], ...]`` for a layer
-    sweep), every candidate's score and rank included when ``all_scores``."""
+def rank_rows(prober: Prober, part: QuerySet, top_k: int, layers: bool, all_scores: bool = False) -> Any:
+    """The rows of ``part``'s scored ranking (:meth:`Ranking.rows <medlama.probers.ranking.Ranking.rows>`;
+    ``{layer: rows}`` for a layer sweep), every candidate's score and rank included when ``all_scores``."""
     if layers:
         ranked = prober.rank_layers_scored(part, top_k, all_scores=all_scores)
-        rows = {layer: ranking.rows() for layer, ranking in ranked.items()}
-        return [[[layer, _item(rows[layer][i])] for layer in rows] for i in range(len(part))]
-    return [_item(row) for row in prober.rank_scored(part, top_k=top_k, all_scores=all_scores).rows()]
+        return {layer: ranking.rows() for layer, ranking in ranked.items()}
+    return prober.rank_scored(part, top_k=top_k, all_scores=all_scores).rows()
+
+
+def _items(rows: Any, layers: bool) -> list[Any]:
+    """What a resume shard keeps per query: its ranking row as JSON (:func:`_item`; ``[[layer, item], ...]``
+    for a layer sweep)."""
+    if layers:
+        count = len(next(iter(rows.values()))) if rows else 0
+        return [[[layer, _item(rows[layer][i])] for layer in rows] for i in range(count)]
+    return [_item(row) for row in rows]
+
+
+def _from_items(items: Sequence[Any], candidates: Sequence[str] | None, layers: bool) -> Any:
+    """:func:`_items` read back as ranking rows."""
+    if not layers:
+        return [_row(item, candidates) for item in items]
+    rows: dict[int, list] = {int(layer): [] for layer, _ in items[0]} if items else {}
+    for item in items:
+        for layer, scored in item:
+            rows[int(layer)].append(_row(scored, candidates))
+    return rows
 
 
 def _item(row: tuple) -> dict:
@@ -133,9 +159,7 @@ def _item(row: tuple) -> dict:
 
 def _row(item: dict, candidates: Sequence[str] | None) -> tuple:
     """:func:`_item` read back as a ranking row."""
-    import numpy as np
-
-    from medlama.probers.ranking import PoolScores
+    import numpy as np  # numpy only when this runs
 
     pool = item.get("pool")
     if pool is not None:
@@ -144,17 +168,14 @@ def _row(item: dict, candidates: Sequence[str] | None) -> tuple:
     return item["names"], item["scores"], item["input"], item["gold_rank"], item["gold_score"], pool
 
 
-def _candidates(items: Sequence[Any], part: QuerySet, layers: bool) -> list[str] | None:
-    """The shard's pool names when its items keep every candidate's score (else ``None``: nothing to repeat)."""
-    first = (items[0][0][1] if layers else items[0]) if items else None
-    return list(part.candidates) if first is not None and "pool" in first else None
+def _candidates(rows: Any, part: QuerySet, layers: bool) -> list[str] | None:
+    """The shard's pool names when its rows keep every candidate's score (else ``None``: nothing to repeat)."""
+    first = (next(iter(rows.values()))[:1] if rows else []) if layers else rows[:1]
+    return list(part.candidates) if first and first[0][5] is not None else None
 
 
 def manifest(queries: QuerySet, units: Sequence[Unit], *, top_k: int, all_scores: bool = False) -> dict:
     """What decides a probe's predictions (see the module docstring), as a resumed run must repeat it."""
-    from medlama.core.provenance import model_identity
-    from medlama.core.settings import as_dict
-
     def settings(run) -> dict:  # the batch size too: it changes the float rounding of the logged scores
         return as_dict(run.settings) if not isinstance(run.settings, Mapping) else dict(run.settings)
 
@@ -166,72 +187,12 @@ def manifest(queries: QuerySet, units: Sequence[Unit], *, top_k: int, all_scores
                                    "settings": settings(unit.run), "layers": unit.layers} for unit in units}}
 
 
-class MemoryShards:
-    """The shards of a run that keeps no output folder (the Python API): the same interface as
-    :class:`~medlama.core.shards.ShardStore`, and the same JSON round trip of what it keeps."""
-
-    def __init__(self) -> None:
-        self._items: dict[str, tuple[list, dict]] = {}
-        self._notes: dict[str, dict] = {}
-
-    def has(self, identity: Mapping[str, Any]) -> bool:
-        return self._key(identity) in self._items
-
-    @staticmethod
-    def _key(identity: Mapping[str, Any]) -> str:
-        from medlama.core.shards import ShardStore
-
-        return ShardStore.key(identity)
-
-    def write(self, identity: Mapping[str, Any], items: Sequence[Any], **meta: Any) -> list[Any]:
-        import json
-
-        from medlama.core.shards import plain
-
-        kept = json.loads(json.dumps(list(items), ensure_ascii=False, default=plain))
-        self._items[self._key(identity)] = (kept, dict(meta))
-        return kept
-
-    def read(self, identity: Mapping[str, Any]) -> tuple[list[Any], dict]:
-        return self._items[self._key(identity)]
-
-    def note(self, name: str, record: Mapping[str, Any]) -> None:
-        self._notes.setdefault(name, dict(record))
-
-    def noted(self, name: str) -> dict | None:
-        return self._notes.get(name)
-
-
-class RecordedProber(Prober):
-    """A unit's prober as the shards recorded it (its settings and device), to score merged predictions
-    without loading its model again."""
-
-    def __init__(self, record: Mapping[str, Any]) -> None:
-        self.method = record["settings"].get("method", "prober")
-        self._settings = dict(record["settings"])
-        self.device = record.get("device")
-        self._score = record.get("score")
-        self.loaded = dict(record.get("loaded") or {})
-
-    @property
-    def score_meaning(self) -> str | None:
-        return self._score
-
-    def rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
-        raise NotImplementedError("a recorded prober only carries settings")
-
-    def settings(self) -> dict:
-        return dict(self._settings)
-
-
 class _UnitRanker:
     """A unit's prober, made when its first shard is ranked; with ``batch_size="auto"``, made with the largest
     batch size that fits (:func:`medlama.core.batching.fit_batch`, made again at half the size on out-of-memory;
     a later shard starts at the size the last one used)."""
 
     def __init__(self, unit: Unit, device: str | None, prober: Prober | None = None) -> None:
-        from medlama.core.batching import is_auto, starting_size
-
         self.unit, self.device = unit, device
         self.auto = is_auto(unit.run.settings)
         self.size = starting_size(unit.run.settings) if self.auto else None
@@ -245,81 +206,105 @@ class _UnitRanker:
             self.built = size
         return self.prober
 
-    def rank(self, part: QuerySet, top_k: int, all_scores: bool = False) -> list[Any]:
+    def rank(self, part: QuerySet, top_k: int, all_scores: bool = False) -> Any:
         if not self.auto:
-            return rank_items(self._at(None), part, top_k, self.unit.layers, all_scores)
-        from medlama.core.batching import fit_batch
+            return rank_rows(self._at(None), part, top_k, self.unit.layers, all_scores)
+        rows, self.size = fit_batch(lambda size: rank_rows(self._at(size), part, top_k, self.unit.layers,
+                                                           all_scores), self.size)
+        return rows
 
-        items, self.size = fit_batch(lambda size: rank_items(self._at(size), part, top_k, self.unit.layers,
-                                                             all_scores), self.size)
-        return items
-
-    def note(self) -> dict:
-        """The settings and device results record for this unit (``auto`` with the batch size it resolved to)."""
-        from medlama.probers.base import device_of
-
-        settings = self.prober.settings()
+    def note(self) -> ProberNote:
+        """What results record of this unit's prober (``auto`` with the batch size it resolved to)."""
+        note = ProberNote.of(self.prober)
         if self.auto:
-            settings = {**settings, "batch_size": "auto", "resolved_batch_size": self.size}
-        return {"settings": settings, "device": device_of(self.prober), "score": self.prober.score_meaning,
-                "loaded": dict(getattr(self.prober, "loaded", {}))}
+            note = replace(note, settings={**note.settings, "batch_size": "auto", "resolved_batch_size": self.size})
+        return note
 
 
-def rank_units(queries: QuerySet, units: Sequence[Unit], store: Any, *, top_k: int, device: str | None = None,
-               probers: Mapping[str, Prober] | None = None, block: int | None = None, all_scores: bool = False
-               ) -> dict[str, tuple[Any, RecordedProber, float]] | None:
-    """Rank what this process owns and ``store`` lacks; then (main process) ``{unit label: (predictions in
-    query order, or {layer: predictions}; the prober as recorded; seconds of ranking, over every shard)}``.
-    Other processes return ``None`` once every process is done."""
-    from medlama.core import distributed
+def _count(rows: Any, layers: bool) -> int:
+    return (len(next(iter(rows.values()))) if rows else 0) if layers else len(rows)
 
+
+def rank_units(queries: QuerySet, units: Sequence[Unit], store: Any = None, *, top_k: int,
+               device: str | None = None, probers: Mapping[str, Prober] | None = None, block: int | None = None,
+               all_scores: bool = False) -> dict[str, tuple[Any, ProberNote, float]] | None:
+    """Rank what this process owns and ``store`` (a :class:`~medlama.core.resume.ShardStore`; ``None``: no
+    output folder, nothing kept) lacks; then (main process) ``{unit label: (its Ranking in query order, or
+    {layer: Ranking}; what it records of the prober that ranked; seconds of ranking, over every shard)}``.
+    Without a store the rankings stay in memory; with one, the results are made from the shards as read
+    back, in a first run as in a resumed one. Other processes return ``None`` once every process is done."""
     me, world = distributed.rank(), distributed.world_size()
     planned = [(unit, plan(queries, blocks=independent(unit.run.method), size=block)) for unit in units]
+    kept: dict[str, tuple[dict, ProberNote | None]] = {}  # without a store: {unit: ({shard start: rows, seconds}, note)}
     position = 0
     for unit, shards in planned:
         ranker = _UnitRanker(unit, device, (probers or {}).get(unit.label))
+        ranked: dict = {}
+        note: ProberNote | None = None
         for shard in shards:
             mine = position % world == me
             position += 1
             identity = shard.identity(unit.label)
-            if not mine or store.has(identity):
+            if not mine or (store is not None and store.has(identity)):
                 continue
             start = time.perf_counter()
-            items = ranker.rank(shard.part, top_k, all_scores)
-            if len(items) != len(shard.indices):
-                raise RuntimeError(f"{unit.label}: {len(items)} rankings for {len(shard.indices)} queries")
-            store.note(unit.label, ranker.note())
-            store.write(identity, items, seconds=time.perf_counter() - start,
-                        candidates=_candidates(items, shard.part, unit.layers))
+            rows = ranker.rank(shard.part, top_k, all_scores)
+            if _count(rows, unit.layers) != len(shard.indices):
+                raise RuntimeError(f"{unit.label}: {_count(rows, unit.layers)} rankings for {len(shard.indices)} "
+                                   "queries")
+            seconds = time.perf_counter() - start
+            if store is None:
+                ranked[shard.indices] = (rows, seconds)
+                note = note or ranker.note()  # the first shard's, as a store keeps it
+                continue
+            store.note(unit.label, ranker.note().record())
+            store.write(identity, _items(rows, unit.layers), seconds=seconds,
+                        candidates=_candidates(rows, shard.part, unit.layers))
+        kept[unit.label] = (ranked, note)
         del ranker
     distributed.barrier()
     if not distributed.is_main_process():
         return None
     out = {}
     for unit, shards in planned:
-        record = store.noted(unit.label)
-        if record is None:
+        ranked, note = kept[unit.label]
+        if store is not None:
+            record = store.noted(unit.label)
+            note = ProberNote(**record) if record is not None else None
+        if note is None:
             raise MedlamaInputError(f"{unit.label}: no shard of this run was computed; rerun with --overwrite")
-        merged: Any = None
+        merged: Any = {} if unit.layers else [None] * len(queries)
         seconds = 0.0
         for shard in shards:
-            items, meta = store.read(shard.identity(unit.label))
-            seconds += float(meta.get("seconds") or 0.0)
-            candidates = meta.get("candidates")
-            if unit.layers:
-                if merged is None:
-                    merged = {int(layer): [None] * len(queries) for layer, _ in items[0]} if items else {}
-                for index, item in zip(shard.indices, items):
-                    for layer, scored in item:
-                        merged[int(layer)][index] = _row(scored, candidates)
+            if store is None:
+                rows, took = ranked[shard.indices]
             else:
-                merged = [None] * len(queries) if merged is None else merged
-                for index, item in zip(shard.indices, items):
-                    merged[index] = _row(item, candidates)
+                items, meta = store.read(shard.identity(unit.label))
+                rows, took = _from_items(items, meta.get("candidates"), unit.layers), meta.get("seconds")
+            seconds += float(took or 0.0)
+            _place(merged, shard.indices, rows, len(queries), unit.layers)
         ranking = ({layer: Ranking.from_rows(rows) for layer, rows in merged.items()} if unit.layers
-                   else Ranking.from_rows(merged or []))
-        out[unit.label] = (ranking, RecordedProber(record), seconds)
+                   else Ranking.from_rows(merged))
+        out[unit.label] = (ranking, note, seconds)
     return out
+
+
+def _place(merged: Any, indices: Sequence[int], rows: Any, total: int, layers: bool) -> None:
+    """Put a shard's ``rows`` at their ``indices`` of ``merged`` (query order; ``{layer: rows}`` for a sweep)."""
+    for layer, layer_rows in (rows.items() if layers else [(None, rows)]):
+        target = merged.setdefault(int(layer), [None] * total) if layers else merged
+        for index, row in zip(indices, layer_rows):
+            target[index] = row
+
+
+def rank_prober(prober: Prober, queries: QuerySet, *, top_k: int = 10, all_scores: bool = False) -> Ranking:
+    """``prober``'s ranking of ``queries``, shard by shard as :func:`rank_units` plans it (one shard per
+    candidate pool), nothing kept: what a prober used on its own (:func:`medlama.probers.workflow.probe`, the
+    rewiring evaluator) ranks."""
+    merged: list = [None] * len(queries)
+    for shard in plan(queries, blocks=False):
+        _place(merged, shard.indices, rank_rows(prober, shard.part, top_k, False, all_scores), len(queries), False)
+    return Ranking.from_rows(merged)
 
 
 def resumed(store: Any, queries: QuerySet, units: Sequence[Unit], *, block: int | None = None) -> tuple[int, int]:

@@ -1,0 +1,82 @@
+"""A probe's queries (:class:`QuerySet`): cloze texts with the object slot as ``[Y]``, their gold answers, and
+the candidate names each is ranked against (with the rule that chose them). Where they come from is
+:mod:`medlama.probers.queries`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from medlama.core.defaults import MASK_PLACEHOLDER
+from medlama.core.errors import MedlamaInputError
+from medlama.probers.pools import pool_record
+
+
+@dataclass(frozen=True)
+class QuerySet:
+    """Cloze queries with the object slot as ``[Y]``, their gold answers, and the candidate names.
+
+    Probers fill ``[Y]`` with their own model's mask token (``with_mask``).
+    """
+
+    ids: list[str]
+    relations: list[str]
+    texts: list[str]
+    gold: list[list[str]]
+    candidates: list[str]
+    name: str = "queries"
+    #: What identifies the data (dataset, config, relations, release commit or Hub revision, content hash):
+    #: the ``data`` block of a result's provenance. Never a local path.
+    info: dict = field(default_factory=dict, compare=False)
+    #: How the candidates were chosen (:data:`~medlama.probers.pools.CANDIDATE_RULES`).
+    rule: str = "evaluated"
+    #: Rule ``relation``: each relation's own pool (``candidates`` is then their union); probers rank each
+    #: relation's queries against its pool (:func:`medlama.probers.pools.pool_parts`).
+    pools: dict[str, list[str]] | None = None
+
+    def __post_init__(self) -> None:
+        sizes = {len(self.ids), len(self.relations), len(self.texts), len(self.gold)}
+        if len(sizes) != 1:
+            raise ValueError(f"query set columns differ in length: {sorted(sizes)}")
+        for index, text in enumerate(self.texts):
+            if text.count(MASK_PLACEHOLDER) != 1:
+                raise MedlamaInputError(f"query {self.ids[index]!r} has {text.count(MASK_PLACEHOLDER)} "
+                                        f"{MASK_PLACEHOLDER} slots, needs exactly one: {text!r}")
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def with_mask(self, mask_token: str) -> list[str]:
+        """The queries with ``[Y]`` replaced by ``mask_token``."""
+        return [text.replace(MASK_PLACEHOLDER, mask_token) for text in self.texts]
+
+    def subset(self, indices: Sequence[int], name: str | None = None) -> "QuerySet":
+        pick = list(indices)
+        return QuerySet([self.ids[i] for i in pick], [self.relations[i] for i in pick],
+                        [self.texts[i] for i in pick], [self.gold[i] for i in pick], self.candidates,
+                        name or self.name, {**self.info, "subset": len(pick)} if self.info else {},
+                        self.rule, self.pools)
+
+    def pool_record(self) -> dict:
+        """The candidate pool as a result records it: rule, size and SHA-256 of the sorted names
+        (:func:`~medlama.probers.pools.pool_record`)."""
+        pools = None if self.pools is None else {r: p for r, p in self.pools.items() if r in set(self.relations)}
+        return pool_record(self.rule, self.candidates, pools)
+
+    def limit_per_relation(self, limit: int) -> "QuerySet":
+        """The first ``limit`` queries of each relation, in query order, with the same candidates (a quick
+        check; its scores are not the benchmark's, though a hit means what it means in a full run). Named
+        ``<name>[first N per relation]``, and recorded as ``limit_per_relation`` in :attr:`info`."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise MedlamaInputError(f"the query limit must be an integer >= 1, got {limit!r}")
+        seen: dict[str, int] = {}
+        pick = []
+        for index, relation in enumerate(self.relations):
+            seen[relation] = seen.get(relation, 0) + 1
+            if seen[relation] <= limit:
+                pick.append(index)
+        if len(pick) == len(self):
+            return self
+        subset = self.subset(pick, name=f"{self.name}[first {limit} per relation]")
+        return QuerySet(subset.ids, subset.relations, subset.texts, subset.gold, subset.candidates, subset.name,
+                        {**self.info, "limit_per_relation": limit} if self.info else {}, self.rule, self.pools)
