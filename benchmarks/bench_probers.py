@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from medlama.core.defaults import SUBJECT_PLACEHOLDER
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TQDM_DISABLE", "1")
 
@@ -51,7 +53,7 @@ def load_queries(source: Path, limit: int):
             answers = row["tail_names"].split(" || ")
             names.update(answers)
             names.add(row["head_name"])
-            rows.append((row["rel"], prompts[row["rel"]].replace("[X]", row["head_name"]), answers))
+            rows.append((row["rel"], prompts[row["rel"]].replace(SUBJECT_PLACEHOLDER, row["head_name"]), answers))
     step = max(1, len(rows) // limit)
     picked = rows[::step][:limit]
     return QuerySet([f"q{i}" for i in range(len(picked))], [r for r, _, _ in picked], [t for _, t, _ in picked],

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from medlama.core.defaults import MASK_PLACEHOLDER
+from medlama.core.defaults import BUILD_INFO
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TQDM_DISABLE", "1")
@@ -34,7 +35,7 @@ def hard_set(folder: Path, source: Path):
     from medlama.datasets.medlama_folder import write_medlama
     from medlama.probers.queries import QuerySource, load_queries
 
-    if not (folder / "build_info.json").exists():
+    if not (folder / BUILD_INFO).exists():
         write_medlama(folder, source, progress=False)
     return load_queries(QuerySource(data=folder, config="hard", candidates="relation"))
 

@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from medlama.core.defaults import BUILD_INFO
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -72,7 +74,7 @@ def main() -> int:
         from medlama.datasets.medlama_folder import write_medlama
 
         medlama_dir = work / "medlama"
-        if not (medlama_dir / "build_info.json").is_file():
+        if not (medlama_dir / BUILD_INFO).is_file():
             write_medlama(medlama_dir, args.source, progress=False)
     timings["medlama"] = time.perf_counter() - started
 

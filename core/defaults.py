@@ -6,6 +6,10 @@ from pathlib import Path
 
 #: The object slot in built queries. Probers replace it with each model's own mask token.
 MASK_PLACEHOLDER = "[Y]"
+#: The subject slot of a prompt template (``[X] may treat [Y] .``), filled with the head entity's name.
+SUBJECT_PLACEHOLDER = "[X]"
+#: The record every build writes into its folder (files, rows, SHA-256, statistics): the mark of a built folder.
+BUILD_INFO = "build_info.json"
 
 
 def default_model_path() -> Path:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from medlama.core.public_paths import public_word, with_public_model
+from medlama.core.defaults import BUILD_INFO
 
 __all__ = ["command_line", "device_description", "folder_hash", "model_identity", "package_versions", "provenance",
            "public_word", "with_public_model"]
@@ -29,7 +30,7 @@ PACKAGES = ("medlama", "torch", "transformers", "sentence-transformers", "datase
             "evaluate", "faiss-cpu", "numpy")
 
 #: Files that do not change what a model computes or what a dataset holds.
-_IGNORED = {".git", "__pycache__", "checkpoints", "build_info.json", ".medlama-output.json"}
+_IGNORED = {".git", "__pycache__", "checkpoints", BUILD_INFO, ".medlama-output.json"}
 
 
 def package_versions(packages: Sequence[str] = PACKAGES) -> dict[str, str | None]:

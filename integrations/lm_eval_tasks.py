@@ -47,6 +47,7 @@ from medlama.integrations.lm_eval_readme import render_readme
 from medlama.probers.arguments import check_relations
 from medlama.probers.benchmarks import resolve_data
 from medlama.probers.queries import QuerySource, load_medlama_queries
+from medlama.datasets.prompts import DEFAULT_PROMPT_COLUMN, PROMPT_COLUMNS
 
 #: Who writes a task folder (its ownership record) and the file every one holds.
 KIND = "export lm-eval"
@@ -63,8 +64,8 @@ class LmEvalExportSettings:
     config: Literal["hard", "full"] = setting("hard", help="MedLAMA query set to export")
     relations: tuple[str, ...] | None = setting(None, help="export only these relations (none: all)",
                                                 metavar="REL")
-    prompt_column: Literal["query_human", "query_default"] = setting(
-        "query_human", help="which prompt builds the query (the human prompt, as the reference)")
+    prompt_column: str = setting(
+        DEFAULT_PROMPT_COLUMN, choices=PROMPT_COLUMNS, help="which prompt builds the query (the human prompt, as the reference)")
     max_gen_toks: int = setting(16, help="most tokens generated per answer by the _gen task (medlama "
                                          "causal-generate's --max-answer-tokens)", min=1, metavar="N")
 

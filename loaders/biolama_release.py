@@ -39,6 +39,7 @@ from pathlib import Path
 from medlama.core.checksums import sha256_of
 from medlama.core.errors import MedlamaInputError
 from medlama.loaders.medlama_release import extract_archive
+from medlama.core.defaults import MASK_PLACEHOLDER, SUBJECT_PLACEHOLDER
 
 #: Google Drive id of ``data.tar.gz``, from the README of github.com/dmis-lab/BioLAMA.
 DRIVE_ID = "1CcjpmNuAXavL3aMjwVqiiziMu3OGDyyG"
@@ -219,7 +220,7 @@ def read_prompts(path: Path) -> dict[str, Prompt]:
             if not isinstance(record.get(field), str) or not record[field].strip():
                 raise MedlamaInputError("missing or empty", file=path, row=number, field=field)
         template = record["template"]
-        for slot in ("[X]", "[Y]"):
+        for slot in (SUBJECT_PLACEHOLDER, MASK_PLACEHOLDER):
             count = template.count(slot)
             if count != 1:
                 raise MedlamaInputError(f"template {template!r} has {count} {slot} slot(s), needs exactly one",

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from medlama.core.checksums import sha256_of
 from medlama.core.errors import MedlamaInputError
+from medlama.core.defaults import MASK_PLACEHOLDER, SUBJECT_PLACEHOLDER
 
 COMMIT = "8a314d11c3b8538a7ec522f668b7fbe0394caa9d"
 BASE_URL = f"https://raw.githubusercontent.com/cambridgeltl/medlama/{COMMIT}/data/medlama"
@@ -373,7 +374,7 @@ def read_prompts(path: Path) -> dict[str, Prompt]:
     prompts = {}
     for number, record in _read_csv(path, PROMPT_COLUMNS):
         for field in ("default_prompt", "human_prompt"):
-            for slot in ("[X]", "[Y]"):
+            for slot in (SUBJECT_PLACEHOLDER, MASK_PLACEHOLDER):
                 count = record[field].count(slot)
                 if count != 1:
                     raise MedlamaInputError(f"prompt {record[field]!r} has {count} {slot} slot(s), needs exactly one",

@@ -16,6 +16,7 @@ from medlama.datasets.export import relation_ranges, write_folder
 from medlama.datasets.statistics import biolama_statistics, biolama_statistics_markdown
 from medlama.core.errors import MedlamaInputError
 from medlama.loaders import biolama_release as release
+from medlama.core.defaults import BUILD_INFO
 
 #: The command that writes (and alone may replace) a BioLAMA folder: its ownership record.
 KIND = "build biolama"
@@ -66,7 +67,7 @@ def write_biolama(out_dir: str | Path, source: str | Path | None = None, **optio
     """
     from medlama.core.atomic import claim_directory
 
-    with claim_directory(out_dir, marker="build_info.json", kind=KIND):  # before the build, not after it
+    with claim_directory(out_dir, marker=BUILD_INFO, kind=KIND):  # before the build, not after it
         return _write_biolama(out_dir, source, **options)
 
 

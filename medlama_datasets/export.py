@@ -16,7 +16,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-MARKER = "build_info.json"
+from medlama.core.atomic import staged_directory
+from medlama.core.defaults import BUILD_INFO
+
+MARKER = BUILD_INFO
 
 
 @contextmanager
@@ -60,12 +63,9 @@ def write_folder(out_dir: str | Path, tables: Mapping[str, object], configs: Map
     tables are written in ``folder`` (the card states their sizes and names those files).
     ``kind``: the command writing it (``"build medlama"``); an existing ``out_dir`` must have been written
     by the same one. An earlier build in ``out_dir`` is replaced only once the new one is complete; the
-    caller holds ``medlama.core.atomic.lock_directory(out_dir)`` and checks with
-    ``medlama.core.atomic.check_replaceable`` *before* building that ``out_dir`` may be replaced.
+    caller holds the folder's one claim (``medlama.core.atomic.claim_directory``, taken *before* building).
     """
-    from medlama.core.atomic import atomic_directory
-
-    with atomic_directory(out_dir, marker=MARKER, kind=kind) as staging, quiet_datasets():
+    with staged_directory(out_dir, marker=MARKER, kind=kind) as staging, quiet_datasets():
         for relative, table in tables.items():
             to_parquet(table, staging / relative)
         sealed = seal_folder(staging, configs, info)

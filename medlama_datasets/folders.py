@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from medlama.core.errors import MedlamaInputError
+from medlama.core.defaults import BUILD_INFO
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _FORMATS = {".parquet": "parquet"}
@@ -49,7 +50,7 @@ def identity(folder: Path, kind: str, repo_id: str | None = None, revision: str 
     from medlama.core.provenance import folder_hash
 
     try:
-        report = json.loads((folder / "build_info.json").read_text(encoding="utf-8")).get("report") or {}
+        report = json.loads((folder / BUILD_INFO).read_text(encoding="utf-8")).get("report") or {}
     except (OSError, ValueError, AttributeError):
         report = {}
     report = report if isinstance(report, dict) else {}

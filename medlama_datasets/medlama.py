@@ -38,7 +38,7 @@ import datasets
 from medlama.datasets.downloads import builder_cache, download_config, fetch_verified
 from medlama.datasets.export import input_errors_unwrapped, prepare_fresh
 from medlama.datasets.hardness import HardnessRule, avg_match, avg_rouge_l, split_answers
-from medlama.datasets.prompts import fill_prompt
+from medlama.datasets.prompts import PROMPT_COLUMNS, fill_prompt
 from medlama.core.errors import MedlamaInputError
 from medlama.loaders import medlama_release as release
 
@@ -65,8 +65,7 @@ def features():
         "answer_cuis": List(Value("string")),
         "answer_names": List(Value("string")),
         "answer_count": Value("int32"),
-        "query_human": Value("string"),
-        "query_default": Value("string"),
+        **{column: Value("string") for column in PROMPT_COLUMNS},  # query_human, query_default
         "avg_match": Value("float64"),
         "avg_rouge_l": Value("float64"),
         "is_hard": Value("bool"),
@@ -161,8 +160,8 @@ def _rows_for_relation(rel: str, rows: Sequence[release.ReleaseRow], prompt: rel
             "answer_cuis": list(row.tail_cuis),
             "answer_names": list(row.tail_names),
             "answer_count": len(row.tail_names),
-            "query_human": fill_prompt(prompt.human_prompt, row.head_name),
-            "query_default": fill_prompt(prompt.default_prompt, row.head_name),
+            **dict(zip(PROMPT_COLUMNS, (fill_prompt(prompt.human_prompt, row.head_name),
+                                        fill_prompt(prompt.default_prompt, row.head_name)))),
             "avg_match": match,
             "avg_rouge_l": rouge,
             "is_hard": rule.is_hard(match, rouge),

@@ -14,6 +14,7 @@ from medlama.datasets.export import relation_ranges, write_folder
 from medlama.datasets.medlama import SETS, SPLIT, MedlamaBuild, build_medlama, candidate_features
 from medlama.core.errors import MedlamaInputError
 from medlama.loaders import medlama_release as release
+from medlama.core.defaults import BUILD_INFO
 
 #: The command that writes (and alone may replace) a MedLAMA folder: its ownership record.
 KIND = "build medlama"
@@ -52,7 +53,7 @@ def write_medlama(out_dir: str | Path, source: str | Path | None = None, *, toke
     """
     from medlama.core.atomic import claim_directory
 
-    with claim_directory(out_dir, marker="build_info.json", kind=KIND):  # before the build, not after it
+    with claim_directory(out_dir, marker=BUILD_INFO, kind=KIND):  # before the build, not after it
         return _write_medlama(out_dir, source, tokenizer=tokenizer, **options)
 
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from medlama.core.defaults import MASK_PLACEHOLDER
+from medlama.core.defaults import SUBJECT_PLACEHOLDER
+
+#: MedLAMA's query columns, one per prompt of the release (the human-written prompt, and the default one).
+PROMPT_COLUMNS = ("query_human", "query_default")
+#: The prompt the reference probes with.
+DEFAULT_PROMPT_COLUMN = PROMPT_COLUMNS[0]
 
 
 def fill_prompt(prompt: str, head_name: str) -> str:
     """The query: ``[X]`` replaced by the head name, ``[Y]`` left as the mask placeholder."""
-    return prompt.replace("[X]", head_name).replace("[Y]", MASK_PLACEHOLDER)
+    return prompt.replace(SUBJECT_PLACEHOLDER, head_name)

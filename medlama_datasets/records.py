@@ -22,8 +22,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from medlama.core.errors import MedlamaInputError
+from medlama.core.defaults import BUILD_INFO
 
-MARKER = "build_info.json"
+MARKER = BUILD_INFO
 #: Hex digits of a file's SHA-256 in its name.
 FINGERPRINT = 8
 _REBUILD = "rebuild the folder with `medlama build`"

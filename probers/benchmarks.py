@@ -19,6 +19,7 @@ from typing import Any
 
 from medlama.core.errors import MedlamaInputError
 from medlama.datasets.folders import DataFolder, identity, resolve_folder
+from medlama.datasets.prompts import PROMPT_COLUMNS
 
 #: The cut-offs every probe scores (tables and plots read them), whatever a benchmark reports.
 ALWAYS_SCORED = (1, 5, 10)
@@ -109,7 +110,7 @@ def by_source(metrics: Mapping, ks: Sequence[int] = (1, 5)) -> dict[str, dict]:
 
 MEDLAMA = Benchmark(
     name="medlama", configs=("hard", "full"), relation_configs="hard_<relation> / full_<relation>",
-    splits=("test",), prompt_columns=("query_human", "query_default"),
+    splits=("test",), prompt_columns=PROMPT_COLUMNS,
     candidates="the head and answer names of the relations' rows (the folder's candidates_<config>_<relation>)",
     ks=(1, 5, 10), match="exact", grouping="relation", cached_build=_build_medlama)
 

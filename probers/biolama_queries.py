@@ -27,6 +27,7 @@ from medlama.probers.benchmarks import BIOLAMA, SOURCES, by_source, group_of, re
 from medlama.probers.pools import check_rule
 from medlama.probers.query_set import QuerySet
 from medlama.probers.tables import percent
+from medlama.datasets.prompts import DEFAULT_PROMPT_COLUMN
 
 #: BioLAMA's cut-offs and matching, as its declaration gives them.
 BIOLAMA_KS = BIOLAMA.ks
@@ -82,7 +83,7 @@ def load_biolama_queries(data: str | Path | DataFolder, config: str = "all", *, 
 def load_biolama_source(source) -> QuerySet:
     """BioLAMA's loader (:data:`~medlama.probers.benchmarks.BIOLAMA`) for a
     :class:`~medlama.probers.queries.QuerySource`."""
-    if source.prompt_column != "query_human":
+    if source.prompt_column != DEFAULT_PROMPT_COLUMN:
         raise MedlamaInputError("--prompt-column is a MedLAMA option; BioLAMA queries use its manual prompts")
     return load_biolama_queries(resolve_data(source), source.config or BIOLAMA.configs[0], split=source.split,
                                 relations=list(source.relations) if source.relations else None,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from medlama.core.atomic import atomic_directory, atomic_write_bytes, atomic_write_text, claimed_output
+from medlama.core.atomic import atomic_write_bytes, atomic_write_text, claimed_output, staged_directory
 from medlama.core.errors import MedlamaInputError
 from medlama.core.resume import discard_work_folder
 from medlama.probers import plots
@@ -113,7 +113,7 @@ def write_outputs(out: str | Path, results: Sequence[ProbeResult], *, by_layer: 
     claim = contextlib.nullcontext() if claimed else claimed_output(out, marker=RESULTS_FILE, kind=OUTPUT_KIND,
                                                                    overwrite=overwrite, hint=hint, reads=reads)
     with claim:
-        with atomic_directory(out, marker=RESULTS_FILE, kind=OUTPUT_KIND, reads=reads) as staging:
+        with staged_directory(out, marker=RESULTS_FILE, kind=OUTPUT_KIND) as staging:  # under the one claim
             write_probe_results(staging, results, argv=argv)  # results.json + predictions.jsonl
             write_all_scores(staging / SCORES_FILE, results)  # only runs that kept every score
             first = list(results[:4])

@@ -17,13 +17,14 @@ from medlama.probers.biolama_queries import load_biolama_source
 from medlama.probers.pools import CANDIDATE_RULES, check_rule, medlama_pools, row_pools
 from medlama.probers.query_set import QuerySet
 from medlama.core.settings import check, setting
+from medlama.datasets.prompts import DEFAULT_PROMPT_COLUMN
 
 #: MedLAMA's prompt columns (its declaration's, :data:`~medlama.probers.benchmarks.MEDLAMA`).
 PROMPT_COLUMNS = MEDLAMA.prompt_columns
 
 
 def load_medlama_queries(data: str | Path | DataFolder, config: str = "hard", *,
-                         relations: Sequence[str] | None = None, prompt_column: str = "query_human",
+                         relations: Sequence[str] | None = None, prompt_column: str = DEFAULT_PROMPT_COLUMN,
                          candidates: str = "evaluated") -> QuerySet:
     """Queries of MedLAMA for ``config`` (``hard`` or ``full``) from ``data``: a built folder (``medlama build
     medlama``), a ``push-dataset`` dry run or a Hub dataset id (:func:`~medlama.datasets.folders.resolve_folder`).
@@ -62,7 +63,7 @@ def _whole(data) -> bool:
         getattr(split, "num_examples", None) == len(data) for split in splits.values())
 
 
-def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt_column: str = "query_human",
+def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt_column: str = DEFAULT_PROMPT_COLUMN,
                          name: str = "dataset", candidates: str = "evaluated") -> QuerySet:
     """Queries of an already loaded MedLAMA ``datasets.Dataset`` (or a ``DatasetDict`` with one split, or a
     ``test`` split), e.g. ``medlama.load_medlama("hard")`` or any selection, shuffle or filter of it.
@@ -140,7 +141,7 @@ class QuerySource:
                                             "or <source>_<PID>; none: the first (hard, all)")
     split: str = setting("test", help="BioLAMA split to probe: train, dev or test")
     relations: tuple[str, ...] | None = setting(None, help="probe only these relations (none: all)", metavar="REL")
-    prompt_column: str = setting("query_human", choices=PROMPT_COLUMNS,
+    prompt_column: str = setting(DEFAULT_PROMPT_COLUMN, choices=PROMPT_COLUMNS,
                                  help="MedLAMA: which prompt builds the query (the human prompt, as the reference)")
     candidates: str = setting("evaluated", choices=CANDIDATE_RULES,
                               help="the candidate pool each query is ranked against: evaluated, the union of the "

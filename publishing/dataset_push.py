@@ -15,9 +15,10 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.integrity import check_vouched
 from medlama.publishing.public_names import public_build_info
 from medlama.publishing.upload import check_repo_id, finish
+from medlama.core.defaults import BUILD_INFO
 
 GATE_MODES = ("auto", "manual")
-DATASET_EXTRA_FILES = ("README.md", "build_info.json")
+DATASET_EXTRA_FILES = ("README.md", BUILD_INFO)
 
 
 def _load_card(folder: Path):
@@ -38,7 +39,7 @@ def _load_card(folder: Path):
 def _build_info(folder: Path) -> dict[str, Any]:
     """The folder's ``build_info.json``, or ``{}`` when it has none (or not a JSON object)."""
     try:
-        info = json.loads((folder / "build_info.json").read_text(encoding="utf-8"))
+        info = json.loads((folder / BUILD_INFO).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return info if isinstance(info, dict) else {}
@@ -204,7 +205,7 @@ def push_dataset(path: str | Path, repo_id: str, *, private: bool = False, revis
             destination.parent.mkdir(parents=True, exist_ok=True)
             if relative == "README.md":
                 destination.write_text(_pushed_card_text(_load_card(folder), gate, repo_id), encoding="utf-8")
-            elif relative == "build_info.json":
+            elif relative == BUILD_INFO:
                 destination.write_text(public_build_info((folder / relative).read_text(encoding="utf-8")),
                                        encoding="utf-8")
             else:

@@ -17,6 +17,7 @@ import numpy as np
 from medlama.core.errors import MedlamaInputError
 from medlama.datasets.export import quiet_datasets
 from medlama.datasets.folders import load_config
+from medlama.core.defaults import BUILD_INFO
 
 
 @dataclass
@@ -32,7 +33,7 @@ class ContextSets:
 
 def read_build_info(directory: Path) -> dict:
     """The folder's ``build_info.json``, checked to describe context-variance sets."""
-    info_path = directory / "build_info.json"
+    info_path = directory / BUILD_INFO
     try:
         info = json.loads(info_path.read_text(encoding="utf-8"))
     except FileNotFoundError:

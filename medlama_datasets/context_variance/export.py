@@ -37,7 +37,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from medlama.core.atomic import atomic_directory, claim_directory
+from medlama.core.atomic import claim_directory, staged_directory
 from medlama.core.errors import MedlamaInputError
 from medlama.datasets.card import render_context_variance_card
 from medlama.datasets.context_variance.builder import ContextVarianceBuilder
@@ -46,6 +46,7 @@ from medlama.datasets.context_variance.layout import SPLIT, config_layout, data_
 from medlama.datasets.context_variance.settings import BuildSettings, CorpusSpec, IndexEngine, KnowledgeSpec
 from medlama.datasets.context_variance.stats import ContextVarianceBuild, pool_rows
 from medlama.datasets.export import quiet_datasets, seal_folder
+from medlama.core.defaults import BUILD_INFO
 
 ROWS_PER_WRITE = 512
 #: Bytes at which a data file is closed and the next shard begins (the ``datasets`` Hub's default shard size).
@@ -83,7 +84,7 @@ def build_context_variance(knowledge: KnowledgeSpec | KnowledgeBase, corpora: Se
     jobs will build an index first (nothing is written then).
     """
     check_shard_bytes(max_shard_bytes)  # before any indexing
-    with claim_directory(out_dir, marker="build_info.json", kind=KIND, reads=list(reads)):  # before indexing
+    with claim_directory(out_dir, marker=BUILD_INFO, kind=KIND, reads=list(reads)):  # before indexing
         if index_engine is not None:
             index_engine.check_available()  # before anything is read
         source = {"knowledge": knowledge} if isinstance(knowledge, KnowledgeSpec) else {"knowledge_base": knowledge}
@@ -118,7 +119,7 @@ def _write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origi
     sources = builder.generate_sources(used_pools)
     stats = []
     files: dict[tuple[str, str, bool], list[str]] = {}
-    with atomic_directory(out_dir, marker="build_info.json", kind=KIND) as staging, quiet_datasets():
+    with staged_directory(out_dir, marker=BUILD_INFO, kind=KIND) as staging, quiet_datasets():  # under the claim
         for stat, batches in sources:
             stats.append(stat)
             writers = _Writers(staging, stat.source, settings, max_shard_bytes)
@@ -147,7 +148,7 @@ def _write_folder(builder: ContextVarianceBuilder, out_dir: str | Path, *, origi
         sealed = seal_folder(staging, {name: {SPLIT: files} for name, files in configs.items()}, info)
         result = ContextVarianceBuild(out_dir, settings, stats, sealed, default_config, origin, umls_derived)
         (staging / "README.md").write_text(render_context_variance_card(result, staging), encoding="utf-8")
-        (staging / "build_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        (staging / BUILD_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     return result
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from medlama.datasets.context_variance.knowledge import Entity, EntityPool, KnowledgeBase, Triple, _merge
 from medlama.datasets.folders import load_config  # not load_dataset(DIR): its cache mixes up folders
 from medlama.core.errors import MedlamaInputError
+from medlama.datasets.prompts import DEFAULT_PROMPT_COLUMN, PROMPT_COLUMNS
 
 
 def _load(data_dir: Path, config: str, split: str, what: str):
@@ -92,15 +93,15 @@ def _finish(triples: list[Triple], data_dir: Path, what: str) -> KnowledgeBase:
 
 # ---------------------------------------------------------------------------------------- MedLAMA
 def knowledge_base_from_medlama(data_dir: str | Path, config: str = "hard", *,
-                                relations: Sequence[str] | None = None, prompt_column: str = "query_human",
+                                relations: Sequence[str] | None = None, prompt_column: str = DEFAULT_PROMPT_COLUMN,
                                 limit: int | None = None) -> KnowledgeBase:
     """Triples of a built MedLAMA folder (``config`` ``hard`` or ``full``, or ``<set>_<relation>``).
 
     ``limit`` keeps the first ``limit`` rows of each relation (in row order).
     """
     data_dir = Path(data_dir)
-    if prompt_column not in ("query_human", "query_default"):
-        raise MedlamaInputError(f"unknown prompt column {prompt_column!r}; choose query_human or query_default")
+    if prompt_column not in PROMPT_COLUMNS:
+        raise MedlamaInputError(f"unknown prompt column {prompt_column!r}; choose {' or '.join(PROMPT_COLUMNS)}")
     data = _load(data_dir, config, "test", "medlama")
     needed = ("id", "relation", "head_cui", "head_name", "answer_cuis", "answer_names", prompt_column)
     _check_columns(data, needed, data_dir, config, "MedLAMA")

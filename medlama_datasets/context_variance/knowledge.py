@@ -19,11 +19,9 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from medlama.core.defaults import MASK_PLACEHOLDER
+from medlama.core.defaults import MASK_PLACEHOLDER, SUBJECT_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
 
-#: The subject slot of prompt templates ("[X] has symptoms such as [Y].").
-SUBJECT_PLACEHOLDER = "[X]"
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from medlama.core.extras import check_available
 from medlama.core.settings import check, setting
 from medlama.loaders.corpora import FORMATS, corpus_fingerprint, load_corpus
 from medlama.loaders.mimic_notes import mimic_signature
+from medlama.datasets.prompts import DEFAULT_PROMPT_COLUMN, PROMPT_COLUMNS
 
 #: Default source name of each corpus format (``jsonl`` and ``text`` corpora are named after their file).
 SOURCE_NAMES = {"mimic": "ehr", "pmc": "pmc"}
@@ -196,7 +197,7 @@ class KnowledgeSpec:
     split: str = setting("test", help="BioLAMA split")
     relations: tuple[str, ...] | None = setting(None, metavar="REL", help="only these relations (none: all)")
     limit: int | None = setting(None, min=1, metavar="N", help="only the first N rows of each relation (none: all)")
-    prompt_column: Literal["query_human", "query_default"] = setting("query_human", help="MedLAMA prompt")
+    prompt_column: str = setting(DEFAULT_PROMPT_COLUMN, choices=PROMPT_COLUMNS, help="MedLAMA prompt")
 
     def __post_init__(self) -> None:
         check(self)
