@@ -26,7 +26,7 @@ import medlama.ucm_eval.rankers as ranker_module
 from medlama.core.atomic import claim_directory, staged_directory
 from medlama.core.defaults import default_model_path
 from medlama.core.errors import MedlamaInputError
-from medlama.core.models import check_device, resolve_model
+from medlama.core.models import check_device, resolve_model, unique_labels
 from medlama.core.provenance import folder_hash, model_identity
 from medlama.core.settings import check, setting
 from medlama.core.resume import ShardStore, discard_work_folder
@@ -222,9 +222,12 @@ def _models_and_labels(models: UcmModels, spelling: Spelling) -> tuple[list[str]
     """Each model's path, label and method, or an error naming the arguments whose counts differ."""
     given = list(models.model) or [None]
     paths = [str(default_model_path()) if m is None else str(m) for m in given]
-    labels = list(models.label) or ["bundled" if m is None else (Path(m).name or str(m)) for m in given]
-    if len(labels) != len(paths):
-        raise MedlamaInputError(f"{len(labels)} {spelling.label} for {len(paths)} {spelling.model}")
+    if models.label and len(models.label) != len(paths):
+        raise MedlamaInputError(f"{len(models.label)} {spelling.label} for {len(paths)} {spelling.model}")
+    # the probe's rule: given labels must differ; else folder names, same-named folders told apart
+    labels = unique_labels(paths, list(models.label) or None, bundled=given == [None])
+    if not models.label:
+        labels = ["bundled" if m is None else label for m, label in zip(given, labels)]
     methods = list(models.method) or ["auto"]
     kinds = methods if len(methods) > 1 else methods * len(paths)
     if len(kinds) != len(paths):

@@ -37,3 +37,17 @@ def test_bad_arguments_are_refused_before_any_model_loads(sets, tmp_path):
         assert not (tmp_path / "out").exists()
     with pytest.raises(MedlamaInputError, match="not a context-variance folder"):
         medlama.ucm(str(tmp_path), device="banana")
+
+
+def test_models_are_labelled_by_the_probes_rule(tmp_path):
+    """One label rule for probe and ucm: same-named folders are told apart by their parents, a label given twice
+    is refused, the bundled encoder is `bundled`."""
+    from medlama.ucm_eval.evaluation import FLAGS, UcmModels, _models_and_labels
+
+    a, b = tmp_path / "a" / "model", tmp_path / "b" / "model"
+    assert _models_and_labels(UcmModels(model=(str(a), str(b))), FLAGS)[1] == ["a/model", "b/model"]
+    assert _models_and_labels(UcmModels(), FLAGS)[1] == ["bundled"]
+    with pytest.raises(MedlamaInputError, match="--label 'x' given more than once"):
+        _models_and_labels(UcmModels(model=(str(a), str(b)), label=("x", "x")), FLAGS)
+    with pytest.raises(MedlamaInputError, match="1 --label values for 2 --model values"):
+        _models_and_labels(UcmModels(model=(str(a), str(b)), label=("x",)), FLAGS)
