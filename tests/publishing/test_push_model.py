@@ -152,25 +152,35 @@ def local_names_in(tree: Path, forbidden: list[str]) -> list[str]:
     return found
 
 
+def tiny_bert(folder: Path, *, layers: int) -> Path:
+    """A tiny random BERT of the test words saved in ``folder``, as a user's checkpoint would be."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder.mkdir()
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=layers, num_attention_heads=2,
+                         intermediate_size=16, max_position_embeddings=32)).save_pretrained(folder)
+    BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
+    return folder
+
+
+def write_sentences(path: Path) -> Path:
+    """40 lines of six test words each: a corpus to rewire on."""
+    path.write_text("".join(" ".join(WORDS[(i + k) % len(WORDS)] for k in range(6)) + "\n" for i in range(40)))
+    return path
+
+
 @pytest.fixture(scope="module")
 def rewired_from_tmp(tmp_path_factory) -> tuple[Path, Path]:
     """A real (tiny) rewiring of a model in a temporary folder, on a corpus in that folder: (root, output)."""
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
     from medlama.trainers.config import RewireConfig
     from medlama.trainers.trainer import rewire
 
     root = tmp_path_factory.mktemp("leaky-home")
-    bert = root / "my-bert"
-    bert.mkdir()
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
-    (bert / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=16, max_position_embeddings=32)).save_pretrained(bert)
-    BertTokenizerFast(vocab_file=str(bert / "vocab.txt")).save_pretrained(bert)
-    corpus = root / "sentences.txt"
-    corpus.write_text("".join(" ".join(WORDS[(i + k) % len(WORDS)] for k in range(6)) + "\n" for i in range(40)))
+    bert = tiny_bert(root / "my-bert", layers=2)
+    corpus = write_sentences(root / "sentences.txt")
     config = RewireConfig.preset("paper", model=str(bert), steps=2, save_steps=2, batch_size=8, max_length=16,
                                  layer=1)
     rewire(corpus, root / "rewired", config, disable_tqdm=True)
@@ -423,24 +433,14 @@ def test_a_model_with_nan_weights_is_never_pushed(rewired_from_tmp, tmp_path, ca
 def test_a_model_rewired_from_relative_paths_goes_up_without_them(tmp_path, monkeypatch):
     """Relative local paths (``../my-bert``, ``../corpus/sentences.txt``) are local paths too: the pushed
     record, command and card name each by its last part."""
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
     from medlama.trainers.config import RewireConfig
     from medlama.trainers.trainer import rewire
 
     work = tmp_path / "work"
     (tmp_path / "corpus").mkdir()
     work.mkdir()
-    bert = tmp_path / "my-bert"
-    bert.mkdir()
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
-    (bert / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=16, max_position_embeddings=32)).save_pretrained(bert)
-    BertTokenizerFast(vocab_file=str(bert / "vocab.txt")).save_pretrained(bert)
-    (tmp_path / "corpus" / "sentences.txt").write_text(
-        "".join(" ".join(WORDS[(i + k) % len(WORDS)] for k in range(6)) + "\n" for i in range(40)))
+    tiny_bert(tmp_path / "my-bert", layers=1)
+    write_sentences(tmp_path / "corpus" / "sentences.txt")
     monkeypatch.chdir(work)
     monkeypatch.setattr("sys.argv", ["medlama", "rewire", "--corpus", "../corpus/sentences.txt", "--out",
                                      "../rewired", "--model", "../my-bert"])

@@ -99,21 +99,22 @@ def _report(manifest: dict, dry_run: Path | None) -> None:
 
 
 def run_push_dataset(args: argparse.Namespace) -> int:
-    from medlama.publishing.hub import push_dataset
+    from medlama.publishing.hub import push_dataset  # huggingface_hub loads when a push runs, not for --help
 
-    settings = _settings(args, DatasetPushSettings)
-    manifest = push_dataset(args.path, args.repo_id, private=settings.private, revision=settings.revision,
-                            commit_message=settings.commit_message, gated=settings.gated, dry_run=settings.dry_run)
-    _report(manifest, settings.dry_run)
-    return 0
+    return _gated_dataset_push(push_dataset, args)
 
 
 def run_push_results(args: argparse.Namespace) -> int:
-    from medlama.publishing.hub import push_results
+    from medlama.publishing.hub import push_results  # huggingface_hub loads when a push runs, not for --help
 
+    return _gated_dataset_push(push_results, args)
+
+
+def _gated_dataset_push(push, args: argparse.Namespace) -> int:
+    """``push-dataset`` and ``push-results``: a folder to a dataset repository, gated as its data asks."""
     settings = _settings(args, DatasetPushSettings)
-    manifest = push_results(args.path, args.repo_id, private=settings.private, revision=settings.revision,
-                            commit_message=settings.commit_message, gated=settings.gated, dry_run=settings.dry_run)
+    manifest = push(args.path, args.repo_id, private=settings.private, revision=settings.revision,
+                    commit_message=settings.commit_message, gated=settings.gated, dry_run=settings.dry_run)
     _report(manifest, settings.dry_run)
     return 0
 
