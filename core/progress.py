@@ -2,8 +2,9 @@
 
 * :func:`enabled` is what medlama's own bars ask (``tqdm(..., disable=not enabled())``): the choice made
   with :func:`showing` (``medlama ... --progress`` / ``--no-progress``) when there is one, else off when
-  ``TQDM_DISABLE`` is set to a true value, else on exactly when stderr is a terminal. Piped output and CI
-  logs thus carry no carriage returns or ``it/s`` lines.
+  ``TQDM_DISABLE`` is set to a true value, else on exactly when stderr is a terminal (or a notebook's). Piped
+  output and CI logs thus carry no carriage returns or ``it/s`` lines; the Python API (``medlama.probe``, ...)
+  follows the same rule as the command.
 * :func:`showing` applies the choice for a block (the ``medlama`` command wraps each run in it) to the
   libraries' own bars too: ``datasets``, ``huggingface_hub`` and ``transformers`` bars are switched off
   or on, and every other tqdm bar that does not say otherwise (sentence-transformers' "Computing widget
@@ -40,6 +41,8 @@ def enabled() -> bool:
     if env_disabled():
         return False
     stream = sys.stderr
+    if stream is not None and type(stream).__module__.startswith("ipykernel"):
+        return True  # a notebook shows bars as widgets: interactive, though its stream is no terminal
     return bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
 
 

@@ -12,11 +12,13 @@ imports the heavy libraries (torch, transformers, datasets) only when called.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from medlama.core.errors import MedlamaInputError
+from medlama.core.progress import showing
 from medlama.core.settings import settings_from
 from medlama.probers.compare import CompareSettings, compare_folders
 from medlama.trainers.config import QUICK_PRESET
@@ -24,6 +26,21 @@ from medlama.trainers.config import QUICK_PRESET
 __all__ = ["compare", "load_medlama", "mteb_task", "probe", "rewire", "ucm"]
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _progress_as_the_cli(function: F) -> F:
+    """Run ``function`` under the CLI's rule for progress bars (:mod:`medlama.core.progress`): shown on a terminal
+    or in a notebook, never into a redirected stderr (a log file), never against ``TQDM_DISABLE``."""
+    @functools.wraps(function)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with showing():
+            return function(*args, **kwargs)
+
+    return wrapped  # type: ignore[return-value]
+
+
+@_progress_as_the_cli
 def load_medlama(config: str = "hard", *, data: str | Path | None = None, source: str | Path | None = None,
                  relations: Sequence[str] | None = None, split: str | None = "test"):
     """MedLAMA as a ``datasets`` object: ``config`` (``hard``, ``full``, ``candidates_hard``, ``hard_<relation>``,
@@ -67,6 +84,7 @@ def load_medlama(config: str = "hard", *, data: str | Path | None = None, source
     return loaded
 
 
+@_progress_as_the_cli
 def probe(model: Any = None, data: Any = None, *, config: str | None = None, method: str = "retrieval",
           preset: str | None = None, relations: Sequence[str] | None = None, dataset: str = "medlama",
           settings: Mapping[str, Any] | Any = None, device: str | None = None, limit: int | None = None,
@@ -148,6 +166,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     return outcome.results[0] if len(outcome.results) == 1 else outcome.results
 
 
+@_progress_as_the_cli
 def rewire(corpus: Any, out: str | Path, model: str | Path | None = None, *, preset: str = QUICK_PRESET,
            resume: bool | str | Path = True, **settings: Any):
     """Rewire ``model`` (default: the bundled encoder) with Contrastive-Probe on ``corpus`` (a sentence file,
@@ -172,6 +191,7 @@ def rewire(corpus: Any, out: str | Path, model: str | Path | None = None, *, pre
     return run_rewire(corpus, out, config, resume=resume, preset=preset)
 
 
+@_progress_as_the_cli
 def ucm(sets: str | Path, model: str | Path | Sequence[str | Path] | None = None, *, method: str = "auto",
         out: str | Path | None = None, label: str | Sequence[str] | None = None, device: str | None = None,
         **settings: Any):

@@ -45,6 +45,20 @@ def test_piped_output_has_no_progress_bars_and_progress_asks_for_them(probe_args
     assert bars(captured.err) and "queries" in captured.err and not bars(captured.out)
 
 
+def test_the_python_api_follows_the_commands_rule(biolama_dir, tiny_encoder, capsys, monkeypatch):
+    """``medlama.probe`` into a redirected stderr draws no bars either (one rule for the API and the CLI)."""
+    import medlama
+
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    result = medlama.probe(str(tiny_encoder), data=str(biolama_dir), dataset="biolama", config="umls",
+                           settings={"batch_size": 4})
+    captured = capsys.readouterr()
+    assert result.acc(1) >= 0 and not bars(captured.err) and not bars(captured.out)
+    monkeypatch.setattr("sys.stderr", type("OutStream", (), {"__module__": "ipykernel.iostream",
+                                                             "isatty": lambda self: False})())
+    assert progress.enabled()  # a notebook's stream: bars, drawn as widgets
+
+
 def test_progress_follows_the_terminal_the_flag_and_tqdm_disable(monkeypatch):
     class Terminal:
         def isatty(self) -> bool:
