@@ -333,6 +333,8 @@ def count_masks_cut(queries: Sequence[str], tokenizer: Any, max_length: int, mas
     missing = [i for i, ids in enumerate(cut) if not _contains(ids, mask_ids)]
     if not missing:
         return 0
-    whole = tokenizer([texts[i] for i in missing])["input_ids"]  # a mask the tokenizer itself splits is no cut
+    # A mask the tokenizer itself splits is no cut. Read whole, some exceed the model's length: transformers' warning
+    # about it (verbose) says what the count above already reports.
+    whole = tokenizer([texts[i] for i in missing], verbose=False)["input_ids"]
     return sum(_contains(ids, mask_ids) for ids in whole)
 
