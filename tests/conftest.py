@@ -76,20 +76,44 @@ def corpus_head(elicit_corpora, tmp_path_factory):
     return head
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """The folder ``build(folder)`` writes, built once per test run: under pytest-xdist the first worker to ask
+    builds it (the others wait on a file lock) into the folder the workers share, and every worker reads it."""
+    from filelock import FileLock
+
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:  # one process: its own temporary folder
+        folder = tmp_path_factory.mktemp(name) / name
+        build(folder)
+        return folder
+    shared = tmp_path_factory.getbasetemp().parent  # pytest-of-USER/pytest-N, the run's; each worker's is below
+    folder, done = shared / name / name, shared / f"{name}.done"
+    with FileLock(str(shared / f"{name}.lock")):
+        if not done.is_file():
+            if folder.parent.exists():  # a worker that died while building
+                shutil.rmtree(folder.parent)
+            folder.parent.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
-def medlama_build(tmp_path_factory, medlama_source):
-    """MedLAMA built once per session with the real builder: ``(folder, MedlamaBuild, statistics)``."""
+def medlama_dir(tmp_path_factory, medlama_source) -> Path:
+    """Folder of MedLAMA built with the real builder (``medlama build medlama``), once per test run and shared
+    by the test workers; loadable with ``load_dataset(folder, config)``. Tests read it, never write into it."""
     from medlama.datasets.medlama_folder import write_medlama
 
-    out = tmp_path_factory.mktemp("built") / "medlama"
-    build, stats = write_medlama(out, medlama_source, progress=False)
-    return out, build, stats
+    return built_once(tmp_path_factory, "medlama", lambda out: write_medlama(out, medlama_source, progress=False))
 
 
 @pytest.fixture(scope="session")
-def medlama_dir(medlama_build) -> Path:
-    """Folder of the session's MedLAMA build, loadable with ``load_dataset(folder, config)``."""
-    return medlama_build[0]
+def medlama_build(medlama_dir, medlama_source):
+    """``(folder, MedlamaBuild, statistics)``: the session's MedLAMA folder, the real builder's build of the same
+    release in memory (the rows the folder was written from) and the statistics the build wrote."""
+    from medlama.datasets.medlama import build_medlama
+
+    statistics = json.loads((medlama_dir / "build_info.json").read_text(encoding="utf-8"))["statistics"]
+    return medlama_dir, build_medlama(medlama_source, progress=False), statistics
 
 
 @pytest.fixture(scope="module")
