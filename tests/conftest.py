@@ -29,6 +29,21 @@ if "MEDLAMA_CACHE" not in os.environ:  # medlama's own cache (builder downloads,
     atexit.register(shutil.rmtree, _medlama_cache, ignore_errors=True)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+
+def _own_share_of_the_cpus() -> None:
+    """Under pytest-xdist, each worker (and every process it starts) runs on its own share of the CPUs: with two
+    workers on two cores, torch's threads in one worker (one per CPU it may use, as medlama's encoder sets them)
+    would otherwise compete with the other's and spin at every barrier. Nothing changes without xdist."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and hasattr(os, "sched_setaffinity")):
+        return
+    cpus, index, count = sorted(os.sched_getaffinity(0)), int(worker[2:]), int(count)
+    share = cpus[index::count] if count <= len(cpus) else [cpus[index % len(cpus)]]
+    os.sched_setaffinity(0, share)
+
+
+_own_share_of_the_cpus()
+
 import pytest  # noqa: E402
 
 import medlama.cli  # noqa: E402
