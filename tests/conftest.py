@@ -29,6 +29,21 @@ if "MEDLAMA_CACHE" not in os.environ:  # medlama's own cache (builder downloads,
     atexit.register(shutil.rmtree, _medlama_cache, ignore_errors=True)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+
+def _own_share_of_the_cpus() -> None:
+    """Under pytest-xdist, each worker (and every process it starts) runs on its own share of the CPUs: with two
+    workers on two cores, torch's threads in one worker (one per CPU it may use, as medlama's encoder sets them)
+    would otherwise compete with the other's and spin at every barrier. Nothing changes without xdist."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and hasattr(os, "sched_setaffinity")):
+        return
+    cpus, index, count = sorted(os.sched_getaffinity(0)), int(worker[2:]), int(count)
+    share = cpus[index::count] if count <= len(cpus) else [cpus[index % len(cpus)]]
+    os.sched_setaffinity(0, share)
+
+
+_own_share_of_the_cpus()
+
 import pytest  # noqa: E402
 
 import medlama.cli  # noqa: E402
@@ -76,20 +91,44 @@ def corpus_head(elicit_corpora, tmp_path_factory):
     return head
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """The folder ``build(folder)`` writes, built once per test run: under pytest-xdist the first worker to ask
+    builds it (the others wait on a file lock) into the folder the workers share, and every worker reads it."""
+    from filelock import FileLock
+
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:  # one process: its own temporary folder
+        folder = tmp_path_factory.mktemp(name) / name
+        build(folder)
+        return folder
+    shared = tmp_path_factory.getbasetemp().parent  # pytest-of-USER/pytest-N, the run's; each worker's is below
+    folder, done = shared / name / name, shared / f"{name}.done"
+    with FileLock(str(shared / f"{name}.lock")):
+        if not done.is_file():
+            if folder.parent.exists():  # a worker that died while building
+                shutil.rmtree(folder.parent)
+            folder.parent.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
-def medlama_build(tmp_path_factory, medlama_source):
-    """MedLAMA built once per session with the real builder: ``(folder, MedlamaBuild, statistics)``."""
+def medlama_dir(tmp_path_factory, medlama_source) -> Path:
+    """Folder of MedLAMA built with the real builder (``medlama build medlama``), once per test run and shared
+    by the test workers; loadable with ``load_dataset(folder, config)``. Tests read it, never write into it."""
     from medlama.datasets.medlama_folder import write_medlama
 
-    out = tmp_path_factory.mktemp("built") / "medlama"
-    build, stats = write_medlama(out, medlama_source, progress=False)
-    return out, build, stats
+    return built_once(tmp_path_factory, "medlama", lambda out: write_medlama(out, medlama_source, progress=False))
 
 
 @pytest.fixture(scope="session")
-def medlama_dir(medlama_build) -> Path:
-    """Folder of the session's MedLAMA build, loadable with ``load_dataset(folder, config)``."""
-    return medlama_build[0]
+def medlama_build(medlama_dir, medlama_source):
+    """``(folder, MedlamaBuild, statistics)``: the session's MedLAMA folder, the real builder's build of the same
+    release in memory (the rows the folder was written from) and the statistics the build wrote."""
+    from medlama.datasets.medlama import build_medlama
+
+    statistics = json.loads((medlama_dir / "build_info.json").read_text(encoding="utf-8"))["statistics"]
+    return medlama_dir, build_medlama(medlama_source, progress=False), statistics
 
 
 @pytest.fixture(scope="module")

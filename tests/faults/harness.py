@@ -4,7 +4,7 @@ system, and outputs placed where they would delete something (a user's files ins
 directory, folders named like leftovers); after each, the previous output must still load and a rerun
 must complete. Outputs must follow the umask and leave no lock file behind.
 
-    python tests/faults/harness.py --short   # CI (tests/faults/test_faults.py runs it): a cut-down release
+    python tests/faults/harness.py --short   # a cut-down release (CI runs it part by part: --part probe)
     python tests/faults/harness.py           # the whole MedLAMA release (slower builds, same cases)
 
 Every command runs as ``python -m medlama ...`` in a subprocess, as a user runs it, and is killed with
@@ -225,13 +225,20 @@ def killed(what: str) -> bool:
     return what.startswith("killed")
 
 
-def medlama_cases(suite: Suite) -> Path:
+def first_medlama_build(suite: Suite) -> tuple[Path, list]:
+    """``build medlama`` of the release into ``root/medlama``: the folder and the command that built it."""
     source, flags = medlama_release(suite)
     out = suite.root / "medlama"
     build = ["build", "medlama", "--source", source, *flags, "--out", out]
     first = suite.medlama(*build)
     if first.returncode != 0 or not suite.loads(out, "hard"):
         raise SystemExit(f"the first MedLAMA build failed:\n{first.stderr[-3000:]}")
+    return out, build
+
+
+def medlama_cases(suite: Suite) -> Path:
+    out, build = first_medlama_build(suite)
+    source = build[3]
 
     what = suite.kill_when(build, lambda: False, timeout=1.5)
     suite.record("build medlama: kill -9 while reading the release", intact=suite.loads(out, "hard"),
@@ -442,12 +449,11 @@ def probe_cases(suite: Suite, data: Path, model: Path) -> None:
     result = suite.medlama(*base[:-1], a_file)
     suite.record("probe: --out names an existing file", intact=a_file.read_text() == "keep me" and suite.json_loads(results),
                  clear=suite.clear_error(result), detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
-    result = suite.medlama(*base)
+    # The rerun, with umask 027: collaborators read results, so folders are 0750 and files 0640, as mkdir and
+    # open make them.
+    result = suite.medlama(*base, umask=0o027)
     suite.record("probe: rerun completes", intact=suite.json_loads(results), rerun=result.returncode == 0,
                  detail=f"exit {result.returncode}")
-
-    # Collaborators read results: with umask 027, folders 0750 and files 0640, as mkdir and open make them.
-    result = suite.medlama(*base, umask=0o027)
     modes = {oct(p.stat().st_mode & 0o777) for p in [out, *out.rglob("*")] if p.is_dir()} | \
         {oct(p.stat().st_mode & 0o777) for p in out.rglob("*") if p.is_file()}
     suite.record("probe: outputs follow umask 027", intact=suite.json_loads(results),
@@ -498,17 +504,25 @@ def ucm_cases(suite: Suite) -> None:
 
 
 # ------------------------------------------------------------------------------------------ main
-def run(root: Path, short: bool) -> Suite:
+#: The suite's parts, each runnable alone (``--part``; CI runs them as separate tests, side by side): the
+#: probe part builds the release it probes first, as the MedLAMA part does.
+PARTS = ("medlama", "context-variance", "rewire", "probe")
+
+
+def run(root: Path, short: bool, parts: tuple[str, ...] = PARTS) -> Suite:
     suite = Suite(root, short)
     started = time.monotonic()
-    model = tiny_bert(root / "tiny-bert")
-    data = medlama_cases(suite)
-    context_variance_cases(suite)
-    rewire_cases(suite, model)
-    probe_cases(suite, data, model)
-    ucm_cases(suite)
-    locks = sorted(p.relative_to(root).as_posix() for folder in (root, data, root / "rewired" / "checkpoints")
-                   for p in folder.glob(".*.lock"))
+    model = tiny_bert(root / "tiny-bert") if {"rewire", "probe"} & set(parts) else None
+    data = medlama_cases(suite) if "medlama" in parts else None
+    if "context-variance" in parts:
+        context_variance_cases(suite)
+        ucm_cases(suite)
+    if "rewire" in parts:
+        rewire_cases(suite, model)
+    if "probe" in parts:
+        probe_cases(suite, data or first_medlama_build(suite)[0], model)
+    locks = sorted(p.relative_to(root).as_posix() for folder in (root, root / "medlama", root / "rewired" /
+                   "checkpoints") for p in folder.glob(".*.lock"))
     suite.record("no lock file left beside any output", intact=True, rerun=not locks, detail=f"left: {locks}")
     tried, survived = len(suite.cases), sum(c.survived for c in suite.cases)
     lost, unclear = sum(c.lost for c in suite.cases), sum(not c.clear for c in suite.cases)
@@ -520,14 +534,16 @@ def run(root: Path, short: bool) -> Suite:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--short", action="store_true", help="a cut-down MedLAMA release (CI)")
+    parser.add_argument("--part", choices=PARTS, action="append", help="run only this part's cases (repeatable)")
     parser.add_argument("--keep", type=Path, metavar="DIR", help="work in DIR and keep it")
     args = parser.parse_args(argv)
+    parts = tuple(args.part or PARTS)
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=False)
-        suite = run(args.keep.resolve(), args.short)
+        suite = run(args.keep.resolve(), args.short, parts)
     else:
         with tempfile.TemporaryDirectory(prefix="medlama-faults-") as scratch:
-            suite = run(Path(scratch), args.short)
+            suite = run(Path(scratch), args.short, parts)
     return 0 if all(c.survived and not c.lost for c in suite.cases) else 1
 
 

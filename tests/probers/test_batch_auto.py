@@ -26,7 +26,9 @@ def test_auto_batch_size_backs_off_on_out_of_memory(tmp_path, monkeypatch, capsy
     folder = cv_inputs.write_probe_folder(tmp_path / "queries")
     flags = ["probe", "--data", str(folder), "--config", "full", "--model", str(model), "--method",
              "causal-likelihood", "--no-kv-cache"]
-    assert main([*flags, "--batch-size", "3", "--out", str(tmp_path / "fixed")]) == 0
+    # the batch size auto settles on below: the same batches, so the same scores to the last digit (another
+    # batch size may change a score's last digits, as the README says)
+    assert main([*flags, "--batch-size", "4", "--out", str(tmp_path / "fixed")]) == 0
 
     forward, rows = GPT2LMHeadModel.forward, []
 
