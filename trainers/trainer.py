@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medlama.core.atomic import OWNER_NAME, atomic_directory, atomic_write_text, lock_directory, owner_kind, write_owner
+from medlama.core.atomic import (OWNER_NAME, atomic_write_text, lock_directory, owner_kind, staged_directory,
+                                 write_owner)
 from medlama.core.errors import MedlamaInputError
 from medlama.core.progress import enabled as progress_enabled
 from medlama.core.settings import to_flags
@@ -301,7 +302,7 @@ def _final_record(out: Path) -> dict[str, Any] | None:
 def _write_final(model: Any, out: Path, record: dict[str, Any]) -> None:
     base = record["base_model"]["name"]
     model.model_card_data.model_name = f"{base} rewired with Contrastive-Probe"
-    with atomic_directory(out, marker=f"{CHECKPOINTS_DIR}/{CONFIG_NAME}", kind=KIND) as staging:
+    with staged_directory(out, marker=f"{CHECKPOINTS_DIR}/{CONFIG_NAME}", kind=KIND) as staging:  # under rewire's claim
         model.save(str(staging))
         write_rewire_card(staging, record)
         atomic_write_text(staging / CONFIG_NAME, json.dumps(record, indent=2) + "\n")
