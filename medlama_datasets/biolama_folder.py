@@ -83,7 +83,7 @@ def _write_biolama(out_dir: str | Path, source: str | Path | None, **options) ->
             tables[relation_file(config, split)] = data.select(ranges.get(config, range(0)))
     info = {"dataset": "biolama", "report": asdict(build.report), "statistics": stats}
     write_folder(out_dir, tables, layout, lambda folder, configs: render_biolama_card(build, configs, stats, folder),
-                 info, kind=KIND)
+                 info, kind=KIND, claimed=True)
     return build, stats
 
 

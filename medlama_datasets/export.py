@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from medlama.core.atomic import staged_directory
+from medlama.core.atomic import atomic_directory, staged_directory
 from medlama.core.defaults import BUILD_INFO
 
 MARKER = BUILD_INFO
@@ -53,7 +53,7 @@ def relation_ranges(labels: Sequence[str]) -> dict[str, range]:
 
 
 def write_folder(out_dir: str | Path, tables: Mapping[str, object], configs: Mapping[str, Mapping[str, list[str]]],
-                 card: Callable[[Path, dict], str], info: dict, *, kind: str) -> dict:
+                 card: Callable[[Path, dict], str], info: dict, *, kind: str, claimed: bool = False) -> dict:
     """Write ``tables`` (path inside the folder -> ``Dataset``), the card and ``build_info.json`` atomically;
     returns the configs with the files' final names.
 
@@ -62,10 +62,12 @@ def write_folder(out_dir: str | Path, tables: Mapping[str, object], configs: Map
     the configs with their final names (``configs``). ``card(folder, configs)`` renders the card once the
     tables are written in ``folder`` (the card states their sizes and names those files).
     ``kind``: the command writing it (``"build medlama"``); an existing ``out_dir`` must have been written
-    by the same one. An earlier build in ``out_dir`` is replaced only once the new one is complete; the
-    caller holds the folder's one claim (``medlama.core.atomic.claim_directory``, taken *before* building).
+    by the same one. An earlier build in ``out_dir`` is replaced only once the new one is complete.
+    ``claimed``: the caller holds the folder's one claim (``medlama.core.atomic.claim_directory``, taken
+    *before* building, as the builds do); else the folder is claimed here, for the write.
     """
-    with staged_directory(out_dir, marker=MARKER, kind=kind) as staging, quiet_datasets():
+    stage = staged_directory if claimed else atomic_directory
+    with stage(out_dir, marker=MARKER, kind=kind) as staging, quiet_datasets():
         for relative, table in tables.items():
             to_parquet(table, staging / relative)
         sealed = seal_folder(staging, configs, info)

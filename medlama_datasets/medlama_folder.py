@@ -81,7 +81,7 @@ def _write_medlama(out_dir: str | Path, source: str | Path | None, *, tokenizer,
                                                                              features=candidate_features())
     info = {"dataset": "medlama", "report": asdict(build.report), "statistics": stats}
     write_folder(out_dir, tables, layout, lambda folder, configs: render_medlama_card(build, configs, stats, folder),
-                 info, kind=KIND)
+                 info, kind=KIND, claimed=True)
     return build, stats
 
 
