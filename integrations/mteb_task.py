@@ -52,7 +52,9 @@ def _metadata(subsets: Sequence[RelationData], *, config: str, limit: int | None
         dataset={"path": f"medlama:{identity.get('id') or 'medlama'}", "revision": str(revision)},
         type="Retrieval", category="t2t", modalities=["text"], eval_splits=["test"],
         eval_langs={subset.relation: ["eng-Latn"] for subset in subsets}, main_score=MAIN_SCORE,
-        date=None, domains=["Medical", "Academic", "Written"], task_subtypes=None, license=UMLS_LICENCE,
+        # the names are those of the UMLS 2021AA release (3 May 2021) that MedLAMA was built from
+        date=("2021-05-03", "2021-05-03"), domains=["Medical", "Academic", "Written"],
+        task_subtypes=["Question answering"], license=UMLS_LICENCE,
         annotations_creators="derived", dialect=[], sample_creation="created", bibtex_citation=BIBTEX,
         adapted_from=None, is_public=False, contributed_by="medlama")
 

@@ -39,6 +39,7 @@ def test_mteb_scores_equal_the_sentence_transformers_preset(medlama_dir, tmp_pat
 
     task = medlama.mteb_task(data=medlama_dir, relations=RELATIONS, limit=LIMIT)
     assert task.metadata.name == "MedLAMAHardFirst30Retrieval" and task.metadata.main_score == "hit_rate_at_10"
+    assert task.metadata.is_filled()  # MTEB's own check that every metadata field is given
     model = SentenceTransformer(str(default_model_path()), device="cpu")
     # the preset's batch size, so that both sides pad the same batches and encode bit for bit alike
     evaluated = mteb.evaluate(model, task, cache=None, encode_kwargs={"batch_size": 128, "show_progress_bar": False},
