@@ -38,3 +38,14 @@ def test_readme_python_api_example(medlama_dir, tmp_path, monkeypatch, capsys):
     assert str(tmp_path) not in json.dumps(results) and str(medlama_dir) not in json.dumps(provenance)
     lines = (tmp_path / "out/api-may_treat/predictions.jsonl").read_text().splitlines()
     assert len(lines) == 200 and set(json.loads(lines[0])) >= {"id", "gold", "predictions", "hit@1", "hit@10"}
+
+
+def test_the_public_functions_read_well_in_help():
+    """``help(medlama.probe)`` and the others show plain names, never raw Sphinx roles (``:class:`~...```)."""
+    import re
+
+    import medlama
+
+    for name in medlama.__all__:
+        doc = getattr(medlama, name).__doc__ or ""
+        assert not re.search(r":(class|func|mod|meth|data|attr|exc):`", doc), name

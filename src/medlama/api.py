@@ -30,7 +30,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _progress_as_the_cli(function: F) -> F:
-    """Run ``function`` under the CLI's rule for progress bars (:mod:`medlama.core.progress`): shown on a terminal
+    """Run ``function`` under the CLI's rule for progress bars (medlama.core.progress): shown on a terminal
     or in a notebook, never into a redirected stderr (a log file), never against ``TQDM_DISABLE``."""
     @functools.wraps(function)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -50,9 +50,9 @@ def load_medlama(config: str = "hard", *, data: str | Path | None = None, source
 
     Returns the ``split`` (a ``Dataset``; ``split=None``: the ``DatasetDict`` of the config's splits), keeping
     only ``relations`` when given (a list of names, or one name; an unknown one is an error). The folder is
-    found as ``medlama probe --data`` finds it (:func:`~medlama.datasets.folders.resolve_folder`) and its
+    found as ``medlama probe --data`` finds it (resolve_folder) and its
     Parquet files are read by their absolute paths
-    (:func:`~medlama.datasets.folders.load_config`), never as ``load_dataset(<folder>, config)``: ``datasets``
+    (load_config), never as ``load_dataset(<folder>, config)``: ``datasets``
     caches a local folder by its name, so another folder called ``medlama`` could come back instead.
     """
     from medlama.datasets.folders import folder_configs, load_config, resolve_folder
@@ -93,7 +93,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
           log_all_scores: bool = False, revision: str | None = None, peft: str | None = None,
           trust_remote_code: bool = False):
     """Probe ``model`` on MedLAMA (or BioLAMA) as ``medlama probe`` does; returns a
-    :class:`~medlama.probers.result.ProbeResult` (``acc(k)``, ``acc_ci(k)``, ``intervals``, ``per_relation()``,
+    ProbeResult (``acc(k)``, ``acc_ci(k)``, ``intervals``, ``per_relation()``,
     ``to_pandas()``, ``save(folder)``).
 
     * ``model``: ``None`` (the bundled all-MiniLM-L6-v2 encoder), a folder or Hub id, or a loaded
@@ -101,11 +101,11 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       loaded model is encoded as it is: its own pooling head is not used (``settings["pooling"]`` is).
     * ``data``: ``None`` (the build kept in the cache, as the CLI), a built folder, a ``push-dataset`` dry run
       or a Hub dataset id (``you/medlama``, ``you/medlama@REVISION``), all read as ``medlama probe --data``
-      reads them (:func:`~medlama.probers.queries.queries_from`), a ``datasets.Dataset`` / ``DatasetDict`` of
+      reads them (queries_from), a ``datasets.Dataset`` / ``DatasetDict`` of
       MedLAMA queries (``load_medlama(...)``), or a ``QuerySet``.
     * ``config``: ``hard`` (default), ``full`` or a per-relation config such as ``hard_may_treat`` (BioLAMA:
       ``all``, ``ctd``, ...); ``relations``: a subset (a list of names, or one name).
-    * ``method``: any of :data:`medlama.probers.registry.METHODS`, as ``medlama probe --method`` spells it:
+    * ``method``: any of medlama.probers.registry.METHODS, as ``medlama probe --method`` spells it:
       ``retrieval`` (default; encoders), ``mask-average`` and ``mask-predict`` (masked LMs), ``generative``
       (seq2seq LMs such as T5), ``causal-likelihood``, ``causal-constrained`` and ``causal-generate``
       (decoder-only causal LMs: exact ranking, fast constrained ranking, free text). ``preset``: the
@@ -133,8 +133,8 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       ``normalized`` (BioLAMA's default). ``top_k``: predictions kept per query. ``device``: ``cpu``,
       ``cuda``, ``cuda:N`` or ``mps`` (default: CUDA when there is one).
 
-    Every argument is checked (:class:`~medlama.probers.arguments.ProbeArguments`) before any data is read or
-    model loaded; a bad one is a :class:`~medlama.core.errors.MedlamaInputError` naming it.
+    Every argument is checked (ProbeArguments) before any data is read or
+    model loaded; a bad one is a MedlamaInputError naming it.
     """
     from medlama.probers.arguments import ProbeArguments, relation_names
 
@@ -173,8 +173,8 @@ def rewire(corpus: Any, out: str | Path, model: str | Path | None = None, *, pre
     a list of them, or a ``datasets.Dataset`` with a ``text`` column) into ``out``.
 
     ``preset``: ``demo`` (CPU-sized, default) or ``paper`` (the published run); ``settings``: fields of
-    :class:`~medlama.trainers.config.RewireConfig` that replace the preset's (``steps=20``,
-    ``eval_steps=10``, ...). Returns the :class:`~medlama.trainers.trainer.RewireResult`.
+    RewireConfig that replace the preset's (``steps=20``,
+    ``eval_steps=10``, ...). Returns the RewireResult.
     """
     from medlama.core.models import resolve_model
     from medlama.trainers.cloze import check_corpus_files
@@ -196,12 +196,12 @@ def ucm(sets: str | Path, model: str | Path | Sequence[str | Path] | None = None
         out: str | Path | None = None, label: str | Sequence[str] | None = None, device: str | None = None,
         **settings: Any):
     """UCM of ``model`` on the context-variance ``sets`` (a folder of ``medlama build context-variance``), as
-    ``medlama ucm`` computes it: a :class:`~medlama.ucm_eval.scores.ModelResult` (a list for several models), with
+    ``medlama ucm`` computes it: a ModelResult (a list for several models), with
     U/C/M shares, their bootstrap ``intervals``, rank changes and acc@k with and without context.
 
     ``method``: ``auto`` (causal-likelihood for a decoder-only causal LM, else mask-average with an MLM head,
     else retrieval), ``mask-average``, ``retrieval`` or ``causal-likelihood``;
-    ``settings``: fields of :class:`~medlama.ucm_eval.evaluation.UcmSettings` (``ks``, ``relations``, ...);
+    ``settings``: fields of UcmSettings (``ks``, ``relations``, ...);
     ``out``: also write ``results.json`` and ``ucm.png`` there, atomically, as ``medlama ucm --out`` does
     (default: nothing is kept).
     """
@@ -224,8 +224,8 @@ def compare(*runs: str | Path, **settings: Any) -> dict:
     ``medlama recipe``; the first run is the baseline): the leaderboard with bootstrap intervals, each run's
     paired difference from the baseline with McNemar's exact p-value, per relation with Holm-corrected
     p-values, how each number was computed and each input's identity
-    (:func:`~medlama.probers.compare.compare_folders`). Runs of other queries, other data or another candidate
-    pool are refused, and so are hits edited by hand. ``settings``: fields of :class:`~medlama.probers.compare.CompareSettings` (``resamples``,
+    (compare_folders). Runs of other queries, other data or another candidate
+    pool are refused, and so are hits edited by hand. ``settings``: fields of CompareSettings (``resamples``,
     ``seed``, ``level``)."""
     return compare_folders(runs, settings_from(CompareSettings, settings))
 
@@ -234,9 +234,9 @@ def mteb_task(data: Any = None, config: str = "hard", relations: Sequence[str] |
               limit: int | None = None, mask_token: str | None = None):
     """MedLAMA as an MTEB retrieval task, one subset per relation, main score ``hit_rate_at_10`` (acc@10):
     what ``medlama probe --preset sentence-transformers --candidates relation`` scores, for MTEB to run
-    (``mteb.evaluate(model, task)``); see :mod:`medlama.integrations.mteb_task`. Needs the ``mteb`` extra.
+    (``mteb.evaluate(model, task)``); see medlama.integrations.mteb_task. Needs the ``mteb`` extra.
 
-    ``data``: as :func:`probe`'s; ``config``: ``hard`` or ``full``; ``relations``: the subsets (default all);
+    ``data``: as probe's; ``config``: ``hard`` or ``full``; ``relations``: the subsets (default all);
     ``limit``: the first ``limit`` queries of each relation; ``mask_token``: the object slot's filler
     (default: the model's mask token, else the neutral blank ``___``).
     """
