@@ -70,7 +70,7 @@ def tables(record: dict) -> list[Table]:
     out = [Table("Leaderboard: acc@k (%)", ["run"] + [f"acc@{k}" for k in ks] + [f"macro acc@{k}" for k in ks],
                  [[entry["label"]] + [_with_ci(entry[f"acc@{k}"]) for k in ks]
                   + [_with_ci(entry[f"acc@{k}_macro"]) for k in ks] for entry in record["leaderboard"]],
-                 f"{record['queries']:,} queries, {len(record['relations'])} relations; [{percent} bootstrap "
+                 f"{record['queries']:,} queries, {len(record['relations'])} relation{'' if len(record['relations']) == 1 else 's'}; [{percent} bootstrap "
                  "interval]; micro: over queries, macro: mean over relations (stratified bootstrap)")]
     if not record["comparisons"]:
         return out

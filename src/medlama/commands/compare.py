@@ -24,7 +24,7 @@ import json
 import sys
 from pathlib import Path
 
-from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.commands.flags import add_settings_flags, given_settings, plain_text
 from medlama.core.errors import MedlamaInputError
 from medlama.core.settings import settings_from
 from medlama.probers.compare import CompareSettings, compare_folders
@@ -35,7 +35,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "compare", help="compare probe runs of the same queries: leaderboard with intervals, paired differences, "
                         "McNemar's exact test (Holm-corrected per relation), tables for a paper, a plot",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN",
                         help="output folders of `medlama probe` or `medlama recipe`; the first run is the baseline")
     add_settings_flags(parser, CompareOutput)

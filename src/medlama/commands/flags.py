@@ -13,6 +13,7 @@ written by hand in the commands.
 from __future__ import annotations
 
 import argparse
+import re
 import dataclasses
 import types
 import typing
@@ -160,3 +161,10 @@ def given_settings(args: argparse.Namespace, cls: type, *, prefix: str = "") -> 
             value = getattr(args, dest)
             out[field.name] = tuple(value) if isinstance(value, list) else value
     return out
+
+
+def plain_text(doc: str) -> str:
+    """A module docstring as ``--help`` shows it: reST's double backquotes and roles (``:func:`x```) read as
+    plain words."""
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", lambda found: found.group(1).split(".")[-1], doc)
+    return text.replace("``", "")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.commands.flags import add_settings_flags, given_settings, plain_text
 from medlama.commands.output import (add_output_arguments, check_device, check_folder_output, human_output,
                                      print_results)
 from medlama.commands.probe import add_data_arguments, add_retrieval_arguments, load_queries, retrieval_settings
@@ -22,7 +22,7 @@ from medlama.recipe.settings import RecipeSettings
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "recipe", help="probe, rewire with Contrastive-Probe, probe again: before/after table, JSON, plots",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     add_settings_flags(parser, RecipeSettings, filled=True)
     add_data_arguments(parser)
     add_retrieval_arguments(parser)
@@ -89,6 +89,8 @@ def _recipe(args: argparse.Namespace, recipe: RecipeSettings, corpora: list[Path
                                heldout=recipe.heldout, device=args.device, rewire_preset=recipe.rewire_preset)
 
     summary = result.summary()
+    spread = ("mean ± sample std over the rewiring corpora" if len(result.rewired) > 1 else
+              "one rewiring corpus: its scores (a spread needs --repeat 2 or more)")
     rows = [["un-rewired"] + [tables.percent(summary["base"][f"acc@{k}"]) for k in (1, 5, 10)]
             + [tables.percent(summary["base"][f"acc@{k}_macro"]) for k in (1, 5, 10)]]
     rows.append([f"rewired (n={len(result.rewired)})"]
@@ -96,18 +98,18 @@ def _recipe(args: argparse.Namespace, recipe: RecipeSettings, corpora: list[Path
                    for key in ("acc@1", "acc@5", "acc@10", "acc@1_macro", "acc@5_macro", "acc@10_macro")])
     tables.print_table(f"MedLAMA {queries.name}: before and after rewiring (%)",
                        ["model", "acc@1", "acc@5", "acc@10", "macro acc@1", "macro acc@5", "macro acc@10"], rows,
-                       caption="mean ± sample std over rewiring corpora; micro over queries, macro over relations")
+                       caption=(f"{spread}; micro over queries, macro over relations"))
     if "heldout_cloze" in summary:
         cloze = summary["heldout_cloze"]
-        tables.print_table(
-            f"Held-out cloze self-retrieval, {cloze['pairs']:,} pairs of {recipe.heldout.name} (%)",
+        tables.print_table(  # a short title: rich wraps a long one into the table's narrow width
+            "Held-out cloze self-retrieval (%)",
             ["model", "acc@1", "acc@10"],
             [["un-rewired"] + [tables.percent(cloze["base"][f"acc@{k}"]) for k in (1, 10)],
              [f"rewired (n={len(result.rewired)})"]
              + [tables.mean_std_text(cloze['rewired_mean'][f'acc@{k}'], cloze['rewired_std'][f'acc@{k}'])
                 for k in (1, 10)]],
-            caption="the rewiring game on sentences no model trained on: each masked sentence retrieves its own "
-                    "span among all spans ([CLS], L2, as the probe)")
+            caption=(f"{cloze['pairs']:,} pairs of {recipe.heldout.name}, sentences no model trained on: each masked "
+                     f"sentence retrieves its own span among all spans ([CLS], L2, as the probe); {spread}"))
     tables.print_per_relation([result.base] + result.rewired[:3])
     out = args.out
     runs = [result.base] + result.rewired[:3]
