@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
+import dataclasses
 
 __all__ = ["AUTO", "AUTO_FACTOR", "BatchSize", "fit_batch", "is_auto", "starting_size"]
 
@@ -32,8 +33,6 @@ def is_auto(settings: Any) -> bool:
 
 def starting_size(settings: Any) -> int:
     """Where ``auto`` starts for ``settings``' class: :data:`AUTO_FACTOR` times its default batch size."""
-    import dataclasses
-
     field = next(f for f in dataclasses.fields(settings) if f.name == "batch_size")
     default = field.default if isinstance(field.default, int) else 32
     return AUTO_FACTOR * default
@@ -42,6 +41,7 @@ def starting_size(settings: Any) -> int:
 def fit_batch(work: Callable[[int], T], start: int) -> tuple[T, int]:
     """``(work(size), size)`` for the first size, from ``start`` and halving on out-of-memory, at which ``work``
     runs; an error that is not out-of-memory is raised as it is."""
+    # accelerate loads when this runs, not when the CLI parses its flags
     from accelerate.utils import find_executable_batch_size
 
     size = start

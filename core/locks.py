@@ -160,6 +160,7 @@ def _inter_process_lock(target: Path, path: Path) -> Iterator[None]:
     try:
         import fcntl  # noqa: F401 - only whether it exists
     except ImportError:  # Windows: filelock's lock there removes its file itself
+        # filelock loads when a lock is taken, not when the CLI parses its flags
         from filelock import FileLock, Timeout
 
         lock = FileLock(str(path), timeout=0)

@@ -34,6 +34,7 @@ from medlama.core.extras import check_available
 from medlama.core.provenance import folder_hash
 from medlama.core.public_paths import public_model_name
 from medlama.core.settings import check, setting
+from medlama.core.defaults import default_model_path
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,7 @@ def loaded_commit(name: str | None, revision: str | None) -> str | None:
     commit itself). ``None`` for a local folder, or when the cache cannot say."""
     if not name or Path(name).expanduser().exists():
         return None
+    # huggingface_hub loads when this runs, not when the CLI parses its flags
     from huggingface_hub import try_to_load_from_cache
 
     try:
@@ -178,6 +180,7 @@ def finish_loading(model: Any) -> Any:
     note_loaded(getattr(model.config, "_name_or_path", None))
     adapter = state.options.peft
     if adapter is not None:
+        # optional extra (peft): loads only for --peft
         from peft import PeftConfig, PeftModel
 
         try:
@@ -195,8 +198,6 @@ def finish_loading(model: Any) -> Any:
         record = {"base_model": base, "base_match": match, "peft_type": str(config.peft_type.value)}
         path = Path(adapter).expanduser()
         if path.is_dir():
-            from medlama.core.provenance import folder_hash
-
             record.update(name=path.resolve().name, sha256=folder_hash(path))
         else:
             record["id"] = adapter
@@ -219,6 +220,7 @@ def transformer_folder(folder: Path) -> Path:
 
 def is_hub_id(text: str) -> bool:
     """Whether ``text`` is spelt as a Hugging Face Hub repository id (``name`` or ``namespace/name``)."""
+    # huggingface_hub loads when this runs, not when the CLI parses its flags
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     try:
@@ -231,8 +233,6 @@ def is_hub_id(text: str) -> bool:
 def resolve_model(model: str | Path | None) -> str:
     """The path or Hub id that transformers should load for ``model`` (``None``: the bundled encoder)."""
     if model is None:
-        from medlama.core.defaults import default_model_path
-
         return str(default_model_path())
     text = str(model)
     path = Path(text).expanduser()
@@ -245,6 +245,7 @@ def resolve_model(model: str | Path | None) -> str:
 
 def read_config(model: str | Path) -> Any:
     """The transformers config of ``model`` (a resolved path or Hub id)."""
+    # transformers loads when this runs, not when the CLI parses its flags
     from transformers import AutoConfig
 
     path = str(model)
@@ -259,6 +260,7 @@ def read_config(model: str | Path) -> Any:
 
 def load_tokenizer(model: str | Path) -> Any:
     """The tokenizer of ``model`` (a resolved path or Hub id)."""
+    # transformers loads when this runs, not when the CLI parses its flags
     from transformers import AutoTokenizer
 
     try:
@@ -270,6 +272,7 @@ def load_tokenizer(model: str | Path) -> Any:
 @contextlib.contextmanager
 def quiet_transformers() -> Iterator[None]:
     """Silence transformers' logging below errors (its load report) for the duration of the block."""
+    # transformers loads when this runs, not when the CLI parses its flags
     from transformers.utils import logging
 
     level = logging.get_verbosity()
@@ -282,6 +285,7 @@ def quiet_transformers() -> Iterator[None]:
 
 def pick_device(device: str | None = None) -> Any:
     """``torch.device(device)``, or CUDA when available, else the CPU (see :func:`check_device`)."""
+    # torch loads when this runs, not when the CLI parses its flags
     import torch
 
     return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -310,6 +314,7 @@ def check_device(device: Any, *, name: str = "device") -> str | None:
     device = device_spelling(device, name=name)
     if device is None or device == "cpu":
         return device
+    # torch loads when this runs, not when the CLI parses its flags
     import torch
 
     if device.startswith("cuda"):
@@ -326,6 +331,7 @@ def check_device(device: Any, *, name: str = "device") -> str | None:
 def damaged_weights(model: str | Path) -> Path | None:
     """The first ``*.safetensors`` file of the model folder ``model`` whose header cannot be read (empty,
     truncated, not safetensors), or ``None``. Reads headers only."""
+    # safetensors loads when this runs, not when the CLI parses its flags
     from safetensors import safe_open
 
     folder = Path(str(model))
@@ -346,6 +352,7 @@ def loading_weights(model: str | Path, what: str, *, name: str | None = None) ->
     a :class:`MedlamaInputError` naming the file: a damaged weights file (safetensors' own error names none),
     else the model (as ``name``, default ``model``). A :class:`MedlamaInputError` raised inside passes through
     unchanged."""
+    # safetensors loads when this runs, not when the CLI parses its flags
     from safetensors import SafetensorError
 
     try:

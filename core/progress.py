@@ -23,6 +23,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator
+from tqdm import std
 
 _TRUE = ("1", "true", "yes", "on")
 #: The choice of the innermost :func:`showing` block: True, False, or None (decide by the terminal).
@@ -50,16 +51,19 @@ def _library_switches() -> list[tuple[object, object, object]]:
     """``(is_enabled, enable, disable)`` for the bar switches of the libraries already imported."""
     switches = []
     if "datasets" in sys.modules:
+        # datasets loads when this runs, not when the CLI parses its flags
         from datasets.utils import logging as datasets_logging
 
         switches.append((datasets_logging.is_progress_bar_enabled, datasets_logging.enable_progress_bar,
                          datasets_logging.disable_progress_bar))
     if "huggingface_hub" in sys.modules:
+        # huggingface_hub loads when this runs, not when the CLI parses its flags
         from huggingface_hub import utils as hub_utils
 
         switches.append((lambda: not hub_utils.are_progress_bars_disabled(), hub_utils.enable_progress_bars,
                          hub_utils.disable_progress_bars))
     if "transformers" in sys.modules:
+        # transformers loads when this runs, not when the CLI parses its flags
         from transformers.utils import logging as transformers_logging
 
         switches.append((transformers_logging.is_progress_bar_enabled, transformers_logging.enable_progress_bar,
@@ -102,7 +106,6 @@ def _tqdm_default(*, disable: bool):
     """Make ``disable`` the default of tqdm's bars, as ``TQDM_DISABLE`` does at import; returns the undo."""
     if "tqdm" not in sys.modules:
         return lambda: None  # the environment variable set for the block does it when tqdm is imported
-    from tqdm import std
 
     original = std.tqdm.__dict__["__init__"]  # a partialmethod when tqdm read TQDM_* variables at import
     func, args, keywords = ((original.func, original.args, original.keywords)

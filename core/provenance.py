@@ -21,6 +21,7 @@ from typing import Any
 
 from medlama.core.public_paths import public_word, with_public_model
 from medlama.core.defaults import BUILD_INFO
+from medlama.core.defaults import default_model_path
 
 __all__ = ["command_line", "device_description", "folder_hash", "model_identity", "package_versions", "provenance",
            "public_word", "with_public_model"]
@@ -81,8 +82,6 @@ def model_identity(model: Any, revision: str | None = None) -> dict[str, Any]:
     ``name_or_path``). A folder is named by its last path component only.
     """
     if model is None:
-        from medlama.core.defaults import default_model_path
-
         return {"id": "sentence-transformers/all-MiniLM-L6-v2", "bundled": True,
                 "sha256": folder_hash(default_model_path())}
     if not isinstance(model, (str, Path)):
@@ -103,6 +102,7 @@ def device_description(device: str | None = None) -> dict[str, Any]:
     info: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(),
                             "processor": platform.processor() or platform.machine()}
     try:
+        # torch loads when this runs, not when the CLI parses its flags
         import torch
 
         info["torch_cuda"] = torch.version.cuda

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from medlama.core.errors import MedlamaInputError
+from medlama.core.atomic import atomic_write_text
 
 __all__ = ["WORK_MARKER", "ShardStore", "check_work_folder", "discard_work_folder", "flatten", "plain",
            "setting_differences", "work_folder"]
@@ -147,8 +148,6 @@ class ShardStore:
              hint: str = "give --overwrite to start over") -> "ShardStore":
         """The store of a run into ``out`` (the main process, holding ``out``'s lock): the shards of an earlier
         run with the same manifest are kept, and discarded with ``overwrite``; another run's are refused."""
-        from medlama.core.atomic import atomic_write_text
-
         keep = check_work_folder(out, kind=kind, manifest=manifest, overwrite=overwrite, hint=hint)
         folder = work_folder(out)
         if not keep:
@@ -183,8 +182,6 @@ class ShardStore:
     def write(self, identity: Mapping[str, Any], items: Sequence[Any], **meta: Any) -> list[Any]:
         """Keep a completed shard (atomically), with ``meta`` (e.g. the seconds it took) in its header; returns
         its items as :meth:`read` gives them back, so that a run and its resumption go on from the same values."""
-        from medlama.core.atomic import atomic_write_text
-
         lines = [json.dumps({"shard": _as_json(dict(identity)), "items": len(items), "meta": _as_json(meta)},
                             ensure_ascii=False)]
         lines += [json.dumps(item, ensure_ascii=False, default=plain) for item in items]
@@ -209,8 +206,6 @@ class ShardStore:
     def note(self, name: str, record: Mapping[str, Any]) -> None:
         """Keep ``record`` about ``name`` (a unit's settings, as the process that first computed it saw them);
         the first note stays."""
-        from medlama.core.atomic import atomic_write_text
-
         path = self.folder / _NOTES / f"{self.key({'note': name})}.json"
         if not path.is_file():
             atomic_write_text(path, json.dumps({"name": name, "record": _as_json(dict(record))},

@@ -44,6 +44,7 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 def load_docs(config: str, relations: list[str], **metadata):
     """The ``test`` split of the named relations' queries (lm-eval's ``custom_dataset``; ``metadata``: what
     lm-eval passes besides, unused)."""
+    # datasets loads when this runs, not when medlama.integrations.lm_eval_task_utils is imported
     from datasets import Dataset, DatasetDict
 
     rows = []

@@ -40,6 +40,9 @@ from medlama.datasets.export import prepare_fresh
 from medlama.datasets.prompts import fill_prompt
 from medlama.core.errors import MedlamaInputError
 from medlama.loaders import biolama_release as release
+from datasets import Features, List, Value
+from datasets import Dataset
+from datasets.builder import Key
 
 SPLITS = release.SPLITS
 SOURCES = release.SOURCES
@@ -51,8 +54,6 @@ _OFFLINE_HINT = f"offline, pass --source with a local data.tar.gz or extracted f
 
 def features():
     """The declared schema of a BioLAMA row."""
-    from datasets import Features, List, Value
-
     return Features({
         "id": Value("string"),
         "relation": Value("string"),
@@ -121,8 +122,6 @@ class BiolamaBuild:
 
     def dataset(self, config: str = DEFAULT_CONFIG, split: str = "test"):
         """One config's split as a ``datasets.Dataset``."""
-        from datasets import Dataset
-
         if config == DEFAULT_CONFIG:
             parts = self.relation_configs()
         elif config in self.report.sources:
@@ -306,8 +305,8 @@ class BiolamaBuilder(datasets.ArrowBasedBuilder):
                 for split in SPLITS]
 
     def _generate_tables(self, tables: dict[str, list[dict]]):
+        # pyarrow loads when this runs, not when medlama.datasets.biolama is imported
         import pyarrow as pa
-        from datasets.builder import Key
 
         for index, rows in enumerate(tables.values()):
             if rows:

@@ -17,6 +17,11 @@ from medlama.datasets.statistics import biolama_statistics, biolama_statistics_m
 from medlama.core.errors import MedlamaInputError
 from medlama.loaders import biolama_release as release
 from medlama.core.defaults import BUILD_INFO
+from medlama.datasets.card import render_card
+from medlama.core.atomic import claim_directory
+import os
+from medlama.core.cache import cache_root
+from medlama.datasets.records import has_record
 
 #: The command that writes (and alone may replace) a BioLAMA folder: its ownership record.
 KIND = "build biolama"
@@ -45,8 +50,6 @@ def render_biolama_card(build: BiolamaBuild, layout: dict[str, dict[str, list[st
                         folder: Path) -> str:
     """The README of a built folder whose files are in ``folder``: the template's text, every config with its
     files and sizes, statistics filled."""
-    from medlama.datasets.card import render_card
-
     totals = {(r["source"], r["relation"]): r for r in stats}
     state = "verified" if build.report.checksums_verified else "**not verified against a trusted SHA-256**"
     # Tags name the sources actually built; `umls` marks UMLS-derived data (gated on the Hub).
@@ -65,8 +68,6 @@ def write_biolama(out_dir: str | Path, source: str | Path | None = None, **optio
     ownership record does not name :data:`KIND`) is refused before the build starts, and so is a second
     build into the same folder while one runs.
     """
-    from medlama.core.atomic import claim_directory
-
     with claim_directory(out_dir, marker=BUILD_INFO, kind=KIND):  # before the build, not after it
         return _write_biolama(out_dir, source, **options)
 
@@ -89,8 +90,6 @@ def _write_biolama(out_dir: str | Path, source: str | Path | None, **options) ->
 
 def _fingerprint(source: str | Path | None, sha256: str | None) -> str:
     """A cache key for the input: the archive's SHA-256, or for a folder the names, sizes and times of its files."""
-    import os
-
     source = source or os.environ.get(release.SOURCE_ENV)
     if source is None:
         expected = release.expected_sha256(sha256)
@@ -112,8 +111,6 @@ def cached_build(source: str | Path | None = None, cache_dir: str | Path | None 
 
     Keyed by the input: the archive's SHA-256, or a fingerprint of an extracted folder.
     """
-    from medlama.core.cache import cache_root
-    from medlama.datasets.records import has_record
 
     root = cache_root(cache_dir)
     out = root / "datasets" / f"biolama-{_fingerprint(source, options.get('sha256'))}"

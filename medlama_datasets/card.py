@@ -58,6 +58,7 @@ def name_repository(text: str, repo_id: str) -> str:
 def _file_sizes(path: Path, cache: dict) -> tuple[int, int, int, object]:
     """``(rows, Arrow bytes, file bytes, features)`` of one Parquet file (read once per render)."""
     if path not in cache:
+        # pyarrow and datasets load when this runs, not when the CLI parses its flags
         import pyarrow.parquet as pq
         from datasets import Features
 
@@ -68,6 +69,7 @@ def _file_sizes(path: Path, cache: dict) -> tuple[int, int, int, object]:
 
 def dataset_infos(folder: Path, configs: Mapping[str, Mapping[str, str | Sequence[str]]]) -> dict:
     """Config name -> ``DatasetInfo`` with features and real split sizes, from the files under ``folder``."""
+    # datasets loads when this runs, not when the CLI parses its flags
     from datasets import DatasetInfo, SplitDict, SplitInfo
 
     cache: dict = {}
@@ -101,6 +103,7 @@ def render_card(kind: str, *, folder: str | Path, configs: Mapping[str, str | Ma
     (the tags the build decides on, e.g. every possible source). ``replacements``: marker text -> text.
     ``rows``: the build's total rows, which sets ``size_categories`` (the template's value stays when None).
     """
+    # datasets and huggingface_hub load when this runs, not when the CLI parses its flags
     from datasets.info import DatasetInfosDict
     from datasets.utils.metadata import MetadataConfigs
     from huggingface_hub import DatasetCard
@@ -142,6 +145,7 @@ def render_medlama_card(build, layout: Mapping[str, Mapping[str, Sequence[str]]]
                         folder: str | Path) -> str:
     """MedLAMA's card: the configs of ``layout`` (every one with its sizes and files), the statistics table, and
     whether the release was verified against its pinned SHA-256 (:func:`medlama_verification`)."""
+    # datasets.medlama (it imports datasets, pyarrow) and datasets.statistics load when this runs, not when the CLI parses its flags
     from medlama.datasets.medlama import DEFAULT_CONFIG, SPLIT
     from medlama.datasets.statistics import statistics_markdown
 
@@ -181,6 +185,7 @@ MIMIC_SENTENCE = ("\n\n**MIMIC notes.** The rows of {names} quote MIMIC clinical
 
 def render_context_variance_card(build, folder: str | Path) -> str:
     """The README of a context-variance build (``ContextVarianceBuild``) whose files are in ``folder``."""
+    # datasets.context_variance.layout loads (it imports datasets) when this runs, not when the CLI parses its flags
     from medlama.datasets.context_variance.layout import SPLIT
 
     s = build.settings

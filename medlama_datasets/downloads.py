@@ -28,6 +28,7 @@ def builder_cache(cache_dir: str | Path | None = None) -> Path:
 
 def download_config(cache_dir: str | Path | None = None):
     """The download settings of a build: the downloads folder of :func:`builder_cache`, no ETag requests."""
+    # datasets loads when this runs, not when medlama.datasets.downloads is imported
     from datasets import DownloadConfig
 
     return DownloadConfig(cache_dir=str(builder_cache(cache_dir) / "downloads"), use_etag=False)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from medlama.core.atomic import atomic_directory, staged_directory
 from medlama.core.defaults import BUILD_INFO
+from medlama.core.errors import MedlamaInputError
 
 MARKER = BUILD_INFO
 
@@ -25,6 +26,7 @@ MARKER = BUILD_INFO
 @contextmanager
 def quiet_datasets() -> Iterator[None]:
     """No progress bars from ``datasets`` inside the block (dozens of small files, or a quiet build)."""
+    # datasets loads when this runs, not when the CLI parses its flags
     from datasets.utils.logging import disable_progress_bar, enable_progress_bar, is_progress_bar_enabled
 
     was_enabled = is_progress_bar_enabled()
@@ -79,6 +81,7 @@ def write_folder(out_dir: str | Path, tables: Mapping[str, object], configs: Map
 def seal_folder(staging: Path, configs: Mapping[str, Mapping[str, list[str]]], info: dict) -> dict:
     """Name the data files of ``staging`` after their content and record them in ``info`` (``build_info.json``:
     ``configs`` with the final names, ``record`` with rows and SHA-256 per file); returns those configs."""
+    # datasets.records loads when this runs, not when the CLI parses its flags
     from medlama.datasets.records import seal
 
     sealed, record = seal(staging, configs)
@@ -105,9 +108,8 @@ def prepare_fresh(builder_class, config_name: str, *, download_config=None, prog
 def input_errors_unwrapped() -> Iterator[None]:
     """Inside a builder's preparation: a :class:`MedlamaInputError` raised while generating rows comes out
     as itself (``datasets`` wraps it in ``DatasetGenerationError``), so it still names file, row and field."""
+    # datasets loads when this runs, not when the CLI parses its flags
     from datasets.exceptions import DatasetGenerationError
-
-    from medlama.core.errors import MedlamaInputError
 
     try:
         yield

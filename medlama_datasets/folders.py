@@ -29,6 +29,8 @@ from pathlib import Path
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.defaults import BUILD_INFO
+from medlama.core.provenance import folder_hash
+from medlama.datasets.export import quiet_datasets
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _FORMATS = {".parquet": "parquet"}
@@ -47,8 +49,6 @@ def identity(folder: Path, kind: str, repo_id: str | None = None, revision: str 
 
     ``release_verified``: whether the build's input was checked against its pinned SHA-256 (a ``--no-verify``
     build of a modified copy is not the release; ``release_differs`` then names its files that differ)."""
-    from medlama.core.provenance import folder_hash
-
     try:
         report = json.loads((folder / BUILD_INFO).read_text(encoding="utf-8")).get("report") or {}
     except (OSError, ValueError, AttributeError):
@@ -77,6 +77,7 @@ def _dry_run_tree(folder: Path) -> tuple[Path, str] | None:
 
 def split_hub_id(value: str) -> tuple[str, str | None] | None:
     """``(repo_id, revision)`` of ``user/name`` or ``user/name@revision``; None when ``value`` is not one."""
+    # huggingface_hub loads when this runs, not when the CLI parses its flags
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     repo_id, _, revision = value.partition("@")
@@ -91,6 +92,7 @@ def split_hub_id(value: str) -> tuple[str, str | None] | None:
 
 def _snapshot(repo_id: str, revision: str | None) -> tuple[Path, str | None]:
     """The Hub dataset ``repo_id`` at ``revision`` as a local folder, and its commit."""
+    # huggingface_hub loads when this runs, not when the CLI parses its flags
     import huggingface_hub
     from huggingface_hub.errors import (GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError,
                                         RevisionNotFoundError)
@@ -155,6 +157,7 @@ def _cached_configs(readme: str, version: tuple[int, int]) -> dict[str, dict[str
 
 
 def _parse_configs(readme: str, _version) -> dict[str, dict[str, list[str]]]:
+    # huggingface_hub loads when this runs, not when the CLI parses its flags
     from huggingface_hub import DatasetCard
 
     try:
@@ -175,8 +178,10 @@ def _parse_configs(readme: str, _version) -> dict[str, dict[str, list[str]]]:
 
 def load_config(folder: str | Path, config: str, split: str = "test"):
     """The ``split`` of ``config`` of a local dataset folder as a ``datasets.Dataset`` (module docstring)."""
+    # datasets loads when this runs, not when the CLI parses its flags
     from datasets import load_dataset
 
+    # datasets.records loads when a folder is read, not when the CLI parses its flags
     from medlama.datasets import records
 
     folder = Path(folder).resolve()
@@ -204,7 +209,6 @@ def load_config(folder: str | Path, config: str, split: str = "test"):
         raise MedlamaInputError(f"config {config!r}: only Parquet data files are read here, got "
                                 f"{sorted({path.suffix for path in files})}", file=folder)
     records.check_files(folder, names, record)
-    from medlama.datasets.export import quiet_datasets
 
     with quiet_datasets():
         loaded = load_dataset(formats.pop(), data_files={split: [str(path) for path in files]}, split=split)

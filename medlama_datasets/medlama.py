@@ -41,6 +41,9 @@ from medlama.datasets.hardness import HardnessRule, avg_match, avg_rouge_l, spli
 from medlama.datasets.prompts import PROMPT_COLUMNS, fill_prompt
 from medlama.core.errors import MedlamaInputError
 from medlama.loaders import medlama_release as release
+from datasets import Features, List, Value
+from datasets import Features, Value
+from datasets.builder import Key
 
 SPLIT = "test"
 SETS = ("full", "hard")
@@ -55,8 +58,6 @@ _OFFLINE_HINT = f"offline, pass --source (source=) with a local copy or set ${re
 
 def features():
     """The declared schema of a query row."""
-    from datasets import Features, List, Value
-
     return Features({
         "id": Value("string"),
         "relation": Value("string"),
@@ -73,8 +74,6 @@ def features():
 
 
 def candidate_features():
-    from datasets import Features, Value
-
     return Features({"name": Value("string")})
 
 
@@ -310,8 +309,8 @@ class MedlamaBuilder(datasets.ArrowBasedBuilder):
                                                                  "downloaded": _download(self.config, dl_manager)})]
 
     def _generate_tables(self, relations, downloaded: _ReleaseFiles | None) -> Iterator:
+        # pyarrow loads when this runs, not when medlama.datasets.medlama is imported
         import pyarrow as pa
-        from datasets.builder import Key
 
         config = self.config
         chosen = []

@@ -15,6 +15,10 @@ from medlama.datasets.medlama import SETS, SPLIT, MedlamaBuild, build_medlama, c
 from medlama.core.errors import MedlamaInputError
 from medlama.loaders import medlama_release as release
 from medlama.core.defaults import BUILD_INFO
+from medlama.core.atomic import claim_directory
+from medlama.datasets.card import render_medlama_card
+from medlama.datasets.statistics import medlama_statistics
+from medlama.datasets.records import has_record
 
 #: The command that writes (and alone may replace) a MedLAMA folder: its ownership record.
 KIND = "build medlama"
@@ -51,17 +55,14 @@ def write_medlama(out_dir: str | Path, source: str | Path | None = None, *, toke
     ownership record names :data:`KIND`) is refused before the build starts, and so is a second build
     into the same folder while one runs (the folder's lock is held from that check to the swap).
     """
-    from medlama.core.atomic import claim_directory
-
     with claim_directory(out_dir, marker=BUILD_INFO, kind=KIND):  # before the build, not after it
         return _write_medlama(out_dir, source, tokenizer=tokenizer, **options)
 
 
 def _write_medlama(out_dir: str | Path, source: str | Path | None, *, tokenizer, **options):
+    # datasets loads when this runs, not when medlama.datasets.medlama_folder is imported
     from datasets import Dataset
 
-    from medlama.datasets.card import render_medlama_card
-    from medlama.datasets.statistics import medlama_statistics
 
     build = build_medlama(source, **options)
     if not build.datasets["hard"].num_rows:  # the default config would be empty (see config_layout)
@@ -92,7 +93,6 @@ def cached_build(source: str | Path | None = None, cache_dir: str | Path | None 
     ``--data``). The folder is keyed by the pinned commit, so a new pin builds anew.
     """
     from medlama.core.cache import cache_root  # the one cache root ($MEDLAMA_CACHE)
-    from medlama.datasets.records import has_record
 
     root = cache_root(cache_dir)
     out = root / "datasets" / f"medlama-{release.COMMIT[:12]}"

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.defaults import BUILD_INFO
+from medlama.core.checksums import sha256_of
 
 MARKER = BUILD_INFO
 #: Hex digits of a file's SHA-256 in its name.
@@ -39,9 +40,8 @@ def fingerprinted_name(relative: str, digest: str) -> str:
 def seal(folder: Path, configs: Mapping[str, Mapping[str, Sequence[str]]]) -> tuple[dict, dict]:
     """Give every file that ``configs`` (config -> split -> relative paths) names its content-fingerprinted
     name; returns ``(configs with the new names, record)`` where the record goes into ``build_info.json``."""
+    # pyarrow loads when this runs, not when medlama.datasets.records is imported
     import pyarrow.parquet as pq
-
-    from medlama.core.checksums import sha256_of
 
     names: dict[str, str] = {}
     files: dict[str, dict] = {}
@@ -62,12 +62,14 @@ def seal(folder: Path, configs: Mapping[str, Mapping[str, Sequence[str]]]) -> tu
 
 
 def _has_id(folder: Path, paths: Sequence[str]) -> bool:
+    # pyarrow loads when this runs, not when medlama.datasets.records is imported
     import pyarrow.parquet as pq
 
     return any("id" in pq.ParquetFile(folder / path).schema_arrow.names for path in paths)
 
 
 def _ids_unique(folder: Path, paths: Sequence[str]) -> bool:
+    # pyarrow loads when this runs, not when medlama.datasets.records is imported
     import pyarrow.parquet as pq
 
     seen: set = set()
@@ -157,10 +159,9 @@ def check_files(folder: Path, names: Iterable[str], record: Mapping | None) -> N
 
 @functools.lru_cache(maxsize=256)
 def _check_file(path: str, version: tuple[int, int] | None, expected: tuple[int, str] | None) -> None:
+    # pyarrow loads when this runs, not when medlama.datasets.records is imported
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from medlama.core.checksums import sha256_of
 
     if version is None:
         raise MedlamaInputError(f"missing data file; {_REBUILD}", file=Path(path))

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from statistics import fmean
 
 from medlama.loaders.biolama_release import SPLITS as BIOLAMA_SPLITS
+from medlama.core.defaults import default_model_path
 
 
 def single_token_share(names: list[str], tokenizer) -> float | None:
@@ -28,9 +29,9 @@ def medlama_statistics(datasets, tokenizer=None) -> list[dict]:
     vocabulary like ``bert-base-uncased`` (the paper reports 2.6% without saying which count it used).
     """
     if tokenizer is None:
+        # transformers loads when this runs, not when medlama.datasets.statistics is imported
         from transformers import AutoTokenizer
 
-        from medlama.core.defaults import default_model_path
 
         tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
     full, hard = datasets["full"], datasets["hard"]

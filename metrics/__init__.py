@@ -22,6 +22,7 @@ def metric_path(name: str) -> Path:
 
 def load(name: str, **kwargs):
     """``evaluate.load`` of the bundled metric module ``name``, offline."""
+    # evaluate loads when this runs, not when the CLI parses its flags
     import evaluate
 
     return evaluate.load(str(metric_path(name)), **kwargs)

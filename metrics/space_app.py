@@ -109,6 +109,7 @@ def _features(module) -> dict:
 
 def launch(repo_id: str = REPO_ID) -> None:
     """Load the metric and serve its widget (needs ``gradio``, as every Gradio Space has)."""
+    # evaluate and gradio load when the Space app starts, not on import
     import evaluate
     import gradio as gr
 

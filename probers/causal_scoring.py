@@ -85,6 +85,7 @@ def _torch_dtype(name: str):
 
 def check_causal_config(config, path: str, method: str) -> None:
     """``MedlamaInputError`` unless ``config`` describes a decoder-only causal LM."""
+    # transformers loads when this runs, not when the CLI parses its flags
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, \
         MODEL_FOR_MASKED_LM_MAPPING_NAMES
 

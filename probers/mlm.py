@@ -32,6 +32,7 @@ CONTRASTIVE_HINT = ("encoders saved without it (the output of `medlama rewire`, 
 
 def causal_hint(config) -> str:
     """``" (a decoder-only causal LM: use --method causal-...)"`` when ``config`` is one, else ``""``."""
+    # transformers loads when this runs, not when the CLI parses its flags
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, \
         MODEL_FOR_MASKED_LM_MAPPING_NAMES
 

@@ -16,12 +16,14 @@ from medlama.core.integrity import check_vouched
 from medlama.publishing.public_names import public_build_info
 from medlama.publishing.upload import check_repo_id, finish
 from medlama.core.defaults import BUILD_INFO
+from medlama.datasets.card import gate as gate_card, name_repository
 
 GATE_MODES = ("auto", "manual")
 DATASET_EXTRA_FILES = ("README.md", BUILD_INFO)
 
 
 def _load_card(folder: Path):
+    # huggingface_hub loads when this runs, not when medlama.publishing.dataset_push is imported
     from huggingface_hub import DatasetCard
 
     readme = folder / "README.md"
@@ -149,6 +151,7 @@ def plan_dataset(path: str | Path) -> tuple[list[str], list[str]]:
 
 def dataset_kinds() -> tuple[str, ...]:
     """The commands whose output folders ``push-dataset`` uploads (their ownership records name them)."""
+    # datasets.biolama_folder, datasets.context_variance.export and datasets.medlama_folder load (they import datasets, datatrove, pyarrow) when this runs, not when medlama.publishing.dataset_push is imported
     from medlama.datasets.biolama_folder import KIND as BIOLAMA
     from medlama.datasets.context_variance.export import KIND as CONTEXT_VARIANCE
     from medlama.datasets.medlama_folder import KIND as MEDLAMA
@@ -158,8 +161,6 @@ def dataset_kinds() -> tuple[str, ...]:
 
 def _pushed_card_text(card, gate: str | None, repo_id: str) -> str:
     """The card as uploaded: gating keys as the repository is gated, load instructions naming ``repo_id``."""
-    from medlama.datasets.card import gate as gate_card, name_repository
-
     if gate:
         gate_card(card.data, gate)
     else:  # an ungated (private) push: the card says what the repository is

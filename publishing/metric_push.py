@@ -11,6 +11,8 @@ from typing import Any
 
 from medlama.core.errors import MedlamaInputError
 from medlama.publishing.upload import check_repo_id, finish
+from medlama.metrics import metric_path
+from medlama.metrics import space_app
 
 METRIC_FILES = ("README.md", "requirements.txt")
 #: The Space's ``app.py``: :mod:`medlama.metrics.space_app`, with the repository id filled in.
@@ -22,7 +24,6 @@ def metric_folder(name: str | Path) -> Path:
     script = candidate / f"{candidate.resolve().name}.py"
     if candidate.is_dir() and script.is_file():
         return candidate
-    from medlama.metrics import metric_path
 
     try:  # a bundled name wins over a folder of that name that is no module (the repository's ucm/ package)
         return metric_path(str(name))
@@ -34,8 +35,6 @@ def metric_folder(name: str | Path) -> Path:
 
 def space_app_text(repo_id: str) -> str:
     """The Space's ``app.py`` for the metric ``repo_id`` (blank optional cells mean "not given")."""
-    from medlama.metrics import space_app
-
     text = Path(space_app.__file__).read_text(encoding="utf-8")
     if APP_PLACEHOLDER not in text:
         raise RuntimeError("medlama.metrics.space_app has lost its REPO_ID placeholder")

@@ -16,6 +16,8 @@ from medlama.publishing.public_names import public_rewire_record, replace_local
 from medlama.publishing.upload import check_repo_id, finish
 from medlama.trainers.model_card import (CARD_NAME, SCORES_NAME, card_for_repo, card_with_scores, checkpoint_card,
                                         scores_record)
+from medlama.trainers.guards import nonfinite_weights
+from medlama.publishing.model_scores import probe_scores
 
 #: The dry-run folder of a model holds its tree here (``DIR/files/``), beside ``manifest.json``.
 MODEL_TREE = "files"
@@ -121,7 +123,6 @@ def push_model(path: str | Path, repo_id: str, *, private: bool = False, revisio
     folder = Path(path)
     check_repo_id(repo_id)
     files = plan_model(folder, include_checkpoints=include_checkpoints)
-    from medlama.trainers.guards import nonfinite_weights
 
     broken = nonfinite_weights(folder)
     if broken:  # a diverged rewiring: such a model encodes everything to NaN, whoever wrote it
@@ -130,8 +131,6 @@ def push_model(path: str | Path, repo_id: str, *, private: bool = False, revisio
     check_vouched(folder, files, kinds=(REWIRE,), command="push-model")
     scored = None
     if results is not None:
-        from medlama.publishing.model_scores import probe_scores
-
         scored = probe_scores(results, folder, partial=partial_results)
     record = _model_record(folder)
     public_record, replacements = public_rewire_record(record or {}, folder)

@@ -20,6 +20,7 @@ from typing import Any
 
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.outputs import RESULTS_FILE
+from medlama.core.provenance import folder_hash
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,6 @@ def probe_scores(results: str | Path, model: str | Path, *, partial: bool = Fals
     """The acc@k scores of the runs in ``results`` (a ``medlama probe`` output folder or its ``results.json``)
     that probed the model folder ``model`` as it is now (module docstring). A run of part of its query set
     (:func:`partial_part`) is refused unless ``partial``, and then named as partial."""
-    from medlama.core.provenance import folder_hash
-
     file, runs = _runs(Path(results))
     folder = Path(model)
     identity = {"name": folder.resolve().name, "sha256": folder_hash(folder)}

@@ -32,6 +32,8 @@ from medlama.core.public_paths import LOCAL_PATH, public_command_line, public_pa
 from medlama.probers.outputs import PREDICTIONS_FILE, RESULTS_FILE
 from medlama.publishing.dataset_push import gate_mode
 from medlama.publishing.upload import check_repo_id, finish
+from medlama.datasets.card import gate as gate_card
+from medlama.datasets.licences import UMLS_TAG
 
 #: The command whose output folders ``push-results`` uploads, and the files it uploads besides the card.
 PROBE = "probe"
@@ -102,10 +104,9 @@ def _score_rows(run: dict) -> list[str]:
 def card_text(runs: list[dict], repo_id: str, gate: str | None, terms: str) -> str:
     """The dataset card: YAML (tags, licence, gating, the ``predictions`` config) and, per run (``runs``: the
     records of :func:`public_results`), the model, the data, the settings and the scores."""
+    # huggingface_hub loads when this runs, not when medlama.publishing.results_push is imported
     from huggingface_hub import DatasetCard, DatasetCardData
 
-    from medlama.datasets.card import gate as gate_card
-    from medlama.datasets.licences import UMLS_TAG
 
     data = DatasetCardData(
         pretty_name=f"medlama probe results: {', '.join(str(run.get('label')) for run in runs)}",

@@ -117,6 +117,7 @@ def check_tree_names_no_local_path(tree: Path, source: str | Path) -> None:
 
 
 def check_repo_id(repo_id: str) -> str:
+    # huggingface_hub loads when this runs, not when medlama.publishing.upload is imported
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     try:
@@ -148,6 +149,7 @@ def _check_dry_run_target(target: Path, source: Path, what: str = "the folder be
 
 def _api(token: str | None):
     """An authenticated ``HfApi``, or a clear error before any network call."""
+    # huggingface_hub loads when this runs, not when medlama.publishing.upload is imported
     from huggingface_hub import HfApi, constants, get_token
 
     if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):

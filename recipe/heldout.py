@@ -19,6 +19,11 @@ from pathlib import Path
 
 from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
+from medlama.probers.query_set import QuerySet
+from medlama.trainers.cloze import build_cloze_dataset
+from medlama.probers.workflow import probe
+from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
+from medlama.core.settings import settings_from
 
 #: Pairs scored by default: enough for a standard error under 1 point at acc@10 around 20%.
 DEFAULT_PAIRS = 2000
@@ -32,8 +37,6 @@ def heldout_queries(corpus: str | Path, *, pairs: int = DEFAULT_PAIRS, mask_rati
     Lines too short to mask and pairs whose span is blank (a double space in the line) are left out: they
     have no answer to retrieve.
     """
-    from medlama.probers.query_set import QuerySet
-    from medlama.trainers.cloze import build_cloze_dataset
 
     if not isinstance(pairs, int) or isinstance(pairs, bool) or pairs < 1:
         raise MedlamaInputError(f"held-out pairs must be a positive integer, got {pairs!r}")
@@ -51,9 +54,6 @@ def heldout_queries(corpus: str | Path, *, pairs: int = DEFAULT_PAIRS, mask_rati
 def cloze_self_retrieval(model: str | Path, queries, *, label: str | None = None, top_k: int = 10,
                          device: str | None = None):
     """Probe ``model`` on held-out cloze ``queries`` (:func:`heldout_queries`); a ``ProbeResult``."""
-    from medlama.probers.workflow import probe
-    from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
-    from medlama.core.settings import settings_from
 
     settings = settings_from(RetrievalSettings, base=PRESETS["reference"], query_max_length=MAX_LENGTH,
                              name_max_length=MAX_LENGTH)

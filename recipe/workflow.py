@@ -20,6 +20,14 @@ from medlama.probers.workflow import probe
 from medlama.probers.query_set import QuerySet
 from medlama.probers.tables import mean_std
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
+from medlama.core.models import resolve_model
+from medlama.trainers.config import RewireConfig
+from medlama.trainers.model_card import update_model_card_scores
+from medlama.probers.result import is_bundled as _is_bundled
+from medlama.core.provenance import provenance, public_word
+from medlama.probers.outputs import write_results
+from medlama.core.errors import MedlamaInputError
+from medlama.recipe.heldout import cloze_self_retrieval, heldout_queries as make_heldout
 
 
 @dataclass
@@ -62,8 +70,6 @@ class RecipeResult:
         """``results.json`` of the recipe: the summary (mean and std; std ``None`` for one run), each run's
         scores, intervals and per-relation table (no per-query predictions: those go to ``predictions.jsonl``),
         and the provenance block (data, the base and rewired models, the settings, command, date, device)."""
-        from medlama.probers.result import is_bundled as _is_bundled
-        from medlama.core.provenance import provenance, public_word
 
         runs = [self.base, *self.rewired]
         settings = {"probe": self.base.settings, "rewire": self.rewire_config}
@@ -84,8 +90,6 @@ class RecipeResult:
     def save(self, out: str | Path, *, argv: Sequence[str] | None = None) -> tuple[Path, Path]:
         """Write ``out/results.json`` (:meth:`results_json`) and ``out/predictions.jsonl`` (every run's
         per-query top 10, one line per run and query, keyed by ``run``)."""
-        from medlama.probers.outputs import write_results
-
         out = Path(out)
         predictions = write_predictions(out / PREDICTIONS_FILE, [self.base, *self.rewired])
         return write_results(out / RESULTS_FILE, self.results_json(argv=argv)), predictions  # the marker last
@@ -109,10 +113,8 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
     steps); one trained for fewer steps trains on; one trained for more steps, or with other settings, is
     refused.
     """
-    from medlama.core.models import resolve_model
-    from medlama.trainers.config import RewireConfig
+    # trainers.trainer loads (it imports sentence_transformers, torch) when this runs, not when medlama.recipe.workflow is imported
     from medlama.trainers.trainer import rewire
-    from medlama.trainers.model_card import update_model_card_scores
 
     out = Path(out)
     base_model = resolve_model(model)
@@ -127,12 +129,8 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
                           heldout=str(heldout) if heldout is not None else None)
     heldout_queries = None
     if heldout is not None:
-        from medlama.recipe.heldout import cloze_self_retrieval, heldout_queries as make_heldout
-
         used = {Path(corpus).resolve() for corpus in corpora}
         if Path(heldout).resolve() in used:
-            from medlama.core.errors import MedlamaInputError
-
             raise MedlamaInputError("the held-out corpus is one of the rewiring corpora; give a file none of them "
                                     "holds", file=heldout)
         heldout_queries = make_heldout(heldout, mask_ratio=config.mask_ratio)

@@ -138,3 +138,43 @@ def test_argparse_and_commands_only_in_the_cli():
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"^\s*(import argparse|from argparse )", text, re.M), name
         assert "medlama.commands" not in GRAPH[name] and not any(t.startswith("medlama.commands.") for t in GRAPH[name]), name
+
+
+def _uncommented_function_imports(path: Path) -> list[str]:
+    """``line: import`` of each import inside a function with no comment on its line, nor on the line above it
+    (or above the run of import lines it belongs to): a deferred import says what deferring it buys."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    tree = ast.parse(text)
+    imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    import_lines = {line for node in imports for line in range(node.lineno, node.end_lineno + 1)}
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)) or "#" in lines[node.lineno - 1]:
+                continue
+            above = node.lineno - 1
+            while above in import_lines:
+                above -= 1
+            if not (above and lines[above - 1].strip().startswith("#")):
+                found.append(f"{node.lineno}: {lines[node.lineno - 1].strip()}")
+    return sorted(set(found))
+
+
+def _is_metric_script(path: Path) -> bool:
+    """The metric scripts ``evaluate`` loads by path (metrics/acc_at_k, metrics/ucm): modules of their own."""
+    return path.parent.parent.name == "metrics" and path.parent.name in ("acc_at_k", "ucm")
+
+
+@pytest.mark.parametrize("name", sorted(name for name, path in MODULES.items() if not _is_metric_script(path)))
+def test_function_level_imports_say_why(name):
+    assert _uncommented_function_imports(MODULES[name]) == []
+
+
+def test_an_uncommented_function_import_is_found(tmp_path):
+    module = tmp_path / "module.py"
+    module.write_text("def f():\n    # torch loads when f runs\n    import torch\n    import numpy\n\n"
+                      "def g():\n    import json\n    return json\n")
+    assert _uncommented_function_imports(module) == ["7: import json"]

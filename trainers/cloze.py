@@ -193,6 +193,7 @@ def read_sentences(source: Any, *, column: str = "text") -> tuple[list[Sentence]
     the corpus (file names, SHA-256 and line counts; or the dataset's fingerprint and size).
     """
     try:
+        # datasets loads when this runs, not when medlama.trainers.cloze is imported
         import datasets
     except ImportError:  # pragma: no cover - a dependency of the project
         datasets = None
@@ -289,6 +290,7 @@ def build_cloze_dataset(source: Any, *, mask_token: str = "[MASK]", mask_ratio: 
     ``source``: see :func:`read_sentences`. ``max_sentences`` keeps a random sample of that many lines
     (``random.Random(seed)``, corpus order kept) before masking, like the paper's 1k/10k/20k/100k settings.
     """
+    # datasets loads when this runs, not when medlama.trainers.cloze is imported
     import datasets
 
     sentences, corpus = read_sentences(source, column=column)

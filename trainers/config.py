@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.settings import as_dict, check, fields_of, flag_of, setting, settings_from
+from medlama.probers.arguments import check_release_relations
 
 #: The preset of ``medlama rewire``, of :meth:`RewireConfig.preset` and of the recipe workflow's rewiring when
 #: no config is given: the published run, so that a rewiring reproduces the paper unless asked otherwise.
@@ -94,7 +95,6 @@ class RewireConfig:
                                         f"got {getattr(self, name)!r}")
         if self.dropout is not None and not self.dropout < 1:
             raise MedlamaInputError(f"setting 'dropout' must be below 1, got {self.dropout!r}")
-        from medlama.probers.arguments import check_release_relations
 
         check_release_relations("medlama", self.eval_data, self.eval_relations)  # not after hours of training
         return self

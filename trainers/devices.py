@@ -16,6 +16,7 @@ def resolve_precision(precision: str = "auto") -> str:
     """``"bf16"``, ``"fp16"`` or ``"fp32"`` for this machine (``auto``: bf16 where the CUDA card supports it,
     else fp16 on CUDA, else fp32). ``bf16`` without CUDA is CPU autocast (torch supports it on every CPU;
     fast only where the CPU has bf16 instructions); ``fp16`` without CUDA is an error."""
+    # torch loads when this runs, not when medlama.trainers.devices is imported
     import torch
 
     if precision not in PRECISIONS:

@@ -25,6 +25,7 @@ from medlama.probers.queries import queries_from
 from medlama.probers.query_set import QuerySet
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
 from medlama.probers.workflow import probe
+import json
 
 #: Queries per relation the evaluator probes by default: enough to follow the trend, quick enough every N steps.
 DEFAULT_LIMIT = 50
@@ -69,8 +70,6 @@ class MedLAMAEvaluator(_Base):
         metrics = {"acc@1": result.acc(1), "acc@10": result.acc(10),
                    "mrr@10": mrr_at_k(result.predictions, result.gold, 10)}
         if output_path is not None:
-            import json
-
             with (Path(output_path) / f"{self.name}_results.jsonl").open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps({"epoch": epoch, "steps": steps, "queries": len(self.queries), **metrics})
                              + "\n")

@@ -29,6 +29,7 @@ class TrainingDivergedError(MedlamaInputError):
 def divergence_callback(learning_rate: float):
     """A ``transformers.TrainerCallback`` raising :class:`TrainingDivergedError` at the first non-finite weight
     (after an optimiser step) or logged loss."""
+    # torch and transformers load when this runs, not when medlama.trainers.guards is imported
     import torch
     from transformers import TrainerCallback
 
@@ -73,10 +74,12 @@ def nonfinite_weights(folder: Path) -> list[str]:
     """Names of the tensors of the model saved in ``folder`` (its ``*.safetensors`` or ``pytorch_model*.bin``
     files, not its checkpoints) that hold NaN or infinity; read one tensor at a time. A file that does not
     read as weights is skipped here (what it holds is the business of the checks that read files whole)."""
+    # torch loads when this runs, not when medlama.trainers.guards is imported
     import torch
 
     bad: list[str] = []
     for file in sorted(folder.glob("*.safetensors")):
+        # safetensors loads when this runs, not when medlama.trainers.guards is imported
         from safetensors import safe_open
 
         try:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from medlama.core.checkpoints import WEIGHT_FILES
 from medlama.core.errors import MedlamaInputError
 from medlama.core.models import loading_weights, pick_device, quiet_transformers, read_config, resolve_model
+from medlama.core.defaults import default_model_path
 
 if TYPE_CHECKING:  # imported when a model is built: listing checkpoints needs no torch
     from sentence_transformers import SentenceTransformer
@@ -57,8 +58,6 @@ def _resolve_encoder_path(model: str | Path | None) -> tuple[str, str]:
         raise MedlamaInputError("a model is a folder (or a hub name), not a file", file=path)
     resolved = resolve_model(text)
     if path.exists():
-        from medlama.core.defaults import default_model_path
-
         with contextlib.suppress(Exception):
             if Path(resolved).resolve() == default_model_path().resolve():
                 return BUNDLED_MODEL_NAME, resolved
@@ -66,6 +65,7 @@ def _resolve_encoder_path(model: str | Path | None) -> tuple[str, str]:
 
 
 def _check_encoder_config(name: str, path: str) -> Any:
+    # transformers loads when this runs, not when medlama.trainers.model is imported
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
         MODEL_FOR_MASKED_LM_MAPPING_NAMES,
@@ -106,6 +106,7 @@ def build_rewire_model(model: str | Path | None = None, *, layer: int | None = N
     bundled all-MiniLM-L6-v2. Bad input (missing folder, no config or weights, a decoder, a layer out of
     range, no mask token) is a ``MedlamaInputError``.
     """
+    # sentence_transformers loads when this runs, not when medlama.trainers.model is imported
     from sentence_transformers import SentenceTransformer, SentenceTransformerModelCardData
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 

@@ -31,6 +31,8 @@ from typing import Any
 
 from medlama.core.atomic import atomic_write_text
 from medlama.core.errors import MedlamaInputError
+from medlama.core.models import is_hub_id
+from medlama.core.integrity import record_again
 
 CARD_NAME = "README.md"
 SCORES_NAME = "probing_scores.json"
@@ -116,8 +118,6 @@ def _replace_block(text: str, start: str, end: str, block: str) -> str | None:
 
 
 def _is_hub_id(name: str) -> bool:
-    from medlama.core.models import is_hub_id
-
     return bool(name) and not Path(name).expanduser().exists() and is_hub_id(name)
 
 
@@ -135,6 +135,7 @@ def base_model_id(record: Mapping[str, Any]) -> str | None:
 def base_model_licence(record: Mapping[str, Any]) -> str | None:
     """The base model's licence: known for the bundled encoder, else the ``license`` of the card in its
     folder (or in the sentence-transformers folder around it), else ``None``."""
+    # huggingface_hub loads when this runs, not when medlama.trainers.model_card is imported
     from huggingface_hub import ModelCard
 
     hub_id = base_model_id(record)
@@ -224,6 +225,7 @@ def render_rewire_section(record: Mapping[str, Any]) -> str:
 
 def card_data(record: Mapping[str, Any]):
     """The card's YAML header (a ``ModelCardData``) for a run record, before any probing scores."""
+    # huggingface_hub loads when this runs, not when medlama.trainers.model_card is imported
     from huggingface_hub import ModelCardData
 
     # No ``datasets``: the Hub reads it as dataset repository ids, and a corpus is a local file (named in the
@@ -240,6 +242,7 @@ def card_data(record: Mapping[str, Any]):
 
 def write_rewire_card(path: str | Path, record: Mapping[str, Any]) -> None:
     """Write ``path/README.md`` for a rewired model (module docstring), replacing any card there."""
+    # huggingface_hub loads when this runs, not when medlama.trainers.model_card is imported
     from huggingface_hub import ModelCard
 
     data = card_data(record)
@@ -271,6 +274,7 @@ def eval_results(flat: Mapping[str, float], *, dataset: str | None = None, confi
     the metric (``acc@k``, ``mrr``), the words before it name the query set (a part of one, ``(partial: ...)``,
     names the metric ``acc@k (partial)``); its config is ``config``, else ``hard`` or ``full`` when the name
     says so."""
+    # huggingface_hub loads when this runs, not when medlama.trainers.model_card is imported
     from huggingface_hub import EvalResult
 
     results = []
@@ -315,6 +319,7 @@ def card_with_scores(text: str, scores: Mapping[str, Any], *, model_name: str, s
     """The card ``text`` with ``scores`` as its ``model-index`` and "Probing scores" table (replacing any there);
     arguments as :func:`update_model_card_scores`, ``model_name`` the ``model-index`` name when the card has
     none, ``where`` the card's file for error messages."""
+    # huggingface_hub loads when this runs, not when medlama.trainers.model_card is imported
     from huggingface_hub import ModelCard
 
     flat = _checked_scores(scores)
@@ -368,7 +373,6 @@ def update_model_card_scores(path: str | Path, scores: Mapping[str, Any], *, sou
     atomic_write_text(card_path, text)
     atomic_write_text(folder / SCORES_NAME, scores_record(scores, source=source, checkpoint=checkpoint,
                                                           dataset=dataset, config=config))
-    from medlama.core.integrity import record_again
 
     record_again(folder, [CARD_NAME, SCORES_NAME])  # medlama's own edit: push-model still vouches for them
     return card_path
@@ -380,6 +384,7 @@ def card_for_repo(text: str, repo_id: str, revision: str | None = None, *, check
     examples it cut from the training pairs. ``checkpoints``: whether the upload holds the ``checkpoints/``
     folder; without it, the Checkpoints row says they stayed with the local copy instead of listing folders
     the repository does not have. The YAML is rewritten only when its metadata changes."""
+    # huggingface_hub loads when this runs, not when medlama.trainers.model_card is imported
     from huggingface_hub import ModelCard
 
     load = f'SentenceTransformer("{repo_id}"' + (f", revision={revision!r})" if revision else ")")
@@ -412,6 +417,7 @@ def checkpoint_card(repo_id: str, checkpoint: str, revision: str | None = None) 
     """The card of a checkpoint folder (``checkpoints/checkpoint-<step>``) pushed inside ``repo_id``: where it
     comes from and how to load it (sentence-transformers' own checkpoint cards carry training-pair widgets and
     a placeholder id)."""
+    # huggingface_hub loads when this runs, not when medlama.trainers.model_card is imported
     from huggingface_hub import ModelCard, ModelCardData
 
     folder = checkpoint.rstrip("/")

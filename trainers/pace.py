@@ -37,6 +37,7 @@ def pace_note(config: RewireConfig, preset: str | None, step_seconds: float, ste
 def cpu_pace_callback(config: RewireConfig, preset: str | None, device: Any):
     """A ``transformers.TrainerCallback`` that, on the CPU and in the main process, says at the start what the
     run is sized for and after the first step how long the rest will take (:func:`pace_note`)."""
+    # transformers loads when this runs, not when medlama.trainers.pace is imported
     from transformers import TrainerCallback
 
     class _CpuPace(TrainerCallback):

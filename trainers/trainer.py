@@ -62,6 +62,8 @@ from medlama.core.checkpoints import WEIGHT_FILES
 from medlama.trainers.model import build_rewire_model
 from medlama.trainers.model_card import write_rewire_card
 from medlama.trainers.pace import cpu_pace_callback
+from medlama.core.provenance import package_versions
+from medlama.trainers.evaluator import MedLAMAEvaluator
 
 #: The command that writes (and alone may resume or replace) a rewiring output: its ownership record.
 KIND = "rewire"
@@ -92,8 +94,6 @@ RECORD_PACKAGES = ("medlama", "torch", "transformers", "sentence-transformers", 
 def _versions() -> dict[str, str]:
     """Installed versions of :data:`RECORD_PACKAGES` (:func:`medlama.core.provenance.package_versions`), those not
     installed left out."""
-    from medlama.core.provenance import package_versions
-
     return {name: version for name, version in package_versions(RECORD_PACKAGES).items() if version is not None}
 
 
@@ -270,6 +270,7 @@ def _without_training(out: Path, checkpoint: Path, record: dict[str, Any], preci
         return RewireResult(path=out, global_step=steps, steps_this_run=0,
                             resumed_from=training.get("resumed_from"), checkpoints=checkpoints,
                             train_seconds=0.0, pairs_per_second=None, record=saved, already_trained=True)
+    # sentence_transformers loads when this runs, not when medlama.trainers.trainer is imported
     from sentence_transformers import SentenceTransformer
 
     state = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
@@ -315,7 +316,6 @@ def make_evaluator(config: RewireConfig):
     without ``eval_steps``); its queries are loaded once, before training."""
     if not config.eval_steps:
         return None
-    from medlama.trainers.evaluator import MedLAMAEvaluator
 
     return MedLAMAEvaluator(data=config.eval_data, config=config.eval_config, relations=config.eval_relations,
                             limit=config.eval_limit)
@@ -323,6 +323,7 @@ def make_evaluator(config: RewireConfig):
 
 def _make_trainer(model, build: ClozeBuild, out: Path, config: RewireConfig, precision: str, processes: int,
                   callbacks: Sequence[Any], report_to, disable_tqdm):
+    # torch, sentence_transformers and transformers load when this runs, not when medlama.trainers.trainer is imported
     import torch
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from transformers import TrainerCallback

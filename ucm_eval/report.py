@@ -90,6 +90,7 @@ def plot(results: Sequence[ModelResult], path: str | Path, ks: Sequence[int]) ->
     import matplotlib  # loaded when a plot is drawn: not by `medlama ucm`'s argument checks
 
     matplotlib.use("Agg")
+    # matplotlib loads when this runs, not when the CLI parses its flags
     import matplotlib.pyplot as plt
 
     path = Path(path)

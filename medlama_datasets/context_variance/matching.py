@@ -78,6 +78,7 @@ def blank_english():
     alone, so the others are left unset (a quarter faster matching; patterns in about half the time).
     """
     import spacy  # spaCy loads at first use: a build's workers hide torch from it first
+    # spacy loads when this runs, not when the CLI parses its flags
     from spacy.attrs import LOWER, NORM
 
     nlp = spacy.blank("en")
@@ -180,6 +181,7 @@ class EntityMatcher:
 
     def _build(self) -> None:
         from spacy.matcher import PhraseMatcher  # as in the tokenizer: spaCy at first use
+        # spacy loads when this runs, not when the CLI parses its flags
         from spacy.tokens import Doc
 
         self.nlp = blank_english()

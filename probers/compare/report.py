@@ -117,6 +117,7 @@ def plot_leaderboard(record: dict, path: str | Path) -> Path:
     import matplotlib  # only when a plot is asked for: matplotlib stays out of the tables' path
 
     matplotlib.use("Agg")
+    # matplotlib loads when this runs, not when the CLI parses its flags
     import matplotlib.pyplot as plt
 
     ks, runs = record["ks"], record["leaderboard"]

@@ -22,6 +22,7 @@ __all__ = ["__version__", *_API]
 
 def __getattr__(name: str):
     if name in _API:
+        # medlama.api loads on first use, so `import medlama` stays light
         from medlama import api
 
         return getattr(api, name)

@@ -18,10 +18,19 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from medlama.core.errors import MedlamaInputError
+from medlama.core.models import LoadOptions, resolve_model
 from medlama.core.progress import showing
 from medlama.core.settings import settings_from
+from medlama.datasets.folders import folder_configs, load_config, resolve_folder
+from medlama.probers.arguments import ProbeArguments, check_relations, check_release_relations, relation_names
+from medlama.probers.benchmarks import benchmark, resolve_data
 from medlama.probers.compare import CompareSettings, compare_folders
-from medlama.trainers.config import QUICK_PRESET
+from medlama.probers.queries import QuerySource, check_rule
+from medlama.probers.registry import METHODS, method_name, settings_for
+from medlama.probers.workflow import ProbeRequest, run_probe
+from medlama.trainers.cloze import check_corpus_files
+from medlama.trainers.config import QUICK_PRESET, RewireConfig
+from medlama.ucm_eval.evaluation import UcmModels, UcmRun, UcmSettings, run as run_ucm
 
 __all__ = ["compare", "load_medlama", "mteb_task", "probe", "rewire", "ucm"]
 
@@ -55,10 +64,6 @@ def load_medlama(config: str = "hard", *, data: str | Path | None = None, source
     (load_config), never as ``load_dataset(<folder>, config)``: ``datasets``
     caches a local folder by its name, so another folder called ``medlama`` could come back instead.
     """
-    from medlama.datasets.folders import folder_configs, load_config, resolve_folder
-    from medlama.probers.arguments import check_relations, check_release_relations, relation_names
-    from medlama.probers.benchmarks import resolve_data
-    from medlama.probers.queries import QuerySource
 
     relations = relation_names(relations)
     check_release_relations("medlama", data, relations)  # before MedLAMA is built from its release
@@ -67,6 +72,7 @@ def load_medlama(config: str = "hard", *, data: str | Path | None = None, source
     else:
         folder = resolve_data(QuerySource(source=None if source is None else str(source))).path
     if split is None:
+        # datasets loads when this runs, not when medlama.api is imported
         from datasets import DatasetDict
 
         splits = folder_configs(folder).get(config)
@@ -136,16 +142,10 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     Every argument is checked (ProbeArguments) before any data is read or
     model loaded; a bad one is a MedlamaInputError naming it.
     """
-    from medlama.probers.arguments import ProbeArguments, relation_names
-
     # Every argument checked before any data is read or model loaded (torch comes with the probers).
     ks = tuple(ks) if isinstance(ks, range) else ks
     device = ProbeArguments(ks=ks, top_k=top_k, match=match, limit=limit, device=device).device
     relations = relation_names(relations)
-    from medlama.probers.benchmarks import benchmark
-    from medlama.probers.queries import check_rule
-    from medlama.probers.registry import METHODS, method_name, settings_for
-    from medlama.probers.workflow import ProbeRequest, run_probe
 
     name = method_name(method)
     if settings is None or isinstance(settings, Mapping):
@@ -155,7 +155,6 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
                                 f"{type(settings).__name__}")
     benchmark(dataset).scoring_plan(ks, match)
     check_rule(candidates)
-    from medlama.core.models import LoadOptions
 
     outcome = run_probe(ProbeRequest(
         methods=[name], settings={name: settings}, models=[] if model is None else [model],
@@ -176,9 +175,6 @@ def rewire(corpus: Any, out: str | Path, model: str | Path | None = None, *, pre
     RewireConfig that replace the preset's (``steps=20``,
     ``eval_steps=10``, ...). Returns the RewireResult.
     """
-    from medlama.core.models import resolve_model
-    from medlama.trainers.cloze import check_corpus_files
-    from medlama.trainers.config import RewireConfig
 
     # As the CLI: the settings, the corpus files and the model checked before torch and the model load.
     config = RewireConfig.preset(preset, **({"model": str(model)} if model is not None else {}), **settings)
@@ -187,6 +183,7 @@ def rewire(corpus: Any, out: str | Path, model: str | Path | None = None, *, pre
         check_corpus_files([corpus] if isinstance(corpus, (str, Path)) else corpus)
     if config.model is not None:
         resolve_model(config.model)
+    # trainers.trainer loads (it imports sentence_transformers, torch) when this runs, not when medlama.api is imported
     from medlama.trainers.trainer import rewire as run_rewire
     return run_rewire(corpus, out, config, resume=resume, preset=preset)
 
@@ -205,17 +202,13 @@ def ucm(sets: str | Path, model: str | Path | Sequence[str | Path] | None = None
     ``out``: also write ``results.json`` and ``ucm.png`` there, atomically, as ``medlama ucm --out`` does
     (default: nothing is kept).
     """
-    # Imported here: ``import medlama`` stays light.
-    from medlama.core.settings import settings_from
-    from medlama.ucm_eval.evaluation import UcmModels, UcmRun, UcmSettings, run
-
     several = isinstance(model, (list, tuple))
     labels = tuple(label) if isinstance(label, (list, tuple)) else (label,) if label else ()
     request = UcmRun(sets=Path(sets), models=UcmModels(model=tuple(model) if several else (model,), label=labels,
                                                        method=(method,)),
                      settings=settings_from(UcmSettings, settings, what="ucm"), device=device,
                      out=None if out is None else Path(out), show=False)
-    results, _ = run(request)
+    results, _ = run_ucm(request)
     return results if several else results[0]
 
 
@@ -240,6 +233,7 @@ def mteb_task(data: Any = None, config: str = "hard", relations: Sequence[str] |
     ``limit``: the first ``limit`` queries of each relation; ``mask_token``: the object slot's filler
     (default: the model's mask token, else the neutral blank ``___``).
     """
+    # integrations.mteb_task loads (it imports datasets, huggingface_hub) when this runs, not when medlama.api is imported
     from medlama.integrations.mteb_task import mteb_task as make_task
 
     return make_task(data, config, relations, limit=limit, mask_token=mask_token)

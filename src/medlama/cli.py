@@ -25,6 +25,8 @@ from pathlib import Path
 
 from medlama import __version__
 from medlama.core.errors import MedlamaInputError
+from medlama.core.progress import showing
+import gc
 
 #: Subcommand modules, in the order ``medlama --help`` lists them.
 COMMAND_MODULES = (
@@ -109,7 +111,6 @@ def os_error_text(error: OSError, out: object = None) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from medlama.core.progress import showing
 
     show = vars(args).get("progress")
     if show is None and vars(args).get("quiet"):
@@ -142,8 +143,6 @@ def _quiet_abandoned_writers() -> None:
     with the staging folder, so nothing is lost: the writers are collected now, quietly, and any collected
     at exit stay quiet too.
     """
-    import gc
-
     sys.unraisablehook = lambda unraisable: None
     gc.collect()
 

@@ -10,6 +10,11 @@ from pathlib import Path
 from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.core.settings import settings_from
 from medlama.datasets.build_settings import BiolamaBuildSettings, MedlamaBuildSettings
+from medlama.commands.build_context_variance import register as register_context_variance
+from medlama.core.atomic import check_output_place
+from medlama.core.display import print_table
+from medlama.core.progress import enabled as progress_enabled
+from dataclasses import asdict
 
 
 def register(subparsers) -> None:
@@ -33,18 +38,14 @@ def register(subparsers) -> None:
     biolama.add_argument("--json", action="store_true", help="print the statistics and report as JSON")
     biolama.set_defaults(func=run_biolama)
 
-    from medlama.commands.build_context_variance import register as register_context_variance
-
     register_context_variance(builders)  # medlama build context-variance
 
 
 def run_medlama(args: argparse.Namespace) -> int:
+    # datasets.hardness, datasets.medlama and datasets.medlama_folder load (they import datasets, pyarrow) when this runs, not when the CLI parses its flags
     from medlama.datasets.hardness import HardnessRule
     from medlama.datasets.medlama import check_threshold
-    from medlama.core.atomic import check_output_place
     from medlama.datasets.medlama_folder import write_medlama
-    from medlama.core.display import print_table
-    from medlama.core.progress import enabled as progress_enabled
 
     settings = settings_from(MedlamaBuildSettings, given_settings(args, MedlamaBuildSettings))
     # Checked here too, so that the message names the option the user typed.
@@ -84,10 +85,8 @@ def run_medlama(args: argparse.Namespace) -> int:
 
 
 def run_biolama(args: argparse.Namespace) -> int:
-    from medlama.core.atomic import check_output_place
+    # datasets.biolama_folder loads (it imports datasets) when this runs, not when the CLI parses its flags
     from medlama.datasets.biolama_folder import write_biolama
-    from medlama.core.display import print_table
-    from medlama.core.progress import enabled as progress_enabled
 
     settings = settings_from(BiolamaBuildSettings, given_settings(args, BiolamaBuildSettings))
     out, source = settings.out, settings.source
@@ -113,8 +112,6 @@ def run_biolama(args: argparse.Namespace) -> int:
 
 def _print_json(out: Path, stats: list[dict], report) -> int:
     """``--json``: the statistics and the build report on stdout, for machines."""
-    from dataclasses import asdict
-
     json.dump({"out": str(out), "statistics": stats, "report": asdict(report)}, sys.stdout, indent=2)
     print()
     return 0

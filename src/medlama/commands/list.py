@@ -13,6 +13,11 @@ from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.core.errors import MedlamaInputError
 from medlama.core.settings import check, setting, settings_from
 from medlama.core.display import console as make_console
+from medlama.probers.benchmarks import BENCHMARKS, CONTEXT_VARIANCE
+from medlama.probers.registry import METHODS
+from medlama.trainers.config import DEFAULT_PRESET, PRESETS
+from medlama.probers.benchmarks import benchmark
+from medlama.probers.queries import QuerySource, load_queries
 
 
 @dataclass(frozen=True)
@@ -46,8 +51,6 @@ def register(subparsers) -> None:
 
 def datasets() -> list[dict]:
     """Every dataset with its configs, per-relation config spelling, splits and what its candidates are."""
-    from medlama.probers.benchmarks import BENCHMARKS, CONTEXT_VARIANCE
-
     return [{"dataset": b.name, "configs": list(b.configs), "relation_configs": b.relation_configs,
              "splits": list(b.splits), "candidates": b.candidates, "ks": list(b.ks), "match": b.match,
              "command": "medlama ucm" if b is CONTEXT_VARIANCE else "medlama probe"}
@@ -57,16 +60,12 @@ def datasets() -> list[dict]:
 def methods() -> list[dict]:
     """Every probing method of :data:`~medlama.probers.registry.METHODS`: what it does, its presets, and
     whether it scores every candidate of the pool (so ``--log-all-scores`` applies)."""
-    from medlama.probers.registry import METHODS
-
     return [{"method": name, "description": _first_line(method.prober.__doc__), "presets": list(method.presets),
              "scores_pool": method.prober.scores_pool} for name, method in METHODS.items()]
 
 
 def presets() -> list[dict]:
     """Every named preset: the probing methods' (``probe --preset``) and rewiring's (``rewire --preset``)."""
-    from medlama.probers.registry import METHODS
-    from medlama.trainers.config import DEFAULT_PRESET, PRESETS
 
     out = [{"for": f"probe --method {name}", "preset": preset, "default": i == 0}
            for name, method in METHODS.items() for i, preset in enumerate(method.presets)]
@@ -77,8 +76,6 @@ def relations(dataset: str = "medlama", data: str | Path | None = None, config: 
     """Per config and relation of ``dataset`` (from ``data``, else the build probe uses): its query count and
     its candidate pool's size (distinct names of the relation's own pool, the ``relation`` rule); one row per
     config with ``relation`` ``null`` gives the config's totals (its whole pool, the ``config`` rule)."""
-    from medlama.probers.benchmarks import benchmark
-    from medlama.probers.queries import QuerySource, load_queries
 
     bench = benchmark(dataset)
     configs = [config] if config else list(bench.configs)
@@ -125,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_tables(listing: dict[str, list], dataset: str) -> None:
+    # rich loads when a table prints, not when the CLI parses its flags
     from rich.table import Table
 
     console = make_console()  # full width off a terminal: nothing cut in a file or a pipe

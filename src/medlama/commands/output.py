@@ -27,6 +27,9 @@ from medlama.core.models import DEVICE_PATTERN, DEVICE_WORDS
 from medlama.core.models import check_device as check_model_device
 from medlama.core.settings import check, setting
 from medlama.probers.outputs import RESULTS_FILE
+from medlama.core.atomic import check_finished
+from medlama.core.atomic import claimed_output as claimed
+from medlama.core.atomic import OWNER_NAME, check_replaceable
 
 #: ``--batch-size``'s meaning for every command that runs a model forward (not ``rewire``'s).
 BATCH_SIZE_LEAD = "inputs per forward pass"
@@ -94,24 +97,18 @@ def check_output(out: Path, *, kind: str, overwrite: bool, reads: list = ()) -> 
     """Refuse ``out`` if another command's (or no command's) files are there, or a finished run's without
     ``overwrite``, or if it is (or holds) the current directory or something in ``reads``, what the run
     reads; see :func:`medlama.core.atomic.check_finished`."""
-    from medlama.core.atomic import check_finished
-
     check_finished(out, marker=RESULTS_FILE, kind=kind, overwrite=overwrite, reads=reads)
 
 
 def claimed_output(out: Path, *, kind: str, overwrite: bool, reads: list = ()):
     """Hold ``out``'s lock for the block, after :func:`check_output` (so before any work):
     :func:`medlama.core.atomic.claimed_output` with the commands' marker, ``results.json``."""
-    from medlama.core.atomic import claimed_output as claimed
-
     return claimed(out, marker=RESULTS_FILE, kind=kind, overwrite=overwrite, reads=reads)
 
 
 def check_folder_output(out: Path, *, kind: str, overwrite: bool) -> None:
     """:func:`check_output` for a command that writes into ``out`` as it goes (``recipe``'s rewired models, so
     that an interrupted run resumes there): ``out`` must be new, empty, or written by ``kind``."""
-    from medlama.core.atomic import OWNER_NAME, check_replaceable
-
     check_replaceable(out, marker=OWNER_NAME, kind=kind)
     if (Path(out) / RESULTS_FILE).is_file() and not overwrite:
         raise MedlamaInputError("the output folder holds the results of a finished run; give --overwrite to replace "

@@ -16,6 +16,8 @@ from medlama.probers.registry import METHODS, method_names, settings_for
 from medlama.core import distributed
 from medlama.core.models import LoadOptions
 from medlama.core.settings import settings_from
+from medlama.probers.queries import load_queries as load
+from medlama.core.errors import MedlamaInputError
 
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,8 +52,6 @@ def retrieval_settings(args: argparse.Namespace) -> RetrievalSettings:
     settings = settings_for("retrieval", given_settings(args, METHODS["retrieval"].settings),
                             preset=vars(args).get("preset"))
     if settings.batch_size == "auto":
-        from medlama.core.errors import MedlamaInputError
-
         raise MedlamaInputError("--batch-size auto is for medlama probe and medlama ucm; give this command a number")
     return settings
 
@@ -86,8 +86,6 @@ def register(subparsers) -> None:
 
 def load_queries(args: argparse.Namespace):
     """The ``QuerySet`` the data arguments describe (the first ``--limit`` of each relation, if given)."""
-    from medlama.probers.queries import load_queries as load
-
     queries = load(query_source(args))
     limit = vars(args).get("limit")
     return queries.limit_per_relation(limit) if limit else queries

@@ -120,6 +120,7 @@ def _gated_dataset_push(push, args: argparse.Namespace) -> int:
 
 
 def run_push_metric(args: argparse.Namespace) -> int:
+    # publishing.hub loads (it imports datasets, huggingface_hub) when this runs, not when the CLI parses its flags
     from medlama.publishing.hub import push_metric
 
     settings = _settings(args, PushSettings)
@@ -130,6 +131,7 @@ def run_push_metric(args: argparse.Namespace) -> int:
 
 
 def run_push_model(args: argparse.Namespace) -> int:
+    # publishing.hub loads (it imports datasets, huggingface_hub) when this runs, not when the CLI parses its flags
     from medlama.publishing.hub import MODEL_TREE, push_model
 
     settings = _settings(args, ModelPushSettings)

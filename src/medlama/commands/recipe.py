@@ -17,6 +17,12 @@ from medlama.commands.probe import add_data_arguments, add_retrieval_arguments, 
 from medlama.core.settings import settings_from
 from medlama.probers.outputs import RESULTS_FILE
 from medlama.recipe.settings import RecipeSettings
+import shutil
+from medlama.core.atomic import OWNER_NAME, lock_directory, write_owner
+from medlama.core.errors import MedlamaInputError
+from medlama.core.models import resolve_model
+from medlama.trainers.config import RewireConfig
+from medlama.probers import plots, tables
 
 
 def register(subparsers) -> None:
@@ -38,13 +44,8 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import shutil
-
-    from medlama.core.atomic import OWNER_NAME, lock_directory, write_owner
-    from medlama.core.errors import MedlamaInputError
-    from medlama.core.models import resolve_model
+    # trainers.cloze loads when this runs, not when the CLI parses its flags
     from medlama.trainers.cloze import check_corpus_files
-    from medlama.trainers.config import RewireConfig
 
     recipe = settings_from(RecipeSettings, given_settings(args, RecipeSettings))
     corpora = list(recipe.corpus)
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _recipe(args: argparse.Namespace, recipe: RecipeSettings, corpora: list[Path], config, settings) -> None:
-    from medlama.probers import plots, tables
+    # recipe.workflow loads (it imports sentence_transformers, torch) when this runs, not when the CLI parses its flags
     from medlama.recipe.workflow import rewire_then_probe
 
     queries = load_queries(args)

@@ -9,11 +9,15 @@ from pathlib import Path
 
 from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.core.settings import fields_of, settings_from
+from medlama.trainers.config import DEFAULT_PRESET, PRESETS, RewireConfig, RewireRun
+from medlama.trainers.config import PRESETS, RewireConfig
+from medlama.core.models import resolve_model
+from medlama.trainers.config import RewireRun
+from medlama.core.atomic import check_output_place
+from medlama.core.distributed import is_main_process
 
 
 def register(subparsers) -> None:
-    from medlama.trainers.config import DEFAULT_PRESET, PRESETS, RewireConfig, RewireRun
-
     parser = subparsers.add_parser(
         "rewire", help="rewire an encoder for probing (Contrastive-Probe self-retrieval training)",
         description="Train an encoder on cloze pairs made from corpus sentences (Contrastive-Probe, Meng et al. "
@@ -41,8 +45,6 @@ def register(subparsers) -> None:
 def config_from_args(args: argparse.Namespace):
     """The :class:`~medlama.trainers.config.RewireConfig` the parsed flags ask for: the preset, with the
     settings the user typed replacing its values (``--max-sentences 0`` means all lines, as ``none``)."""
-    from medlama.trainers.config import PRESETS, RewireConfig
-
     given = given_settings(args, RewireConfig)
     if given.get("max_sentences") == 0:
         given["max_sentences"] = None
@@ -50,10 +52,8 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run_rewire(args: argparse.Namespace) -> int:
-    from medlama.core.models import resolve_model
+    # trainers.cloze loads when this runs, not when the CLI parses its flags
     from medlama.trainers.cloze import check_corpus_files
-
-    from medlama.trainers.config import RewireRun
 
     # Checked before torch is imported (the trainer's modules import it) and before the model loads.
     config = config_from_args(args)
@@ -61,12 +61,11 @@ def run_rewire(args: argparse.Namespace) -> int:
     check_corpus_files(run.corpus)
     if config.model is not None:
         resolve_model(config.model)
-    from medlama.core.atomic import check_output_place
 
     # Before the model loads: an OUT that is the current directory, or holds the corpus or the model, is
     # refused now rather than when the trained model is swapped in.
     check_output_place(run.out, reads=[*run.corpus, *([args.model] if getattr(args, "model", None) else [])])
-    from medlama.core.distributed import is_main_process
+    # trainers.trainer loads (it imports sentence_transformers, torch) when this runs, not when the CLI parses its flags
     from medlama.trainers.trainer import rewire
 
     result = rewire(list(run.corpus), run.out, config, resume=run.resume, preset=run.preset)
