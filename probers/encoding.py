@@ -27,6 +27,7 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_finite
 from medlama.core.models import (active_options, finish_loading, load_tokenizer, loading_weights, note_loaded,
                                  pick_device, pretrained_kwargs, read_config, resolve_model)
+from medlama.core.progress import bar as progress_bar
 from medlama.core.progress import enabled as progress_enabled
 
 POOLINGS = ("cls", "mean")
@@ -185,11 +186,8 @@ class Encoder:
 
     def _encode(self, encoded, order, out, starts, progress):
         import torch  # torch only when a model runs
-        from tqdm.auto import tqdm  # tqdm only when encoding
-
         with torch.inference_mode():
-            for start in tqdm(starts, desc=progress, disable=progress is None or not progress_enabled(),
-                              unit="batch", leave=False):
+            for start in progress_bar(starts, desc=progress, unit="batch", leave=False):
                 rows = order[start:start + self.batch_size]
                 batch = self.tokenizer.pad({key: [encoded[key][i] for i in rows] for key in encoded.keys()},
                                            return_tensors="pt").to(self.device)

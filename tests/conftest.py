@@ -28,6 +28,8 @@ if "MEDLAMA_CACHE" not in os.environ:  # medlama's own cache (builder downloads,
     os.environ["MEDLAMA_CACHE"] = _medlama_cache
     atexit.register(shutil.rmtree, _medlama_cache, ignore_errors=True)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# No plain progress lines in a test's captured stderr however slow the machine (tests that want them set it)
+os.environ["MEDLAMA_LOG_INTERVAL"] = "1e9"
 
 
 def _own_share_of_the_cpus() -> None:

@@ -44,8 +44,7 @@ from medlama.core.errors import MedlamaInputError
 from medlama.datasets.context_variance.rows import row_inputs
 from medlama.ucm_eval.rankers import ContextRanker, ranks_from_scores
 from medlama.ucm_eval.sets import ContextSets
-from medlama.core.progress import enabled as progress_enabled
-from tqdm.auto import tqdm
+from medlama.core.progress import bar as progress_bar
 
 #: The metric module's input columns (the records carry a few more, for breakdowns).
 UCM_COLUMNS = ("target_rank_before", "target_rank_after", "added_is_correct", "added_rank_before",
@@ -78,8 +77,7 @@ def rank_sequences(ranker: ContextRanker, sets: ContextSets, *, block_rows: int 
     frame = sets.rows.select_columns(["pool_id", "triple_id", "negative", "context_type", "subject_id",
                                       "correct_ids", "correct_names"]).to_pandas()
     frame["position"] = np.arange(len(frame))
-    bar = tqdm(total=len(frame), desc=progress, disable=progress is None or not progress_enabled(),
-               unit="sequence", leave=False)
+    bar = progress_bar(total=len(frame), desc=progress, unit="sequence", leave=False)
     for key, group in frame.groupby("pool_id", sort=True):
         if key not in sets.pools:
             raise MedlamaInputError(f"pool {key!r} missing from the pools config", file=sets.directory)

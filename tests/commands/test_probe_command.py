@@ -264,3 +264,18 @@ def test_a_piped_medlama_process_draws_no_bars_and_json_is_all_of_stdout(probe_a
     assert done.returncode == 0, done.stderr
     assert done.stdout == (out / "results.json").read_text()
     assert not bars(done.stderr) and "acc@k" in done.stderr
+
+
+def test_a_log_gets_a_plain_progress_line_every_interval(monkeypatch, capsys):
+    """Off a terminal, a long loop says where it is in plain lines (no carriage returns), one per interval;
+    nothing when silence is asked for, or without a name for the work."""
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    monkeypatch.setenv("MEDLAMA_LOG_INTERVAL", "0")
+    assert list(progress.bar(range(3), desc="candidates", unit="batch")) == [0, 1, 2]
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"medlama: candidates: {n}/3 batches " + line.split("batches ")[1]
+                                for n, line in zip((1, 2, 3), err.splitlines())] and not bars(err)
+    with progress.showing(False):
+        list(progress.bar(range(3), desc="candidates"))
+    list(progress.bar(range(3)))
+    assert capsys.readouterr().err == ""
