@@ -12,7 +12,7 @@
 
 * :func:`bar` is medlama's own progress over a long loop: a tqdm bar when bars are shown; else, when the
   output is merely not a terminal (a log, a pipe) and nobody asked for silence, a plain line on stderr every
-  :data:`LOG_INTERVAL` seconds (``MEDLAMA_LOG_INTERVAL``; ``medlama: encoding candidates: 8,192/17,532 (61.2/s)``), so that a slow run
+  :data:`LOG_INTERVAL` seconds (``MEDLAMA_LOG_INTERVAL``; ``medlama: candidates: 64/137 batches (1.1/s)``), so that a slow run
   in a log never looks hung; nothing with ``--no-progress`` or ``TQDM_DISABLE``.
 
 ``TQDM_DISABLE`` is read here at each call, since tqdm itself reads it only once, when it is imported: the
