@@ -294,9 +294,13 @@ def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequenc
     for run in runs:
         check_all_scores(METHODS[run.method].prober, all_scores)
     units = units_of(runs, checkpoints)
+    started = time.perf_counter()
     ranked = rank_units(queries, units, store, top_k=top_k, device=device, probers=probers, all_scores=all_scores)
     if ranked is None:
         return None
+    # `seconds` of a result adds up its shards' ranking time over every process; what a reader of a parallel
+    # run also needs is how many processes ranked and how long the ranking took on the clock.
+    parallel = {"processes": distributed.world_size(), "wall_seconds": round(time.perf_counter() - started, 3)}
     outcome = ProbeOutcome()
     for unit in units:
         predictions, prober, seconds = ranked[unit.label]
@@ -305,9 +309,11 @@ def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequenc
             for layer, layered in predictions.items():
                 sweep[layer] = result_of(prober, queries, layered, seconds, label=f"{unit.label} L{layer}", ks=scored,
                                          match=match, layer=layer)
+                sweep[layer].extra.update(parallel)
                 outcome.results.append(sweep[layer])
             continue
         result = result_of(prober, queries, predictions, seconds, label=unit.label, ks=scored, match=match)
+        result.extra.update(parallel)
         if unit.step is not None:
             outcome.by_step.setdefault(unit.run.label, {})[unit.step] = result
         outcome.results.append(result)

@@ -33,6 +33,11 @@ def test_two_processes_give_the_one_process_predictions(tmp_path):
     assert done.stdout.count("wrote ") == 1 and done.stdout.count("full: 6 queries") == 1  # the main process only
     assert (tmp_path / "two" / "predictions.jsonl").read_bytes() == (tmp_path / "one" / "predictions.jsonl").read_bytes()
     assert not work_folder(tmp_path / "two").exists()
+    import json
+
+    one, two = (json.loads((tmp_path / name / "results.json").read_text())[0] for name in ("one", "two"))
+    assert (one["extra"]["processes"], two["extra"]["processes"]) == (1, 2)  # and how long it took on the clock:
+    assert all(isinstance(run["extra"]["wall_seconds"], float) and run["extra"]["wall_seconds"] > 0 for run in (one, two))
 
 
 def test_argument_errors_are_raised_by_every_process(tmp_path):
