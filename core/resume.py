@@ -137,11 +137,16 @@ def discard_work_folder(out: str | Path, *, kind: str) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _lines_hash(lines: Sequence[str]) -> str:
+    return hashlib.sha256("".join(line + "\n" for line in lines).encode()).hexdigest()
+
+
 class ShardStore:
     """The completed shards of one run (see the module docstring)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        self._made_by: str | None = None
 
     @classmethod
     def open(cls, out: str | Path, *, kind: str, manifest: Mapping[str, Any], overwrite: bool,
@@ -179,28 +184,45 @@ class ShardStore:
         """Whether the shard ``identity`` names is complete."""
         return self._path(identity).is_file()
 
+    def made_by(self) -> str:
+        """What produces this run's shards: the SHA-256 of its manifest (models and their content hashes or
+        revisions, the settings, the data and its candidate pool), which every shard it writes records."""
+        if self._made_by is None:  # the manifest is written once, when the store opens
+            record = _record(self.folder) or {}
+            text = json.dumps(record.get("manifest"), sort_keys=True, ensure_ascii=False, default=plain)
+            self._made_by = hashlib.sha256(text.encode()).hexdigest()
+        return self._made_by
+
     def write(self, identity: Mapping[str, Any], items: Sequence[Any], **meta: Any) -> list[Any]:
-        """Keep a completed shard (atomically), with ``meta`` (e.g. the seconds it took) in its header; returns
-        its items as :meth:`read` gives them back, so that a run and its resumption go on from the same values."""
-        lines = [json.dumps({"shard": _as_json(dict(identity)), "items": len(items), "meta": _as_json(meta)},
-                            ensure_ascii=False)]
-        lines += [json.dumps(item, ensure_ascii=False, default=plain) for item in items]
+        """Keep a completed shard (atomically), with ``meta`` (e.g. the seconds it took) in its header, what
+        produced it (:meth:`made_by`) and the SHA-256 of its items; returns its items as :meth:`read` gives them
+        back, so that a run and its resumption go on from the same values."""
+        body = [json.dumps(item, ensure_ascii=False, default=plain) for item in items]
+        lines = [json.dumps({"shard": _as_json(dict(identity)), "items": len(items), "meta": _as_json(meta),
+                             "made_by": self.made_by(), "sha256": _lines_hash(body)}, ensure_ascii=False), *body]
         atomic_write_text(self._path(identity), "".join(line + "\n" for line in lines))
-        return [json.loads(line) for line in lines[1:]]
+        return [json.loads(line) for line in body]
 
     def read(self, identity: Mapping[str, Any]) -> tuple[list[Any], dict]:
-        """The items of a completed shard and its ``meta``; a damaged file is an error naming it."""
+        """The items of a completed shard and its ``meta``. A damaged file, a shard another run wrote (another
+        model, settings, data or pool: its ``made_by``) or one changed since it was written (its checksum) is an
+        error naming it: nothing of it is published as this run's."""
         path = self._path(identity)
+        start_over = "rerun with --overwrite to start over"
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
             header = json.loads(lines[0])
             items = [json.loads(line) for line in lines[1:]]
         except (OSError, ValueError, IndexError):
-            raise MedlamaInputError("a completed shard cannot be read; rerun with --overwrite to start over",
-                                    file=path) from None
+            raise MedlamaInputError(f"a completed shard cannot be read; {start_over}", file=path) from None
         if header.get("shard") != _as_json(dict(identity)) or header.get("items") != len(items):
-            raise MedlamaInputError("a completed shard does not hold what its name says; rerun with --overwrite to "
-                                    "start over", file=path)
+            raise MedlamaInputError(f"a completed shard does not hold what its name says; {start_over}", file=path)
+        if header.get("made_by") != self.made_by():
+            raise MedlamaInputError("a completed shard was not written by this run (another model, settings, data "
+                                    f"or candidate pool), so its rankings are not this run's; {start_over}",
+                                    file=path)
+        if header.get("sha256") != _lines_hash(lines[1:]):
+            raise MedlamaInputError(f"a completed shard has changed since it was written; {start_over}", file=path)
         return items, header.get("meta") or {}
 
     def note(self, name: str, record: Mapping[str, Any]) -> None:

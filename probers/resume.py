@@ -179,12 +179,20 @@ def manifest(queries: QuerySet, units: Sequence[Unit], *, top_k: int, all_scores
     def settings(run) -> dict:  # the batch size too: it changes the float rounding of the logged scores
         return as_dict(run.settings) if not isinstance(run.settings, Mapping) else dict(run.settings)
 
+    def loading(run) -> dict | None:  # the revision asked for, and the adapter by its content
+        load = getattr(run, "load", None)
+        if load is None:
+            return None
+        return {"revision": load.revision, "trust_remote_code": load.trust_remote_code,
+                "peft": model_identity(load.peft) if load.peft else None}
+
     selection = hashlib.sha256("\0".join(f"{i}\t{r}" for i, r in zip(queries.ids, queries.relations)).encode())
     return {"data": {**queries.info, "name": queries.name, "queries": len(queries),
                      "selection_sha256": selection.hexdigest(), "candidates": queries.pool_record()},
             "top_k": top_k, "all_scores": all_scores,
             "units": {unit.label: {"method": unit.run.method, "model": model_identity(unit.model),
-                                   "settings": settings(unit.run), "layers": unit.layers} for unit in units}}
+                                   "settings": settings(unit.run), "layers": unit.layers, "load": loading(unit.run)}
+                      for unit in units}}
 
 
 class _UnitRanker:

@@ -5,6 +5,7 @@ naming them, and ``--overwrite`` starts over. Tiny GPT-2 (causal-likelihood: blo
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,36 @@ def test_killed_retrieval_probe_resumes_the_second_model(make_tiny_bert, medlama
     assert main([*flags, "--out", str(tmp_path / "resumed")]) == 0 and rest.count == 1
     assert ((tmp_path / "resumed" / "predictions.jsonl").read_bytes()
             == (tmp_path / "whole" / "predictions.jsonl").read_bytes())
+
+
+def test_a_shard_this_run_did_not_write_or_one_edited_is_refused(tiny_gpt2, medlama_tiny, tmp_path, monkeypatch,
+                                                                  capsys):
+    """A shard records what produced it (the run's manifest: model content, settings, data, pool) and a checksum:
+    a shard copied in from another model's run of the same label, or one edited by hand, is refused, naming it."""
+    import shutil
+
+    from tiny_causal import save_causal
+
+    other = save_causal(tmp_path / "other" / tiny_gpt2.name, "gpt2", seed=5)  # same folder name: same label
+    flags = ["probe", "--data", str(medlama_tiny), "--config", "full", "--method", "causal-likelihood"]
+    Calls(monkeypatch, CausalLikelihoodProber, stop_at=2)  # 2 shards (one per relation): the second killed
+    assert main([*flags, "--model", str(other), "--out", str(tmp_path / "theirs")]) == 130
+    Calls(monkeypatch, CausalLikelihoodProber, stop_at=2)
+    assert main([*flags, "--model", str(tiny_gpt2), "--out", str(tmp_path / "mine")]) == 130
+    (theirs,), (mine,) = shard_files(tmp_path / "theirs"), shard_files(tmp_path / "mine")
+    assert theirs.name == mine.name  # the same shard of the same label: only what produced it differs
+    original = mine.read_bytes()
+    shutil.copyfile(theirs, mine)
+    Calls(monkeypatch, CausalLikelihoodProber)
+    capsys.readouterr()
+    assert main([*flags, "--model", str(tiny_gpt2), "--out", str(tmp_path / "mine")]) == 2
+    err = capsys.readouterr().err
+    assert f"{mine}: a completed shard was not written by this run" in err and "Traceback" not in err
+    lines = original.decode().splitlines()
+    edited = {**json.loads(lines[1]), "by": "hand"}
+    mine.write_text("\n".join([lines[0], json.dumps(edited), *lines[2:]]) + "\n")
+    assert main([*flags, "--model", str(tiny_gpt2), "--out", str(tmp_path / "mine")]) == 2
+    assert f"{mine}: a completed shard has changed since it was written" in capsys.readouterr().err
+    assert not (tmp_path / "mine" / "results.json").exists()
+    mine.write_bytes(original)
+    assert main([*flags, "--model", str(tiny_gpt2), "--out", str(tmp_path / "mine")]) == 0
