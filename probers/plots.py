@@ -7,6 +7,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from medlama.core.intervals import bootstrap_group_cis
 from medlama.probers.query_set import QuerySet
 from medlama.probers.scores import acc_at_k_module
 
@@ -87,36 +88,61 @@ def plot_relations(results: Sequence["ProbeResult"], path: str | Path, k: int = 
                         [intervals.get(r) for r in relations], width, label=result.label)
     ax.set_xticks(x + 0.4 - width / 2, relations, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel(f"acc@{k} (%)")
-    ax.set_title(f"acc@{k} per relation (error bars: 95% bootstrap interval)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"{results[0].query_set}: acc@{k} per relation (error bars: 95% bootstrap interval)")
     ax.legend()
     return save_figure(fig, Path(path))
 
 
 def plot_answer_length(results: Sequence["ProbeResult"], queries: QuerySet | None, path: str | Path,
                        k: int = 10) -> Path:
-    """Figure 3: acc@k per answer length in characters."""
+    """Figure 3: acc@k per answer length in characters, each bin with its 95% bootstrap interval (the bin's
+    queries resampled) and its number of queries, on an axis from 0."""
+    import numpy as np  # numpy only when this runs
+
     fig, ax = _figure()
     k = k if all(k in r.metrics["k"] for r in results) else max(results[0].metrics["k"])
-    for result in results:
+    gold = queries.gold if queries is not None else results[0].gold
+    of_query = [length_bin(g) for g in gold]
+    bins = sorted(set(of_query))
+    x = np.arange(len(bins))
+    shift = 0.08 * (np.arange(len(results)) - (len(results) - 1) / 2)  # side by side, not on top of each other
+    for offset, result in zip(shift, results):
         groups = acc_by_answer_length(result, queries)
-        bins = sorted(groups)
-        ax.plot(bins, [100 * groups[b][f"acc@{k}"] for b in bins], marker="o", label=result.label)
-    ax.set_xlabel("mean length of the gold answers (characters)")
+        intervals = bootstrap_group_cis([float(h) for h in result.hits(k)], of_query)
+        values = np.array([100 * groups[b][f"acc@{k}"] for b in bins])
+        low = [v - 100 * intervals[b][0] if intervals.get(b) else 0.0 for v, b in zip(values, bins)]
+        high = [100 * intervals[b][1] - v if intervals.get(b) else 0.0 for v, b in zip(values, bins)]
+        ax.errorbar(x + offset, values, yerr=np.maximum([low, high], 0), marker="o", capsize=3, label=result.label)
+    ax.set_xticks(x, [f"{b}\n(n={of_query.count(b):,})" for b in bins], fontsize=8)
+    ax.set_xlim(-0.5, len(bins) - 0.5)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("mean length of the gold answers (characters); n: queries in the bin")
     ax.set_ylabel(f"acc@{k} (%)")
-    ax.set_title("acc@k per answer length")
+    ax.set_title(f"{results[0].query_set}: acc@{k} per answer length (error bars: 95% bootstrap interval)")
     ax.legend()
     return save_figure(fig, Path(path))
 
 
 def plot_series(series: Mapping[str, Mapping[int, "ProbeResult"]], path: str | Path, xlabel: str,
                 ks: Sequence[int] = (1, 10)) -> Path:
-    """Figures 4 and 6: acc@k against layer or training step, one line per series and k."""
+    """Figures 4 and 6: acc@k against layer or training step, one line per series (a model) and k, each point
+    with its 95% bootstrap interval; the title names the data."""
     fig, ax = _figure()
+    data = next(iter(next(iter(series.values())).values())).query_set
     for name, by_x in series.items():
         xs = sorted(by_x)
         for k in ks:
-            ax.plot(xs, [100 * by_x[x].acc(k) for x in xs], marker="o", label=f"{name} acc@{k}")
+            values = [100 * by_x[x].acc(k) for x in xs]
+            intervals = [by_x[x].acc_ci(k) for x in xs]
+            low = [max(v - 100 * ci[0], 0.0) if ci else 0.0 for v, ci in zip(values, intervals)]
+            high = [max(100 * ci[1] - v, 0.0) if ci else 0.0 for v, ci in zip(values, intervals)]
+            ax.errorbar(xs, values, yerr=[low, high], marker="o", capsize=3, label=f"{name} acc@{k}")
+    ax.set_xticks(sorted({x for by_x in series.values() for x in by_x}))  # layers and steps are whole numbers
+    ax.set_ylim(bottom=0)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("acc (%)")
+    ax.set_title(f"{data}: acc@k per {xlabel} of {', '.join(series)} (error bars: 95% bootstrap interval)",
+                 fontsize=9)
     ax.legend()
     return save_figure(fig, Path(path))
