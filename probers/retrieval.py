@@ -23,6 +23,7 @@ from typing import Any
 from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.prober import Prober, check_settings
+from medlama.probers.embedding_cache import encode_cached
 from medlama.probers.encoding import POOLINGS, SENTENCE_TRANSFORMERS, Encoder, SentenceTransformerEncoder
 from medlama.probers.query_set import QuerySet
 from medlama.probers.ranking import Ranking
@@ -100,7 +101,10 @@ class RetrievalProber(Prober):
             if recorded[key] is None:
                 recorded[key] = self.encoder.max_length
         return {"method": self.method, "model": self.encoder.model_path, **recorded,
-                "layer": self.encoder.layers[0] if len(self.encoder.layers) == 1 else self.encoder.layers}
+                "layer": self.encoder.layers[0] if len(self.encoder.layers) == 1 else self.encoder.layers,
+                # whether the candidates' vectors came from the embedding cache (served), were encoded and kept
+                # (stored) or encoded only (off); the numbers are the same either way
+                "candidate_embeddings": getattr(self, "candidate_embeddings", None)}
 
     scores_pool = True
 
@@ -120,8 +124,9 @@ class RetrievalProber(Prober):
         a time (the whole matrix is kept only with ``all_scores``)."""
         if not queries.candidates:
             raise MedlamaInputError(f"query set {queries.name!r} has no candidates")
-        names = self.encoder.encode(queries.candidates, self.settings_.name_max_length, progress="candidates",
-                                    role="document")
+        names, self.candidate_embeddings = encode_cached(self.encoder, queries.candidates,
+                                                         self.settings_.name_max_length, progress="candidates",
+                                                         role="document")
         inputs = queries.with_mask(self.encoder.mask_token)
         texts = self.encoder.encode(inputs, self.settings_.query_max_length, progress="queries", role="query")
         ranked = {}

@@ -30,6 +30,9 @@ if "MEDLAMA_CACHE" not in os.environ:  # medlama's own cache (builder downloads,
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # No plain progress lines in a test's captured stderr however slow the machine (tests that want them set it)
 os.environ["MEDLAMA_LOG_INTERVAL"] = "1e9"
+# Each test encodes what it probes (tests that count, fail or time encoding rely on it); the cache's own tests
+# turn it on
+os.environ["MEDLAMA_EMBEDDING_CACHE"] = "0"
 
 
 def _own_share_of_the_cpus() -> None:
