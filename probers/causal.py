@@ -67,9 +67,10 @@ class LikelihoodSettings(CausalModelSettings):
                    "reduction; scores a fraction of the names) or exhaustive (every candidate scored); none: "
                    "best-first for sum (with the KV cache), exhaustive for mean")
     rank_cutoff: int | None = setting(
-        None, min=1, help="best-first: the gold's rank in the sample log is exact up to this rank (the search goes "
-                          "on to it when the gold is not in the top k; null beyond it); none: the top k. "
-                          "Exhaustive search ranks the whole pool")
+        None, min=1, help="best-first: bound the work spent on the gold's rank in the sample log: exact up to this "
+                          "rank, null beyond it; none: the exact rank over the whole pool, as exhaustive search "
+                          "gives (the search goes on until every name that can score as much as the gold is "
+                          "scored)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -203,8 +204,8 @@ class CausalLikelihoodProber(_CausalProber):
             raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
         names = self._need_candidates(queries)
         if self.settings_.resolved_search == "best-first" and not all_scores:  # every score asked for: all scored
-            results = self.best_first(queries, top_k, cutoff=self.settings_.rank_cutoff or 0)
-            # the gold's rank is exact within the top_k (or rank_cutoff) names the search enumerates, null beyond
+            results = self.best_first(queries, top_k, cutoff=self.settings_.rank_cutoff)
+            # the gold's rank is exact over the whole pool (with rank_cutoff: up to it, null beyond)
             return Ranking(names=[r.names for r in results], scores=[list(r.scores) for r in results],
                            inputs=self.inputs(queries), gold_ranks=[r.gold_rank for r in results],
                            gold_scores=[r.gold_score for r in results])
@@ -214,9 +215,10 @@ class CausalLikelihoodProber(_CausalProber):
         return Ranking.from_pool(queries.gold, names, scores, top, inputs=self.inputs(queries),
                                  all_scores=all_scores)
 
-    def best_first(self, queries: QuerySet, top_k: int = 10, *, cutoff: int = 0) -> list:
-        """Per query, the exact top ``top_k`` with scores, the gold's rank up to ``cutoff`` and its score, by
-        best-first search (:func:`medlama.probers.causal_search.best_first`; sum reduction only)."""
+    def best_first(self, queries: QuerySet, top_k: int = 10, *, cutoff: int | None = 0) -> list:
+        """Per query, the exact top ``top_k`` with scores, the gold's rank up to ``cutoff`` (``None``: exact over
+        the whole pool) and its score, by best-first search (:func:`medlama.probers.causal_search.best_first`;
+        sum reduction only)."""
         if self.settings_.reduction != "sum":
             raise MedlamaInputError(f"best-first search needs reduction 'sum', got {self.settings_.reduction!r}")
         names = self._need_candidates(queries)

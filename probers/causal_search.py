@@ -23,7 +23,7 @@ for the scores the search computes (no slack is needed). Those scores differ fro
 float32 rounding only (other batches, other pass widths), as the exhaustive scores themselves differ from
 one batch size to another; two candidates closer than that rounding may swap places either way.
 
-:func:`best_first` ranks one query (names, scores, the gold's rank up to a cut-off and its score, the tokens
+:func:`best_first` ranks one query (names, scores, the gold's exact rank (or up to a cut-off) and its score, the tokens
 fed through the model); :func:`exhaustive_token_forwards` counts the exhaustive method's tokens alike.
 """
 
@@ -50,7 +50,8 @@ class SearchResult:
 
     ``names``/``scores``: the top ``top_k`` distinct names, best first, and their summed log-probabilities
     (float64). ``gold_rank``: the 1-based rank of the best-ranked gold name among all candidates when it is
-    within ``cutoff`` (``None``: beyond the cut-off, not a candidate, or scoring ``-inf``); ``gold_score``:
+    within ``cutoff`` (every distinct name, by default: the exact rank; ``None``: beyond a cut-off asked for,
+    not a candidate, or scoring ``-inf``); ``gold_score``:
     its score (the best gold candidate's, computed also beyond the cut-off; ``None`` when no gold name is a
     candidate). ``token_forwards``: tokens fed through the model (the prefix once, then every fed path).
     """
@@ -132,21 +133,32 @@ class _Search:
         import torch  # torch only when a model runs
 
         with torch.inference_mode():
-            cache, first = self.lm._prefix_pass(self.prefix)
+            self.cache, first = self.lm._prefix_pass(self.prefix)
             self.token_forwards += len(self.prefix)
             require_log_probs(first, model=self.lm.model_path)
             first = first.cpu()
             for token, child in self.trie.items():
                 self._reach(child, (token,), float(first[token]))
-            while self.queue:
-                # The best nodes that can still reach the top n; >= keeps ties with the n-th score exploring.
-                limit = self.threshold()
-                batch = []
-                while self.queue and len(batch) < self.batch_size and -self.queue[0][0] >= limit:
-                    batch.append(heapq.heappop(self.queue))
-                if not batch:
-                    break
-                self._expand(cache, batch)
+            self._expand_while(self.threshold)
+
+    def extend(self, limit: float) -> None:
+        """Go on until every name that can score ``limit`` or more is complete: the exact rank of a name scoring
+        at least ``limit``, below the top ``n``."""
+        import torch  # torch only when a model runs
+
+        with torch.inference_mode():
+            self._expand_while(lambda: limit)
+
+    def _expand_while(self, limit) -> None:
+        while self.queue:
+            # The best nodes that can still reach the limit; >= keeps ties with it exploring.
+            bound = limit()
+            batch = []
+            while self.queue and len(batch) < self.batch_size and -self.queue[0][0] >= bound:
+                batch.append(heapq.heappop(self.queue))
+            if not batch:
+                break
+            self._expand(self.cache, batch)
 
     def _expand(self, cache, batch) -> None:
         """One forward pass over the batch's paths (each extended down its single-child chain)."""
@@ -211,33 +223,42 @@ class _Search:
 
 
 def best_first(lm: CausalLM, text: str, names: Sequence[str], top_k: int, *, gold: Sequence[str] = (),
-               cutoff: int = 0, batch_size: int = 32) -> SearchResult:
+               cutoff: int | None = None, batch_size: int = 32) -> SearchResult:
     """The exact top ``top_k`` of ``names`` for query ``text`` (one ``[Y]``) by summed log-probability.
 
-    The search enumerates the top ``max(top_k, cutoff)``, so the gold's rank is exact up to ``cutoff``.
-    ``batch_size``: nodes per forward pass. Equals ``rank_unique`` over the exhaustive scores (see the
-    module docstring for float32 rounding).
+    ``cutoff``: ``None`` (default), the gold's rank is exact over the whole pool, the one exhaustive search
+    gives: when the gold is not in the top ``top_k``, its score is computed and the search goes on until every
+    name that can score as much is complete (the names whose bound is below it are never scored); a number,
+    the search enumerates the top ``max(top_k, cutoff)`` and the gold's rank is exact up to it, ``None``
+    beyond (less work). ``batch_size``: nodes per forward pass. Equals ``rank_unique`` over the exhaustive
+    scores (see the module docstring for float32 rounding).
     """
-    if top_k < 1 or cutoff < 0 or batch_size < 1:
+    if top_k < 1 or (cutoff is not None and cutoff < 0) or batch_size < 1:
         raise MedlamaInputError(f"best-first search needs top_k >= 1, cutoff >= 0 and batch_size >= 1; got "
                                 f"{top_k}, {cutoff} and {batch_size}")
     split = lm.split(text)
-    search = _Search(lm, split, names, max(top_k, cutoff, 1), batch_size)
+    enumerate_to = max(top_k, cutoff or 0)
+    search = _Search(lm, split, names, max(enumerate_to, 1), batch_size)
     search.run()
     ranked = search.ranked()
     top = ranked[:top_k]
     in_pool = [name for name in dict.fromkeys(gold) if name in search.first]
     gold_rank = gold_score = None
-    enumerated = ranked[:max(top_k, cutoff)]
-    place = next((i for i, (name, _) in enumerate(enumerated) if name in in_pool), None)
-    if place is not None:
-        gold_score = enumerated[place][1]
-        gold_rank = place + 1 if math.isfinite(gold_score) else None
-    elif in_pool:
-        # Beyond the cut-off: score the gold names directly (one small pass, on the prefix as cut for the
-        # whole pool) for their best score.
+    place = next((i for i, (name, _) in enumerate(ranked[:enumerate_to]) if name in in_pool), None)
+    if place is None and in_pool:
+        # Not among the names enumerated: score the gold names directly (one small pass, on the prefix as cut
+        # for the whole pool) for their best score.
         rows = _rows(lm, split, in_pool)
         gold_score = float(lm.continuation_log_probs(search.prefix, rows).max())
         search.token_forwards += _fed(search.prefix, rows)
+        if cutoff is None and math.isfinite(gold_score):
+            # Every name that can score as much as the gold, completed: the gold's place among them is its rank.
+            # The slack covers the float32 rounding between that pass and the search's own running sums.
+            search.extend(gold_score - 1e-3 * max(1.0, abs(gold_score)))
+            ranked = search.ranked()
+            place = next((i for i, (name, _) in enumerate(ranked) if name in in_pool), None)
+    if place is not None:
+        gold_score = ranked[place][1]
+        gold_rank = place + 1 if math.isfinite(gold_score) else None
     return SearchResult([name for name, _ in top], [score for _, score in top], gold_rank, gold_score,
-                        max(top_k, cutoff), search.token_forwards)
+                        len(search.first) if cutoff is None else enumerate_to, search.token_forwards)

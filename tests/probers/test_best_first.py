@@ -66,7 +66,7 @@ def gold_rank(order: list[str], scores: dict, gold: list[str]) -> int | None:
     return None if place is None or not np.isfinite(scores[order[place]]) else place + 1
 
 
-def check_equal(prober, queries: QuerySet, ks=(1, 5, 10), cutoff: int = 12) -> None:
+def check_equal(prober, queries: QuerySet, ks=(1, 5, 10), cutoff: int | None = 12) -> None:
     expected = reference(prober, queries)
     terms = 16  # the most tokens any row here scores (name + suffix), for the float32 tolerance
     for k in ks:
@@ -76,7 +76,8 @@ def check_equal(prober, queries: QuerySet, ks=(1, 5, 10), cutoff: int = 12) -> N
             want = [scores[name] for name in result.names]
             assert result.scores == pytest.approx(want, abs=fp32_sum_atol(want, terms=terms) if want else 0)
             rank = gold_rank(order, scores, gold)
-            assert result.gold_rank == (rank if rank is not None and rank <= max(k, cutoff) else None), text
+            assert result.gold_rank == (rank if rank is not None and (cutoff is None or rank <= max(k, cutoff))
+                                        else None), text
             best = max(scores[name] for name in gold)
             assert result.gold_score == pytest.approx(best, abs=fp32_sum_atol(best, terms=terms))
 
@@ -87,6 +88,8 @@ def test_best_first_equals_exhaustive_on_random_queries(tiny_causal):
     prober = CausalLikelihoodProber(tiny_causal, LikelihoodSettings(search="exhaustive", batch_size=8))
     for seed in range(3):
         check_equal(prober, random_queries(seed, 8))
+    # no cut-off (the default): the gold's rank is the exhaustive one however deep it is
+    check_equal(prober, random_queries(5, 8), ks=(1, 3), cutoff=None)
     # The prober's own rank is the search's names (the default search for sum), and differs in no query.
     queries = random_queries(7, 6)
     default = CausalLikelihoodProber(tiny_causal)

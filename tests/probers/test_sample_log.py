@@ -78,12 +78,12 @@ def test_gold_ranks_beyond_the_top_k_come_from_the_whole_pool(tiny_gpt2, medlama
     rows = list(probe(prober, queries, top_k=2).prediction_rows())
     assert [(row["gold_rank"], row["gold_score"]) for row in rows] == expected
     assert any(rank > 2 for rank, _ in expected)  # the data has gold answers outside the top 2
-    # best-first: exact up to its cut-off (the whole pool here), null beyond it (the top 2 by default)
-    whole = make_prober("causal-likelihood", tiny_gpt2, LikelihoodSettings(rank_cutoff=len(queries.candidates)))
-    rows = list(probe(whole, queries, top_k=2).prediction_rows())
+    # best-first (the default): the exact rank over the whole pool; with --rank-cutoff, exact up to it, null beyond
+    rows = list(probe(make_prober("causal-likelihood", tiny_gpt2), queries, top_k=2).prediction_rows())
     assert [row["gold_rank"] for row in rows] == [rank for rank, _ in expected]
     assert [row["gold_score"] for row in rows] == pytest.approx([score for _, score in expected], rel=1e-5)
-    rows = list(probe(make_prober("causal-likelihood", tiny_gpt2), queries, top_k=2).prediction_rows())
+    bounded = make_prober("causal-likelihood", tiny_gpt2, LikelihoodSettings(rank_cutoff=2))
+    rows = list(probe(bounded, queries, top_k=2).prediction_rows())
     assert [row["gold_rank"] for row in rows] == [rank if rank <= 2 else None for rank, _ in expected]
 
 
