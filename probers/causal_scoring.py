@@ -57,7 +57,7 @@ ENCODER_HINT = ("use --method mask-predict or mask-average for masked LMs (BERT/
 class CausalModelSettings:
     """How a causal LM is loaded and fed; shared by every causal method (and the UCM causal ranker)."""
 
-    batch_size: BatchSize = setting(32, help="rows per forward pass: candidate continuations (likelihood) or "
+    batch_size: BatchSize = setting(32, metavar="N", help="rows per forward pass: candidate continuations (likelihood) or "
                                        "queries (beam search, generation)", min=1)
     dtype: Literal["fp32", "bf16", "fp16"] = setting("fp32", help="weights' dtype (bf16/fp16 halve memory on "
                                                                    "a GPU; scores are summed in float32)")

@@ -51,7 +51,7 @@ class GenerativeSettings:
     max_answer_tokens: int = setting(32, help="most tokens generated for the answer", min=1, metavar="N")
     to_candidates: bool = setting(True, help="report an answer whose token ids equal a candidate name's as that "
                                              "name (--raw-predictions: as decoded)", cli=False)
-    batch_size: BatchSize = setting(16, help="queries per generate call (each expanded to top-k beams)", min=1)
+    batch_size: BatchSize = setting(16, metavar="N", help="queries per generate call (each expanded to top-k beams)", min=1)
 
     def __post_init__(self) -> None:
         check_settings(self)

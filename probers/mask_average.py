@@ -40,7 +40,7 @@ class MaskAverageSettings:
     max_tokens: int | None = setting(None, help="most masks per candidate (none: the longest candidate's token "
                                                 "count); longer candidates are scored on their first N tokens",
                                      min=1, metavar="N")
-    batch_size: BatchSize = setting(32, help="queries per forward pass (one row each, per candidate length)", min=1)
+    batch_size: BatchSize = setting(32, metavar="N", help="queries per forward pass (one row each, per candidate length)", min=1)
 
     def __post_init__(self) -> None:
         check_settings(self)

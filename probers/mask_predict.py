@@ -72,7 +72,7 @@ class MaskPredictSettings:
                                         "log-probabilities at fill time")
     to_candidates: bool = setting(True, help="report a decoded answer whose token ids equal a candidate name's "
                                              "as that name (--raw-predictions: as decoded)", cli=False)
-    batch_size: BatchSize = setting(16, help="queries decoded together (x beam size rows per forward pass)", min=1)
+    batch_size: BatchSize = setting(16, metavar="N", help="queries decoded together (x beam size rows per forward pass)", min=1)
 
     def __post_init__(self) -> None:
         check_settings(self)

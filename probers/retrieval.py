@@ -51,7 +51,7 @@ class RetrievalSettings:
                                                     "its max_seq_length for sentence-transformers)", min=1)
     name_max_length: int | None = setting(25, help="tokens a candidate name is cut to (none: the model's own "
                                                    "maximum, as for queries)", min=1)
-    batch_size: BatchSize = setting(128, help="texts per forward pass", min=1)
+    batch_size: BatchSize = setting(128, metavar="N", help="texts per forward pass", min=1)
 
     def __post_init__(self) -> None:
         if isinstance(self.distance, str):

@@ -46,7 +46,7 @@ class RewireConfig:
     model: str | None = setting(None, help="Hugging Face encoder folder or hub name (none: the bundled "
                                            "sentence-transformers/all-MiniLM-L6-v2)")
     steps: int = setting(200, help="training steps", min=1, resume=MAY_CHANGE)
-    batch_size: int = setting(192, help="pairs per optimiser step, summed over devices (at least 2: the loss "
+    batch_size: int = setting(192, metavar="N", help="pairs per optimiser step, summed over devices (at least 2: the loss "
                                         "needs in-batch negatives)", min=2)
     learning_rate: float = setting(2e-5, help="learning rate (AdamW, linear decay)", flag="--lr")
     weight_decay: float = setting(0.01, help="AdamW weight decay", min=0)
