@@ -15,7 +15,7 @@ class PushSettings:
     """Settings every push takes: the repository's privacy, the branch and message of the commit, a dry run."""
 
     private: bool = setting(False, switch=True, show_default=False, help="create the repository as private")
-    revision: str | None = setting(None, parse=str, show_default=False,
+    revision: str | None = setting(None, flag="--branch", parse=str, show_default=False, metavar="BRANCH",
                                    help="branch to commit to (created if missing; default: main)")
     commit_message: str | None = setting(None, flag="--message", parse=str, metavar="MESSAGE", show_default=False,
                                          help="commit message (default: one naming what is uploaded)")

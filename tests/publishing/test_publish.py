@@ -546,3 +546,13 @@ def test_real_push_without_network_is_a_clear_error(command, biolama_public_dir,
                                   f"the Hugging Face Hub ({endpoint}): ")
     assert "ConnectError" in done.stderr and "nothing was created or uploaded" in done.stderr
     assert "Traceback" not in done.stderr and SECRET not in done.stdout + done.stderr and done.stdout == ""
+
+
+def test_a_push_names_its_branch_with_branch(tmp_path, capsys):
+    """Pushes commit to ``--branch``; ``--revision`` is ``probe``'s (a model revision to load), never a push's."""
+    assert main(["push-metric", "acc_at_k", "someone/acc_at_k", "--branch", "v1", "--dry-run",
+                 str(tmp_path / "dry")]) == 0
+    assert json.loads((tmp_path / "dry" / "manifest.json").read_text())["revision"] == "v1"
+    with pytest.raises(SystemExit):
+        main(["push-metric", "acc_at_k", "someone/acc_at_k", "--revision", "v1", "--dry-run", str(tmp_path / "x")])
+    assert "unrecognized arguments: --revision" in capsys.readouterr().err
