@@ -119,9 +119,16 @@ def _default_text(field: dataclasses.Field, default: Any) -> str:
         return ""
     if isinstance(said, str):
         return f" (default: {said})"
-    shown = "none" if default is None else (
-        " ".join(map(str, default)) if isinstance(default, (tuple, list)) else default)
-    return f" (default: {shown})"
+    return f" (default: {shown_default(default)})"
+
+
+def shown_default(default: Any) -> str:
+    """A default as every ``--help`` writes it: ``none``, ``on``/``off``, values joined by spaces."""
+    if default is None:
+        return "none"
+    if isinstance(default, bool):
+        return "on" if default else "off"
+    return " ".join(map(str, default)) if isinstance(default, (tuple, list)) else str(default)
 
 
 def _value_kwargs(field: dataclasses.Field, annotation: Any, default: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.commands.flags import add_settings_flags, given_settings, shown_default
 from medlama.commands.output import BATCH_SIZE_LEAD
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.registry import METHODS, settings_for
@@ -73,7 +73,8 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
         said: dict[str, list[str]] = {}  # one entry for the methods that say the same (the causal ones)
         for owner in owners:
             field = _field(METHODS[owner].settings, name)
-            said.setdefault(f"{field.metadata.get('help')} (default {default_of(field)})", []).append(owner)
+            said.setdefault(f"{field.metadata.get('help')} (default: {shown_default(default_of(field))})",
+                            []).append(owner)
         parts = [f"{', '.join(names)}: {text}" for text, names in said.items()]
         action = parser._option_string_actions[flag_of(field)]  # noqa: SLF001 - the help made just above
         action.help = f"{LEADS.get(name, 'by method')}; " + "; ".join(parts)

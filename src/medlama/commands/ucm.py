@@ -41,7 +41,7 @@ def register(subparsers) -> None:
     parser.add_argument("--batch-size", type=int, metavar="N",
                         help=f"{BATCH_SIZE_LEAD} (default: mask-average {MaskAverageSettings().batch_size}"
                              f", retrieval {RetrievalRankerSettings().batch_size}); causal-likelihood: candidate "
-                             f"continuations per forward pass (default {LikelihoodSettings().batch_size})")
+                             f"continuations per forward pass (default: {LikelihoodSettings().batch_size})")
     # --limit (first N triples per relation) is a field of UcmSettings, among "what to score".
     add_output_arguments(parser, default_out=Path("out/ucm"), writes="results.json and ucm.png (and records.jsonl)")
     parser.set_defaults(func=run)
