@@ -146,3 +146,23 @@ def plot_series(series: Mapping[str, Mapping[int, "ProbeResult"]], path: str | P
                  fontsize=9)
     ax.legend()
     return save_figure(fig, Path(path))
+
+
+def plot_runs(results: Sequence["ProbeResult"], path: str | Path, *, ks: Sequence[int] = (1, 10),
+              title: str | None = None) -> Path:
+    """acc@k of each run (micro, with its 95% bootstrap interval), one group of bars per k: the held-out
+    cloze check of the recipe, or any runs of one query set."""
+    import numpy as np  # numpy only when this runs
+
+    fig, ax = _figure(7, 4)
+    width = 0.8 / len(results)
+    x = np.arange(len(ks))
+    for i, result in enumerate(results):
+        bar_with_errors(ax, x + i * width, [result.acc(k) for k in ks], [result.acc_ci(k) for k in ks], width,
+                        label=f"{result.label} (n={len(result.ids):,})")
+    ax.set_xticks(x + 0.4 - width / 2, [f"acc@{k}" for k in ks])
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("acc (%)")
+    ax.set_title(title or f"{results[0].query_set} (error bars: 95% bootstrap interval)", fontsize=9)
+    ax.legend(fontsize=8)
+    return save_figure(fig, Path(path))

@@ -40,3 +40,15 @@ def test_layer_and_step_figures_name_the_data_and_show_intervals(drawn, tmp_path
     ax = drawn[0].axes[0]
     assert ax.get_title().startswith("hard: acc@k per layer of my-model") and ax.get_ylim()[0] == 0
     assert len(ax.containers) == 2 and all(len(c.lines[2]) == 1 for c in ax.containers)  # error bars per k
+
+
+def test_runs_are_drawn_with_their_intervals_and_sizes(drawn, tmp_path):
+    queries = toy_queries(30)
+    runs = [toy_result(queries, "base", 0.2, 1), toy_result(queries, "rewired", 0.5, 2)]
+    plots.plot_runs(runs, tmp_path / "h.png", ks=(1, 10), title="held-out cloze")
+    ax = drawn[0].axes[0]
+    assert ax.get_title() == "held-out cloze" and ax.get_ylim()[0] == 0
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["base (n=90)", "rewired (n=90)"]
+    bars = [patch.get_height() for patch in ax.patches]
+    assert bars == pytest.approx([100 * runs[0].acc(1), 100 * runs[0].acc(10), 100 * runs[1].acc(1),
+                                  100 * runs[1].acc(10)])

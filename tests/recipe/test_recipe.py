@@ -50,6 +50,7 @@ def test_recipe_end_to_end(medlama_dir, tiny_encoder, sentence_files, tmp_path, 
     assert status == 0
     printed = capsys.readouterr().out
     assert "before and after rewiring" in printed and "Held-out cloze self-retrieval" in printed
+    assert (out / "heldout.png").is_file() and "heldout.png" in printed  # the held-out check drawn too
     results = json.loads((out / "results.json").read_text())
     summary = results["summary"]
 
