@@ -8,6 +8,7 @@ near-zero gradients into weight differences of up to ~3e-4 (measured), which wou
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -99,3 +100,25 @@ def test_two_cpu_processes_train_exactly_as_one(make_tiny_bert, tmp_path):
     for folder in (two / "checkpoints" / "checkpoint-2", two / "checkpoints" / "checkpoint-3", two):
         assert placed.count(folder.resolve()) == 1, folder
     assert run.stdout.count("rewired ") == 1  # one report, from rank 0
+
+
+@pytest.mark.slow
+def test_with_dropout_two_processes_train_validly_but_not_identically(make_tiny_bert, tmp_path):
+    """The condition the README states: with dropout on, each process draws its slice's dropout masks, so two
+    processes train a step as validly as one (the same batches, a finite loss) but not to the same numbers."""
+    model = make_tiny_bert("tiny-bert-mp-dropout")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(" ".join(WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(6 + i % 9)) + f" {i}\n"
+                              for i in range(64)), encoding="utf-8")
+    flags = ["--corpus", str(corpus), "--model", str(model), "--steps", "1", "--save-steps", "1", "--batch-size",
+             "8", "--max-length", "24", "--logging-steps", "1", "--dropout", "0.3", "--lr", "1e-3"]
+    assert main(["rewire", *flags, "--out", str(tmp_path / "one")]) == 0
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                          "-m", "medlama", "rewire", *flags, "--out", str(tmp_path / "two")],
+                         env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    state = lambda out: json.loads((out / "checkpoints" / "checkpoint-1" / "trainer_state.json").read_text())  # noqa: E731
+    (one,), (two,) = ([h["loss"] for h in state(tmp_path / name)["log_history"] if "loss" in h]
+                      for name in ("one", "two"))
+    assert math.isfinite(one) and math.isfinite(two) and abs(one - two) > 1e3 * LOSS_TOLERANCE
