@@ -444,6 +444,20 @@ def probe_cases(suite: Suite, data: Path, model: Path) -> None:
         result = suite.medlama(*args)
         suite.record(f"probe: {name}", intact=suite.json_loads(results), clear=suite.clear_error(result, needle),
                      detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
+    # compare against a copy whose hit@k were swapped by hand (the mean unchanged): refused, naming the file
+    edited = suite.root / "probe-edited"
+    shutil.copytree(out, edited)
+    rows = [json.loads(line) for line in (edited / "predictions.jsonl").read_text().splitlines()]
+    hits = [i for i, r in enumerate(rows) if r["hit@10"]]
+    misses = [i for i, r in enumerate(rows) if not r["hit@10"]]
+    for i in (hits[:1] + misses[:1]) or [0]:  # a hit and a miss swapped (or one row flipped)
+        rows[i]["hit@10"] = not rows[i]["hit@10"]
+    (edited / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = suite.medlama("compare", out, edited)
+    suite.record("compare: a run whose hit@k were swapped by hand", intact=suite.json_loads(results),
+                 clear=suite.clear_error(result, "predictions.jsonl"),
+                 detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
+    shutil.rmtree(edited)
     a_file = suite.root / "probe-file"
     a_file.write_text("keep me")
     result = suite.medlama(*base[:-1], a_file)
