@@ -32,7 +32,7 @@ from typing import Any
 from medlama.core.errors import MedlamaInputError
 from medlama.core.extras import check_available
 from medlama.core.provenance import folder_hash
-from medlama.core.public_paths import public_model_name
+from medlama.core.public_paths import is_local_path, public_model_name
 from medlama.core.settings import check, setting
 from medlama.core.defaults import default_model_path
 
@@ -99,9 +99,14 @@ def adapter_base_match(base: str | None, model: str, adapter: str) -> str:
     if not base_path.exists() and not model_path.exists():
         if base == model:
             return "same Hub id"
-        raise foreign
-    local, other = (model_path, base) if model_path.exists() else (base_path, model)
-    names = {public_model_name(str(local), str(local.resolve())), local.resolve().name}
+        if base.rstrip("/").split("/")[-1] == model.rstrip("/").split("/")[-1]:
+            return "same name"  # a Hub id renamed (bert-base-uncased, google-bert/bert-base-uncased), a copy's folder
+        if not is_local_path(base):
+            raise foreign  # two Hub ids of different models
+        local, other = None, model  # trained on a folder elsewhere: nothing here to compare it with
+    else:
+        local, other = (model_path, base) if model_path.exists() else (base_path, model)
+    names = {public_model_name(str(local), str(local.resolve())), local.resolve().name} if local else set()
     if other in names or other.rstrip("/").split("/")[-1] in names:
         return "same name"
     print(f"medlama: warning: the adapter {adapter} was trained on {base!r}; --model is {model!r}, which cannot be "

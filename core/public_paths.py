@@ -53,14 +53,19 @@ def public_path(value: str) -> str:
 
 
 def is_relative_local(value: str) -> bool:
-    """A relative path that names a local file or folder: ``./x``, ``../x`` (either separator), or a word with
-    a separator that :func:`is_local_path` takes for local (not shaped as a Hub id, or existing here). A
-    Hub id such as ``you/medlama`` is not one unless a folder of that name is here."""
-    if not value or any(c.isspace() for c in value) or re.match(r"^[a-z]+://", value):
+    """A relative path that names a local file or folder: ``./x`` or ``../x`` (either separator), or a word with
+    a separator that exists here. Anything else with a slash (a Hub id ``you/medlama``, a date ``2026/11/26``, a
+    ratio ``acc@1/macro``, a URL of any scheme) is not one."""
+    if not value or any(c.isspace() for c in value) or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", value):
         return False
     if value.startswith(("./", "../", ".\\", "..\\")):
         return True
-    return bool(re.search(r"[\\/]", value)) and is_local_path(value)
+    if not re.search(r"[\\/]", value):
+        return False
+    try:
+        return Path(value).expanduser().exists()
+    except (OSError, ValueError):
+        return False
 
 
 def public_word(word: str, *, relative: bool = False) -> str:

@@ -137,6 +137,16 @@ def discard_work_folder(out: str | Path, *, kind: str) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _numbers_as_values(value: Any) -> Any:
+    if isinstance(value, (bool, int, float)):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {key: _numbers_as_values(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_numbers_as_values(item) for item in value]
+    return value
+
+
 def _lines_hash(lines: Sequence[str]) -> str:
     return hashlib.sha256("".join(line + "\n" for line in lines).encode()).hexdigest()
 
@@ -189,7 +199,9 @@ class ShardStore:
         revisions, the settings, the data and its candidate pool), which every shard it writes records."""
         if self._made_by is None:  # the manifest is written once, when the store opens
             record = _record(self.folder) or {}
-            text = json.dumps(record.get("manifest"), sort_keys=True, ensure_ascii=False, default=plain)
+            # numbers as values (1, 1.0 and True alike), as the work folder's settings check compares them
+            text = json.dumps(_numbers_as_values(record.get("manifest")), sort_keys=True, ensure_ascii=False,
+                              default=plain)
             self._made_by = hashlib.sha256(text.encode()).hexdigest()
         return self._made_by
 

@@ -255,6 +255,9 @@ def best_first(lm: CausalLM, text: str, names: Sequence[str], top_k: int, *, gol
             # Every name that can score as much as the gold, completed: the gold's place among them is its rank.
             # The slack covers the float32 rounding between that pass and the search's own running sums.
             search.extend(gold_score - 1e-3 * max(1.0, abs(gold_score)))
+            if not any(name in search.done for name in in_pool):
+                # the search's own sum fell further below (half precision rounds coarser): go on to the gold
+                search.extend(float("-inf"))
             ranked = search.ranked()
             place = next((i for i, (name, _) in enumerate(ranked) if name in in_pool), None)
     if place is not None:

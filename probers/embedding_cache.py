@@ -2,9 +2,10 @@
 candidate (the whole hard set's 17,532 names took most of a quick ``--limit 20`` probe).
 
 The cache key is everything the vectors depend on, so that a vector served is the vector encoding would give
-now: the model's files (their SHA-256; a loaded model object or a Hub id is not cached), the encoder and its
-settings (layers, pooling, max length, batch size: rows batched otherwise round otherwise), the device, the
-weights' precision, the threads, the versions of torch, transformers and sentence-transformers, and the names
+now: the model's files (their SHA-256; a loaded model object or a Hub id is not cached), how it was loaded (a
+LoRA adapter merged in, by its content), the encoder and its settings (layers, pooling, max length, batch size:
+rows batched otherwise round otherwise), the device (a GPU by its name and CUDA version), the weights'
+precision, the threads, the versions of torch, transformers and sentence-transformers, and the names
 themselves. Any change gives another key. Entries live in medlama's cache (``$MEDLAMA_CACHE/embeddings``), one
 ``.npz`` per key, written atomically: two probes writing the same entry write the same bytes, and a reader sees
 a whole file or none. ``MEDLAMA_EMBEDDING_CACHE=0`` turns the cache off.
@@ -32,9 +33,10 @@ from medlama.core.provenance import folder_hash
 FOLDER, SWITCH = "embeddings", "MEDLAMA_EMBEDDING_CACHE"
 
 
-def cache_key(encoder: Any, texts: Sequence[str], max_length: int | None) -> str | None:
+def cache_key(encoder: Any, texts: Sequence[str], max_length: int | None, loaded: Any = None) -> str | None:
     """The key of ``texts`` encoded by ``encoder`` at ``max_length`` (module docstring); ``None`` when the
-    cache is off or the model cannot be identified by its files."""
+    cache is off or the model cannot be identified by its files. ``loaded``: how the model was loaded
+    (:func:`medlama.core.models.loading_with`'s record: a LoRA adapter merged in, by its content; the revision)."""
     if os.environ.get(SWITCH, "1").strip().lower() in ("0", "false", "no", "off"):
         return None
     folder = Path(str(getattr(encoder, "model_path", "")))
@@ -51,15 +53,17 @@ def cache_key(encoder: Any, texts: Sequence[str], max_length: int | None) -> str
               "own_max_length": getattr(encoder.model, "max_seq_length", None),
               "batch_size": encoder.batch_size, "device": str(encoder.device),
               "dtype": str(parameter.dtype) if parameter is not None else None, "threads": torch.get_num_threads(),
-              "versions": versions, "names": names, "count": len(texts)}
-    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+              "versions": versions, "names": names, "count": len(texts), "loaded": loaded,
+              "gpu": (torch.cuda.get_device_name(encoder.device), torch.version.cuda)
+              if str(encoder.device).startswith("cuda") else None}
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def encode_cached(encoder: Any, texts: Sequence[str], max_length: int | None, *, progress: str | None = None,
-                  role: str | None = None) -> tuple[dict[int, np.ndarray], str]:
+                  role: str | None = None, loaded: Any = None) -> tuple[dict[int, np.ndarray], str]:
     """``encoder.encode(texts, ...)``, served from the cache when it holds them: ``(vectors, how)`` with ``how``
     ``served`` (from the cache), ``stored`` (encoded and kept) or ``off`` (not cacheable)."""
-    key = cache_key(encoder, texts, max_length)
+    key = cache_key(encoder, texts, max_length, loaded)
     if key is None:
         return encoder.encode(texts, max_length, progress=progress, role=role), "off"
     path = cache_path(FOLDER, f"{key}.npz")

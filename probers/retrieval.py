@@ -126,7 +126,7 @@ class RetrievalProber(Prober):
             raise MedlamaInputError(f"query set {queries.name!r} has no candidates")
         names, self.candidate_embeddings = encode_cached(self.encoder, queries.candidates,
                                                          self.settings_.name_max_length, progress="candidates",
-                                                         role="document")
+                                                         role="document", loaded=getattr(self, "loaded", None))
         inputs = queries.with_mask(self.encoder.mask_token)
         texts = self.encoder.encode(inputs, self.settings_.query_max_length, progress="queries", role="query")
         ranked = {}

@@ -46,3 +46,13 @@ def test_a_users_folder_in_its_place_is_never_touched(tmp_path):
         ShardStore.open(tmp_path / "out", kind="probe", manifest=MANIFEST, overwrite=True)
     discard_work_folder(tmp_path / "out", kind="probe")
     assert (mine / "notes.txt").read_text() == "keep"
+
+
+def test_a_shard_survives_a_manifest_that_differs_only_in_how_a_number_is_written(tmp_path):
+    """The work folder's settings check finds 1 and 1.0 the same: so does what a shard records of its run."""
+    from medlama.core.resume import ShardStore
+
+    store = ShardStore.open(tmp_path / "out", kind="probe", manifest={"x": 1, "y": True}, overwrite=False)
+    store.write({"unit": "u", "start": 0}, [{"a": 1}])
+    again = ShardStore.open(tmp_path / "out", kind="probe", manifest={"x": 1.0, "y": 1}, overwrite=False)
+    assert again.read({"unit": "u", "start": 0})[0] == [{"a": 1}]

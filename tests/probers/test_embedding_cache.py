@@ -60,3 +60,19 @@ def test_the_cache_can_be_turned_off(make_tiny_bert, biolama_dir, counted, monke
     probe = dict(data=str(biolama_dir), dataset="biolama", config="umls", settings={"batch_size": 4})
     assert medlama.probe(str(model), **probe).settings["candidate_embeddings"] == "off"
     assert medlama.probe(str(model), **probe).settings["candidate_embeddings"] == "off" and len(counted) == 2
+
+
+def test_the_key_holds_how_the_model_was_loaded(tmp_path, monkeypatch):
+    """A LoRA adapter merged into the same base folder gives other vectors: it is part of the key."""
+    import torch
+
+    from medlama.probers.embedding_cache import cache_key
+
+    monkeypatch.setenv("MEDLAMA_EMBEDDING_CACHE", "1")
+    encoder = type("Stand", (), {"model_path": str(tmp_path), "borrowed": False, "layers": [1], "pooling": "cls",
+                                 "max_length": 8, "batch_size": 4, "device": "cpu",
+                                 "model": torch.nn.Linear(1, 1)})()
+    plain = cache_key(encoder, ["a", "b"], 8, {"peft": None, "revision": None})
+    adapted = cache_key(encoder, ["a", "b"], 8, {"peft": {"name": "lora", "sha256": "0" * 64}, "revision": None})
+    assert plain and adapted and plain != adapted
+    assert cache_key(encoder, ["a", "c"], 8, {"peft": None, "revision": None}) != plain

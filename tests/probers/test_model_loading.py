@@ -192,3 +192,14 @@ def test_an_adapter_folder_under_home_is_read_where_it_is(tmp_path, monkeypatch)
         LoadOptions(peft="~/adapter").check("base/model")
     (tmp_path / "adapter" / "adapter_config.json").write_text("{}")
     LoadOptions(peft="~/adapter").check("base/model")
+
+
+def test_an_adapter_base_is_matched_by_name_when_neither_is_here(capsys):
+    from medlama.core.models import adapter_base_match
+
+    # the Hub's renamed id, and a folder elsewhere named as the Hub model
+    assert adapter_base_match("bert-base-uncased", "google-bert/bert-base-uncased", "a") == "same name"
+    assert adapter_base_match("/home/alice/models/bert-base-uncased", "bert-base-uncased", "a") == "same name"
+    # a folder elsewhere of another name: nothing to compare with, said and recorded, not refused
+    assert adapter_base_match("/home/alice/models/mine", "bert-base-uncased", "a") == "unverified"
+    assert "cannot be checked against it" in capsys.readouterr().err

@@ -98,3 +98,14 @@ def test_relative_local_paths_are_not_uploaded(tmp_path, monkeypatch):
     command = pushed["provenance"]["command"]
     assert command == ("medlama probe --model gpt2 --data medlama --out run --peft=lora --label org/other-model "
                        "--relations local-data")
+
+
+def test_values_with_a_slash_that_are_no_local_path_go_up_whole():
+    """Only a value that is a relative local path (``./x``, ``../x``, or existing here) is reduced: dates,
+    ratios, Hub ids and URLs of any scheme stay whole."""
+    from medlama.publishing.results_push import public_results
+
+    values = ["2026/11/26", "acc@1/macro", "org/name@main", "a/b=c", "1/2/3", "s3://bucket/x", "HTTPS://x.org/a/b",
+              "TP/(TP+FP)", "hard[first 20 per relation]", "org/name", "UR44/UR116"]
+    pushed = json.loads(public_results(json.dumps([{"extra": {str(i): v for i, v in enumerate(values)}}])))
+    assert list(pushed[0]["extra"].values()) == values
