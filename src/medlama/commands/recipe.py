@@ -120,9 +120,7 @@ def _recipe(args: argparse.Namespace, recipe: RecipeSettings, corpora: list[Path
         series = {Path(model).name: by_step for model, by_step in zip(result.models, result.checkpoints)}
         figures.append(plots.plot_series(series, out / "steps.png", "rewiring step"))
     if result.heldout_base is not None:  # the check that tells a failed rewiring from a model that knows little
-        figures.append(plots.plot_runs([result.heldout_base, *result.heldout_rewired[:3]], out / "heldout.png",
-                                       title=f"{result.heldout_base.query_set}: held-out cloze self-retrieval "
-                                             "(error bars: 95% bootstrap interval)"))
+        figures.append(plots.plot_runs([result.heldout_base, *result.heldout_rewired[:3]], out / "heldout.png"))
     # Last: results.json marks a finished run (a rerun then needs --overwrite).
     result.save(out)  # predictions.jsonl, then results.json (summary, scores, intervals, provenance)
     print(f"wrote {out / 'results.json'} and {', '.join(p.name for p in figures)}; rewired models in {out}")
