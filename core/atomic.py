@@ -30,7 +30,6 @@ one output folder at once, and a command replaces only what it wrote.
 from __future__ import annotations
 
 import contextlib
-import functools
 import glob
 import json
 import os
@@ -323,11 +322,8 @@ def check_finished(out: str | Path, *, marker: str, kind: str, overwrite: bool,
 def claimed_output(out: str | Path, *, marker: str, kind: str, overwrite: bool,
                    hint: str = "give --overwrite to replace them, or choose another --out",
                    reads: Iterable = ()) -> Iterator[None]:
-    """Hold ``out``'s lock for the block, after :func:`check_finished` (so before any work). Used by every
-    writer of a run's results, the commands' and the Python API's alike."""
-    check = functools.partial(check_finished, out, marker=marker, kind=kind, overwrite=overwrite, hint=hint,
-                              reads=reads)
-    check()  # a refusal creates nothing, not even the lock
-    with lock_directory(out):
-        check()  # again, now that no one else writes it
+    """Hold ``out``'s lock for the block, after :func:`check_finished` (so before any work): :func:`claim_directory`
+    refusing a finished run's output unless ``overwrite``. Used by every writer of a run's results, the
+    commands' and the Python API's alike."""
+    with claim_directory(out, marker=marker, kind=kind, reads=tuple(reads), finished=None if overwrite else hint):
         yield
