@@ -19,7 +19,6 @@ import json
 import os
 import zipfile
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ import numpy as np
 
 from medlama.core.atomic import atomic_write_bytes
 from medlama.core.cache import cache_path
-from medlama.core.provenance import folder_hash
+from medlama.core.provenance import folder_hash, package_versions
 
 #: The cache's sub-folder, and the variable that turns it off.
 FOLDER, SWITCH = "embeddings", "MEDLAMA_EMBEDDING_CACHE"
@@ -45,7 +44,7 @@ def cache_key(encoder: Any, texts: Sequence[str], max_length: int | None, loaded
     import torch  # torch is loaded already: the encoder holds a model
 
     parameter = next(encoder.model.parameters(), None)
-    versions = {name: _version(name) for name in ("torch", "transformers", "sentence-transformers")}
+    versions = package_versions(("torch", "transformers", "sentence-transformers"))
     names = hashlib.sha256("\0".join(texts).encode()).hexdigest()
     record = {"model": folder_hash(folder), "encoder": type(encoder).__name__,
               "layers": list(getattr(encoder, "layers", [-1])), "pooling": getattr(encoder, "pooling", None),
@@ -80,9 +79,3 @@ def encode_cached(encoder: Any, texts: Sequence[str], max_length: int | None, *,
     atomic_write_bytes(path, buffer.getvalue())
     return vectors, "stored"
 
-
-def _version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
