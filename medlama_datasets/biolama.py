@@ -15,7 +15,10 @@ Configs, each with the splits ``train``, ``dev`` and ``test``:
 * ``all`` (default): every relation of every source built (``sources=`` narrows it);
 * ``ctd``, ``umls``, ``wikidata``: one source;
 * ``<source>_<PID>``, e.g. ``umls_UR44``: one relation (the relations are the release's folders, so
-  these configs are made from their names on demand).
+  these configs are made from their names on demand);
+* ``<config>_mc`` for each of those (``all_mc``, ``umls_mc``, ``umls_UR44_mc``): the same rows as multiple
+  choice, with ``choices`` and ``label`` (:mod:`medlama.datasets.choices`; ``choices`` distractors per query,
+  ``choices_seed``).
 
 A row is one (subject, relation) record of the release with all its gold objects, their aliases and
 types, the relation's manual prompt and the query built from it (``[X]`` filled with the subject label,
@@ -35,6 +38,8 @@ from pathlib import Path
 import datasets
 
 from medlama.core.checksums import sha256_of
+from medlama.datasets.choices import DEFAULT_CHOICES, DEFAULT_SEED, ChoicesRecord, check_choices, is_mc, mc_config, \
+    mc_features, ranking_config, with_biolama_choices
 from medlama.datasets.downloads import builder_cache, check_sha256, discard, download, download_config
 from medlama.datasets.export import prepare_fresh
 from medlama.datasets.prompts import fill_prompt
@@ -112,6 +117,9 @@ class BiolamaBuild:
     report: BuildReport
     #: The builder's prepared ``all`` config (``train``, ``dev``, ``test``), relations in build order.
     datasets: "datasets.DatasetDict | None" = None
+    #: The rows with ``choices`` and ``label`` (relation config -> split -> rows), and what their draw recorded.
+    choice_rows: dict[str, dict[str, list[dict]]] | None = None
+    choices_record: ChoicesRecord | None = None
 
     def relation_configs(self, source: str | None = None) -> list[str]:
         sources = [source] if source else self.report.sources
@@ -121,7 +129,16 @@ class BiolamaBuild:
         return [DEFAULT_CONFIG, *self.report.sources, *self.relation_configs()]
 
     def dataset(self, config: str = DEFAULT_CONFIG, split: str = "test"):
-        """One config's split as a ``datasets.Dataset``."""
+        """One config's split as a ``datasets.Dataset`` (an ``_mc`` config: with its choices)."""
+        if split not in SPLITS:
+            raise MedlamaInputError(f"unknown split {split!r}; choose from {list(SPLITS)}")
+        if is_mc(config) and self.choice_rows is not None:
+            return Dataset.from_list([row for part in self._parts(ranking_config(config))
+                                      for row in self.choice_rows[part][split]], features=mc_features(features()))
+        parts = self._parts(config)
+        return Dataset.from_list([row for part in parts for row in self.rows[part][split]], features=features())
+
+    def _parts(self, config: str) -> list[str]:
         if config == DEFAULT_CONFIG:
             parts = self.relation_configs()
         elif config in self.report.sources:
@@ -130,9 +147,7 @@ class BiolamaBuild:
             parts = [config]
         else:
             raise MedlamaInputError(f"unknown config {config!r}; choose from {self.config_names()}")
-        if split not in SPLITS:
-            raise MedlamaInputError(f"unknown split {split!r}; choose from {list(SPLITS)}")
-        return Dataset.from_list([row for part in parts for row in self.rows[part][split]], features=features())
+        return parts
 
 
 def _row(record: release.Record, template: str) -> dict:
@@ -167,6 +182,9 @@ class BiolamaConfig(datasets.BuilderConfig):
     sha256: str | None = None
     verify_checksums: bool = True
     url: str = release.URL
+    multiple_choice: bool = False  # the rows with ``choices`` and ``label`` (the ``_mc`` configs)
+    choices: int = DEFAULT_CHOICES  # distractors per query of a multiple-choice config
+    choices_seed: int = DEFAULT_SEED
 
 
 def _not_pinned_error(url: str) -> MedlamaInputError:
@@ -228,7 +246,11 @@ class BiolamaBuilder(datasets.ArrowBasedBuilder):
 
     BUILDER_CONFIG_CLASS = BiolamaConfig
     BUILDER_CONFIGS = [BiolamaConfig(name=DEFAULT_CONFIG, description="BioLAMA, every source"),
-                       *(BiolamaConfig(name=s, sources=(s,), description=f"BioLAMA, source {s}") for s in SOURCES)]
+                       *(BiolamaConfig(name=s, sources=(s,), description=f"BioLAMA, source {s}") for s in SOURCES),
+                       BiolamaConfig(name=mc_config(DEFAULT_CONFIG), multiple_choice=True,
+                                     description="BioLAMA, every source, multiple choice"),
+                       *(BiolamaConfig(name=mc_config(s), sources=(s,), multiple_choice=True,
+                                       description=f"BioLAMA, source {s}, multiple choice") for s in SOURCES)]
     DEFAULT_CONFIG_NAME = DEFAULT_CONFIG
 
     def __init__(self, *args, cache_dir: str | Path | None = None, **kwargs) -> None:
@@ -243,10 +265,11 @@ class BiolamaBuilder(datasets.ArrowBasedBuilder):
         return self._read
 
     def _create_builder_config(self, config_name=None, custom_features=None, config_id=None, **config_kwargs):
-        match = _RELATION_CONFIG.match(config_name or "")
+        match = _RELATION_CONFIG.match(ranking_config(config_name or ""))
         if match and config_name not in self.builder_configs:
-            # <source>_<PID>: one relation, named by the release's folders, so made here from the default config.
-            config_kwargs.update(name=config_name, sources=(match.group(1),), relation=match.group(2))
+            # <source>_<PID>[_mc]: one relation, named by the release's folders, so made here from the default config.
+            config_kwargs.update(name=config_name, sources=(match.group(1),), relation=match.group(2),
+                                 multiple_choice=is_mc(config_name))
             config_name = None
         return super()._create_builder_config(config_name, custom_features, config_id, **config_kwargs)
 
@@ -254,7 +277,9 @@ class BiolamaBuilder(datasets.ArrowBasedBuilder):
         unknown = sorted(set(self.config.sources) - set(SOURCES))
         if unknown or not self.config.sources:
             raise MedlamaInputError(f"unknown source(s) {unknown}; choose from {list(SOURCES)}")
-        return datasets.DatasetInfo(description=self.config.description, features=features(),
+        check_choices(self.config.choices, self.config.choices_seed)
+        return datasets.DatasetInfo(description=self.config.description,
+                                    features=mc_features(features()) if self.config.multiple_choice else features(),
                                     homepage="https://github.com/dmis-lab/BioLAMA")
 
     def _download(self, dl_manager) -> release.BiolamaRelease:
@@ -308,30 +333,41 @@ class BiolamaBuilder(datasets.ArrowBasedBuilder):
         # pyarrow loads when this runs, not when medlama.datasets.biolama is imported
         import pyarrow as pa
 
+        config = self.config
         for index, rows in enumerate(tables.values()):
             if rows:
-                yield Key(0, index), pa.Table.from_pylist(rows, schema=features().arrow_schema)
+                if config.multiple_choice:
+                    rows = with_biolama_choices(rows, config.choices, config.choices_seed)
+                yield Key(0, index), pa.Table.from_pylist(rows, schema=self.info.features.arrow_schema)
 
 
 def build_biolama(source: str | Path | None = None, *, sources: Sequence[str] = SOURCES, sha256: str | None = None,
                   verify_checksums: bool = True, cache_dir: str | Path | None = None, url: str = release.URL,
-                  progress: bool = True) -> BiolamaBuild:
+                  progress: bool = True, choices: int = DEFAULT_CHOICES, choices_seed: int = DEFAULT_SEED
+                  ) -> BiolamaBuild:
     """Read BioLAMA from its release: every relation of ``sources`` with its three splits.
 
     One fresh run of :class:`BiolamaBuilder`'s ``all`` config. ``source``: a local ``data.tar.gz`` or
     extracted folder, else ``$BIOLAMA_SOURCE``, else the download of ``url`` (cached below
     ``cache_dir``), which needs ``sha256`` (or ``$BIOLAMA_SHA256``, or a pinned hash) unless
-    ``verify_checksums=False``. Any bad file or record stops the build with an error naming it.
+    ``verify_checksums=False``. Any bad file or record stops the build with an error naming it. ``choices``
+    distractors per query, drawn with ``choices_seed``, make the multiple-choice rows (``choice_rows``).
     """
     unknown = sorted(set(sources) - set(SOURCES))
     if unknown or not sources:
         raise MedlamaInputError(f"unknown source(s) {unknown}; choose from {list(SOURCES)}")
+    check_choices(choices, choices_seed)
     builder, data = prepare_fresh(
         BiolamaBuilder, DEFAULT_CONFIG, download_config=download_config(cache_dir), progress=progress,
         sources=tuple(s for s in SOURCES if s in sources), source=None if source is None else str(source),
         sha256=sha256, verify_checksums=verify_checksums, url=url)
     read = builder.read_release()
-    return BiolamaBuild(rows=read.rows, templates=read.templates, report=read.report, datasets=data)
+    record = ChoicesRecord(distractors=choices, seed=choices_seed)
+    drawn = {config: {split: with_biolama_choices(rows, choices, choices_seed, record, f"{mc_config(config)}/{split}")
+                      for split, rows in splits.items()} for config, splits in read.rows.items()}
+    record.short = {config: count for config, count in record.short.items() if count}
+    return BiolamaBuild(rows=read.rows, templates=read.templates, report=read.report, datasets=data,
+                        choice_rows=drawn, choices_record=record)
 
 
 def load_biolama(source: str | Path | None = None, config: str = DEFAULT_CONFIG,

@@ -11,7 +11,8 @@ import hashlib
 from dataclasses import asdict
 from pathlib import Path
 
-from medlama.datasets.biolama import DEFAULT_CONFIG, SOURCES, SPLITS, BiolamaBuild, build_biolama, relation_config
+from medlama.datasets.biolama import DEFAULT_CONFIG, SOURCES, SPLITS, BiolamaBuild, build_biolama, features, \
+    relation_config
 from medlama.datasets.export import relation_ranges, write_folder
 from medlama.datasets.statistics import biolama_statistics, biolama_statistics_markdown
 from medlama.core.errors import MedlamaInputError
@@ -21,7 +22,10 @@ from medlama.datasets.card import render_card
 from medlama.core.atomic import claim_directory
 import os
 from medlama.core.cache import cache_root
-from medlama.datasets.records import has_record
+from medlama.datasets.records import has_choices, has_record
+from medlama.datasets.choices import mc_config, mc_features
+from datasets import Dataset
+from medlama.datasets.card import CHOICES_MARKER, choices_paragraph
 
 #: The command that writes (and alone may replace) a BioLAMA folder: its ownership record.
 KIND = "build biolama"
@@ -29,21 +33,25 @@ KIND = "build biolama"
 
 def config_layout(build: BiolamaBuild) -> dict[str, dict[str, list[str]]]:
     """Config name -> split -> the Parquet files it holds (relative, before they are named after their content)."""
-    def files(configs: list[str]) -> dict[str, list[str]]:
-        return {split: [relation_file(config, split) for config in configs] for split in SPLITS}
+    layout = {}
+    for mc in (False, True):  # the ranking configs, then the same as multiple choice (``_mc``)
+        def files(configs: list[str]) -> dict[str, list[str]]:
+            return {split: [relation_file(config, split, mc) for config in configs] for split in SPLITS}
 
-    layout = {DEFAULT_CONFIG: files(build.relation_configs())}
-    for src in build.report.sources:
-        layout[src] = files(build.relation_configs(src))
-    for config in build.relation_configs():
-        layout[config] = files([config])
+        name = mc_config if mc else str
+        layout[name(DEFAULT_CONFIG)] = files(build.relation_configs())
+        for src in build.report.sources:
+            layout[name(src)] = files(build.relation_configs(src))
+        for config in build.relation_configs():
+            layout[name(config)] = files([config])
     return layout
 
 
-def relation_file(config: str, split: str) -> str:
-    """The file of one relation config's split, ``data/<source>/<relation>/<split>.parquet``."""
+def relation_file(config: str, split: str, multiple_choice: bool = False) -> str:
+    """The file of one relation config's split, ``data/<source>/<relation>/<split>.parquet`` (multiple choice:
+    ``data/mc/<source>/<relation>/<split>.parquet``)."""
     source, _, relation = config.partition("_")
-    return f"data/{source}/{relation}/{split}.parquet"
+    return f"data/{'mc/' if multiple_choice else ''}{source}/{relation}/{split}.parquet"
 
 
 def render_biolama_card(build: BiolamaBuild, layout: dict[str, dict[str, list[str]]], stats: list[dict],
@@ -57,7 +65,8 @@ def render_biolama_card(build: BiolamaBuild, layout: dict[str, dict[str, list[st
         "biolama", folder=folder, default_config=DEFAULT_CONFIG, statistics=biolama_statistics_markdown(stats),
         configs=layout, licence_tags=build.report.sources, replace_tags=SOURCES,
         rows=sum(totals[("all", "all")][split] for split in SPLITS),
-        replacements={"<!-- provenance -->": f"This build's input: {build.report.verification} ({state})."})
+        replacements={"<!-- provenance -->": f"This build's input: {build.report.verification} ({state}).",
+                      CHOICES_MARKER: choices_paragraph(build.choices_record)})
 
 
 def write_biolama(out_dir: str | Path, source: str | Path | None = None, **options) -> tuple[BiolamaBuild, list[dict]]:
@@ -82,7 +91,10 @@ def _write_biolama(out_dir: str | Path, source: str | Path | None, **options) ->
         ranges = relation_ranges([relation_config(s, r) for s, r in zip(data["source"], data["relation"])])
         for config in build.relation_configs():
             tables[relation_file(config, split)] = data.select(ranges.get(config, range(0)))
-    info = {"dataset": "biolama", "report": asdict(build.report), "statistics": stats}
+            tables[relation_file(config, split, True)] = Dataset.from_list(build.choice_rows[config][split],
+                                                                           features=mc_features(features()))
+    info = {"dataset": "biolama", "report": asdict(build.report), "statistics": stats,
+            "choices": build.choices_record.as_dict()}
     write_folder(out_dir, tables, layout, lambda folder, configs: render_biolama_card(build, configs, stats, folder),
                  info, kind=KIND, claimed=True)
     return build, stats
@@ -114,6 +126,6 @@ def cached_build(source: str | Path | None = None, cache_dir: str | Path | None 
 
     root = cache_root(cache_dir)
     out = root / "datasets" / f"biolama-{_fingerprint(source, options.get('sha256'))}"
-    if not has_record(out):  # none yet, or one built before files were recorded
+    if not has_record(out) or not has_choices(out):  # none yet, or built before files (or choices) were recorded
         write_biolama(out, source, cache_dir=root / "builder", **options)
     return out

@@ -11,9 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from medlama.core.settings import setting
+from medlama.datasets.choices import DEFAULT_CHOICES, DEFAULT_SEED
 from medlama.loaders.biolama_release import SOURCES
 
 _NO_VERIFY = "skip the SHA-256 check of a local source (a modified copy on purpose)"
+_CHOICES = ("distractors per query of the multiple-choice configs (*_mc): drawn from the query's relation pool, "
+            "no gold answer among them")
+_SEED = "seed of the multiple-choice draw (recorded in the card and build_info.json)"
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,8 @@ class MedlamaBuildSettings:
     match_threshold: float = setting(0.1, parse=float, help="hard if avg_match < this")
     rouge_threshold: float = setting(0.1, parse=float, help="hard if avg_rouge_l < this")
     verify_checksums: bool = setting(True, flag="--no-verify", switch=True, show_default=False, help=_NO_VERIFY)
+    choices: int = setting(DEFAULT_CHOICES, min=1, metavar="N", help=_CHOICES)
+    choices_seed: int = setting(DEFAULT_SEED, min=0, metavar="SEED", help=_SEED)
 
 
 @dataclass(frozen=True)
@@ -46,3 +52,5 @@ class BiolamaBuildSettings:
                                      help="accept the archive without checking its SHA-256 (recorded in the card)")
     sources: tuple[str, ...] = setting(SOURCES, choices=SOURCES, metavar="SOURCE", show_default=False,
                                        help="build only these sources (ctd, umls, wikidata; default: all three)")
+    choices: int = setting(DEFAULT_CHOICES, min=1, metavar="N", help=_CHOICES)
+    choices_seed: int = setting(DEFAULT_SEED, min=0, metavar="SEED", help=_SEED)

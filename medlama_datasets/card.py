@@ -151,7 +151,24 @@ def render_medlama_card(build, layout: Mapping[str, Mapping[str, Sequence[str]]]
 
     return render_card("medlama", folder=folder, configs=layout, default_config=DEFAULT_CONFIG,
                        statistics=statistics_markdown(stats), split=SPLIT,
-                       replacements={VERIFICATION_MARKER: medlama_verification(build.report)})
+                       replacements={VERIFICATION_MARKER: medlama_verification(build.report),
+                                     CHOICES_MARKER: choices_paragraph(build.choices_record)})
+
+
+#: Where a template says how its multiple-choice configs were drawn.
+CHOICES_MARKER = "<!-- multiple-choice -->"
+
+
+def choices_paragraph(record) -> str:
+    """How this build drew its multiple-choice configs (``record``: its ``ChoicesRecord``): N, the seed, the rule,
+    and how many queries got fewer distractors."""
+    short = {config: count for config, count in record.short.items() if count}
+    tail = ("Every query got all its distractors." if not short else
+            "Queries whose pool had too few eligible names keep every one of them, so they have fewer choices: "
+            + ", ".join(f"{count:,} in `{config}`" for config, count in short.items()) + ".")
+    return (f"This build: N = {record.distractors} distractors per query (`--choices {record.distractors}`), seed "
+            f"{record.seed} (`--choices-seed {record.seed}`). The draw: {record.rule}. {tail} `build_info.json` "
+            "records the same (`choices`).")
 
 
 #: Where a template says how its input was checked.

@@ -11,17 +11,18 @@ thresholds; :func:`check_release` (or ``builder.check_release()``) compares both
     report = builder.check_release()   # BuildReport: score mismatches, hard-set differences, checksums
 
 Configs (:data:`CONFIG_NAMES`): ``hard`` (default) and ``full``; ``hard_<relation>`` and
-``full_<relation>`` for each of the 19 relations; and ``candidates_<config>`` for every one of those:
+``full_<relation>`` for each of the 19 relations; ``candidates_<config>`` for every one of those:
 the answer-candidate vocabulary the reference probe ranks (all answer names plus all head names of the
-config's rows). Every config has one split, ``test``. Config parameters (:class:`MedlamaConfig`):
-``source``, ``match_threshold`` / ``rouge_threshold`` (the hard-set rule), ``verify_checksums``,
-``compare_with_release``, ``url``.
+config's rows); ``<config>_mc`` (``hard_mc``, ``hard_may_treat_mc``, ...): the rows as multiple choice (columns
+``choices``, ``label``; :mod:`medlama.datasets.choices`). Every config has one split, ``test``. Config parameters
+(:class:`MedlamaConfig`): ``source``, ``match_threshold`` / ``rouge_threshold`` (the hard-set rule),
+``verify_checksums``, ``compare_with_release``, ``url``, ``choices`` (distractors per query), ``choices_seed``.
 
 :func:`build_medlama` / :func:`load_medlama_sets` are the one-call forms; ``write_medlama`` (the folder that
 ``medlama build medlama`` writes, in ``medlama.datasets.medlama_folder``) is a thin layer over them.
 
-One module, slightly over the usual length, as ``datasets``' packaged builders are: the config, the
-builder and its generation steps are read together; the folder export, prompts and downloads live apart.
+One module, as ``datasets``' packaged builders are: the config, the builder and its generation steps are
+read together; the folder export, prompts, downloads and multiple-choice draws live apart.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from pathlib import Path
 
 import datasets
 
+from medlama.datasets.choices import DEFAULT_CHOICES, DEFAULT_SEED, ChoicesRecord, check_choices, is_mc, mc_config, \
+    mc_features, ranking_config, with_medlama_choices
 from medlama.datasets.downloads import builder_cache, download_config, fetch_verified
 from medlama.datasets.export import input_errors_unwrapped, prepare_fresh
 from medlama.datasets.hardness import HardnessRule, avg_match, avg_rouge_l, split_answers
@@ -42,7 +45,6 @@ from medlama.datasets.prompts import PROMPT_COLUMNS, fill_prompt
 from medlama.core.errors import MedlamaInputError
 from medlama.loaders import medlama_release as release
 from datasets import Features, List, Value
-from datasets import Features, Value
 from datasets.builder import Key
 
 SPLIT = "test"
@@ -52,7 +54,8 @@ DEFAULT_CONFIG = "hard"
 SCORE_TOLERANCE = 1e-6
 #: Every config name: full, hard, per relation, and a candidates_ config for each.
 QUERY_CONFIGS = (*SETS, *(f"{s}_{rel}" for s in SETS for rel in release.RELATIONS))
-CONFIG_NAMES = (*QUERY_CONFIGS, *(f"candidates_{name}" for name in QUERY_CONFIGS))
+CONFIG_NAMES = (*QUERY_CONFIGS, *(f"candidates_{name}" for name in QUERY_CONFIGS),
+                *(mc_config(name) for name in QUERY_CONFIGS))
 _OFFLINE_HINT = f"offline, pass --source (source=) with a local copy or set ${release.SOURCE_ENV}"
 
 
@@ -135,6 +138,8 @@ class MedlamaBuild:
     datasets: "DatasetDict"  # noqa: F821  keys "full" and "hard", one row per query
     candidates: dict[str, list[str]]
     report: BuildReport
+    choices: "DatasetDict | None" = None  # noqa: F821  "full_mc", "hard_mc": the sets as multiple choice
+    choices_record: ChoicesRecord | None = None
 
     def config_names(self) -> list[str]:
         return list(self.candidates)
@@ -209,6 +214,9 @@ class MedlamaConfig(datasets.BuilderConfig):
     subset: str = DEFAULT_CONFIG  # "full" or "hard"
     relation: str | None = None  # one relation's rows, else all 19
     candidates: bool = False  # the candidate names of those rows instead of the rows
+    multiple_choice: bool = False  # the rows with ``choices`` and ``label`` (the ``_mc`` configs)
+    choices: int = DEFAULT_CHOICES  # distractors per query of a multiple-choice config
+    choices_seed: int = DEFAULT_SEED
     #: A local folder or archive of the release; None: ``$MEDLAMA_SOURCE``, else the pinned download.
     source: str | None = None
     match_threshold: float = HardnessRule().match_threshold
@@ -225,10 +233,11 @@ class MedlamaConfig(datasets.BuilderConfig):
 
 
 def _config(name: str) -> MedlamaConfig:
-    query = name.removeprefix("candidates_")
+    query = ranking_config(name.removeprefix("candidates_"))
     subset, _, relation = query.partition("_")
-    return MedlamaConfig(name=name, subset=subset, relation=relation or None, candidates=query != name,
-                         description=f"MedLAMA {'candidate names of ' if query != name else ''}{query}")
+    kind = "candidate names of " if name.startswith("candidates_") else "multiple choice of " if is_mc(name) else ""
+    return MedlamaConfig(name=name, subset=subset, relation=relation or None, candidates=name.startswith("candidates_"),
+                         multiple_choice=is_mc(name), description=f"MedLAMA {kind}{query}")
 
 
 @dataclass
@@ -300,8 +309,10 @@ class MedlamaBuilder(datasets.ArrowBasedBuilder):
     def _info(self) -> datasets.DatasetInfo:
         check_threshold(self.config.match_threshold, "match_threshold")
         check_threshold(self.config.rouge_threshold, "rouge_threshold")
+        check_choices(self.config.choices, self.config.choices_seed)
+        schema = mc_features(features()) if self.config.multiple_choice else features()
         return datasets.DatasetInfo(description=self.config.description,
-                                    features=candidate_features() if self.config.candidates else features(),
+                                    features=candidate_features() if self.config.candidates else schema,
                                     homepage="https://github.com/cambridgeltl/medlama")
 
     def _split_generators(self, dl_manager):
@@ -329,7 +340,9 @@ class MedlamaBuilder(datasets.ArrowBasedBuilder):
                     chosen += rows
                 else:
                     chosen.append(rel)
-                    yield Key(0, index), pa.Table.from_pylist(rows, schema=features().arrow_schema)
+                    if config.multiple_choice:
+                        rows = with_medlama_choices(rows, config.choices, config.choices_seed)
+                    yield Key(0, index), pa.Table.from_pylist(rows, schema=self.info.features.arrow_schema)
         if not chosen:  # `datasets` cannot hold a split of 0 rows
             raise MedlamaInputError(f"config {config.name!r} has no rows with match threshold "
                                     f"{config.match_threshold} and ROUGE-L threshold {config.rouge_threshold}")
@@ -382,17 +395,20 @@ def check_release(config: MedlamaConfig, rows: Sequence[dict] | None = None, *, 
 
 def build_medlama(source: str | Path | None = None, *, rule: HardnessRule = HardnessRule(),
                   verify_checksums: bool = True, compare_with_release: bool = True, progress: bool = True,
-                  cache_dir: str | Path | None = None, url: str = release.BASE_URL) -> MedlamaBuild:
+                  cache_dir: str | Path | None = None, url: str = release.BASE_URL, choices: int = DEFAULT_CHOICES,
+                  choices_seed: int = DEFAULT_SEED) -> MedlamaBuild:
     """Build MedLAMA from its release: full and hard sets, candidate sets, and the check report.
 
     One fresh run of :class:`MedlamaBuilder`'s ``full`` config; the hard set is its rows with
     ``is_hard``, exactly the ``hard`` config's rows. ``source``: a folder or archive of the release, else
     ``$MEDLAMA_SOURCE``, else the pinned download (cached below ``cache_dir``). ``rule``: the hard-set
     thresholds (the release's by default). With the default rule the derived hard set equals the
-    released one; ``report`` lists any row where it does not.
+    released one; ``report`` lists any row where it does not. ``choices`` distractors per query (drawn with
+    ``choices_seed``) make the multiple-choice sets (:attr:`MedlamaBuild.choices`).
     """
     check_threshold(rule.match_threshold, "match_threshold")
     check_threshold(rule.rouge_threshold, "rouge_threshold")
+    check_choices(choices, choices_seed)
     builder, data = prepare_fresh(
         MedlamaBuilder, "full", download_config=download_config(cache_dir), progress=progress,
         source=None if source is None else str(source), match_threshold=rule.match_threshold,
@@ -415,8 +431,12 @@ def build_medlama(source: str | Path | None = None, *, rule: HardnessRule = Hard
                 report.empty_configs.append(f"hard_{rel}")
     for set_name, rows in (("full", full), ("hard", hard)):
         candidates[set_name] = candidate_names(rows)
+    record = ChoicesRecord(distractors=choices, seed=choices_seed)
+    drawn = datasets.DatasetDict({mc_config(name): datasets.Dataset.from_list(with_medlama_choices(
+        rows.to_list(), choices, choices_seed, record, mc_config(name)), features=mc_features(features()))
+        for name, rows in (("full", full), ("hard", hard))})
     return MedlamaBuild(datasets=datasets.DatasetDict({"full": full, "hard": hard}), candidates=candidates,
-                        report=report)
+                        report=report, choices=drawn, choices_record=record)
 
 
 def load_medlama_sets(source: str | Path | None = None, **options) -> "datasets.DatasetDict":

@@ -18,7 +18,8 @@ from medlama.core.defaults import BUILD_INFO
 from medlama.core.atomic import claim_directory
 from medlama.datasets.card import render_medlama_card
 from medlama.datasets.statistics import medlama_statistics
-from medlama.datasets.records import has_record
+from medlama.datasets.records import has_choices, has_record
+from medlama.datasets.choices import mc_config
 
 #: The command that writes (and alone may replace) a MedLAMA folder: its ownership record.
 KIND = "build medlama"
@@ -42,6 +43,10 @@ def config_layout(build: MedlamaBuild) -> dict[str, dict[str, list[str]]]:
             layout[f"{set_name}_{file.split('/')[-1].removesuffix('.parquet')}"] = [file]
     for config in list(layout):
         layout[f"candidates_{config}"] = [f"candidates/{config}.parquet"]
+    for set_name in SETS:  # the multiple-choice configs: the same rows with choices and label
+        for config in [name for name in list(layout) if name == set_name or name.startswith(f"{set_name}_")]:
+            layout[mc_config(config)] = [file.replace(f"data/{set_name}/", f"data/{mc_config(set_name)}/")
+                                         for file in layout[config]]
     return {config: {SPLIT: files} for config, files in layout.items()}
 
 
@@ -73,14 +78,15 @@ def _write_medlama(out_dir: str | Path, source: str | Path | None, *, tokenizer,
     stats = medlama_statistics(build.datasets, tokenizer=tokenizer)
     layout = config_layout(build)
     tables = {}
-    for set_name in SETS:
-        data = build.datasets[set_name]
+    for set_name in (*SETS, *map(mc_config, SETS)):
+        data = build.choices[set_name] if set_name in build.choices else build.datasets[set_name]
         for rel, rows in relation_ranges(data["relation"]).items():
             tables[f"data/{set_name}/{rel}.parquet"] = data.select(rows)
     for config, names in build.candidates.items():  # configs with rows only (see build_medlama)
         tables[layout[f"candidates_{config}"][SPLIT][0]] = Dataset.from_dict({"name": names},
                                                                              features=candidate_features())
-    info = {"dataset": "medlama", "report": asdict(build.report), "statistics": stats}
+    info = {"dataset": "medlama", "report": asdict(build.report), "statistics": stats,
+            "choices": build.choices_record.as_dict()}
     write_folder(out_dir, tables, layout, lambda folder, configs: render_medlama_card(build, configs, stats, folder),
                  info, kind=KIND, claimed=True)
     return build, stats
@@ -96,6 +102,6 @@ def cached_build(source: str | Path | None = None, cache_dir: str | Path | None 
 
     root = cache_root(cache_dir)
     out = root / "datasets" / f"medlama-{release.COMMIT[:12]}"
-    if not has_record(out):  # none yet, or one built before files were recorded
+    if not has_record(out) or not has_choices(out):  # none yet, or built before files (or choices) were recorded
         write_medlama(out, source, cache_dir=root / "builder")
     return out

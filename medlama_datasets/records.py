@@ -109,6 +109,14 @@ def has_record(folder: Path) -> bool:
         return False
 
 
+def has_choices(folder: Path) -> bool:
+    """Whether ``folder``'s build wrote multiple-choice configs (a cached build made before them is built again)."""
+    try:
+        return "choices" in json.loads((folder / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return False
+
+
 def _stat(path: Path) -> tuple[int, int] | None:
     try:
         stat = path.stat()

@@ -25,7 +25,7 @@ from medlama.datasets.folders import DataFolder, load_config, resolve_folder
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.benchmarks import BIOLAMA, SOURCES, by_source, group_of, resolve_data
 from medlama.probers.pools import check_rule
-from medlama.probers.query_set import QuerySet
+from medlama.probers.query_set import QuerySet, choice_queries
 from medlama.probers.tables import percent
 from medlama.datasets.prompts import DEFAULT_PROMPT_COLUMN
 
@@ -70,11 +70,13 @@ def load_biolama_queries(data: str | Path | DataFolder, config: str = "all", *, 
         data = data.select(keep)
         groups = [groups[i] for i in keep]
         name += f"[{','.join(relations)}]"
+    info = {"dataset": "biolama", "config": config, "split": split,
+            "relations": list(relations) if relations else "all", **folder.info}
+    if "choices" in data.column_names:  # multiple choice: each query ranked against its own choices
+        return choice_queries(data, list(data["query"]), data["answers"], rule, name=name, info=info, relations=groups)
     evaluated = sorted(set(groups)) if rule != "config" else sorted(per_group)
     names = sorted(set().union(*(per_group[g] for g in evaluated)))
     pools = {g: sorted(per_group[g]) for g in evaluated} if rule == "relation" else None
-    info = {"dataset": "biolama", "config": config, "split": split,
-            "relations": list(relations) if relations else "all", **folder.info}
     return QuerySet(ids=list(data["id"]), relations=groups, texts=list(data["query"]),
                     gold=[list(g) for g in data["answers"]], candidates=names, name=name, info=info,
                     rule=rule, pools=pools)

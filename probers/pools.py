@@ -8,6 +8,9 @@
   path takes (:func:`medlama.probers.resume.plan` cuts its shards from it).
 * What a result records of its pool (:func:`pool_record`, :func:`pool_hash`: rule, size, SHA-256 of the
   sorted names), so that two results can be checked for comparability.
+* Multiple choice (the ``_mc`` configs; rule :data:`CHOICES`): each query is ranked against its own choices
+  (:func:`rank_choices`: by the prober itself where it ranks per-query pools in one call, else one query at a
+  time), and the record names the choices and the chance level (:func:`choices_record`).
 """
 
 from __future__ import annotations
@@ -19,12 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from medlama.core.errors import MedlamaInputError
+from medlama.datasets.choices import chance_level
 from medlama.datasets.folders import load_config
+from medlama.probers.ranking import Ranking
 
 #: How the candidate pool is chosen. ``evaluated`` (the reference probe's rule and the default): the union of
 #: the evaluated relations' pools, so a relation's score depends on what else is probed with it.
 #: ``relation``: each relation against its own pool, whatever else runs. ``config``: the config's whole pool.
 CANDIDATE_RULES = ("evaluated", "relation", "config")
+#: The pool rule of a multiple-choice config: each query against its own choices (never chosen by --candidates).
+CHOICES = "choices"
 
 
 def check_rule(rule: str) -> None:
@@ -83,3 +90,41 @@ def pool_record(rule: str, candidates: Sequence[str], pools: Mapping[str, Sequen
         record["per_relation"] = {relation: {"size": len(set(names)), "sha256": pool_hash(names)}
                                   for relation, names in sorted(pools.items())}
     return record
+
+
+def choices_record(ids: Sequence[str], choices: Sequence[Sequence[str]]) -> dict:
+    """What a result records of a multiple-choice query set's pools: rule ``choices``, the size and SHA-256 of
+    their union, the SHA-256 of every query's choices in order (``choices_sha256``: equal only for the same
+    draw), the mean number of choices and the chance level (the mean of 1 / choices: a uniform guess's acc@1)."""
+    union = sorted({name for row in choices for name in row})
+    drawn = hashlib.sha256("\n".join(f"{i}\t" + "\t".join(row) for i, row in zip(ids, choices)).encode("utf-8"))
+    return {"rule": CHOICES, "size": len(union), "sha256": pool_hash(union), "choices_sha256": drawn.hexdigest(),
+            "mean_choices": sum(map(len, choices)) / len(choices) if choices else 0.0,
+            "chance_level": chance_level(choices)}
+
+
+def one_choice_pool(queries: Any, index: int) -> Any:
+    """Query ``index`` of a multiple-choice query set alone, its choices as its candidates (a plain query set)."""
+    return replace(queries.subset([index]), candidates=list(queries.choices[index]), rule="evaluated", choices=None)
+
+
+def rank_choices(prober: Any, queries: Any, top_k: int, *, all_scores: bool = False,
+                 layers: bool = False) -> Ranking | dict[int, Ranking]:
+    """Each query of a multiple-choice ``queries`` ranked against its own choices: ``prober``'s own ranking where it
+    ranks per-query pools in one call (``ranks_choices``), else one query at a time, each as a query set whose
+    candidates are its choices (so every method ranks them as it ranks a pool). ``layers``: a layer sweep's
+    ``{layer: Ranking}``."""
+    if getattr(prober, "ranks_choices", False):
+        if layers:
+            return prober.rank_layers_scored(queries, top_k, all_scores=all_scores)
+        return prober.rank_scored(queries, top_k=top_k, all_scores=all_scores)
+    rows: dict[int | None, list] = {}
+    for index in range(len(queries)):
+        one = one_choice_pool(queries, index)
+        ranked = prober.rank_layers_scored(one, top_k, all_scores=all_scores) if layers else \
+            {None: prober.rank_scored(one, top_k=top_k, all_scores=all_scores)}
+        for layer, ranking in ranked.items():
+            rows.setdefault(layer, []).extend(ranking.rows())
+    if layers:
+        return {layer: Ranking.from_rows(layer_rows) for layer, layer_rows in rows.items()}
+    return Ranking.from_rows(rows.get(None, []))

@@ -15,7 +15,8 @@ from medlama.probers.arguments import check_query_rows, check_relations, check_r
 from medlama.probers.benchmarks import BENCHMARKS, BIOLAMA, MEDLAMA, benchmark, resolve_data
 from medlama.probers.biolama_queries import load_biolama_source
 from medlama.probers.pools import CANDIDATE_RULES, check_rule, medlama_pools, row_pools
-from medlama.probers.query_set import QuerySet
+from medlama.datasets.choices import is_mc, mc_config, ranking_config
+from medlama.probers.query_set import QuerySet, choice_queries
 from medlama.core.settings import check, setting
 from medlama.datasets.prompts import DEFAULT_PROMPT_COLUMN
 
@@ -47,10 +48,12 @@ def load_medlama_queries(data: str | Path | DataFolder, config: str = "hard", *,
         name = f"{config}[{','.join(relations)}]"
     else:
         name = config
-    names, pools = medlama_pools(folder.path, config, list(relations) if relations else known, candidates,
-                                 whole=not relations)
     info = {"dataset": "medlama", "config": config, "relations": list(relations) if relations else "all",
             **folder.info}
+    if is_mc(config):
+        return choice_queries(rows, list(rows[prompt_column]), rows["answer_names"], candidates, name=name, info=info)
+    names, pools = medlama_pools(folder.path, config, list(relations) if relations else known, candidates,
+                                 whole=not relations)
     return QuerySet(ids=list(rows["id"]), relations=list(rows["relation"]), texts=list(rows[prompt_column]),
                     gold=[list(g) for g in rows["answer_names"]], candidates=names, name=name, info=info,
                     rule=candidates, pools=pools)
@@ -89,6 +92,14 @@ def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt
     check_query_rows(data, prompt_column)
     relations = relation_names(relations)
     source = loaded_from(data)
+    if "choices" in data.column_names:  # multiple choice: the pools are the rows' own choices, whatever the part
+        if relations:
+            check_relations(relations, data.unique("relation"))
+            data = data.filter(lambda batch: [r in set(relations) for r in batch["relation"]], batched=True)
+            name = f"{name}[{','.join(relations)}]"
+        info = {"dataset": "medlama", "config": name, "relations": list(relations) if relations else "all",
+                "fingerprint": getattr(data, "_fingerprint", None)}
+        return choice_queries(data, list(data[prompt_column]), data["answer_names"], candidates, name=name, info=info)
     if source is None and not _whole(data):
         raise MedlamaInputError(
             "this Dataset is a part (a selection, shuffle or filter) of a MedLAMA split that was not loaded by "
@@ -138,7 +149,9 @@ class QuerySource:
                                             "given")
     config: str | None = setting(None, help="query set, a config of the dataset: MedLAMA hard, full or "
                                             "hard_<relation> / full_<relation>; BioLAMA all, ctd, umls, wikidata "
-                                            "or <source>_<PID>; none: the first (hard, all)")
+                                            "or <source>_<PID>; any of them + _mc (hard_mc, umls_mc): multiple "
+                                            "choice, each query ranked against its own choices; none: the first "
+                                            "(hard, all)")
     split: str = setting("test", help="BioLAMA split to probe: train, dev or test")
     relations: tuple[str, ...] | None = setting(None, help="probe only these relations (none: all)", metavar="REL")
     prompt_column: str = setting(DEFAULT_PROMPT_COLUMN, choices=PROMPT_COLUMNS,
@@ -156,8 +169,9 @@ class QuerySource:
 
 def medlama_config(config: str, relations: Sequence[str] | None = None) -> tuple[str, list[str] | None]:
     """``(set, relations)`` of a MedLAMA config name: ``hard``, ``full``, or ``hard_<relation>`` /
-    ``full_<relation>`` (the folder's per-relation configs), which selects that relation."""
-    set_name, _, relation = config.partition("_")
+    ``full_<relation>`` (the folder's per-relation configs), which selects that relation; the same with ``_mc``
+    (multiple choice) gives the same set and relations."""
+    set_name, _, relation = ranking_config(config).partition("_")
     if set_name not in CONFIGS["medlama"]:
         raise MedlamaInputError(f"unknown MedLAMA config {config!r}; choose from {list(CONFIGS['medlama'])} or "
                                 "hard_<relation> / full_<relation> (e.g. hard_may_treat)")
@@ -193,8 +207,8 @@ def load_medlama_source(source: QuerySource) -> QuerySet:
         raise MedlamaInputError("MedLAMA has one split, test")
     folder = resolve_data(source)
     _check_medlama_config(folder, config)
-    return load_medlama_queries(folder, set_name, relations=relations, prompt_column=source.prompt_column,
-                                candidates=source.candidates)
+    return load_medlama_queries(folder, mc_config(set_name) if is_mc(config) else set_name, relations=relations,
+                                prompt_column=source.prompt_column, candidates=source.candidates)
 
 
 def queries_from(data=None, *, dataset: str = "medlama", config: str | None = None,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.pools import pool_record
+from medlama.probers.pools import CHOICES, choices_record, pool_record
 
 
 @dataclass(frozen=True)
@@ -33,10 +33,13 @@ class QuerySet:
     #: Rule ``relation``: each relation's own pool (``candidates`` is then their union); probers rank each
     #: relation's queries against its pool (:func:`medlama.probers.pools.pool_parts`).
     pools: dict[str, list[str]] | None = None
+    #: Rule ``choices`` (a multiple-choice config): each query's own pool, its choices (``candidates`` is then
+    #: their union); probers rank each query against its choices (:func:`medlama.probers.pools.rank_choices`).
+    choices: list[list[str]] | None = None
 
     def __post_init__(self) -> None:
         sizes = {len(self.ids), len(self.relations), len(self.texts), len(self.gold)}
-        if len(sizes) != 1:
+        if len(sizes) != 1 or (self.choices is not None and len(self.choices) != len(self.ids)):
             raise ValueError(f"query set columns differ in length: {sorted(sizes)}")
         for index, text in enumerate(self.texts):
             if text.count(MASK_PLACEHOLDER) != 1:
@@ -55,11 +58,13 @@ class QuerySet:
         return QuerySet([self.ids[i] for i in pick], [self.relations[i] for i in pick],
                         [self.texts[i] for i in pick], [self.gold[i] for i in pick], self.candidates,
                         name or self.name, {**self.info, "subset": len(pick)} if self.info else {},
-                        self.rule, self.pools)
+                        self.rule, self.pools, None if self.choices is None else [self.choices[i] for i in pick])
 
     def pool_record(self) -> dict:
         """The candidate pool as a result records it: rule, size and SHA-256 of the sorted names
         (:func:`~medlama.probers.pools.pool_record`)."""
+        if self.choices is not None:
+            return choices_record(self.ids, self.choices)
         pools = None if self.pools is None else {r: p for r, p in self.pools.items() if r in set(self.relations)}
         return pool_record(self.rule, self.candidates, pools)
 
@@ -79,4 +84,19 @@ class QuerySet:
             return self
         subset = self.subset(pick, name=f"{self.name}[first {limit} per relation]")
         return QuerySet(subset.ids, subset.relations, subset.texts, subset.gold, subset.candidates, subset.name,
-                        {**self.info, "limit_per_relation": limit} if self.info else {}, self.rule, self.pools)
+                        {**self.info, "limit_per_relation": limit} if self.info else {}, self.rule, self.pools,
+                        subset.choices)
+
+
+def choice_queries(rows, texts: list[str], gold, candidates: str, *, name: str, info: dict,
+                   relations: list[str] | None = None) -> QuerySet:
+    """The :class:`QuerySet` of multiple-choice rows (columns ``id``, ``relation``, ``choices``): each query's
+    pool is its own ``choices`` (rule ``choices``), ``candidates`` their union. A candidate rule other than the
+    default is refused: the choices are the pools."""
+    if candidates != "evaluated":
+        raise MedlamaInputError(f"{name!r} is a multiple-choice config: each query is ranked against its own "
+                                f"choices, so the candidate rule {candidates!r} does not apply; leave --candidates out")
+    choices = [list(row) for row in rows["choices"]]
+    return QuerySet(ids=list(rows["id"]), relations=relations or list(rows["relation"]), texts=texts,
+                    gold=[list(g) for g in gold], candidates=sorted({n for row in choices for n in row}), name=name,
+                    info=info, rule=CHOICES, choices=choices)

@@ -37,7 +37,7 @@ from medlama.core.batching import fit_batch, is_auto, starting_size
 from medlama.core.errors import MedlamaInputError
 from medlama.core.provenance import model_identity
 from medlama.core.settings import as_dict
-from medlama.probers.pools import pool_parts
+from medlama.probers.pools import pool_parts, rank_choices
 from medlama.probers.prober import Prober, ProberNote
 from medlama.probers.query_set import QuerySet
 from medlama.probers.ranking import PoolScores, Ranking
@@ -119,20 +119,24 @@ def plan(queries: QuerySet, *, blocks: bool, size: int | None = None) -> list[Sh
 
 def rank_rows(prober: Prober, part: QuerySet, top_k: int, layers: bool, all_scores: bool = False) -> Any:
     """The rows of ``part``'s scored ranking (:meth:`Ranking.rows <medlama.probers.ranking.Ranking.rows>`;
-    ``{layer: rows}`` for a layer sweep), every candidate's score and rank included when ``all_scores``."""
+    ``{layer: rows}`` for a layer sweep), every candidate's score and rank included when ``all_scores``; a
+    multiple-choice ``part`` has each query ranked against its own choices (:func:`rank_choices`)."""
+    if part.choices is not None:
+        ranked = rank_choices(prober, part, top_k, all_scores=all_scores, layers=layers)
+        return {layer: ranking.rows() for layer, ranking in ranked.items()} if layers else ranked.rows()
     if layers:
         ranked = prober.rank_layers_scored(part, top_k, all_scores=all_scores)
         return {layer: ranking.rows() for layer, ranking in ranked.items()}
     return prober.rank_scored(part, top_k=top_k, all_scores=all_scores).rows()
 
 
-def _items(rows: Any, layers: bool) -> list[Any]:
+def _items(rows: Any, layers: bool, own: bool = False) -> list[Any]:
     """What a resume shard keeps per query: its ranking row as JSON (:func:`_item`; ``[[layer, item], ...]``
-    for a layer sweep)."""
+    for a layer sweep); ``own``: each query has its own pool (multiple choice), kept with its scores."""
     if layers:
         count = len(next(iter(rows.values()))) if rows else 0
-        return [[[layer, _item(rows[layer][i])] for layer in rows] for i in range(count)]
-    return [_item(row) for row in rows]
+        return [[[layer, _item(rows[layer][i], own)] for layer in rows] for i in range(count)]
+    return [_item(row, own) for row in rows]
 
 
 def _from_items(items: Sequence[Any], candidates: Sequence[str] | None, layers: bool) -> Any:
@@ -146,14 +150,16 @@ def _from_items(items: Sequence[Any], candidates: Sequence[str] | None, layers: 
     return rows
 
 
-def _item(row: tuple) -> dict:
+def _item(row: tuple, own: bool = False) -> dict:
     """One query's row of a :class:`~medlama.probers.ranking.Ranking` as JSON: the pool's candidates are not
-    repeated per query (the shard's ``candidates`` hold them once)."""
+    repeated per query (the shard's ``candidates`` hold them once), unless the query has its ``own`` pool."""
     names, scores, text, gold_rank, gold_score, pool = row
     item = {"names": list(names), "scores": list(scores), "input": text, "gold_rank": gold_rank,
             "gold_score": gold_score}
     if pool is not None:
         item["pool"] = {"scores": [float(v) for v in pool.scores], "ranks": [int(v) for v in pool.ranks]}
+        if own:
+            item["pool"]["candidates"] = list(pool.candidates)
     return item
 
 
@@ -163,7 +169,7 @@ def _row(item: dict, candidates: Sequence[str] | None) -> tuple:
 
     pool = item.get("pool")
     if pool is not None:
-        pool = PoolScores(list(candidates or ()), np.asarray(pool["scores"], dtype=np.float64),
+        pool = PoolScores(list(pool.get("candidates", candidates or ())), np.asarray(pool["scores"], dtype=np.float64),
                           np.asarray(pool["ranks"], dtype=np.int64))
     return item["names"], item["scores"], item["input"], item["gold_rank"], item["gold_score"], pool
 
@@ -171,7 +177,7 @@ def _row(item: dict, candidates: Sequence[str] | None) -> tuple:
 def _candidates(rows: Any, part: QuerySet, layers: bool) -> list[str] | None:
     """The shard's pool names when its rows keep every candidate's score (else ``None``: nothing to repeat)."""
     first = (next(iter(rows.values()))[:1] if rows else []) if layers else rows[:1]
-    return list(part.candidates) if first and first[0][5] is not None else None
+    return list(part.candidates) if first and first[0][5] is not None and part.choices is None else None
 
 
 def manifest(queries: QuerySet, units: Sequence[Unit], *, top_k: int, all_scores: bool = False) -> dict:
@@ -266,7 +272,7 @@ def rank_units(queries: QuerySet, units: Sequence[Unit], store: Any = None, *, t
                 note = note or ranker.note()  # the first shard's, as a store keeps it
                 continue
             store.note(unit.label, ranker.note().record())
-            store.write(identity, _items(rows, unit.layers), seconds=seconds,
+            store.write(identity, _items(rows, unit.layers, own=shard.part.choices is not None), seconds=seconds,
                         candidates=_candidates(rows, shard.part, unit.layers))
         kept[unit.label] = (ranked, note)
         del ranker

@@ -107,6 +107,9 @@ class RetrievalProber(Prober):
                 "candidate_embeddings": getattr(self, "candidate_embeddings", None)}
 
     scores_pool = True
+    #: A multiple-choice query set is ranked in one call: the choices' union encoded once, each query scored
+    #: against its own choices.
+    ranks_choices = True
 
     @property
     def score_meaning(self) -> str:
@@ -129,6 +132,9 @@ class RetrievalProber(Prober):
                                                          role="document", loaded=getattr(self, "loaded", None))
         inputs = queries.with_mask(self.encoder.mask_token)
         texts = self.encoder.encode(inputs, self.settings_.query_max_length, progress="queries", role="query")
+        if queries.choices is not None:
+            return {layer: self._rank_choices(queries, names[layer], texts[layer], inputs, top_k, all_scores)
+                    for layer in self.encoder.layers}
         ranked = {}
         for layer in self.encoder.layers:
             indices = search(names[layer], texts[layer], top_k, self.settings_.distance)
@@ -140,6 +146,22 @@ class RetrievalProber(Prober):
 
     def rank_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False) -> Ranking:
         return self.rank_layers_scored(queries, top_k, all_scores=all_scores)[self.encoder.layers[0]]
+
+    def _rank_choices(self, queries: QuerySet, names: Any, texts: Any, inputs: list[str], top_k: int,
+                      all_scores: bool) -> Ranking:
+        """Each query against its own choices (``queries.choices``; ``names``: the vectors of
+        ``queries.candidates``): the same scores as :func:`~medlama.probers.faiss_search.score_matrix` gives
+        over a pool, ordered by score, ties in choice order."""
+        import numpy as np  # numpy only when ranking
+
+        at = {name: i for i, name in reversed(list(enumerate(queries.candidates)))}
+        rows = []
+        for q, choices in enumerate(queries.choices):
+            row = score_matrix(names[[at[name] for name in choices]], texts[q:q + 1], self.settings_.distance)[0]
+            top = [np.argsort(-row, kind="stable")[:top_k].tolist()]
+            rows += Ranking.from_pool([queries.gold[q]], choices, [row], top, inputs=[inputs[q]],
+                                      all_scores=all_scores).rows()
+        return Ranking.from_rows(rows)
 
 
 class _ScoreRows:

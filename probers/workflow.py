@@ -377,7 +377,12 @@ def print_report(outcome: ProbeOutcome, benchmark: Benchmark, ks: Sequence[int])
 
 
 def describe_pool(queries: QuerySet) -> str:
-    """``hard: 15,329 queries, 17,532 candidates (pool: evaluated)``: what the run ranks against, printed."""
+    """``hard: 15,329 queries, 17,532 candidates (pool: evaluated)``: what the run ranks against, printed; for a
+    multiple-choice set, the choices per query and the chance level (``results.json``: ``data.candidates``)."""
+    if queries.choices is not None:
+        record = queries.pool_record()
+        return (f"{queries.name}: {len(queries):,} queries, multiple choice: each ranked against its own choices "
+                f"({record['mean_choices']:.2f} per query; chance level acc@1 {100 * record['chance_level']:.2f}%)")
     return (f"{queries.name}: {len(queries):,} queries, {len(queries.candidates):,} candidates "
             f"(pool: {queries.rule})")
 

@@ -54,7 +54,8 @@ def run_medlama(args: argparse.Namespace) -> int:
     out, source = settings.out, settings.source
     check_output_place(out, reads=[source] if source else [])  # before the release is read
     build, stats = write_medlama(out, source, rule=rule, verify_checksums=settings.verify_checksums,
-                                 progress=progress_enabled())
+                                 progress=progress_enabled(), choices=settings.choices,
+                                 choices_seed=settings.choices_seed)
     report = build.report
     if args.json:
         return _print_json(out, stats, report)
@@ -64,7 +65,8 @@ def run_medlama(args: argparse.Namespace) -> int:
         [(r["relation"], r["full"], r["hard"], f"{r['answers_per_query_full']:.2f}", r["distinct_answers"],
           f"{100 * r['single_token_answers']:.1f}%", f"{100 * r['single_token_answer_occurrences']:.1f}%")
          for r in stats],
-        caption=f"written to {out} (configs 'hard' (default), 'full', per relation, candidates_*)")
+        caption=f"written to {out} (configs 'hard' (default), 'full', per relation, candidates_*, *_mc)")
+    _print_choices(build.choices_record)
     print(f"hardness scores recomputed: {len(report.score_mismatches)} differ from the release by more than 1e-6")
     for mismatch in report.score_mismatches[:20]:
         print(f"  {mismatch.id} ({mismatch.file}, row {mismatch.row}): {mismatch.score} released "
@@ -92,7 +94,8 @@ def run_biolama(args: argparse.Namespace) -> int:
     out, source = settings.out, settings.source
     check_output_place(out, reads=[source] if source else [])  # before the release is read
     build, stats = write_biolama(out, source, sources=settings.sources, sha256=settings.sha256,
-                                 verify_checksums=settings.verify_checksums, progress=progress_enabled())
+                                 verify_checksums=settings.verify_checksums, progress=progress_enabled(),
+                                 choices=settings.choices, choices_seed=settings.choices_seed)
     report = build.report
     if args.json:
         return _print_json(out, stats, report)
@@ -100,7 +103,8 @@ def run_biolama(args: argparse.Namespace) -> int:
         "BioLAMA", ["source", "relation", "train", "dev", "test", "objects/query", "answers/query", "prompt"],
         [(r["source"], r["relation"] if r["relation"] != "all" else f"all ({r['relations']})", r["train"], r["dev"],
           r["test"], f"{r['objects_per_query']:.2f}", f"{r['answers_per_query']:.2f}", r["template"]) for r in stats],
-        caption=f"written to {out} (configs 'all' (default), {', '.join(report.sources)}, <source>_<PID>)")
+        caption=f"written to {out} (configs 'all' (default), {', '.join(report.sources)}, <source>_<PID>, *_mc)")
+    _print_choices(build.choices_record)
     print(f"input: {report.verification}" + ("" if report.checksums_verified else " -- NOT verified"))
     if report.split_overlaps:
         print(f"{len(report.split_overlaps)} record(s) appear in more than one split of a relation, e.g. "
@@ -108,6 +112,13 @@ def run_biolama(args: argparse.Namespace) -> int:
     for source, relations in report.prompts_without_data.items():
         print(f"{source}: manual prompts without data (ignored): {', '.join(relations)}")
     return 0
+
+
+def _print_choices(record) -> None:
+    """The multiple-choice draw: N, the seed, and the queries that got fewer distractors (their pool too small)."""
+    print(f"multiple-choice configs (*_mc): {record.distractors} distractors per query, seed {record.seed}")
+    if record.note():
+        print(f"medlama: {record.note()}", file=sys.stderr)
 
 
 def _print_json(out: Path, stats: list[dict], report) -> int:
