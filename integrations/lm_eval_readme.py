@@ -123,3 +123,63 @@ If other tasks on this dataset are already supported:
 * [x] Have you provided a short sentence in a README on what each new variant adds / evaluates?
 * [x] Have you noted which, if any, published evaluation setups are matched by this variant?
 """
+
+
+def render_mc_readme(record: dict, exported: Sequence) -> str:
+    """The README of an exported multiple-choice config (``hard_mc``, ``full_mc``)."""
+    settings = record["settings"]
+    config, group = settings["config"], record["group"]
+    rows = "\n".join(f"| `{item.task}` | {item.queries:,} | {item.pool:,} |" for item in exported)
+    chance = record["candidates"]["chance_level"]
+    return f"""# MedLAMA ({config}, multiple choice)
+
+### Paper
+
+Title: `Rewire-then-Probe: A Contrastive Recipe for Probing Biomedical Knowledge of Pre-trained Language Models`
+
+Abstract: https://arxiv.org/abs/2110.08173
+
+MedLAMA is a biomedical knowledge probing benchmark built from UMLS triples: 19 relations, each query a cloze
+sentence about a head entity (`[X] might treat [Y] .`) whose gold answers are the names of the tail entities.
+In this multiple-choice variant each query offers its first gold answer and distractors drawn from its
+relation's candidate pool, none of them a gold answer of the query (the folder's card gives the number, the
+seed and the draw rule).
+
+Homepage: https://github.com/cambridgeltl/medlama
+
+These task files were written by `medlama export lm-eval` (medlama {record['medlama_version']}, task version
+{record['task_version']}) from {_data_line(record['data'])}, prompt column `{settings['prompt_column']}`.
+`medlama_export.json` records the export (the choices' SHA-256 under `candidates`).
+
+### Citation
+
+```
+{medlama_citation()}
+```
+
+### Groups and Tasks
+
+* `{group}`: the {len(exported)} relation tasks below, `acc` and `acc_norm` over all queries (each relation
+  weighted by its number of queries). Chance level (a uniform guess's `acc`): {100 * chance:.2f}%.
+* One `multiple_choice` task per relation, `medlama_{config}_<relation>`: the context is the query's text
+  before `[Y]`; each choice is scored as the continuation `" " + name + text after [Y]` (e.g. `" aspirin ."`),
+  the sum of its tokens' log-probabilities. `acc` is lm-eval's own (the best-scored choice is the gold), equal
+  to `medlama probe --config {config} --method causal-likelihood`'s acc@1; `acc_norm` divides each score by the
+  continuation's length in characters first (lm-eval's own normalisation, which medlama does not compute).
+
+| task | queries | choices per query |
+|---|---:|---:|
+{rows}
+
+### How to run
+
+```bash
+lm_eval --model hf --model_args pretrained=gpt2 --include_path TASKS --tasks {group}
+```
+
+### Agreement with medlama, and where it ends
+
+As for the ranking tasks: the same token ids for tokenizers that split words at spaces (GPT-2's byte-level BPE,
+SentencePiece), so the same scores, except past the model's positions, on near-ties (lm-eval sums float32
+log-probabilities, medlama float64) and with `--apply_chat_template`.
+"""

@@ -17,6 +17,8 @@ one rule of ``medlama probe``; the export's test checks that lm-eval's numbers e
   order, a name listed twice counted once at its best score (medlama's ``rank_unique``); a query scores 1 at
   k when one of its gold names is among the first k. lm-eval's own ``acc`` (argmax, one gold index) cannot
   express several gold names or k > 1, hence the task's own metric.
+* Multiple choice (``hard_mc``, ``full_mc``): ``doc_to_choices`` gives each query's own choices, cut as above;
+  the target is the document's ``label`` and the metrics lm-eval's own ``acc`` and ``acc_norm``.
 * The generation task (``process_generation``) scores the greedy answer, cut at the first stop sequence,
   by normalised match against the gold names: lower case, punctuation and the articles a/an/the removed,
   whitespace collapsed (medlama's acc@k ``normalized`` matching, as ``causal-generate`` uses it).
@@ -69,6 +71,12 @@ def doc_to_text(doc: dict) -> str:
 def doc_to_choice(doc: dict) -> list[str]:
     """Every candidate as the continuation the model scores: slot delimiter, name, text after the slot."""
     return [doc["delimiter"] + name + doc["suffix"] for name in pool(doc["config"], doc["relation"])]
+
+
+def doc_to_choices(doc: dict) -> list[str]:
+    """A multiple-choice query's choices as the continuations the model scores (slot delimiter, name, text after
+    the slot); lm-eval's ``acc`` is whether the best-scored one is ``doc["label"]``."""
+    return [doc["delimiter"] + name + doc["suffix"] for name in doc["choices"]]
 
 
 def doc_to_target(doc: dict) -> list[int]:

@@ -25,6 +25,14 @@ split words at spaces (GPT-2's byte-level BPE, SentencePiece), which the export'
 Where the two cannot agree is written in the task README: a query longer than the model's positions (lm-eval
 cuts each candidate's context on its own, medlama the query's once) and near-ties (lm-eval sums float32
 log-probabilities, medlama float64).
+
+A multiple-choice config (``--config hard_mc`` / ``full_mc``) is written as lm-eval's own ``multiple_choice``
+tasks instead: ``medlama_<config>_<relation>`` per relation, each query's choices as its ``doc_to_choice`` (cut
+as above) and ``label`` as its target, lm-eval's ``acc`` and ``acc_norm`` as metrics (no task code of
+medlama's); the group ``medlama_<config>`` reports them over all queries. Its ``acc`` is medlama's acc@1 of
+``medlama probe --config hard_mc --method causal-likelihood`` (sum reduction): the argmax of the same sums
+(a choice is never another gold answer, so the drawn gold is the only hit), ties to the first choice as both
+break them. No generation task is written for it.
 """
 
 from __future__ import annotations
@@ -42,8 +50,9 @@ from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
 from medlama.core.settings import as_dict, check, setting
 from medlama.core.atomic import atomic_directory, check_replaceable
+from medlama.datasets.choices import is_mc, ranking_config
 from medlama.datasets.folders import folder_configs
-from medlama.integrations.lm_eval_readme import render_readme
+from medlama.integrations.lm_eval_readme import render_mc_readme, render_readme
 from medlama.probers.arguments import check_relations
 from medlama.probers.benchmarks import resolve_data
 from medlama.probers.queries import QuerySource, load_medlama_queries
@@ -61,7 +70,9 @@ UTILS = Path(__file__).with_name("lm_eval_task_utils.py")
 class LmEvalExportSettings:
     """What is exported: the query set, its relations, the prompt, the generation budget."""
 
-    config: Literal["hard", "full"] = setting("hard", help="MedLAMA query set to export")
+    config: Literal["hard", "full", "hard_mc", "full_mc"] = setting(
+        "hard", help="MedLAMA query set to export (hard_mc, full_mc: the multiple-choice configs, as lm-eval "
+                     "multiple_choice tasks with acc and acc_norm)")
     relations: tuple[str, ...] | None = setting(None, help="export only these relations (none: all)",
                                                 metavar="REL")
     prompt_column: str = setting(
@@ -106,6 +117,53 @@ def _docs(queries, config: str) -> dict[str, list[dict]]:
             "id": query_id, "config": config, "relation": relation, "query": text, "context": context,
             "delimiter": delimiter, "suffix": suffix, "answers": list(gold), "target": target})
     return out
+
+
+def _mc_docs(queries, config: str) -> dict[str, list[dict]]:
+    """Per relation, the lm-eval documents of a multiple-choice query set: its choices and ``label``, the index of
+    the one choice that is a gold answer (the draw leaves no other)."""
+    out: dict[str, list[dict]] = {}
+    for query_id, relation, text, gold, choices in zip(queries.ids, queries.relations, queries.texts, queries.gold,
+                                                       queries.choices):
+        context, delimiter, suffix = _cut(text, query_id)
+        labels = [i for i, name in enumerate(choices) if name in set(gold)]
+        if len(labels) != 1:
+            raise MedlamaInputError(f"query {query_id!r}: {len(labels)} of its choices are gold answers, a "
+                                    "multiple-choice query needs exactly one; rebuild the folder with `medlama build`")
+        out.setdefault(relation, []).append({
+            "id": query_id, "config": config, "relation": relation, "query": text, "context": context,
+            "delimiter": delimiter, "suffix": suffix, "answers": list(gold), "choices": list(choices),
+            "label": labels[0]})
+    return out
+
+
+def _mc_template(config: str) -> str:
+    metrics = "".join(f"  - metric: {name}\n    aggregation: mean\n    higher_is_better: true\n"
+                      for name in ("acc", "acc_norm"))
+    return (f"# Shared by the medlama_{config}_<relation> multiple-choice tasks (written by `medlama export lm-eval`).\n"
+            "dataset_path: \"\"\n"
+            "custom_dataset: !function utils.load_docs\n"
+            "output_type: multiple_choice\n"
+            "test_split: test\n"
+            "num_fewshot: 0\n"
+            "doc_to_text: !function utils.doc_to_text\n"
+            "doc_to_choice: !function utils.doc_to_choices\n"
+            "doc_to_target: label\n"
+            "# The slot's space is part of each choice (none when the slot is glued to the text before it).\n"
+            "target_delimiter: \"\"\n"
+            f"metric_list:\n{metrics}")
+
+
+def _mc_group_yaml(config: str, tasks: Sequence[str], version_meta: str) -> str:
+    listed = "".join(f"  - {_yaml(task)}\n" for task in tasks)
+    aggregate = "".join(f"  - metric: {name}\n    aggregation: mean\n    weight_by_size: true\n"
+                        for name in ("acc", "acc_norm"))
+    return (f"group: medlama_{config}\n"
+            f"group_alias: {_yaml(f'MedLAMA {config} (multiple choice)')}\n"
+            f"task:\n{listed}"
+            "# over all queries (each relation weighted by its size)\n"
+            f"aggregate_metric_list:\n{aggregate}"
+            f"{version_meta}")
 
 
 def _stops(docs: dict[str, list[dict]]) -> list[str]:
@@ -191,8 +249,10 @@ def _check_selection(folder: Path, settings: LmEvalExportSettings) -> None:
     configs = folder_configs(folder)
     if settings.config not in configs:
         raise MedlamaInputError(f"the dataset has no config {settings.config!r}; is it a MedLAMA build?", file=folder)
-    prefix = f"{settings.config}_"
-    check_relations(settings.relations, [name[len(prefix):] for name in configs if name.startswith(prefix)],
+    mc = is_mc(settings.config)
+    prefix = f"{ranking_config(settings.config)}_"
+    check_relations(settings.relations, [ranking_config(name)[len(prefix):] for name in configs
+                                         if name.startswith(prefix) and is_mc(name) == mc and name != settings.config],
                     file=folder)
 
 
@@ -216,6 +276,8 @@ def export_lm_eval(data: str | Path | None, out: str | Path,
     check_replaceable(out, marker=MARKER, kind=KIND, reads=reads)  # before a Hub download or any reading
     folder = resolve_data(query_source)
     _check_selection(folder.path, settings)  # from the card alone, before any data file is read
+    if is_mc(settings.config):
+        return _export_choices(folder, out, settings, reads)
     queries = load_medlama_queries(folder, settings.config, relations=settings.relations,
                                    prompt_column=settings.prompt_column, candidates="relation")
     config = settings.config
@@ -248,5 +310,37 @@ def export_lm_eval(data: str | Path | None, out: str | Path,
         (staging / f"medlama_{config}_gen.yaml").write_text(
             _gen_yaml(config, relations, _stops(docs), settings.max_gen_toks, version_meta), encoding="utf-8")
         (staging / "README.md").write_text(render_readme(record, exported), encoding="utf-8")
+        (staging / MARKER).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return record
+
+
+def _export_choices(folder, out: str | Path, settings: LmEvalExportSettings, reads: list) -> dict:
+    """:func:`export_lm_eval` of a multiple-choice config: lm-eval ``multiple_choice`` tasks (``acc``,
+    ``acc_norm``), one per relation, and their group."""
+    queries = load_medlama_queries(folder, settings.config, relations=settings.relations,
+                                   prompt_column=settings.prompt_column)
+    config = settings.config
+    docs = _mc_docs(queries, config)
+    exported = [RelationExport(r, f"medlama_{config}_{r}", len(rows), max(len(doc["choices"]) for doc in rows))
+                for r, rows in docs.items()]
+    version_meta = f"metadata:\n  version: {TASK_VERSION}\n"
+    record = {
+        "format": "lm-eval", "task_version": TASK_VERSION, "medlama_version": version("medlama"),
+        "settings": as_dict(settings), "data": {**queries.info}, "candidates": queries.pool_record(),
+        "group": f"medlama_{config}", "generation_task": None, "tasks": [vars(item) for item in exported],
+        "loglikelihood_requests": sum(len(row) for row in queries.choices),
+    }
+    with atomic_directory(out, marker=MARKER, kind=KIND, reads=reads) as staging:
+        (staging / "data" / config).mkdir(parents=True)
+        for item in exported:
+            rows = "".join(json.dumps(doc, ensure_ascii=False) + "\n" for doc in docs[item.relation])
+            (staging / "data" / config / f"{item.relation}.jsonl").write_text(rows, encoding="utf-8")
+            (staging / f"{item.task}.yaml").write_text(
+                _relation_yaml(config, item.relation, item.task, version_meta), encoding="utf-8")
+        shutil.copyfile(UTILS, staging / "utils.py")
+        (staging / f"_medlama_{config}_template_yaml").write_text(_mc_template(config), encoding="utf-8")
+        (staging / f"medlama_{config}.yaml").write_text(
+            _mc_group_yaml(config, [item.task for item in exported], version_meta), encoding="utf-8")
+        (staging / "README.md").write_text(render_mc_readme(record, exported), encoding="utf-8")
         (staging / MARKER).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return record

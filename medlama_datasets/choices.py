@@ -21,6 +21,7 @@ counts such queries (``short``), the card and ``build_info.json`` record the cou
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -201,4 +202,4 @@ def mc_features(features):
 
 def chance_level(choices: Sequence[Sequence[str]]) -> float:
     """The expected acc@1 of a uniform guess: the mean of ``1 / len(choices)`` over the queries."""
-    return sum(1 / len(row) for row in choices) / len(choices) if choices else 0.0
+    return math.fsum(1 / len(row) for row in choices) / len(choices) if choices else 0.0

@@ -42,8 +42,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(record, indent=2, ensure_ascii=False))
         return 0
     tasks = record["tasks"]
-    print(f"wrote {len(tasks)} ranking task(s), the group {record['group']} and {record['generation_task']} to "
-          f"{args.out} ({sum(t['queries'] for t in tasks):,} queries, {record['loglikelihood_requests']:,} "
-          "log-likelihood requests for the whole group)")
+    what = (f"the group {record['group']} and {record['generation_task']}" if record["generation_task"] else
+            f"the group {record['group']} (multiple choice, chance level "
+            f"{100 * record['candidates']['chance_level']:.2f}%)")
+    print(f"wrote {len(tasks)} ranking task(s), {what} to {args.out} ({sum(t['queries'] for t in tasks):,} queries, "
+          f"{record['loglikelihood_requests']:,} log-likelihood requests for the whole group)")
     print(f"run: lm_eval --model hf --model_args pretrained=MODEL --include_path {args.out} --tasks {record['group']}")
     return 0
