@@ -137,23 +137,6 @@ def _mc_docs(queries, config: str) -> dict[str, list[dict]]:
     return out
 
 
-def _mc_template(config: str) -> str:
-    metrics = "".join(f"  - metric: {name}\n    aggregation: mean\n    higher_is_better: true\n"
-                      for name in ("acc", "acc_norm"))
-    return (f"# Shared by the medlama_{config}_<relation> multiple-choice tasks (written by `medlama export lm-eval`).\n"
-            "dataset_path: \"\"\n"
-            "custom_dataset: !function utils.load_docs\n"
-            "output_type: multiple_choice\n"
-            "test_split: test\n"
-            "num_fewshot: 0\n"
-            "doc_to_text: !function utils.doc_to_text\n"
-            "doc_to_choice: !function utils.doc_to_choices\n"
-            "doc_to_target: label\n"
-            "# The slot's space is part of each choice (none when the slot is glued to the text before it).\n"
-            "target_delimiter: \"\"\n"
-            f"metric_list:\n{metrics}")
-
-
 def _mc_group_yaml(config: str, tasks: Sequence[str], version_meta: str) -> str:
     listed = "".join(f"  - {_yaml(task)}\n" for task in tasks)
     aggregate = "".join(f"  - metric: {name}\n    aggregation: mean\n    weight_by_size: true\n"
@@ -178,9 +161,14 @@ def _yaml(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _template(config: str) -> str:
-    metrics = "".join(f"  - metric: \"{name}\"\n    aggregation: mean\n    higher_is_better: true\n"
-                      for name in ("acc@1", "acc@10", "acc@1_macro", "acc@10_macro"))
+def _template(config: str, multiple_choice: bool = False) -> str:
+    """The YAML every relation task of ``config`` includes: medlama's acc@k over the relation's pool, or (a
+    ``multiple_choice`` config) each query's own choices and ``label``, scored by lm-eval's ``acc``/``acc_norm``."""
+    names = ("acc", "acc_norm") if multiple_choice else ("acc@1", "acc@10", "acc@1_macro", "acc@10_macro")
+    metrics = "".join(f"  - metric: \"{name}\"\n    aggregation: mean\n    higher_is_better: true\n" for name in names)
+    choices, target, results = (("doc_to_choices", "label", "") if multiple_choice else
+                                ("doc_to_choice", "!function utils.doc_to_target",
+                                 "process_results: !function utils.process_results\n"))
     return (f"# Shared by the medlama_{config}_<relation> tasks (written by `medlama export lm-eval`).\n"
             "dataset_path: \"\"\n"
             "custom_dataset: !function utils.load_docs\n"
@@ -188,11 +176,11 @@ def _template(config: str) -> str:
             "test_split: test\n"
             "num_fewshot: 0\n"
             "doc_to_text: !function utils.doc_to_text\n"
-            "doc_to_choice: !function utils.doc_to_choice\n"
-            "doc_to_target: !function utils.doc_to_target\n"
+            f"doc_to_choice: !function utils.{choices}\n"
+            f"doc_to_target: {target}\n"
             "# The slot's space is part of each choice (none when the slot is glued to the text before it).\n"
             "target_delimiter: \"\"\n"
-            "process_results: !function utils.process_results\n"
+            f"{results}"
             f"metric_list:\n{metrics}")
 
 
@@ -338,7 +326,7 @@ def _export_choices(folder, out: str | Path, settings: LmEvalExportSettings, rea
             (staging / f"{item.task}.yaml").write_text(
                 _relation_yaml(config, item.relation, item.task, version_meta), encoding="utf-8")
         shutil.copyfile(UTILS, staging / "utils.py")
-        (staging / f"_medlama_{config}_template_yaml").write_text(_mc_template(config), encoding="utf-8")
+        (staging / f"_medlama_{config}_template_yaml").write_text(_template(config, True), encoding="utf-8")
         (staging / f"medlama_{config}.yaml").write_text(
             _mc_group_yaml(config, [item.task for item in exported], version_meta), encoding="utf-8")
         (staging / "README.md").write_text(render_mc_readme(record, exported), encoding="utf-8")

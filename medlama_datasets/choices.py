@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -73,15 +74,12 @@ def normalized(text: str) -> str:
 
 
 def _normalizer() -> Callable[[str], str]:
-    import sys
+    if not _NORMALIZE:
+        # the metric module's own normalisation (one rule for matching and for exclusion): evaluate loads when
+        # choices are drawn, not when medlama.datasets.choices is imported
+        from medlama.metrics import load
 
-    # the metric module's own normalisation (one rule for matching and for exclusion); loaded once, when drawn
-    from medlama.metrics import load
-
-    if _NORMALIZE:
-        return _NORMALIZE[0]
-    module = sys.modules[type(load("acc_at_k")).__module__]
-    _NORMALIZE.append(module.normalize_answer)
+        _NORMALIZE.append(sys.modules[type(load("acc_at_k")).__module__].normalize_answer)
     return _NORMALIZE[0]
 
 

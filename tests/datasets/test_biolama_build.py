@@ -141,8 +141,9 @@ def test_card_statistics_configs_and_report(built, archive_sha):
     readme = (out / "README.md").read_text()
     meta = yaml.safe_load(readme.split("---")[1])
     configs = {c["config_name"]: c for c in meta["configs"]}
-    assert set(configs) == {"all", "ctd", "umls", "wikidata", "ctd_CD1", "ctd_CG1", "umls_UR44", "umls_UR116",
-                            "wikidata_P2175", "wikidata_P780"}
+    ranking = {"all", "ctd", "umls", "wikidata", "ctd_CD1", "ctd_CG1", "umls_UR44", "umls_UR116", "wikidata_P2175",
+               "wikidata_P780"}
+    assert set(configs) == ranking | {f"{name}_mc" for name in ranking}  # and each as multiple choice
     assert [name for name, c in configs.items() if c.get("default")] == ["all"]
     # each file named after its content, and named by the card (never a glob)
     assert [(f["split"], re.sub(r"-[0-9a-f]{8}\.parquet$", ".parquet", f["path"]))

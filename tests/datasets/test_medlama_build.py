@@ -117,7 +117,7 @@ def test_card_generated_from_template_with_statistics(medlama_build):
     assert "| **all** | 19,000 | 15,329 |" in readme
     meta = yaml.safe_load(readme.split("---")[1])
     configs = {config["config_name"]: config for config in meta["configs"]}
-    assert len(configs) == 2 * (2 + 2 * 19)  # full, hard, per relation; and a candidate config for each
+    assert len(configs) == 3 * (2 + 2 * 19)  # full, hard, per relation; a candidate and a multiple-choice config each
     assert [name for name, config in configs.items() if config.get("default")] == ["hard"]
     # Every file is named after its content and the card names each one, never a glob (README: loading).
     [entry] = configs["hard_may_treat"]["data_files"]
@@ -191,7 +191,8 @@ def test_relation_without_hard_rows(medlama_source, tmp_path, capsys):
     assert (row["full"], row["hard"]) == (3, 0)
     meta = yaml.safe_load((out / "README.md").read_text().split("---")[1])
     with_rows = {"full", "hard"} | {f"{s}_{rel}" for s in ("full", "hard") for rel in RELATIONS} - {f"hard_{empty}"}
-    assert {config["config_name"] for config in meta["configs"]} == with_rows | {f"candidates_{c}" for c in with_rows}
+    assert {config["config_name"] for config in meta["configs"]} == \
+        with_rows | {f"candidates_{c}" for c in with_rows} | {f"{c}_mc" for c in with_rows}
     assert sorted(re.sub(r"-[0-9a-f]{8}\.parquet$", "", p.name) for p in (out / "data" / "hard").iterdir()) == sorted(
         rel for rel in RELATIONS if rel != empty)  # what is declared is written, and only that
     for set_name in ("full", "hard"):
