@@ -42,10 +42,11 @@ def test_medlama_folder_choices(medlama_dir):
         assert len(row["choices"]) == 10 == len(set(row["choices"]))
         assert sum(normalized(name) in answers for name in row["choices"]) == 1, row["id"]
         if row["relation"] in ("may_treat", "occurs_after"):  # redrawn from the recorded seed and the pool
-            pool = pools.setdefault(row["relation"], load_dataset(
-                str(medlama_dir), f"candidates_hard_{row['relation']}")["test"]["name"])
-            assert draw_choices(row["id"], row["answer_names"][0], row["answer_names"], pool, info["distractors"],
-                                info["seed"]) == (row["choices"], row["label"])
+            if row["relation"] not in pools:
+                pools[row["relation"]] = list(load_dataset(str(medlama_dir),
+                                                           f"candidates_hard_{row['relation']}")["test"]["name"])
+            assert draw_choices(row["id"], row["answer_names"][0], row["answer_names"], pools[row["relation"]],
+                                info["distractors"], info["seed"]) == (row["choices"], row["label"])
     assert set(pools) == {"may_treat", "occurs_after"}
     one = load_dataset(str(medlama_dir), "full_may_treat_mc")["test"]
     full = load_dataset(str(medlama_dir), "full_mc")["test"]
