@@ -187,7 +187,10 @@ def _check_medlama_config(folder: DataFolder, config: str) -> None:
     """An unknown per-relation config: say which query configs the folder has."""
     configs = [name for name in folder_configs(folder.path) if not name.startswith("candidates_")]
     if config not in configs:
-        raise MedlamaInputError(f"unknown MedLAMA config {config!r}; this dataset has {configs}", file=folder.path)
+        ranking = [name for name in configs if not is_mc(name)]
+        also = " (each also as multiple choice, <config>_mc)" if len(ranking) < len(configs) else ""
+        raise MedlamaInputError(f"unknown MedLAMA config {config!r}; this dataset has {ranking}{also}",
+                                file=folder.path)
 
 
 def load_queries(source: QuerySource) -> QuerySet:

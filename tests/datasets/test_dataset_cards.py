@@ -55,7 +55,7 @@ def check_gated(card: DatasetCard) -> None:
 def test_medlama_card(medlama_dir, tmp_path):
     card = check_card(medlama_dir, "2110.08173", "medlama")
     assert "https://aclanthology.org/2022.acl-long.329" in card.text
-    assert len(card.data.dataset_info) == 80  # hard, full, 19 relations each, and their candidate sets
+    assert len(card.data.dataset_info) == 120  # hard, full, 19 relations each, their candidate sets and _mc configs
     check_gated(card)
     push_dataset(medlama_dir, "someone/medlama-umls", dry_run=tmp_path / "dry")
     pushed = DatasetCard.load(tmp_path / "dry" / "medlama-umls" / "README.md")
