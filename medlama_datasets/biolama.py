@@ -39,7 +39,7 @@ import datasets
 
 from medlama.core.checksums import sha256_of
 from medlama.datasets.choices import DEFAULT_CHOICES, DEFAULT_SEED, ChoicesRecord, check_choices, is_mc, mc_config, \
-    mc_features, ranking_config, with_biolama_choices
+    mc_dataset, mc_features, ranking_config, with_biolama_choices
 from medlama.datasets.downloads import builder_cache, check_sha256, discard, download, download_config
 from medlama.datasets.export import prepare_fresh
 from medlama.datasets.prompts import fill_prompt
@@ -133,8 +133,8 @@ class BiolamaBuild:
         if split not in SPLITS:
             raise MedlamaInputError(f"unknown split {split!r}; choose from {list(SPLITS)}")
         if is_mc(config) and self.choice_rows is not None:
-            return Dataset.from_list([row for part in self._parts(ranking_config(config))
-                                      for row in self.choice_rows[part][split]], features=mc_features(features()))
+            return mc_dataset([row for part in self._parts(ranking_config(config))
+                               for row in self.choice_rows[part][split]], features())
         parts = self._parts(config)
         return Dataset.from_list([row for part in parts for row in self.rows[part][split]], features=features())
 

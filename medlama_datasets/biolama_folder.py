@@ -23,8 +23,7 @@ from medlama.core.atomic import claim_directory
 import os
 from medlama.core.cache import cache_root
 from medlama.datasets.records import has_choices, has_record
-from medlama.datasets.choices import mc_config, mc_features
-from datasets import Dataset
+from medlama.datasets.choices import mc_config, mc_dataset
 from medlama.datasets.card import CHOICES_MARKER, choices_paragraph
 
 #: The command that writes (and alone may replace) a BioLAMA folder: its ownership record.
@@ -91,8 +90,7 @@ def _write_biolama(out_dir: str | Path, source: str | Path | None, **options) ->
         ranges = relation_ranges([relation_config(s, r) for s, r in zip(data["source"], data["relation"])])
         for config in build.relation_configs():
             tables[relation_file(config, split)] = data.select(ranges.get(config, range(0)))
-            tables[relation_file(config, split, True)] = Dataset.from_list(build.choice_rows[config][split],
-                                                                           features=mc_features(features()))
+            tables[relation_file(config, split, True)] = mc_dataset(build.choice_rows[config][split], features())
     info = {"dataset": "biolama", "report": asdict(build.report), "statistics": stats,
             "choices": build.choices_record.as_dict()}
     write_folder(out_dir, tables, layout, lambda folder, configs: render_biolama_card(build, configs, stats, folder),

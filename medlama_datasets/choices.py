@@ -134,41 +134,28 @@ class ChoicesRecord:
                 f"too few names that are not gold answers ({parts}); they keep every eligible name")
 
 
-def with_choices(rows: Sequence[dict], *, pool_of: Callable[[dict], Sequence[tuple[str, str]]],
-                 gold_of: Callable[[dict], str],
-                 answers_of: Callable[[dict], Sequence[str]], count: int, seed: int, record: ChoicesRecord | None = None,
-                 config: str = "") -> list[dict]:
-    """``rows`` with ``choices`` and ``label`` added (new dicts), each drawn by :func:`draw_choices` from the pool
-    ``pool_of`` gives (:func:`keyed`); queries given fewer than ``count`` distractors are counted in
-    ``record.short[config]``."""
-    out = []
-    short = 0
-    examples: list[str] = []
-    for row in rows:
-        choices, label = _draw(row["id"], gold_of(row), answers_of(row), pool_of(row), count, seed)
-        if len(choices) - 1 < count:
-            short += 1
-            if len(examples) < 5:
-                examples.append(row["id"])
-        out.append({**row, "choices": choices, "label": label})
-    if record is not None and config:
-        record.short[config] = record.short.get(config, 0) + short
-        if examples:
-            record.short_examples.setdefault(config, []).extend(examples[:5 - len(record.short_examples.get(config, []))])
-    return out
-
-
 def by_pool(rows: Sequence[dict], *, group_of: Callable[[dict], str], names_of: Callable[[dict], Iterable[str]],
             gold_of: Callable[[dict], str], answers_of: Callable[[dict], Sequence[str]], count: int, seed: int,
             record: ChoicesRecord | None = None, config: str = "") -> list[dict]:
-    """``rows`` with their choices drawn (:func:`with_choices`), each from the pool of its group (its relation):
-    the distinct names ``names_of`` gives over the group's rows, as the ranking configs' pools are made."""
+    """``rows`` with ``choices`` and ``label`` added (new dicts), each drawn by :func:`draw_choices` from the pool of
+    its group (its relation): the distinct names ``names_of`` gives over the group's rows, as the ranking configs'
+    pools are made. Queries given fewer than ``count`` distractors are counted in ``record.short[config]`` (the
+    first five ids in ``record.short_examples[config]``)."""
     pools: dict[str, set[str]] = {}
     for row in rows:
         pools.setdefault(group_of(row), set()).update(names_of(row))
     keyed_pools = {group: keyed(names) for group, names in pools.items()}
-    return with_choices(rows, pool_of=lambda row: keyed_pools[group_of(row)], gold_of=gold_of, answers_of=answers_of,
-                        count=count, seed=seed, record=record, config=config)
+    out, short = [], []
+    for row in rows:
+        choices, label = _draw(row["id"], gold_of(row), answers_of(row), keyed_pools[group_of(row)], count, seed)
+        if len(choices) - 1 < count:
+            short.append(row["id"])
+        out.append({**row, "choices": choices, "label": label})
+    if record is not None and config:
+        record.short[config] = len(short)
+        if short:
+            record.short_examples[config] = short[:5]
+    return out
 
 
 def with_medlama_choices(rows: Sequence[dict], count: int, seed: int, record: ChoicesRecord | None = None,
@@ -196,6 +183,16 @@ def mc_features(features):
     from datasets import Features, List, Value  # datasets only when a schema is made
 
     return Features({**features, "choices": List(Value("string")), "label": Value("int32")})
+
+
+def mc_dataset(rows: Sequence[dict], features):
+    """``rows`` (with their choices) as a ``datasets.Dataset`` of a multiple-choice config whose ranking config
+    has ``features``; no rows give an empty one of the same schema."""
+    from datasets import Dataset  # datasets only when a table is made
+
+    schema = mc_features(features)
+    return Dataset.from_list(list(rows), features=schema) if rows else \
+        Dataset.from_dict({name: [] for name in schema}, features=schema)
 
 
 def chance_level(choices: Sequence[Sequence[str]]) -> float:

@@ -37,7 +37,7 @@ from pathlib import Path
 import datasets
 
 from medlama.datasets.choices import DEFAULT_CHOICES, DEFAULT_SEED, ChoicesRecord, check_choices, is_mc, mc_config, \
-    mc_features, ranking_config, with_medlama_choices
+    mc_dataset, mc_features, ranking_config, with_medlama_choices
 from medlama.datasets.downloads import builder_cache, download_config, fetch_verified
 from medlama.datasets.export import input_errors_unwrapped, prepare_fresh
 from medlama.datasets.hardness import HardnessRule, avg_match, avg_rouge_l, split_answers
@@ -432,8 +432,8 @@ def build_medlama(source: str | Path | None = None, *, rule: HardnessRule = Hard
     for set_name, rows in (("full", full), ("hard", hard)):
         candidates[set_name] = candidate_names(rows)
     record = ChoicesRecord(distractors=choices, seed=choices_seed)
-    drawn = datasets.DatasetDict({mc_config(name): datasets.Dataset.from_list(with_medlama_choices(
-        rows.to_list(), choices, choices_seed, record, mc_config(name)), features=mc_features(features()))
+    drawn = datasets.DatasetDict({mc_config(name): mc_dataset(with_medlama_choices(
+        rows.to_list(), choices, choices_seed, record, mc_config(name)), features())
         for name, rows in (("full", full), ("hard", hard))})
     return MedlamaBuild(datasets=datasets.DatasetDict({"full": full, "hard": hard}), candidates=candidates,
                         report=report, choices=drawn, choices_record=record)

@@ -495,7 +495,7 @@ def test_cli_token_from_environment_never_shown(biolama_public_dir, tmp_path, mo
     assert main(["push-dataset", str(biolama_public_dir), "someone/biolama"]) == 0
     assert main(["push-metric", "acc_at_k", "someone/acc_at_k", "--private"]) == 0
     captured = capsys.readouterr()
-    assert "uploaded 14 files" in captured.out and "uploaded 4 files" in captured.out
+    assert "uploaded 26 files" in captured.out and "uploaded 4 files" in captured.out  # 12 ranking and 12 _mc files
     assert [api.token for api in FakeApi.instances] == [SECRET, SECRET]
     assert SECRET not in captured.out + captured.err
     for api in FakeApi.instances:
