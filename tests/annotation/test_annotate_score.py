@@ -114,6 +114,16 @@ def test_three_raters_alpha_and_the_formats_read_alike(made):
              write_label_studio(root, root / "sheet", "carol", RATINGS["carol"])]
     for file, name in zip(files, ("alice", "bob", "carol")):
         assert read_ratings(file, sheet).ratings == RATINGS[name]
+    # Label Studio's JSON-MIN export: each task's data with the chosen level beside it
+    full = json.loads(files[2].read_text())
+    minimal = root / "carol-min.json"
+    minimal.write_text(json.dumps([{**task["data"], "id": task["id"], "rating": task["annotations"][0]["result"][0][
+        "value"]["choices"][0]} for task in full]))
+    assert read_ratings(minimal, sheet).ratings == RATINGS["carol"]
+    full[0]["annotations"].append(full[0]["annotations"][0])
+    (root / "two.json").write_text(json.dumps(full))
+    with pytest.raises(MedlamaInputError, match="task 1 holds 2 annotations of one task; export one file per rater"):
+        read_ratings(root / "two.json", sheet)
     record = score_sheet(runs, root / "sheet", files)
     pairs = list(RATINGS["alice"])
     expected = krippendorff.alpha(reliability_data=[[RATINGS[r][p] for p in pairs] for r in ("alice", "bob", "carol")],
