@@ -118,8 +118,8 @@ def export_sheet(folders: Sequence[str | Path], out: str | Path, settings: Expor
                          "per_relation": dict(sorted(Counter(q.relation for q in sheet.queries).items()))},
             "runs": [input_record(run) for run in runs],
             "queries": sheet.to_json(),
-            "provenance": provenance(settings={k: list(v) if isinstance(v, tuple) else v
-                                               for k, v in asdict(settings).items()}, argv=argv),
+            "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(settings).items()},
+            "provenance": provenance(argv=argv),
         }
         with staged_directory(out, marker=MANIFEST, kind=KIND) as staging:
             atomic_write_text(staging / PAGE, page_html(sheet, f"Rate the predictions ({sheet.id[:12]})"))

@@ -33,7 +33,7 @@ from medlama.annotation.ratings import RaterRatings, read_ratings
 from medlama.annotation.sheet import LEVELS, Sheet, read_manifest
 from medlama.core.errors import MedlamaInputError
 from medlama.core.intervals import bootstrap_mean_ci
-from medlama.core.provenance import provenance
+from medlama.core.provenance import package_versions, provenance
 from medlama.core.settings import check, setting
 from medlama.metrics import load as load_metric
 from medlama.probers.compare.comparison import CompareSettings, input_record
@@ -221,7 +221,10 @@ def score_sheet(folders: Sequence[str | Path], sheet_folder: str | Path, ratings
                    "acc": "share of the top-k prediction slots (queries x k) holding a correct answer, as the paper's "
                           "section 5.3 counts acc@10 (13/150)",
                    "acc_queries": "share of queries with a correct answer in their top k (medlama probe's acc@k)",
-                   "test": "McNemar's exact test of the discordant predictions (acc) or queries (acc_queries)"},
+                   "test": "McNemar's exact test of the discordant predictions (acc) or queries (acc_queries)",
+                   "agreement": {"kappa": "sklearn.metrics.cohen_kappa_score(weights='quadratic')",
+                                 "alpha": "krippendorff.alpha(level_of_measurement='ordinal')",
+                                 "versions": package_versions(("scikit-learn", "krippendorff"))}},
         "inputs": {"runs": [input_record(run) for run in runs], "ratings": [rater.record() for rater in raters]},
         "provenance": provenance(argv=argv),
     }

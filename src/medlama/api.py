@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from medlama.annotation import ExportSettings, ScoreSettings, export_sheet, score_sheet
 from medlama.core.errors import MedlamaInputError
 from medlama.core.models import LoadOptions, resolve_model
 from medlama.core.progress import showing
@@ -32,7 +33,7 @@ from medlama.trainers.cloze import check_corpus_files
 from medlama.trainers.config import QUICK_PRESET, RewireConfig
 from medlama.ucm_eval.evaluation import UcmModels, UcmRun, UcmSettings, run as run_ucm
 
-__all__ = ["compare", "load_medlama", "mteb_task", "probe", "rewire", "ucm"]
+__all__ = ["annotate_export", "annotate_score", "compare", "load_medlama", "mteb_task", "probe", "rewire", "ucm"]
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -221,6 +222,23 @@ def compare(*runs: str | Path, **settings: Any) -> dict:
     pool are refused, and so are hits edited by hand. ``settings``: fields of CompareSettings (``resamples``,
     ``seed``, ``level``)."""
     return compare_folders(runs, settings_from(CompareSettings, settings))
+
+
+def annotate_export(*runs: str | Path, out: str | Path, **settings: Any) -> dict:
+    """``medlama annotate export RUN ... --out OUT``: a blind rating sheet of the runs' top-k predictions for
+    experts (``annotate.html``, ``sheet.csv``, Label Studio tasks and config, ``manifest.json``); returns the
+    manifest. ``settings``: fields of ExportSettings (``queries``, ``seed``, ``k``, ``relations``, ``overwrite``)."""
+    return export_sheet(runs, out, settings_from(ExportSettings, settings))
+
+
+def annotate_score(*runs: str | Path, sheet: str | Path, ratings: Sequence[str | Path], threshold: int = 5,
+                   **intervals: Any) -> dict:
+    """``medlama annotate score RUN ... --sheet SHEET RATINGS... --json``'s record: per run and rater Figure 8's
+    confusion matrix, acc@k under UMLS and expert answers (rated >= ``threshold``) with paired intervals and
+    McNemar's test, and the raters' agreement. ``intervals``: fields of CompareSettings (``resamples``, ``seed``,
+    ``level``)."""
+    return score_sheet(runs, sheet, ratings, ScoreSettings(threshold=threshold),
+                       settings_from(CompareSettings, intervals))
 
 
 def mteb_task(data: Any = None, config: str = "hard", relations: Sequence[str] | str | None = None, *,

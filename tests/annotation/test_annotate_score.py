@@ -11,8 +11,9 @@ import krippendorff
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
+import medlama
 from annotation_runs import MARKUP, RATINGS, write_runs
-from medlama.annotation import ExportSettings, ScoreSettings, export_sheet, score_sheet
+from medlama.annotation import ExportSettings, export_sheet, score_sheet
 from medlama.annotation.ratings import read_ratings
 from medlama.annotation.sheet import read_manifest
 from medlama.cli import main
@@ -102,7 +103,7 @@ def test_hand_counted_confusion_acc_and_agreement(made):
     assert record["agreement"]["kappa"] == pytest.approx(expected) and record["agreement"]["value"] == record[
         "agreement"]["kappa"]
     # a lower threshold counts level 4 too
-    lower = score_sheet(runs[:1], root / "sheet", files[:1], ScoreSettings(threshold=4))
+    lower = medlama.annotate_score(runs[0], sheet=root / "sheet", ratings=files[:1], threshold=4)  # the Python API
     assert lower["runs"]["base"]["alice"]["acc"]["expert"]["3"] == pytest.approx(100 * 2 / 6)
     assert lower["agreement"]["value"] is None
 
