@@ -40,12 +40,17 @@ def _answers(title: str, entries: list[dict], out: TextIO) -> None:
               f"rated {entry['rating']}", file=out)
 
 
-def render(record: dict, out: TextIO = sys.stdout) -> None:
-    """The tables of ``record`` (:func:`medlama.annotation.scoring.score_sheet`)."""
+def render(record: dict, out: TextIO | None = None) -> None:
+    """The tables of ``record`` (:func:`medlama.annotation.scoring.score_sheet`); names and notes to ``out``
+    (default: standard output)."""
+    out = out or sys.stdout
+    # rich loads when the tables print, not when the CLI parses its flags
+    from rich.markup import escape
+
     threshold, levels = record["threshold"], [str(level) for level in sorted(LEVELS)]
     for label, by_rater in record["runs"].items():
         for rater, entry in by_rater.items():
-            where = f"run {label}, rater {rater}"
+            where = escape(f"run {label}, rater {rater}")  # a name's [brackets] are text, not rich markup
             print_table(f"{where}: UMLS gold x level (Figure 8)", ["", *levels, "all"],
                         [[name.replace("_", " "), *(entry["confusion"][name][lv] for lv in levels),
                           sum(entry["confusion"][name].values())] for name in ("gold", "not_gold")],

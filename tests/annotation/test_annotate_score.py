@@ -187,3 +187,12 @@ def test_the_cli_refuses_with_one_line(made, capsys):
     assert len(err) == 1 and err[0].startswith("medlama: error:") and "'pain' is rated 0" in err[0]
     assert main(["annotate", "score", str(runs[0]), "--sheet", str(root / "sheet")]) == 2
     assert "one ratings file per rater" in capsys.readouterr().err
+
+
+def test_the_tables_show_names_as_written(made, capsys):
+    root, runs, sheet = made
+    file = write_page_json(root, sheet, "odd", RATINGS["alice"])
+    file.write_text(file.read_text().replace('"rater": "odd"', '"rater": "[/] [bold]Dr"'))
+    assert main(["annotate", "score", str(runs[0]), "--sheet", str(root / "sheet"), str(file)]) == 0
+    out = capsys.readouterr().out
+    assert "rater [/] [bold]Dr" in out and f"{MARKUP!r}, rank 2, rated 3" in out
