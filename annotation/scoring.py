@@ -178,9 +178,13 @@ def agreement(raters: Sequence[RaterRatings], sheet: Sheet) -> dict:
 
 def _check_runs(runs: Sequence[Run], manifest: dict, sheet_folder: Path) -> None:
     """Each run must be one the sheet was made from, its files unchanged since (their SHA-256)."""
-    made_from = {entry.get("label"): entry for entry in manifest.get("runs") or []}
+    entries = [entry for entry in manifest.get("runs") or [] if isinstance(entry, dict)]
+    made_from = {entry.get("label"): entry for entry in entries}
     for run in runs:
-        entry = made_from.get(run.label)
+        # by its label, or (a label prefixed by its folder's name when exported beside a namesake) its own
+        # label and folder's name
+        entry = made_from.get(run.label) or next((e for e in entries if (e.get("run"), e.get("folder")) == (
+            run.record.get("label"), run.folder.resolve().name)), None)
         if entry is None:
             raise MedlamaInputError(f"run {run.label!r} ({run.folder}) is not one the sheet was made from (its runs: "
                                     f"{', '.join(map(str, made_from)) or 'none'})", file=sheet_folder)

@@ -196,3 +196,17 @@ def test_the_tables_show_names_as_written(made, capsys):
     assert main(["annotate", "score", str(runs[0]), "--sheet", str(root / "sheet"), str(file)]) == 0
     out = capsys.readouterr().out
     assert "rater [/] [bold]Dr" in out and f"{MARKUP!r}, rank 2, rated 3" in out
+
+
+def test_a_run_exported_beside_a_namesake_is_found_alone(tmp_path):
+    from annotation_runs import write_run
+
+    runs = [write_run(tmp_path / "x", "base"), write_run(tmp_path / "y", "base")]
+    manifest = export_sheet(runs, tmp_path / "sheet", ExportSettings(queries=2, k=3))
+    assert [entry["label"] for entry in manifest["runs"]] == ["x/base", "y/base"]
+    sheet, _ = read_manifest(tmp_path / "sheet")
+    file = write_page_json(tmp_path, sheet, "alice", {pair: RATINGS["alice"][pair] for pair in RATINGS["alice"]
+                                                      if any(p == pair[1] for q in sheet.queries for p in q.predictions
+                                                             if q.id == pair[0])})
+    record = score_sheet(runs[1:], tmp_path / "sheet", [file])
+    assert list(record["runs"]) == ["base"] and record["inputs"]["runs"][0]["folder"] == "y"
