@@ -327,13 +327,20 @@ def hard_set(source: Path, per_relation: int | None, pool: int | None):
 
 def retrieval_part(args, device) -> list[Row]:
     from medlama.core.defaults import default_model_path
+    from medlama.probers.query_set import QuerySet
     from medlama.probers.registry import make_prober
 
     queries = hard_set(args.source, 1 if args.small else None, args.candidates if args.small else None)
     prober = make_prober("retrieval", default_model_path(), {"batch_size": args.retrieval_batch_size},
                          device=str(device))
     encoder = prober.encoder
-    encoder.encode(queries.texts[:8], 50)  # warm-up
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)  # the encoder takes every core on a CPU; --threads wins
+    warm = QuerySet(queries.ids[:1], queries.relations[:1], queries.texts[:1], queries.gold[:1],
+                    queries.candidates[:16], "warm-up")
+    prober.rank_scored(warm)  # warm-up: the encoder, and faiss's import
     dtype = {"float16": "fp16", "bfloat16": "bf16"}.get(str(encoder.model.dtype).split(".")[-1], "fp32")
     counter = FlopCounter()
     counter.body(encoder.model, encoder.model.config, causal=False)
