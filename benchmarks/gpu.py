@@ -376,12 +376,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--device", default=None, help="default: cuda when there is one, else cpu")
     parser.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default=None,
                         help="the model parts' weights (default: bf16 on a GPU, fp32 on a CPU)")
-    parser.add_argument("--queries", type=int, default=None, help="queries of the model parts (default 64; small 4)")
+    parser.add_argument("--queries", type=int, default=None, help="queries of the model parts (default 32; small 4)")
     parser.add_argument("--candidates", type=int, default=None,
                         help="candidate names of the model parts (default 1000; small 40; small retrieval: the "
                              "hard set's first N names and the gold answers of its first query per relation)")
     parser.add_argument("--batch-size", type=int, default=None,
-                        help="rows per forward pass of the model parts (default 512; small 64)")
+                        help="rows per forward pass of the model parts, at most (default 2048; small 64; "
+                             "the probers cap it so a pass's log-probabilities stay within 256 MB)")
     parser.add_argument("--retrieval-batch-size", type=int, default=128, help="texts per encoder pass (default: "
                                                                                "the retrieval prober's, 128)")
     parser.add_argument("--source", type=Path, default=None,
@@ -419,9 +420,9 @@ def main(argv: list[str] | None = None) -> int:
     gpu = device.type == "cuda"
     args.small = (not gpu) if args.small is None else args.small
     dtype = args.dtype or ("bf16" if gpu else "fp32")
-    args.queries = args.queries or (4 if args.small else 64)
+    args.queries = args.queries or (4 if args.small else 32)
     args.candidates = args.candidates or (40 if args.small else 1000)
-    args.batch_size = args.batch_size or (64 if args.small else 512)
+    args.batch_size = args.batch_size or (64 if args.small else 2048)
     name = torch.cuda.get_device_name(device) if gpu else f"CPU ({torch.get_num_threads()} torch threads)"
     peaks = {d: peak_for(device, d, args.peak_tflops) for d in ("bf16", "fp16", "fp32")}
     print(f"device {name}; torch {torch.__version__}; peak assumed (dense TFLOP/s): "

@@ -156,3 +156,20 @@ def test_probe_masked_likelihood_end_to_end(tiny_mlm, medlama_tiny, tmp_path):
     assert exit_.value.code == 2
     # a flag of masked-likelihood given to another method is refused
     assert main(["probe", *flags, "--method", "mask-average", "--pll", "original", "--out", str(tmp_path / "y")]) == 2
+
+
+def test_a_tokenizer_without_word_boundaries_is_refused_for_within_word_l2r_only(tiny_mlm):
+    prober = make_prober("masked-likelihood", tiny_mlm, device="cpu")
+    fast = prober.lm.tokenizer
+
+    class NoWords:
+        """A tokenizer that gives token ids but no words (no word_ids, no WordPiece '##' pieces)."""
+
+        def __call__(self, *args, **kwargs):
+            return dict(fast(*args, **kwargs))
+
+    prober.lm.tokenizer = NoWords()
+    with pytest.raises(MedlamaInputError, match="gives no word boundaries .* use pll 'original'"):
+        prober.scorer.statements([TEXTS[0].replace("[Y]", "aspirin")])
+    prober.scorer.variant = "original"
+    assert prober.scorer.statements([TEXTS[0].replace("[Y]", "aspirin")]).scored.sum() > 0
