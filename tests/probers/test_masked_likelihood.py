@@ -1,9 +1,10 @@
 """``masked-likelihood``: the PLL of each filled-in statement, checked against a direct computation (one masked
 copy per scored token, run through the full model one at a time, log-probabilities summed in float64) on a
-tiny BERT, for both variants and both reductions: every score, the top-k and the gold's rank. Word
-boundaries of a slow WordPiece tokenizer give the same scores as the fast tokenizer's ``word_ids``. End to
-end, ``medlama probe --method masked-likelihood`` records ``pll`` and ``reduction`` and logs scores and
-the gold's rank; a causal LM or a bad query is refused."""
+tiny BERT, for both variants and both reductions: every score, the top-k and the gold's rank; and against
+BEAR's library, lm-pub-quiz. Word boundaries of a slow WordPiece tokenizer give the same scores as the fast
+tokenizer's ``word_ids``. End to end, ``medlama probe --method masked-likelihood`` records ``pll`` and
+``reduction`` and logs scores and the gold's rank; a causal LM, an empty pool or a statement too long for
+the model is refused."""
 
 from __future__ import annotations
 
@@ -92,6 +93,22 @@ def test_scores_topk_and_gold_rank_equal_a_direct_pll(tiny_mlm, queries, expecte
         assert ranking.gold_scores[q] == pytest.approx(row[order[rank - 1]], abs=2e-4)
     settings = prober.settings()
     assert (settings["method"], settings["pll"], settings["reduction"]) == ("masked-likelihood", variant, reduction)
+
+
+@pytest.mark.parametrize("variant", ["within-word-l2r", "original"])
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_scores_equal_lm_pub_quiz(tiny_mlm, queries, variant, reduction):
+    """BEAR's own library (lm-pub-quiz's MaskedLMEvaluator, its pll_metric of the same name) scores every
+    statement as masked-likelihood does."""
+    from lm_pub_quiz import Evaluator
+
+    evaluator = Evaluator.from_model(str(tiny_mlm), model_type="MLM", pll_metric=variant.replace("-", "_"),
+                                     device="cpu", capitalize=False)
+    theirs = [evaluator.evaluate_instance(template=text, answers=NAMES, reduction=reduction, batch_size=5)
+              for text in TEXTS]
+    ours = make_prober("masked-likelihood", tiny_mlm, {"pll": variant, "reduction": reduction},
+                       device="cpu").scores(queries)
+    np.testing.assert_allclose(ours, np.array(theirs, dtype=np.float64), rtol=0, atol=1e-4)
 
 
 def test_the_variants_differ_where_a_word_has_several_pieces(expected, tiny_mlm):
