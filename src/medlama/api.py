@@ -113,11 +113,12 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     * ``config``: ``hard`` (default), ``full`` or a per-relation config such as ``hard_may_treat`` (BioLAMA:
       ``all``, ``ctd``, ...); ``relations``: a subset (a list of names, or one name).
     * ``method``: any of medlama.probers.registry.METHODS, as ``medlama probe --method`` spells it:
-      ``retrieval`` (default; encoders), ``mask-average`` and ``mask-predict`` (masked LMs), ``generative``
-      (seq2seq LMs such as T5), ``causal-likelihood``, ``causal-constrained`` and ``causal-generate``
-      (decoder-only causal LMs: exact ranking, fast constrained ranking, free text). ``preset``: the
-      method's named settings (retrieval: ``reference`` by default, ``cosine``, or ``sentence-transformers``:
-      ``SentenceTransformer.encode`` with cosine, as sentence-transformers' retrieval evaluator);
+      ``retrieval`` (default; encoders), ``mask-average``, ``mask-predict`` and ``masked-likelihood`` (masked
+      LMs), ``generative`` (seq2seq LMs such as T5), ``causal-likelihood``, ``causal-constrained`` and
+      ``causal-generate`` (decoder-only causal LMs: exact ranking, fast constrained ranking, free text).
+      ``preset``: the method's named settings (retrieval: ``reference`` by default, ``cosine``, or
+      ``sentence-transformers``: ``SentenceTransformer.encode`` with cosine, as sentence-transformers' retrieval
+      evaluator);
       ``settings``: fields that replace the preset's (e.g. ``{"pooling": "mean"}``) or the method's settings
       dataclass.
     * ``limit``: probe only the first ``limit`` queries of each relation (the candidates stay the whole set's).
@@ -131,7 +132,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       ``medlama probe``'s table.
     * ``log_all_scores``: keep every candidate's score (``result.ranking.pools``; ``result.save(folder)``
       writes them to ``scores.parquet``), as ``medlama probe --log-all-scores``; only methods that score the
-      whole pool (retrieval, mask-average, causal-likelihood) can.
+      whole pool (retrieval, mask-average, masked-likelihood, causal-likelihood) can.
     * ``revision``: the revision of a Hub model to load (``result.settings["revision"]``: the commit loaded;
       refused for a local folder); ``peft``: a LoRA adapter applied to ``model``, its base (needs
       ``medlama[peft]``); ``trust_remote_code``: run a model repository's own code (off unless given). As
