@@ -331,7 +331,8 @@ def retrieval_part(args, device) -> list[Row]:
     from medlama.probers.registry import make_prober
 
     queries = hard_set(args.source, 1 if args.small else None, args.candidates if args.small else None)
-    prober = make_prober("retrieval", default_model_path(), {"batch_size": args.retrieval_batch_size},
+    encoder_path = args.encoder or default_model_path()
+    prober = make_prober("retrieval", str(encoder_path), {"batch_size": args.retrieval_batch_size},
                          device=str(device))
     encoder = prober.encoder
     if args.threads:
@@ -346,7 +347,8 @@ def retrieval_part(args, device) -> list[Row]:
     counter.body(encoder.model, encoder.model.config, causal=False)
     seconds = timed(device, lambda: prober.rank_scored(queries, top_k=10))
     counter.close()
-    return [Row("retrieval", "all-MiniLM-L6-v2 (bundled)", "retrieval reference", parameters(encoder.model), dtype,
+    label = "all-MiniLM-L6-v2 (bundled)" if args.encoder is None else f"{Path(args.encoder).name} (--encoder)"
+    return [Row("retrieval", label, "retrieval reference", parameters(encoder.model), dtype,
                 str(device), len(queries), len(queries.candidates), seconds, counter.tokens, counter.flops,
                 peak_for(device, dtype, args.peak_tflops))]
 
@@ -383,6 +385,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=None,
                         help="rows per forward pass of the model parts, at most (default 2048; small 64; "
                              "the probers cap it so a pass's log-probabilities stay within 256 MB)")
+    parser.add_argument("--encoder", type=Path, help="the retrieval part's encoder folder (default: the bundled "
+                        "all-MiniLM-L6-v2; on a machine without its package, the same architecture with random "
+                        "weights times the same: speed does not depend on the weights)")
     parser.add_argument("--retrieval-batch-size", type=int, default=128, help="texts per encoder pass (default: "
                                                                                "the retrieval prober's, 128)")
     parser.add_argument("--source", type=Path, default=None,
