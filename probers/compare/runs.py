@@ -44,7 +44,8 @@ DATA_IDENTITY = ("sha256", "fingerprint")
 @dataclass
 class Run:
     """One compared run: its ``label``, the ``folder`` it came from, its ``results.json`` entry (``record``)
-    and its per-query ``ids``, ``relations``, ``gold`` and ``hits`` (``{k: bool array}``), in file order."""
+    and its per-query ``ids``, ``relations``, ``gold`` and ``hits`` (``{k: bool array}``), in file order;
+    ``rows``: its ``predictions.jsonl`` rows as read (the top predictions, scores, input and gold rank too)."""
 
     label: str
     folder: Path
@@ -53,6 +54,7 @@ class Run:
     relations: list[str] = field(default_factory=list)
     gold: list[list[str]] = field(default_factory=list)
     hits: dict[int, np.ndarray] = field(default_factory=dict)
+    rows: list[dict] = field(default_factory=list, repr=False)
 
     @property
     def data(self) -> dict:
@@ -120,6 +122,7 @@ def _fill(run: Run, rows: list[tuple[int, dict]], file: Path) -> None:
         run.relations.append(str(row["relation"]))
         run.gold.append(sorted(map(str, row["gold"])))
     run.hits = {k: np.array([bool(row[f"hit@{k}"]) for _, row in rows]) for k in run.ks}
+    run.rows = [row for _, row in rows]
     if len(set(run.ids)) != len(run.ids):
         repeated = next(i for i in run.ids if run.ids.count(i) > 1)
         raise MedlamaInputError(f"run {run.label!r}: query {repeated!r} appears more than once", file=file)
@@ -172,8 +175,9 @@ def _check_unchanged(folder: Path) -> None:
                                     file=path)
 
 
-def load_runs(folders: Sequence[str | Path]) -> list[Run]:
-    """Every run of ``folders`` (each a ``probe`` or ``recipe`` output), in the order given, labelled uniquely."""
+def load_runs(folders: Sequence[str | Path], *, minimum: int = 2) -> list[Run]:
+    """Every run of ``folders`` (each a ``probe`` or ``recipe`` output), in the order given, labelled uniquely;
+    fewer than ``minimum`` runs (a comparison needs two) is an error."""
     runs: list[Run] = []
     seen: set[Path] = set()
     for folder in map(Path, folders):
@@ -190,7 +194,7 @@ def load_runs(folders: Sequence[str | Path]) -> list[Run]:
             _fill(run, rows[label], folder / PREDICTIONS_FILE)
             runs.append(run)
         _check_unchanged(folder)
-    if len(runs) < 2:
+    if len(runs) < minimum:
         raise MedlamaInputError(f"{len(runs)} run in {', '.join(map(str, folders))}: a comparison needs two or more")
     plain = [run.label for run in runs]
     for run in runs:
