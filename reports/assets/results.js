@@ -95,19 +95,23 @@
       const first = runs[0].per_relation[k];
       relations.sort((a, b) => first[b].value - first[a].value);
     }
-    const bar = 12, gap = 10, labelWidth = 250, plotWidth = 620, top = 24;
+    const longest = Math.max(...relations.map((r) => r.length));
+    const bar = 12, gap = 10, labelWidth = Math.min(380, 16 + 6.6 * longest), plotWidth = 620, top = 24;
     const groupHeight = runs.length * bar + gap, height = top + relations.length * groupHeight + 8;
     let high = 0;
     runs.forEach((run) => relations.forEach((r) => {
       const e = run.per_relation[k][r];
       high = Math.max(high, e.interval ? e.interval[1] : e.value);
     }));
-    const scale = Math.min(1, Math.max(0.1, Math.ceil(high * 10) / 10));
+    // a round axis: the smallest step giving at most 6 ticks, the axis ending at the first tick past the data
+    const step = [0.01, 0.02, 0.05, 0.1, 0.2, 0.25].find((s) => Math.ceil(Math.max(high, 0.01) / s) <= 6) || 0.25;
+    const ticks = Math.max(1, Math.ceil(Math.min(1, Math.max(high, 0.01)) / step - 1e-9));
+    const scale = Math.min(1, ticks * step);
     const x = (v) => labelWidth + plotWidth * v / scale;
     const root = svg("svg", {viewBox: "0 0 " + (labelWidth + plotWidth + 20) + " " + height, role: "img",
                             "aria-label": "acc@" + k + " per relation"});
-    for (let t = 0; t <= 5; t++) {
-      const v = scale * t / 5;
+    for (let t = 0; t <= ticks; t++) {
+      const v = Math.min(1, t * step);
       root.appendChild(svg("line", {x1: x(v), x2: x(v), y1: top - 4, y2: height - 8, class: "grid"}));
       root.appendChild(svg("text", {x: x(v), y: top - 8, class: "tick", "text-anchor": "middle"},
                            (100 * v).toFixed(0) + "%"));
