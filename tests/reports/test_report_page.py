@@ -15,7 +15,9 @@ import pytest
 from probe_outputs import predictions  # tests/helpers (pytest pythonpath)
 from report_runs import MARKUP_NAMES, written_runs  # tests/helpers
 
+import medlama
 from medlama.cli import main
+from medlama.core.errors import MedlamaInputError
 from medlama.core.html_page import DATA_ID, embed_json, self_contained_page
 from medlama.probers.compare import CompareSettings, compare_runs, load_runs
 from medlama.reports import ReportSettings, report_record
@@ -110,3 +112,15 @@ def test_runs_of_other_queries_are_refused(runs, tmp_path, capsys):
     other = written_runs(tmp_path / "other", specs=(("fewer", 0.5, 4),), per_relation=5)[0]
     assert main(["report", str(runs[0]), str(other), "--out", str(tmp_path / "p.html")]) == 2
     assert "differ in their queries" in capsys.readouterr().err and not (tmp_path / "p.html").exists()
+
+
+def test_python_api_writes_the_same_page(runs, tmp_path):
+    page = medlama.report(*runs, out=tmp_path / "api.html", top=3, resamples=100, title="two <runs>")
+    data = json.loads(DATA.search(page.read_text(encoding="utf-8")).group(1))
+    assert data["title"] == "two <runs>" and data["top"] == 3 and data["method"]["settings"]["resamples"] == 100
+    assert "<title>two &lt;runs&gt;</title>" in page.read_text(encoding="utf-8")
+    with pytest.raises(MedlamaInputError, match="resample"):
+        medlama.report(*runs, out=tmp_path / "bad.html", resample=100)
+    with pytest.raises(MedlamaInputError, match="top"):
+        medlama.report(*runs, out=tmp_path / "bad.html", top=11)
+    assert not (tmp_path / "bad.html").exists()
