@@ -39,9 +39,10 @@ def make_runs(root: Path, runs: int, queries: int, relations: int = 19, pool: in
     words = [f"{a}{b}" for a in ("cardio", "neuro", "hepato", "osteo", "derma", "gastro", "nephro", "pulmo")
              for b in ("pathy", "itis", "oma", "plasia", "genesis", "sclerosis", "trophy", "algia", "cyte", "gen")]
     names = sorted({" ".join(rng.choice(words, size=rng.integers(2, 7))) + f" {i}" for i in range(pool)})
+    pick = np.asarray(names, dtype=object)  # choose from an array: a list would be copied at every draw
     relation_names = [f"relation_{j:02d}_has_some_long_name" for j in range(relations)]
     rel = [relation_names[i % relations] for i in range(queries)]
-    gold = [[str(g) for g in rng.choice(names, size=1 + i % 3, replace=False)] for i in range(queries)]
+    gold = [[str(g) for g in pick[rng.choice(len(names), size=1 + i % 3, replace=False)]] for i in range(queries)]
     texts = [f"{' '.join(rng.choice(words, size=4))} is associated with [Y] ." for _ in range(queries)]
     query_set = QuerySet([f"q{i:05d}" for i in range(queries)], rel, texts, gold, names, "hard",
                          {"dataset": "medlama", "config": "hard", "relations": "all", "fingerprint": "bench"})
@@ -49,7 +50,7 @@ def make_runs(root: Path, runs: int, queries: int, relations: int = 19, pool: in
     for r in range(runs):
         predictions, scores = [], []
         for answers in gold:
-            top = [str(n) for n in rng.choice(names, size=10, replace=False)]
+            top = [str(n) for n in pick[rng.choice(len(names), size=10, replace=False)]]
             if rng.random() < 0.1 + 0.1 * r:
                 top[int(rng.integers(0, 10))] = answers[0]
             predictions.append(top)

@@ -24,7 +24,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path, help="output folders of medlama probe or recipe")
     parser.add_argument("--png", type=Path, default=REPO / "docs" / "report.png")
-    parser.add_argument("--height", type=int, default=2300, help="pixels of the page kept, from the top")
+    parser.add_argument("--height", type=int, default=2400, help="pixels of the page kept, from the top")
     args = parser.parse_args()
 
     from browser import start_chromium
@@ -32,7 +32,7 @@ def main() -> None:
     from medlama.reports import ReportSettings, write_report
 
     with tempfile.TemporaryDirectory() as tmp:
-        page = write_report(args.runs, ReportSettings(out=Path(tmp) / "report.html", top=5))
+        page = write_report(args.runs, ReportSettings(out=Path(tmp) / "report.html"))
         driver = start_chromium(Path(tmp), size=f"1300,{args.height}")
         try:
             driver.get(page.as_uri())

@@ -27,7 +27,7 @@ BODY = """<header>
 <section id="chart-section">
 <h2>acc@k per relation</h2>
 <div class="controls"><label>k <select id="chart-k"></select></label>
-<label>order <select id="chart-order"><option value="name">by name</option><option value="value">by the first run's acc</option></select></label></div>
+<label>order <select id="chart-order"><option value="name">by name</option><option value="value">by acc, highest first</option></select></label></div>
 <div id="chart-legend" class="legend"></div>
 <div id="chart"></div>
 <p id="chart-caption" class="caption"></p>

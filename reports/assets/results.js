@@ -91,9 +91,9 @@
     const k = chartK.value, chart = document.getElementById("chart");
     clear(chart);
     let relations = data.relations.slice();
-    if (chartOrder.value === "value") {
-      const first = runs[0].per_relation[k];
-      relations.sort((a, b) => first[b].value - first[a].value);
+    if (chartOrder.value === "value") {  // highest mean acc over the runs first; ties by name
+      const mean = (r) => runs.reduce((sum, run) => sum + run.per_relation[k][r].value, 0) / runs.length;
+      relations.sort((a, b) => mean(b) - mean(a) || (a < b ? -1 : 1));
     }
     const longest = Math.max(...relations.map((r) => r.length));
     const bar = 12, gap = 10, labelWidth = Math.min(380, 16 + 6.6 * longest), plotWidth = 620, top = 24;
