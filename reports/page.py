@@ -38,6 +38,7 @@ BODY = """<header>
 <label>relation <select id="filter-relation"><option value="">all relations</option></select></label>
 <label>hit/miss at k <select id="filter-k"></select></label>
 <span id="filter-runs"></span>
+<label id="across-label">across runs <select id="filter-across"><option value="">any</option><option value="some-hit">hit by at least one</option><option value="some-miss">missed by at least one</option><option value="all-hit">hit by all</option><option value="all-miss">missed by all</option><option value="disagree">the runs disagree</option></select></label>
 <label class="grow">search <input id="search" type="search" placeholder="query, id, gold answer or prediction" autocomplete="off"></label>
 <label>per page <select id="page-size"><option>10</option><option selected>25</option><option>50</option><option>100</option></select></label>
 </div>

@@ -15,6 +15,7 @@ reads and the record it computes (:mod:`medlama.probers.compare`): nothing is sc
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,7 +28,8 @@ from medlama.probers.outputs import PREDICTIONS_FILE
 
 
 def _score(value: Any) -> float | None:
-    return None if value is None else float(f"{float(value):.6g}")
+    """A score to 6 significant digits; ``None`` for none or one that is not finite (JSON has no such number)."""
+    return None if value is None or not math.isfinite(float(value)) else float(f"{float(value):.6g}")
 
 
 def _checked_row(run: Run, row: dict, top: int) -> tuple[list[str], list[float | None] | None, int | None]:

@@ -161,6 +161,15 @@
     return select;
   });
 
+  const across = document.getElementById("filter-across");
+  if (runs.length < 2) document.getElementById("across-label").remove();
+  function acrossRuns(how, q, k) {  // the "across runs" filter: hits of every run at k, taken together
+    let hits = 0;
+    for (const run of runs) if (run.hits[k].charCodeAt(q) === 49) hits++;
+    return how === "some-hit" ? hits > 0 : how === "some-miss" ? hits < runs.length : how === "all-hit" ?
+      hits === runs.length : how === "all-miss" ? hits === 0 : hits > 0 && hits < runs.length;
+  }
+
   let haystack = null;  // lower-cased text of each query, made on the first search
   function searchText(q) {
     const parts = [Q.id[q], Q.input ? Q.input[q] || "" : ""];
@@ -189,6 +198,7 @@
         const hit = runs[i].hits[k].charCodeAt(q) === 49;
         keep = wanted[i] === "hit" ? hit : !hit;
       }
+      if (keep && across.value && !acrossRuns(across.value, q, k)) keep = false;
       if (keep && term && haystack[q].indexOf(term) < 0) keep = false;
       if (keep) shown.push(q);
     }
@@ -271,7 +281,7 @@
   }
   ["prev", "prev-bottom"].forEach((id) => document.getElementById(id).addEventListener("click", turn(-1)));
   ["next", "next-bottom"].forEach((id) => document.getElementById(id).addEventListener("click", turn(1)));
-  [fRelation, fK, ...runFilters].forEach((s) => s.addEventListener("change", applyFilters));
+  [fRelation, fK, across, ...runFilters].forEach((s) => s.addEventListener("change", applyFilters));
   pageSize.addEventListener("change", () => { page = 0; drawQueries(); });
   let pending = null;
   search.addEventListener("input", () => {

@@ -104,6 +104,14 @@ def test_report_page_filters_searches_and_shows_text_as_text(browser, tmp_path):
     Select(selects[0]).select_by_value("")
     Select(selects[1]).select_by_value("")
 
+    # hit or miss in either run: the runs disagree, and missed by at least one
+    for how, keep in (("the runs disagree", lambda a, b: a != b), ("missed by at least one", lambda a, b: not (a and b))):
+        _select(browser, "filter-across", how)
+        wanted = [qid for qid in order if keep(rows["base"][qid]["hit@1"], rows["better"][qid]["hit@1"])]
+        _check_cards(cards := _shown(browser, len(wanted)), rows)
+        assert [card["id"] for card in cards] == wanted
+    _select(browser, "filter-across", "any")
+
     # a search, case-insensitive, over the id, input, gold answers and every run's predictions
     browser.find_element("id", "search").send_keys("ONERROR")
     term = "onerror"
