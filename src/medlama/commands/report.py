@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
+from medlama.commands.compare import add_compared_runs
 from medlama.commands.flags import add_settings_flags, given_settings, plain_text
 from medlama.core.settings import settings_from
 from medlama.probers.compare import CompareSettings
@@ -30,10 +30,8 @@ def register(subparsers) -> None:
         "report", help="one self-contained HTML page of probe runs: leaderboard with intervals, acc@k per "
                        "relation, and a browser of every query's predictions side by side",
         description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN",
-                        help="output folders of `medlama probe` or `medlama recipe`; the first run is the baseline")
     add_settings_flags(parser, ReportSettings)
-    add_settings_flags(parser, CompareSettings, title="intervals")
+    add_compared_runs(parser)
     parser.set_defaults(func=run)
 
 
