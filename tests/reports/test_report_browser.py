@@ -131,3 +131,9 @@ def test_report_page_filters_searches_and_shows_text_as_text(browser, tmp_path):
                                   "document.querySelectorAll('#queries script, #queries img, #queries b, "
                                   "#queries i').length === 0")
     assert browser.execute_script("return document.querySelectorAll('script').length") == 2  # data and code
+
+    # and the page's policy stands behind that: markup that reached the page some other way runs no handler
+    browser.execute_script("document.addEventListener('securitypolicyviolation', () => { window.__refused = true; });"
+                           "document.body.insertAdjacentHTML('beforeend', '<img src=\"x\" onerror=\"window.__ran = 1\">');")
+    wait_for(browser, lambda d: d.execute_script("return window.__refused === true"))
+    assert browser.execute_script("return window.__ran === undefined")
