@@ -1,13 +1,15 @@
-"""Self-contained HTML pages that treat their data as data: the pages medlama writes (one file, no network,
-opened from ``file://``) carry their data as JSON in a ``<script type="application/json">`` element and render
-it from their own script with ``textContent``, never as markup.
+"""Self-contained HTML pages that carry their data as JSON: a page opens from ``file://`` with no network, and a
+name holding markup (``<script>``, quotes, ``</script>``) is data, never code.
 
-* :func:`embed_json`: the JSON text of a value, safe inside that element: ``<``, ``>`` and ``&`` are written
-  as ``\\u003c``, ``\\u003e``, ``\\u0026`` (so no ``</script>`` or ``<!--`` in the data can end the element or
-  open a comment), and U+2028/U+2029 escaped too; ``JSON.parse`` of the element's text gives the value back.
-* :func:`self_contained_page`: the whole document: its style, its one script and its data, under a
-  Content-Security-Policy that lets only that script and that style run (by their SHA-256) and fetches
-  nothing (``default-src 'none'``): even markup that reached the page some other way would run nothing.
+* :func:`json_script`: ``data`` as a ``<script type="application/json">`` element. The JSON is made safe for
+  the inside of a script element by escaping ``<``, ``>`` and ``&`` (so no ``</script>`` or ``<!--`` can end or
+  change the element) and U+2028/U+2029 as ``\\uXXXX``; ``JSON.parse`` reads the same values back. The page's
+  own script reads it with ``JSON.parse(document.getElementById(id).textContent)`` and must put names on the
+  page as text (``textContent``, ``createTextNode``), never as HTML.
+* :func:`html_page`: the whole document: a title (escaped), a style sheet, a body, the data element and the
+  page's script, under a Content-Security-Policy that fetches nothing (``default-src 'none'``) and lets only
+  the page's own script and style sheet run, named by their SHA-256 (:func:`csp_source`): markup that reached
+  the page some other way (an inline handler, another script element) would run nothing.
 """
 
 from __future__ import annotations
@@ -18,17 +20,20 @@ import html
 import json
 from typing import Any
 
-#: The id of the data element: the page's script reads ``document.getElementById(DATA_ID).textContent``.
-DATA_ID = "page-data"
-
-_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+#: What JSON may hold that would change the meaning of the script element around it.
+_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
 
-def embed_json(value: Any) -> str:
-    """``value`` as JSON text that can stand inside ``<script type="application/json">`` as it is (module
-    docstring). NaN and infinities are refused (JSON has none; the page would fail to parse them)."""
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    return "".join(_ESCAPES.get(char, char) for char in text) if any(c in text for c in _ESCAPES) else text
+def json_for_script(data: Any) -> str:
+    """``data`` as JSON text that is safe inside a ``<script>`` element (module docstring)."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return "".join(_UNSAFE.get(char, char) for char in text)
+
+
+def json_script(data: Any, element_id: str) -> str:
+    """``<script type="application/json" id="element_id">...</script>`` holding ``data``."""
+    return (f'<script type="application/json" id="{html.escape(element_id, quote=True)}">'
+            f"{json_for_script(data)}</script>")
 
 
 def csp_source(text: str) -> str:
@@ -36,30 +41,18 @@ def csp_source(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
 
 
-def self_contained_page(*, title: str, style: str, script: str, body: str, data: Any, lang: str = "en") -> str:
-    """One HTML document: ``body`` (the page's fixed markup, written by medlama, never data), ``data`` embedded
-    as JSON (:func:`embed_json`, in the element with id :data:`DATA_ID`), ``style`` and ``script`` inline and
-    allowed by hash alone; nothing is fetched. ``title`` is escaped."""
-    for name, text, tag in (("style", style, "</style"), ("script", script, "</script")):
-        if tag in text.lower():
-            raise ValueError(f"the page's {name} holds {tag}, which would end its element early")
-    policy = "; ".join((
-        "default-src 'none'", f"script-src {csp_source(script)}", f"style-src {csp_source(style)}",
-        "base-uri 'none'", "form-action 'none'"))
-    return "\n".join((
-        "<!DOCTYPE html>",
-        f'<html lang="{html.escape(lang)}">',
-        "<head>",
-        '<meta charset="utf-8">',
-        f'<meta http-equiv="Content-Security-Policy" content="{html.escape(policy)}">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{html.escape(title)}</title>",
-        f"<style>{style}</style>",
-        "</head>",
-        "<body>",
-        body,
-        f'<script type="application/json" id="{DATA_ID}">{embed_json(data)}</script>',
-        f"<script>{script}</script>",
-        "</body>",
-        "</html>",
-        ""))
+def html_page(*, title: str, style: str, body: str, data: Any, data_id: str, script: str) -> str:
+    """A complete self-contained HTML document: ``title`` (text), ``style`` (CSS), ``body`` (the page's own
+    markup, trusted), ``data`` (JSON in the element ``data_id``) and ``script`` (the page's JavaScript, run
+    after the data element). Neither ``style`` nor ``script`` may hold ``</``, which would end its element."""
+    for name, code in (("style", style), ("script", script)):
+        if "</" in code:
+            raise ValueError(f"the page's {name} holds '</', which would end its element early")
+    style, script = f"\n{style}\n", f"\n{script}\n"  # the elements' exact content, as hashed for the policy
+    policy = (f"default-src 'none'; style-src {csp_source(style)}; script-src {csp_source(script)}; "
+              "img-src data:; base-uri 'none'; form-action 'none'")
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{policy}\">\n"
+            f"<title>{html.escape(title)}</title>\n<style>{style}</style>\n</head>\n<body>\n{body}\n"
+            f"{json_script(data, data_id)}\n<script>{script}</script>\n</body>\n</html>\n")

@@ -35,13 +35,12 @@ from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_log_probs
-from medlama.core.models import (finish_loading, load_tokenizer, loading_weights, pick_device, pretrained_kwargs,
-                                 quiet_transformers, read_config, resolve_model)
+from medlama.core.models import (DTYPES, finish_loading, load_tokenizer, loading_weights, pick_device,
+                                 pretrained_kwargs, quiet_transformers, read_config, resolve_model, torch_dtype)
 from medlama.probers.mlm import MAX_LOGPROB_ELEMENTS
 from medlama.probers.prober import check_settings
 from medlama.core.settings import setting
 
-DTYPES = ("fp32", "bf16", "fp16")
 #: A word every tokenizer splits off on its own: names and suffixes are tokenised after it, as in context.
 ANCHOR = "a"
 #: The user turn when ``chat_template`` is on; the assistant's reply starts with the query's prefix.
@@ -75,12 +74,6 @@ def _log_softmax(logits):
     import torch  # torch only when a model runs
 
     return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(-1)
-
-
-def _torch_dtype(name: str):
-    import torch  # torch only when a model runs
-
-    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
 
 
 def check_causal_config(config, path: str, method: str) -> None:
@@ -124,7 +117,7 @@ def load_causal_lm(model_path: str | Path, method: str, *, dtype: str = "fp32", 
         raise MedlamaInputError(f"unknown dtype {dtype!r}; choose from {list(DTYPES)}")
     config = read_config(path)
     check_causal_config(config, path, method)
-    kwargs = {"dtype": _torch_dtype(dtype), "output_loading_info": True, **pretrained_kwargs()}
+    kwargs = {"dtype": torch_dtype(dtype), "output_loading_info": True, **pretrained_kwargs()}
     if device_map is not None:
         if device_map != "auto":
             raise MedlamaInputError(f"unknown device map {device_map!r}; the only choice is 'auto'")

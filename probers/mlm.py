@@ -50,7 +50,8 @@ def load_masked_lm(model_path: str | Path):
 
     path = resolve_model(model_path)
     config = read_config(path)
-    need = "mask predict and mask average need a masked language model (BERT style) with its MLM head"
+    need = ("mask predict, mask average and masked likelihood need a masked language model (BERT style) with "
+            "its MLM head")
     if getattr(config, "is_encoder_decoder", False):
         raise MedlamaInputError(f"{config.model_type!r} is a sequence-to-sequence model; {need} "
                                 "(use --method generative for BART/T5 models)", file=path)

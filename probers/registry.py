@@ -19,6 +19,7 @@ from medlama.probers.generative import GenerativeProber, GenerativeSettings
 from medlama.probers.mask_average import MaskAverageProber, MaskAverageSettings
 from medlama.probers.mask_predict import PRESETS as MASK_PREDICT_PRESETS
 from medlama.probers.mask_predict import MaskPredictProber, MaskPredictSettings
+from medlama.probers.masked_likelihood import MaskedLikelihoodProber, MaskedLikelihoodSettings
 from medlama.probers.retrieval import PRESETS as RETRIEVAL_PRESETS
 from medlama.probers.retrieval import RetrievalProber, RetrievalSettings
 from medlama.core.settings import settings_from
@@ -37,6 +38,8 @@ METHODS: dict[str, Method] = {
     "retrieval": Method(RetrievalProber, RetrievalSettings, RETRIEVAL_PRESETS),
     "mask-average": Method(MaskAverageProber, MaskAverageSettings, {}),
     "mask-predict": Method(MaskPredictProber, MaskPredictSettings, MASK_PREDICT_PRESETS),
+    # masked LMs scored as causal-likelihood scores causal LMs: the (pseudo-)log-likelihood of the statement
+    "masked-likelihood": Method(MaskedLikelihoodProber, MaskedLikelihoodSettings, {}),
     "generative": Method(GenerativeProber, GenerativeSettings, {}),
     # decoder-only causal LMs (GPT-2, BioGPT, Llama family): exact ranking, fast ranking, free text
     "causal-likelihood": Method(CausalLikelihoodProber, LikelihoodSettings, {}),

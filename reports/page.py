@@ -1,6 +1,6 @@
 """The results page's document (:func:`render_page`): its fixed markup (below), its style and script (the
 package's ``assets/results.css`` and ``assets/results.js``), and its data embedded as JSON
-(:func:`medlama.core.html_page.self_contained_page`). The script renders every name, query and label with
+(:func:`medlama.core.html_page.html_page`). The script renders every name, query and label with
 ``textContent`` (never as markup), only the page of queries in view, and filters and searches in memory, so
 the full hard set with several runs stays responsive."""
 
@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from importlib import resources
 
-from medlama.core.html_page import self_contained_page
+from medlama.core.html_page import html_page
+
+#: The id of the data element the script reads.
+DATA_ID = "page-data"
 
 #: The page's fixed markup: empty containers the script fills from the data.
 BODY = """<header>
@@ -60,5 +63,5 @@ def _asset(name: str) -> str:
 
 def render_page(data: dict) -> str:
     """The self-contained HTML of the page's ``data`` (:func:`medlama.reports.page_data.page_data`)."""
-    return self_contained_page(title=data["title"], style=_asset("results.css"), script=_asset("results.js"),
-                               body=BODY, data=data)
+    return html_page(title=data["title"], style=_asset("results.css"), script=_asset("results.js"), body=BODY,
+                     data=data, data_id=DATA_ID)

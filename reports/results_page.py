@@ -58,7 +58,7 @@ def report_record(folders: Sequence[str | Path], settings: ReportSettings,
                   intervals: CompareSettings = CompareSettings(), *, argv: Sequence[str] | None = None) -> dict:
     """The page's data (:func:`medlama.reports.page_data.page_data`) of every run of ``folders``: one run or
     more; with several, the first is the baseline of the differences, as in ``medlama compare``."""
-    runs = load_runs(folders, minimum=1)
+    runs = load_runs(folders, at_least=1, purpose="a page")
     record = compare_runs(runs, intervals)
     record["inputs"] = [input_record(run) for run in runs]
     record["provenance"] = provenance(argv=argv)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from medlama.annotation import ExportSettings, ScoreSettings, export_sheet, score_sheet
 from medlama.core.errors import MedlamaInputError
 from medlama.core.models import LoadOptions, resolve_model
 from medlama.core.progress import showing
@@ -33,7 +34,7 @@ from medlama.trainers.cloze import check_corpus_files
 from medlama.trainers.config import QUICK_PRESET, RewireConfig
 from medlama.ucm_eval.evaluation import UcmModels, UcmRun, UcmSettings, run as run_ucm
 
-__all__ = ["compare", "load_medlama", "mteb_task", "probe", "rewire", "ucm"]
+__all__ = ["annotate_export", "annotate_score", "compare", "load_medlama", "mteb_task", "probe", "rewire", "ucm"]
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -113,11 +114,12 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     * ``config``: ``hard`` (default), ``full`` or a per-relation config such as ``hard_may_treat`` (BioLAMA:
       ``all``, ``ctd``, ...); ``relations``: a subset (a list of names, or one name).
     * ``method``: any of medlama.probers.registry.METHODS, as ``medlama probe --method`` spells it:
-      ``retrieval`` (default; encoders), ``mask-average`` and ``mask-predict`` (masked LMs), ``generative``
-      (seq2seq LMs such as T5), ``causal-likelihood``, ``causal-constrained`` and ``causal-generate``
-      (decoder-only causal LMs: exact ranking, fast constrained ranking, free text). ``preset``: the
-      method's named settings (retrieval: ``reference`` by default, ``cosine``, or ``sentence-transformers``:
-      ``SentenceTransformer.encode`` with cosine, as sentence-transformers' retrieval evaluator);
+      ``retrieval`` (default; encoders), ``mask-average``, ``mask-predict`` and ``masked-likelihood`` (masked
+      LMs), ``generative`` (seq2seq LMs such as T5), ``causal-likelihood``, ``causal-constrained`` and
+      ``causal-generate`` (decoder-only causal LMs: exact ranking, fast constrained ranking, free text).
+      ``preset``: the method's named settings (retrieval: ``reference`` by default, ``cosine``, or
+      ``sentence-transformers``: ``SentenceTransformer.encode`` with cosine, as sentence-transformers' retrieval
+      evaluator);
       ``settings``: fields that replace the preset's (e.g. ``{"pooling": "mean"}``) or the method's settings
       dataclass.
     * ``limit``: probe only the first ``limit`` queries of each relation (the candidates stay the whole set's).
@@ -131,7 +133,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       ``medlama probe``'s table.
     * ``log_all_scores``: keep every candidate's score (``result.ranking.pools``; ``result.save(folder)``
       writes them to ``scores.parquet``), as ``medlama probe --log-all-scores``; only methods that score the
-      whole pool (retrieval, mask-average, causal-likelihood) can.
+      whole pool (retrieval, mask-average, masked-likelihood, causal-likelihood) can.
     * ``revision``: the revision of a Hub model to load (``result.settings["revision"]``: the commit loaded;
       refused for a local folder); ``peft``: a LoRA adapter applied to ``model``, its base (needs
       ``medlama[peft]``); ``trust_remote_code``: run a model repository's own code (off unless given). As
@@ -224,7 +226,6 @@ def compare(*runs: str | Path, **settings: Any) -> dict:
     return compare_folders(runs, settings_from(CompareSettings, settings))
 
 
-
 def report(*runs: str | Path, out: str | Path, **settings: Any) -> Path:
     """``medlama report RUN ... --out PAGE.html``: one self-contained HTML page of the runs in the output
     folders ``runs`` (``medlama probe`` or ``medlama recipe``; one or more; the first is the baseline): the
@@ -235,6 +236,24 @@ def report(*runs: str | Path, out: str | Path, **settings: Any) -> Path:
     intervals = settings_from(CompareSettings, {k: v for k, v in settings.items() if k in names})
     page = settings_from(ReportSettings, {k: v for k, v in settings.items() if k not in names}, out=Path(out))
     return write_report(runs, page, intervals)
+
+
+def annotate_export(*runs: str | Path, out: str | Path, **settings: Any) -> dict:
+    """``medlama annotate export RUN ... --out OUT``: a blind rating sheet of the runs' top-k predictions for
+    experts (``annotate.html``, ``sheet.csv``, Label Studio tasks and config, ``manifest.json``); returns the
+    manifest. ``settings``: fields of ExportSettings (``queries``, ``seed``, ``k``, ``relations``, ``overwrite``)."""
+    return export_sheet(runs, out, settings_from(ExportSettings, settings))
+
+
+def annotate_score(*runs: str | Path, sheet: str | Path, ratings: Sequence[str | Path], threshold: int = 5,
+                   **intervals: Any) -> dict:
+    """``medlama annotate score RUN ... --sheet SHEET RATINGS... --json``'s record: per run and rater Figure 8's
+    confusion matrix, acc@k under UMLS and expert answers (rated >= ``threshold``) with paired intervals and
+    McNemar's test, and the raters' agreement. ``intervals``: fields of CompareSettings (``resamples``, ``seed``,
+    ``level``)."""
+    return score_sheet(runs, sheet, ratings, ScoreSettings(threshold=threshold),
+                       settings_from(CompareSettings, intervals))
+
 
 def mteb_task(data: Any = None, config: str = "hard", relations: Sequence[str] | str | None = None, *,
               limit: int | None = None, mask_token: str | None = None):

@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "medlama.commands.probe",
     "medlama.commands.compare",
     "medlama.commands.report",
+    "medlama.commands.annotate",
     "medlama.commands.rewire",
     "medlama.commands.publish",
     "medlama.commands.ucm",

@@ -480,7 +480,7 @@ def test_models_that_do_not_fit_the_method(tiny_encoder, tiny_mlm, tiny_t5, tmp_
     from medlama.probers.mask_predict import MaskPredictProber
 
     with pytest.raises(MedlamaInputError, match=r"the weights have no MLM head \(missing cls\.predictions.*"
-                                                 r"mask predict and mask average need .* --method retrieval"):
+                                                 r"mask predict, mask average and masked likelihood need .* --method retrieval"):
         MaskAverageProber(tiny_encoder)
     with pytest.raises(MedlamaInputError, match="the weights have no MLM head"):
         MaskPredictProber(default_model_path())  # the bundled sentence encoder

@@ -1,11 +1,9 @@
 """``medlama report``'s page without a browser: its data against ``medlama compare``'s record and against
-``predictions.jsonl`` read here, the JSON embedding against markup in the data, the page's policy, and the
-command's refusals before any work (the page in a real browser: test_report_browser.py)."""
+``predictions.jsonl`` read here, markup in the data kept inside the data element, and the command's refusals
+before any work (the page in a real browser: test_report_browser.py)."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import re
 
@@ -18,7 +16,6 @@ from report_runs import MARKUP_NAMES, written_runs  # tests/helpers
 import medlama
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
-from medlama.core.html_page import DATA_ID, embed_json, self_contained_page
 from medlama.probers.compare import CompareSettings, compare_runs, load_runs
 from medlama.reports import ReportSettings, report_record
 
@@ -28,29 +25,6 @@ DATA = re.compile(r'<script type="application/json" id="page-data">(.*?)</script
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     return written_runs(tmp_path_factory.mktemp("report"))
-
-
-def test_embedded_json_cannot_end_its_element_and_reads_back():
-    value = {"names": [*MARKUP_NAMES, "</script><script>x()</script>", "<!-- a", "\u2028\u2029", "a & b > c"]}
-    text = embed_json(value)
-    assert not set("<>&") & set(text) and "\u2028" not in text and "\u2029" not in text
-    assert json.loads(text) == value
-    page = self_contained_page(title="<t>", style="p{}", script="1;", body="<p></p>", data=value)
-    embedded = re.search(rf'<script type="application/json" id="{DATA_ID}">(.*?)</script>', page, re.S).group(1)
-    assert json.loads(embedded) == value
-    assert page.count("<script") == 2 and "<title>&lt;t&gt;</title>" in page
-    with pytest.raises(ValueError, match="NaN|nan|Out of range"):
-        embed_json({"x": float("nan")})
-
-
-def test_the_policy_runs_only_the_pages_own_script_and_fetches_nothing():
-    script = "document.body.dataset.ready = 1;"
-    page = self_contained_page(title="t", style="p{}", script=script, body="", data={})
-    policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page).group(1).replace("&#x27;", "'")
-    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
-    assert "default-src 'none'" in policy and f"script-src 'sha256-{digest}'" in policy
-    with pytest.raises(ValueError, match="</script"):
-        self_contained_page(title="t", style="", script="x = '</SCRIPT>'", body="", data={})
 
 
 def test_page_data_is_compares_record_and_the_predictions_file(runs):

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from medlama.commands.flags import add_settings_flags, given_settings, plain_text
-from medlama.core.errors import MedlamaInputError
+from medlama.commands.output import check_plot_file
 from medlama.core.settings import settings_from
 from medlama.probers.compare import CompareSettings, compare_folders
 from medlama.probers.compare.report import CompareOutput, plot_leaderboard, render
@@ -53,13 +53,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(CompareSettings, given_settings(args, CompareSettings))
     output = settings_from(CompareOutput, given_settings(args, CompareOutput))
     fmt, plot = output.chosen_format, output.plot
-    if plot is not None:  # checked before any work
-        if plot.suffix.lower() != ".png":
-            raise MedlamaInputError("the plot is written as PNG: give a FILE ending in .png", file=plot)
-        if plot.is_dir() or (plot.exists() and not output.overwrite):
-            raise MedlamaInputError("exists; give --overwrite to replace it, or another file", file=plot)
-        if not plot.parent.is_dir():
-            raise MedlamaInputError("its folder does not exist", file=plot)
+    check_plot_file(plot, overwrite=output.overwrite)  # before any work
     record = compare_folders(args.runs, settings)
     if plot is not None:
         plot_leaderboard(record, plot)
