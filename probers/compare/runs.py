@@ -45,7 +45,8 @@ DATA_IDENTITY = ("sha256", "fingerprint")
 class Run:
     """One compared run: its ``label``, the ``folder`` it came from, its ``results.json`` entry (``record``)
     and its per-query ``ids``, ``relations``, ``gold``, ``hits`` (``{k: bool array}``), ``predictions`` (the
-    top names kept) and ``inputs`` (the text fed to the model; ``None`` where the row has none), in file order."""
+    top names kept) and ``inputs`` (the text fed to the model; ``None`` where the row has none), in file order;
+    ``rows``: its ``predictions.jsonl`` rows as read (scores and the gold's rank too)."""
 
     label: str
     folder: Path
@@ -56,6 +57,7 @@ class Run:
     hits: dict[int, np.ndarray] = field(default_factory=dict)
     predictions: list[list[str]] = field(default_factory=list)
     inputs: list[str | None] = field(default_factory=list)
+    rows: list[dict] = field(default_factory=list, repr=False)
 
     @property
     def data(self) -> dict:
@@ -125,6 +127,7 @@ def _fill(run: Run, rows: list[tuple[int, dict]], file: Path) -> None:
         run.predictions.append([str(name) for name in row["predictions"]])
         run.inputs.append(row["input"] if isinstance(row.get("input"), str) else None)
     run.hits = {k: np.array([bool(row[f"hit@{k}"]) for _, row in rows]) for k in run.ks}
+    run.rows = [row for _, row in rows]
     if len(set(run.ids)) != len(run.ids):
         repeated = next(i for i in run.ids if run.ids.count(i) > 1)
         raise MedlamaInputError(f"run {run.label!r}: query {repeated!r} appears more than once", file=file)

@@ -29,6 +29,7 @@ from medlama.probers.compare import CompareSettings, compare_folders
 from medlama.probers.queries import QuerySource, check_rule
 from medlama.probers.registry import METHODS, method_name, settings_for
 from medlama.probers.workflow import ProbeRequest, run_probe
+from medlama.reports import ReportSettings, write_report
 from medlama.trainers.cloze import check_corpus_files
 from medlama.trainers.config import QUICK_PRESET, RewireConfig
 from medlama.ucm_eval.evaluation import UcmModels, UcmRun, UcmSettings, run as run_ucm
@@ -223,6 +224,18 @@ def compare(*runs: str | Path, **settings: Any) -> dict:
     pool are refused, and so are hits edited by hand. ``settings``: fields of CompareSettings (``resamples``,
     ``seed``, ``level``)."""
     return compare_folders(runs, settings_from(CompareSettings, settings))
+
+
+def report(*runs: str | Path, out: str | Path, **settings: Any) -> Path:
+    """``medlama report RUN ... --out PAGE.html``: one self-contained HTML page of the runs in the output
+    folders ``runs`` (``medlama probe`` or ``medlama recipe``; one or more; the first is the baseline): the
+    leaderboard with compare's intervals, acc@k per relation, and a browser of every query's predictions
+    (medlama.reports.write_report). ``settings``: fields of ReportSettings (``overwrite``, ``top``, ``title``)
+    and of CompareSettings (``resamples``, ``seed``, ``level``). Returns the page's path."""
+    names = {field for field in CompareSettings.__dataclass_fields__}
+    intervals = settings_from(CompareSettings, {k: v for k, v in settings.items() if k in names})
+    page = settings_from(ReportSettings, {k: v for k, v in settings.items() if k not in names}, out=Path(out))
+    return write_report(runs, page, intervals)
 
 
 def annotate_export(*runs: str | Path, out: str | Path, **settings: Any) -> dict:

@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "medlama.commands.build",
     "medlama.commands.probe",
     "medlama.commands.compare",
+    "medlama.commands.report",
     "medlama.commands.annotate",
     "medlama.commands.rewire",
     "medlama.commands.publish",

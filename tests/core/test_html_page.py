@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 
@@ -29,3 +31,14 @@ def test_the_page_holds_one_data_element_and_refuses_code_that_ends_its_element(
     assert json_script([], 'a"b') == '<script type="application/json" id="a&quot;b">[]</script>'
     with pytest.raises(ValueError, match="script holds '</'"):
         html_page(title="t", style="", body="", data=None, data_id="d", script="s = '</div>';")
+
+
+def test_the_policy_runs_only_the_pages_own_script_and_style_and_fetches_nothing():
+    script, style = "document.body.dataset.ready = 1;", "p { color: red; }"
+    page = html_page(title="t", style=style, body="", data={}, data_id="d", script=script)
+    policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page).group(1)
+    inline = {tag: re.search(rf"<{tag}>(.*?)</{tag}>", page, re.S).group(1) for tag in ("script", "style")}
+    digest = {tag: base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() for tag, text in inline.items()}
+    assert "default-src 'none'" in policy and "unsafe" not in policy
+    assert f"script-src 'sha256-{digest['script']}'" in policy and f"style-src 'sha256-{digest['style']}'" in policy
+    assert inline["script"].strip() == script and inline["style"].strip() == style

@@ -36,11 +36,17 @@ def register(subparsers) -> None:
         "compare", help="compare probe runs of the same queries: leaderboard with intervals, paired differences, "
                         "McNemar's exact test (Holm-corrected per relation), tables for a paper, a plot",
         description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_settings_flags(parser, CompareOutput)
+    add_compared_runs(parser)
+    parser.set_defaults(func=run)
+
+
+def add_compared_runs(parser: argparse.ArgumentParser) -> None:
+    """The runs read as ``compare`` reads them (``RUN ...``, the first the baseline) and the flags of their
+    intervals (``--resamples``, ``--seed``, ``--level``): ``compare``'s and every command showing its numbers."""
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN",
                         help="output folders of `medlama probe` or `medlama recipe`; the first run is the baseline")
-    add_settings_flags(parser, CompareOutput)
     add_settings_flags(parser, CompareSettings, title="intervals")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
