@@ -24,7 +24,7 @@ class LoadedModel:
     name: str | None = None
 
     def __post_init__(self) -> None:
-        if not (hasattr(self.model, "config") and hasattr(self.model, "parameters")):
+        if not all(hasattr(self.model, name) for name in ("config", "parameters", "get_output_embeddings")):
             raise MedlamaInputError(f"cannot probe a {type(self.model).__name__} in memory: give a transformers "
                                     "PreTrainedModel with its tokenizer, or a model folder or Hub id")
         if self.tokenizer is None:

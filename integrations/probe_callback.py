@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
+from medlama.core import distributed
 from medlama.core.defaults import TRAINING_PROBE_LIMIT
 from medlama.core.errors import MedlamaInputError
 from medlama.core.loaded import LoadedModel
@@ -108,6 +109,9 @@ class ProbeCallback(TrainerCallback):
         if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
             raise MedlamaInputError(f"every must be a number of steps >= 1 (or None: at each evaluation), got "
                                     f"{every!r}")
+        if not write and distributed.world_size() > 1:
+            raise MedlamaInputError("under several processes each probe is shared out through its output folder "
+                                    "(the shards kept beside it): leave write=True")
         if not isinstance(prefix, str) or not prefix:
             raise MedlamaInputError(f"prefix must be a non-empty name, got {prefix!r}")
         if trainer is not None and not callable(getattr(trainer, "log", None)):
