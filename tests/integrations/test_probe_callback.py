@@ -13,10 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from datasets import Dataset
+from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+from transformers import (AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer, DataCollatorForLanguageModeling,
+                          Trainer, TrainerCallback, TrainingArguments)
 
 import cv_inputs  # tests/helpers: the 6-query MedLAMA-shaped folder
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
+from medlama.integrations import ProbeCallback, probe_callback
 from probe_outputs import predictions  # tests/helpers: per-query rows of predictions.jsonl
 from tiny_causal import SENTENCES, save_causal  # tests/helpers: tiny causal LMs
 
@@ -31,8 +37,6 @@ def medlama_tiny(tmp_path_factory) -> Path:
 
 
 def _arguments(out: Path, **overrides):
-    from transformers import TrainingArguments
-
     settings = dict(output_dir=str(out), max_steps=2, per_device_train_batch_size=4, learning_rate=5e-3,
                     logging_steps=1, save_strategy="steps", save_steps=1, report_to=[], use_cpu=True, seed=0,
                     data_seed=0, disable_tqdm=True)
@@ -40,25 +44,17 @@ def _arguments(out: Path, **overrides):
 
 
 def _token_dataset(tokenizer):
-    from datasets import Dataset
-
     return Dataset.from_dict({"text": TEXTS}).map(lambda row: tokenizer(row["text"]), remove_columns=["text"])
 
 
-class Reporter:
+class Reporter(TrainerCallback):
     """A stand-in for wandb / TensorBoard: what the trainer's ``on_log`` handed to its reporters."""
 
-    def __new__(cls):
-        from transformers import TrainerCallback
+    def __init__(self):
+        self.logged = []
 
-        class _Reporter(TrainerCallback):
-            def __init__(self):
-                self.logged = []
-
-            def on_log(self, args, state, control, logs=None, **kwargs):
-                self.logged.append({**(logs or {}), "step": state.global_step})
-
-        return _Reporter()
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        self.logged.append({**(logs or {}), "step": state.global_step})
 
 
 def _probed_checkpoint(checkpoint: Path, out: Path, medlama: Path, *flags: str) -> Path:
@@ -84,10 +80,6 @@ def _same_outputs(callback_folder: Path, probe_folder: Path) -> list[dict]:
 
 def test_masked_lm_probed_at_each_evaluation_equals_probe_of_its_checkpoints(make_tiny_bert, medlama_tiny,
                                                                              tmp_path):
-    from transformers import AutoModelForMaskedLM, AutoTokenizer, DataCollatorForLanguageModeling, Trainer
-
-    from medlama.integrations import ProbeCallback
-
     folder = make_tiny_bert("callback-mlm", mlm=True)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForMaskedLM.from_pretrained(folder)
@@ -119,10 +111,6 @@ def test_masked_lm_probed_at_each_evaluation_equals_probe_of_its_checkpoints(mak
 
 
 def test_causal_lm_probed_every_step_equals_probe_of_its_checkpoints(medlama_tiny, tmp_path):
-    from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForLanguageModeling, Trainer
-
-    from medlama.integrations import ProbeCallback
-
     folder = save_causal(tmp_path / "gpt2", "gpt2")
     tokenizer = AutoTokenizer.from_pretrained(folder)
     tokenizer.pad_token = tokenizer.eos_token  # for the collator; the checkpoints save it
@@ -147,13 +135,6 @@ def test_causal_lm_probed_every_step_equals_probe_of_its_checkpoints(medlama_tin
 
 def test_sentence_transformer_trainer_retrieval_equals_probe_of_its_checkpoints(make_tiny_bert, medlama_tiny,
                                                                                  tmp_path):
-    from datasets import Dataset
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, \
-        SentenceTransformerTrainingArguments
-    from sentence_transformers.losses import MultipleNegativesRankingLoss
-
-    from medlama.integrations import ProbeCallback
-
     model = SentenceTransformer(str(make_tiny_bert("callback-st")), device="cpu")
     pairs = Dataset.from_dict({"anchor": TEXTS[:8], "positive": TEXTS[4:12]})
     out = tmp_path / "run"
@@ -166,7 +147,7 @@ def test_sentence_transformer_trainer_retrieval_equals_probe_of_its_checkpoints(
     trainer.add_callback(callback)
     trainer.train()
 
-    assert isinstance(trainer, __import__("transformers").Trainer) and sorted(callback.results) == [1, 2]
+    assert isinstance(trainer, Trainer) and sorted(callback.results) == [1, 2]  # one callback serves both
     assert [e["step"] for e in trainer.state.log_history if "medlama/acc@10" in e] == [1, 2]
     for step in (1, 2):
         probed = _probed_checkpoint(out / f"checkpoint-{step}", tmp_path / f"probe-{step}", medlama_tiny)
@@ -174,8 +155,6 @@ def test_sentence_transformer_trainer_retrieval_equals_probe_of_its_checkpoints(
 
 
 def _losses(folder, out: Path, callbacks) -> list[float]:
-    from transformers import AutoModelForMaskedLM, AutoTokenizer, DataCollatorForLanguageModeling, Trainer
-
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForMaskedLM.from_pretrained(folder)  # dropout 0.1: the losses depend on torch's generator
     trainer = Trainer(model=model, args=_arguments(out, max_steps=3, save_strategy="no"),
@@ -189,10 +168,6 @@ def _losses(folder, out: Path, callbacks) -> list[float]:
 
 def test_training_losses_are_the_same_with_and_without_the_callback(make_tiny_bert, medlama_tiny, tmp_path,
                                                                      monkeypatch):
-    from transformers import TrainerCallback
-
-    from medlama.integrations import probe_callback
-
     folder = make_tiny_bert("callback-losses", mlm=True)
     plain = _losses(folder, tmp_path / "plain", [])
 
@@ -209,7 +184,7 @@ def test_training_losses_are_the_same_with_and_without_the_callback(make_tiny_be
         return real(request)
 
     monkeypatch.setattr(probe_callback, "run_probe", drawing)
-    callback = probe_callback.ProbeCallback(data=medlama_tiny, config="full", method="mask-average", every=1,
+    callback = ProbeCallback(data=medlama_tiny, config="full", method="mask-average", every=1,
                                             write=False)
     assert _losses(folder, tmp_path / "probed", [callback]) == plain
     assert sorted(callback.results) == [1, 2, 3]
@@ -221,7 +196,6 @@ def test_a_model_in_memory_is_probed_as_its_folder(make_tiny_bert, medlama_tiny)
     training mode, or without its tokenizer, is refused with the reason. The callback's own ``probe`` gives every
     module its mode back."""
     import medlama
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     folder = make_tiny_bert("callback-loaded", mlm=True)
     tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModelForMaskedLM.from_pretrained(folder)
@@ -235,8 +209,6 @@ def test_a_model_in_memory_is_probed_as_its_folder(make_tiny_bert, medlama_tiny)
         medlama.probe(model.train(), tokenizer=tokenizer, **common)
     with pytest.raises(MedlamaInputError, match="causal"):
         medlama.probe(model.eval(), tokenizer=tokenizer, **{**common, "method": "causal-likelihood"})
-    from medlama.integrations import ProbeCallback
-
     model.train()
     model.bert.embeddings.eval()  # a module its owner keeps in eval mode
     result = ProbeCallback(**common, limit=None).probe(model, tokenizer)  # in eval mode while it probes
@@ -245,8 +217,6 @@ def test_a_model_in_memory_is_probed_as_its_folder(make_tiny_bert, medlama_tiny)
 
 
 def test_arguments_are_checked_before_training(medlama_tiny):
-    from medlama.integrations import ProbeCallback
-
     with pytest.raises(MedlamaInputError, match="unknown probing method"):
         ProbeCallback(data=medlama_tiny, config="full", method="mask-guess")
     with pytest.raises(MedlamaInputError, match="every must be"):
