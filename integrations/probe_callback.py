@@ -84,8 +84,9 @@ class ProbeCallback(TrainerCallback):
     ``ks``, ``match``, ``top_k``; a causal LM is probed in its own precision. When: at each evaluation of the
     trainer, or (``every``) every ``every`` optimizer steps instead; ``at_start``: also before the first step.
     Where: ``trainer`` (to log through it; see the module docstring), ``out`` (default
-    ``<output_dir>/medlama-probe``; ``write=False``: log only, nothing written), ``tokenizer`` (default: the trainer's ``processing_class``), ``prefix`` of
-    the logged names. :attr:`results` holds every probe's :class:`~medlama.probers.result.ProbeResult` by step.
+    ``<output_dir>/medlama-probe``; ``write=False``: log only, nothing written), ``tokenizer`` (default: the
+    trainer's ``processing_class``), ``prefix`` of the logged names. :attr:`results` holds every probe's
+    :class:`~medlama.probers.result.ProbeResult` by step.
     """
 
     def __init__(self, data: Any = None, *, config: str | None = None, method: str = "retrieval",

@@ -124,8 +124,8 @@ class GenerativeProber(Prober):
 
     method = "generative"
 
-    def __init__(self, model_path: str | Path | LoadedModel, settings: GenerativeSettings = GenerativeSettings(), *,
-                 device: str | None = None) -> None:
+    def __init__(self, model_path: str | Path | LoadedModel, settings: GenerativeSettings = GenerativeSettings(),
+                 *, device: str | None = None) -> None:
         self.settings_ = settings
         self.model_path = str(model_path)
         self.tokenizer, model = load_seq2seq_lm(model_path)

@@ -27,6 +27,9 @@ from medlama.core.models import (finish_loading, load_tokenizer, loading_weights
 #: Log-probabilities (rows x positions x vocabulary) materialised at once, at most (256 MB in float32).
 MAX_LOGPROB_ELEMENTS = 1 << 26
 
+#: What mask predict and mask average need, said when a model is not that.
+MASKED_NEED = "mask predict and mask average need a masked language model (BERT style) with its MLM head"
+
 CONTRASTIVE_HINT = ("encoders saved without it (the output of `medlama rewire`, the bundled sentence encoder, "
                     "PubMedBERT) can be probed with --method retrieval")
 
@@ -54,7 +57,7 @@ def load_masked_lm(model_path: str | Path | LoadedModel):
         return _loaded_masked_lm(model_path)
     path = resolve_model(model_path)
     config = read_config(path)
-    need = "mask predict and mask average need a masked language model (BERT style) with its MLM head"
+    need = MASKED_NEED
     if getattr(config, "is_encoder_decoder", False):
         raise MedlamaInputError(f"{config.model_type!r} is a sequence-to-sequence model; {need} "
                                 "(use --method generative for BART/T5 models)", file=path)
@@ -88,7 +91,7 @@ def _loaded_masked_lm(loaded: LoadedModel):
     # transformers loads when this runs (the model in memory has loaded it already)
     from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
-    need = "mask predict and mask average need a masked language model (BERT style) with its MLM head"
+    need = MASKED_NEED
     config, name = loaded.config, str(loaded)
     if config.model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES or getattr(config, "is_decoder", False) or \
             loaded.model.get_output_embeddings() is None:
