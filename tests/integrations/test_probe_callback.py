@@ -216,6 +216,37 @@ def test_a_model_in_memory_is_probed_as_its_folder(make_tiny_bert, medlama_tiny)
     assert model.training and model.cls.training and not model.bert.embeddings.training  # each its own mode back
 
 
+def test_causal_and_seq2seq_models_in_memory_are_probed_as_their_folders(medlama_tiny, tmp_path):
+    """The other loaders of a model in memory: a causal LM (its tokenizer left without the pad token the probe
+    gives a copy) and a sequence-to-sequence LM, each probed as its saved folder is."""
+    import medlama
+    from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
+
+    gpt2 = save_causal(tmp_path / "gpt2", "gpt2")
+    tokenizer = AutoTokenizer.from_pretrained(gpt2)
+    common = dict(data=medlama_tiny, config="full", method="causal-likelihood")
+    loaded = medlama.probe(AutoModelForCausalLM.from_pretrained(gpt2).eval(), tokenizer=tokenizer, **common)
+    saved = medlama.probe(gpt2, **common)
+    assert loaded.predictions == saved.predictions and loaded.ranking.scores == saved.ranking.scores
+    assert tokenizer.pad_token is None
+    with pytest.raises(MedlamaInputError, match="give dtype 'fp32'"):
+        medlama.probe(AutoModelForCausalLM.from_pretrained(gpt2).eval(), tokenizer=tokenizer, **common,
+                      settings={"dtype": "bf16"})
+
+    pieces = ["<pad>", "</s>", "<unk>", *(f"▁{word}" for word in ("asthma", "may", "treat", "cough", "fever", "have",
+                                                                  "finding", "influenza", "."))]
+    t5_tokenizer = T5Tokenizer(vocab=[(piece, -float(i)) for i, piece in enumerate(pieces)], extra_ids=3)
+    torch.manual_seed(0)
+    t5 = T5ForConditionalGeneration(T5Config(vocab_size=len(t5_tokenizer), d_model=16, d_ff=32, num_layers=1,
+                                             num_heads=2, d_kv=8, decoder_start_token_id=0, pad_token_id=0,
+                                             eos_token_id=1))
+    t5.save_pretrained(tmp_path / "t5")
+    t5_tokenizer.save_pretrained(tmp_path / "t5")
+    common = dict(data=medlama_tiny, config="full", method="generative", settings={"max_answer_tokens": 4})
+    loaded = medlama.probe(t5.eval(), tokenizer=t5_tokenizer, **common, top_k=3)
+    assert loaded.predictions == medlama.probe(tmp_path / "t5", **common, top_k=3).predictions
+
+
 def test_arguments_are_checked_before_training(medlama_tiny):
     with pytest.raises(MedlamaInputError, match="unknown probing method"):
         ProbeCallback(data=medlama_tiny, config="full", method="mask-guess")
