@@ -20,11 +20,15 @@ from pathlib import Path
 from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_finite
+from medlama.core.loaded import LoadedModel
 from medlama.core.models import (finish_loading, load_tokenizer, loading_weights, pick_device, pretrained_kwargs,
                                  quiet_transformers, read_config, resolve_model)
 
 #: Log-probabilities (rows x positions x vocabulary) materialised at once, at most (256 MB in float32).
 MAX_LOGPROB_ELEMENTS = 1 << 26
+
+#: What mask predict and mask average need, said when a model is not that.
+MASKED_NEED = "mask predict, mask average and masked likelihood need a masked language model (BERT style) with its MLM head"
 
 CONTRASTIVE_HINT = ("encoders saved without it (the output of `medlama rewire`, the bundled sentence encoder, "
                     "PubMedBERT) can be probed with --method retrieval")
@@ -44,14 +48,16 @@ def causal_hint(config) -> str:
             "causal-generate)")
 
 
-def load_masked_lm(model_path: str | Path):
-    """Tokenizer and masked LM (with its MLM head) of ``model_path``; ``MedlamaInputError`` otherwise."""
+def load_masked_lm(model_path: str | Path | LoadedModel):
+    """Tokenizer and masked LM (with its MLM head) of ``model_path`` (or the model in memory, as it is);
+    ``MedlamaInputError`` otherwise."""
     from transformers import AutoModelForMaskedLM  # transformers only when a model loads or runs
 
+    if isinstance(model_path, LoadedModel):
+        return _loaded_masked_lm(model_path)
     path = resolve_model(model_path)
     config = read_config(path)
-    need = ("mask predict, mask average and masked likelihood need a masked language model (BERT style) with "
-            "its MLM head")
+    need = MASKED_NEED
     if getattr(config, "is_encoder_decoder", False):
         raise MedlamaInputError(f"{config.model_type!r} is a sequence-to-sequence model; {need} "
                                 "(use --method generative for BART/T5 models)", file=path)
@@ -80,10 +86,32 @@ def load_masked_lm(model_path: str | Path):
     return tokenizer, finish_loading(model).eval()
 
 
-def load_seq2seq_lm(model_path: str | Path):
-    """Tokenizer and sequence-to-sequence LM (BART, T5 style) of ``model_path``; ``MedlamaInputError`` otherwise."""
+def _loaded_masked_lm(loaded: LoadedModel):
+    """A masked LM in memory, checked as :func:`load_masked_lm` checks a folder's (not moved, nor put in eval mode)."""
+    # transformers loads when this runs (the model in memory has loaded it already)
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    need = MASKED_NEED
+    config, name = loaded.config, str(loaded)
+    if config.model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES or getattr(config, "is_decoder", False) or \
+            loaded.model.get_output_embeddings() is None:
+        raise MedlamaInputError(f"{type(loaded.model).__name__} is not a masked LM with its MLM head; {need}"
+                                f"{causal_hint(config)}", file=name)
+    if loaded.tokenizer.mask_token is None or loaded.tokenizer.mask_token_id is None:
+        raise MedlamaInputError(f"the tokenizer has no mask token; {need}", file=name)
+    return loaded.tokenizer, loaded.model
+
+
+def load_seq2seq_lm(model_path: str | Path | LoadedModel):
+    """Tokenizer and sequence-to-sequence LM (BART, T5 style) of ``model_path`` (or the model in memory, as it
+    is); ``MedlamaInputError`` otherwise."""
     from transformers import AutoModelForSeq2SeqLM  # transformers only when a model loads or runs
 
+    if isinstance(model_path, LoadedModel):  # a model in memory, as it is
+        if not getattr(model_path.config, "is_encoder_decoder", False):
+            raise MedlamaInputError(f"{type(model_path.model).__name__} is not a sequence-to-sequence model; "
+                                    "generative probing needs one (BART or T5 style)", file=str(model_path))
+        return model_path.tokenizer, model_path.model
     path = resolve_model(model_path)
     config = read_config(path)
     need = "generative probing needs a sequence-to-sequence model (BART or T5 style)"
@@ -119,7 +147,7 @@ class MaskedLM:
             raise MedlamaInputError(f"batch size must be >= 1, got {batch_size}")
         self.model_path = str(model_path)
         self.tokenizer, model = load_masked_lm(model_path)
-        self.device = pick_device(device)
+        self.device = model_path.device(device) if isinstance(model_path, LoadedModel) else pick_device(device)
         self.model = model.to(self.device)
         self.batch_size = batch_size
         tok = self.tokenizer

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from medlama.core.errors import MedlamaInputError
+from medlama.core.loaded import LoadedModel
 from medlama.probers.prober import Prober
 from medlama.probers.causal import CausalConstrainedProber, CausalGenerateProber, CausalLikelihoodProber, \
     ConstrainedSettings, GenerateSettings, LikelihoodSettings
@@ -84,8 +85,9 @@ def settings_for(method: str, values: Mapping[str, Any] | None = None, *, preset
     return settings_from(cls, values, base=base, what=name)
 
 
-def make_prober(method: str, model: str | Path, settings: Any = None, *, device: str | None = None) -> Prober:
-    """A prober for ``method`` on ``model``.
+def make_prober(method: str, model: str | Path | LoadedModel, settings: Any = None, *,
+                device: str | None = None) -> Prober:
+    """A prober for ``method`` on ``model`` (a folder, a Hub id, or a model in memory with its tokenizer).
 
     ``settings``: the method's settings dataclass, or a mapping of its fields (over the method's default
     preset; an unknown or misspelt name is an error), or ``None`` for the default preset.

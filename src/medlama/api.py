@@ -105,8 +105,9 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     ``to_pandas()``, ``save(folder)``).
 
     * ``model``: ``None`` (the bundled all-MiniLM-L6-v2 encoder), a folder or Hub id, or a loaded
-      ``SentenceTransformer`` or ``transformers.PreTrainedModel`` (with ``tokenizer=``; retrieval only). A
-      loaded model is encoded as it is: its own pooling head is not used (``settings["pooling"]`` is).
+      ``SentenceTransformer`` or ``transformers.PreTrainedModel`` (with ``tokenizer=``). A loaded model is
+      probed as it is (its device, precision and mode): by retrieval, its own pooling head is not used
+      (``settings["pooling"]`` is); a masked, causal or seq2seq LM needs the matching method.
     * ``data``: ``None`` (the build kept in the cache, as the CLI), a built folder, a ``push-dataset`` dry run
       or a Hub dataset id (``you/medlama``, ``you/medlama@REVISION``), all read as ``medlama probe --data``
       reads them (queries_from), a ``datasets.Dataset`` / ``DatasetDict`` of
