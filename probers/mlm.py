@@ -28,7 +28,8 @@ from medlama.core.models import (finish_loading, load_tokenizer, loading_weights
 MAX_LOGPROB_ELEMENTS = 1 << 26
 
 #: What mask predict and mask average need, said when a model is not that.
-MASKED_NEED = "mask predict, mask average and masked likelihood need a masked language model (BERT style) with its MLM head"
+MASKED_NEED = ("mask predict, mask average and masked likelihood need a masked language model (BERT style) with "
+               "its MLM head")
 
 CONTRASTIVE_HINT = ("encoders saved without it (the output of `medlama rewire`, the bundled sentence encoder, "
                     "PubMedBERT) can be probed with --method retrieval")
