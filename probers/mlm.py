@@ -27,7 +27,7 @@ from medlama.core.models import (finish_loading, load_tokenizer, loading_weights
 #: Log-probabilities (rows x positions x vocabulary) materialised at once, at most (256 MB in float32).
 MAX_LOGPROB_ELEMENTS = 1 << 26
 
-#: What mask predict and mask average need, said when a model is not that.
+#: What the masked-LM methods need, said when a model is not that.
 MASKED_NEED = ("mask predict, mask average and masked likelihood need a masked language model (BERT style) with "
                "its MLM head")
 
