@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "medlama.commands.probe",
     "medlama.commands.compare",
     "medlama.commands.rewire",
+    "medlama.commands.optiprompt",
     "medlama.commands.publish",
     "medlama.commands.ucm",
     "medlama.commands.export",
