@@ -34,6 +34,7 @@ from typing import Any
 
 from medlama.core.defaults import MASK_PLACEHOLDER, SUBJECT_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
+from medlama.core.models import is_hub_id
 from medlama.probers.mlm import MaskedLM, SplitQuery
 
 PROMPTS_FILE = "prompts.json"
@@ -183,8 +184,6 @@ def resolve_prompts(prompts: str | Path) -> Path:
     text = str(prompts)
     path = Path(text).expanduser()
     if not path.exists():
-        from medlama.core.models import is_hub_id
-
         repo, _, revision = text.partition("@")
         if not is_hub_id(repo):
             raise MedlamaInputError("prompts folder does not exist (and it is not a Hub id either)", file=text)

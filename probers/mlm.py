@@ -19,6 +19,7 @@ replace gives the same logits.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -291,8 +292,6 @@ class MaskedLM:
         """SHA-256 over the model's tensors (names, shapes, dtypes, bytes, in name order): what learned prompts
         are trained for (computed once)."""
         if self._weights_sha256 is None:
-            import hashlib
-
             import torch  # torch only when a model runs
 
             digest = hashlib.sha256()

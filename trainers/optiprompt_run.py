@@ -24,7 +24,7 @@ from medlama.core.models import check_device, resolve_model
 from medlama.core.provenance import model_identity, package_versions
 from medlama.core.resume import ShardStore, discard_work_folder
 from medlama.core.settings import check, setting
-from medlama.datasets.folders import DataFolder, load_config, resolve_folder
+from medlama.datasets.folders import DataFolder, folder_configs, load_config, resolve_folder
 from medlama.probers.benchmarks import group_of
 from medlama.probers.biolama_queries import load_biolama_queries
 from medlama.probers.learned_prompts import (FORMAT, OUTPUT_KIND, PROMPTS_FILE, LearnedPrompt, base_identity,
@@ -105,8 +105,6 @@ def _relation_rows(folder: DataFolder, config: str, split: str, relations: tuple
 
 
 def _splits(folder: DataFolder, config: str) -> list[str]:
-    from medlama.datasets.folders import folder_configs
-
     configs = folder_configs(folder.path)
     if config not in configs:
         raise MedlamaInputError(f"unknown config {config!r}; the dataset has {sorted(configs)}", file=folder.path)

@@ -209,8 +209,9 @@ def optiprompt(model: str | Path, data: str | Path, out: str | Path, *, config: 
     ``seed``, ``prompt_tokens``); ``decoding``: fields of the dev decoding (mask predict's settings, BioLAMA's
     by default). Returns the OptiPromptResult (``path``, ``record``, ``identity``); probe with
     ``medlama.probe(model, data, dataset="biolama", method="mask-predict", prompts=out)``."""
+    # the trainer's modules load (torch, transformers) when this runs, not when medlama.api is imported
     from medlama.trainers.optiprompt import OptiPromptSettings
-    # trainers.optiprompt_run loads (torch, transformers) when this runs, not when medlama.api is imported
+    # (as above)
     from medlama.trainers.optiprompt_run import DECODING, OptiPromptRun, train_prompts
 
     relations = relation_names(relations)
