@@ -195,6 +195,18 @@ def resolve_prompts(prompts: str | Path) -> Path:
     return path
 
 
+def identity_of(settings: Any) -> str | None:
+    """The identity recorded in the prompts folder that ``settings.prompts`` names (``None`` without one): what
+    a resumed probe must decode with again."""
+    prompts = getattr(settings, "prompts", None)
+    if prompts is None:
+        return None
+    try:
+        return json.loads((resolve_prompts(prompts) / PROMPTS_FILE).read_text(encoding="utf-8")).get("identity")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 @dataclass(frozen=True)
 class PromptSet:
     """A prompts folder read back: its record and each relation's :class:`LearnedPrompt`."""
@@ -236,11 +248,13 @@ class PromptSet:
         wrong = [what for what, key in (("model", "model_sha256"), ("tokenizer", "tokenizer_sha256"))
                  if now[key] != then[key]]
         if wrong:
+            model = then.get("model") or {}
             raise MedlamaInputError(
-                f"these prompts were trained for another {' and '.join(wrong)} ({then.get('model', {}).get('name') or then.get('model', {}).get('id') or '?'}, "
-                f"model SHA-256 {then['model_sha256'][:12]}..., tokenizer {then['tokenizer_sha256'][:12]}...), not "
-                f"{lm.model_path} ({now['model_sha256'][:12]}..., {now['tokenizer_sha256'][:12]}...); learned "
-                "vectors only mean something to the model they were trained with", file=self.path)
+                f"these prompts were trained for another {' and '.join(wrong)}: "
+                f"{model.get('id') or model.get('name') or '?'} (weights SHA-256 {then['model_sha256'][:12]}..., "
+                f"tokenizer {then['tokenizer_sha256'][:12]}...), not {lm.model_path} ({now['model_sha256'][:12]}..., "
+                f"{now['tokenizer_sha256'][:12]}...); learned vectors only mean something to the model they were "
+                "trained with", file=self.path)
 
     def check_relations(self, relations: Sequence[str]) -> None:
         missing = sorted(set(relations) - set(self.prompts))

@@ -52,6 +52,15 @@ def test_with_no_training_the_manual_init_decodes_exactly_the_manual_prompts(fac
     assert note["base"]["model_sha256"] == trained.record["base"]["model_sha256"]
     assert "learned_prompts" not in manual.settings
 
+    command = ["probe", "--dataset", "biolama", "--data", str(data), "--method", "mask-predict", "--model",
+               str(model), "--preset", "biolama", "--max-masks", "2"]
+    assert main([*command, "--out", str(tmp_path / "manual")]) == 0
+    assert main([*command, "--prompts", str(tmp_path / "prompts"), "--out", str(tmp_path / "learned")]) == 0
+    written = json.loads((tmp_path / "learned" / "results.json").read_text())
+    assert trained.identity in json.dumps(written) and '"epochs": 0' in json.dumps(written)
+    compared = medlama.compare(tmp_path / "manual", tmp_path / "learned")  # the same queries, another run
+    assert json.dumps(compared).count("wikidata_P1") >= 2
+
 
 def test_learned_prompts_raise_dev_and_test_acc_well_above_the_manual_prompts(facts, tmp_path):
     model, data = facts
