@@ -145,7 +145,7 @@ def train_prompts(run: OptiPromptRun, settings: OptiPromptSettings = OptiPromptS
                 continue
             dev_queries = load_biolama_queries(folder, run.config, split=DEV_SPLIT, relations=[name])
             outcome = train_relation(prober, name, manuals[name], train[name], dev_queries, settings,
-                                     progress=report)
+                                     progress=True)  # a bar where progress shows (core.progress decides)
             trained[name] = store.write(key, [_shard(outcome)])[0]
         prompts = {name: LearnedPrompt(name, item["manual"], item["template"], _tensor(item["vectors"]))
                    for name, item in trained.items()}
