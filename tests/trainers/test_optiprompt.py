@@ -110,10 +110,15 @@ def test_the_same_seed_gives_identical_prompts_and_a_killed_run_resumes_at_the_n
         medlama.optiprompt(model, data, tmp_path / "d", **options)
 
 
-def test_bad_inputs_are_one_clear_error(facts, tmp_path, capsys):
+def test_bad_inputs_are_one_clear_error(facts, tiny_bert, tmp_path, capsys):
+    from tiny_causal import save_causal
     from tiny_facts import build_fact_folder, train_fact_model
 
     model, data = facts
+    with pytest.raises(MedlamaInputError, match="no MLM head"):  # an encoder-only model
+        medlama.optiprompt(tiny_bert, data, tmp_path / "x", epochs=0, **FAST)
+    with pytest.raises(MedlamaInputError, match="decoder-only causal LM"):
+        medlama.optiprompt(save_causal(tmp_path / "gpt2", "gpt2"), data, tmp_path / "x", epochs=0, **FAST)
     with pytest.raises(MedlamaInputError, match="relation 'P9' has no rows in the 'train' split"):
         medlama.optiprompt(model, data, tmp_path / "x", relations=["P9"], epochs=0, **FAST)
     no_dev = build_fact_folder(tmp_path / "no-dev", splits={"P1": ["train"] * 12 + ["test"] * 4,
