@@ -24,6 +24,9 @@ def prompts_card(record: Mapping[str, Any]) -> str:
         header += [f"base_model: {hub}"]
     header += ["---", ""]
     training, decoding = record["training"], record["decoding"]
+    defaults = {"max_masks": 10, "beam_size": 5, "init": "confidence", "refine": "none", "max_iterations": 10}
+    flags = "".join(f" --{key.replace('_', '-')} {decoding[key]}" for key, value in defaults.items()
+                    if decoding.get(key, value) != value)  # the dev decoding, for the test
     rows = [f"| {rel} | `{item['template']}` | {100 * item['manual_dev_acc@1']:.2f} | "
             f"{100 * item['dev_acc@1']:.2f} | {item['best_epoch']} | {item['train_examples']} |"
             for rel, item in sorted(record["relations"].items())]
@@ -49,7 +52,7 @@ def prompts_card(record: Mapping[str, Any]) -> str:
         "",
         "```bash",
         f"medlama probe --dataset biolama --data BIOLAMA --method mask-predict --model {name} --prompts THIS_FOLDER "
-        "--preset biolama",
+        f"--preset biolama{flags}",
         "```",
         "",
     ]

@@ -151,7 +151,8 @@ def train_prompts(run: OptiPromptRun, settings: OptiPromptSettings = OptiPromptS
                    for name, item in trained.items()}
         record = {"format": FORMAT, "kind": OUTPUT_KIND, "base": base, "data": folder.info, "config": run.config,
                   "training": {**asdict(settings), "train_split": TRAIN_SPLIT, "dev_split": DEV_SPLIT},
-                  "decoding": {"method": "mask-predict", **asdict(decoding)}, "versions": package_versions(),
+                  "decoding": {"method": "mask-predict", **{k: v for k, v in asdict(decoding).items() if k != "prompts"}},
+                  "versions": package_versions(),
                   "seconds": round(time.perf_counter() - started, 3),
                   "relations": {name: {k: v for k, v in item.items() if k != "vectors"}
                                 for name, item in trained.items()}}
