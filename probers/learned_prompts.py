@@ -35,6 +35,7 @@ from typing import Any
 from medlama.core.defaults import MASK_PLACEHOLDER, SUBJECT_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
 from medlama.core.models import is_hub_id
+from medlama.core.public_paths import public_word
 from medlama.probers.mlm import MaskedLM, SplitQuery
 
 PROMPTS_FILE = "prompts.json"
@@ -272,7 +273,7 @@ class PromptSet:
     def note(self) -> dict:
         """What a result records of the prompts: identity, base model, training settings, relations."""
         record = self.record
-        return {"identity": self.identity, "path": str(self.path), "base": record["base"],
+        return {"identity": self.identity, "path": public_word(str(self.path)), "base": record["base"],
                 "training": record.get("training"), "decoding": record.get("decoding"),
                 "relations": {name: {"template": rel["template"], "best_epoch": rel.get("best_epoch")}
                               for name, rel in sorted(record["relations"].items())}}

@@ -52,6 +52,7 @@ from pathlib import Path
 
 from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
+from medlama.core.public_paths import public_word
 from medlama.probers.prober import Prober, check_all_scores, check_settings
 from medlama.probers.learned_prompts import LearnedPrompt, PromptSet
 from medlama.probers.mlm import MaskedLM, SplitQuery, candidate_lookup, rank_unique
@@ -185,7 +186,8 @@ class MaskPredictProber(Prober):
     def settings(self) -> dict:
         out = {"method": self.method, "model": self.lm.model_path, "decoding": self.settings_.name,
                **asdict(self.settings_)}
-        if self.learned is not None:
+        if self.learned is not None:  # a local folder by its last part, as the model (the identity says which)
+            out["prompts"] = public_word(str(self.settings_.prompts))
             out["learned_prompts"] = self.learned.note()
         return out
 
