@@ -9,10 +9,17 @@ through the loading report's missing keys. ``load_seq2seq_lm`` does the same for
 into token ids (``split``); ``template`` builds ``[CLS] prefix [MASK] x n suffix [SEP]`` from those ids
 (cutting context far from the slot, never a mask, when the model's length limit is hit); ``log_probs``
 runs rows in length-sorted batches and computes the MLM head only at the asked positions.
+
+Learned prompts (OptiPrompt): a row may hold ids at or past the input embedding table's size
+(:attr:`MaskedLM.rows`); id ``rows + j`` stands for the ``j``-th row of :attr:`MaskedLM.vectors`, whose
+vector is spliced into the input embeddings in its place (the model itself is never resized). A row without
+such ids runs exactly as before (``input_ids``), and one whose vectors are the embeddings of the tokens they
+replace gives the same logits.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,6 +174,10 @@ class MaskedLM:
         #: Never predicted by mask predict: special tokens and model rows the tokenizer cannot produce.
         excluded = {i for i in tok.all_special_ids if i is not None and i < vocab} | set(range(len(tok), vocab))
         self.excluded = torch.tensor(sorted(excluded), dtype=torch.long, device=self.device)
+        #: Input embedding rows; ids from here on are :attr:`vectors` (learned prompt vectors), if any.
+        self.rows = int(model.get_input_embeddings().num_embeddings)
+        self.vectors = None
+        self._weights_sha256: str | None = None
         self.head = self._find_head(model)
         if self.head is not None and not self._head_matches(list(wrapped)):
             self.head = None
@@ -241,13 +252,25 @@ class MaskedLM:
 
     # -- scoring -------------------------------------------------------------------------------------
 
+    def inputs(self, input_ids) -> dict:
+        """The model's inputs for ``input_ids``: the ids themselves, or (when a row holds prompt-vector ids,
+        ``>= rows``) their input embeddings with :attr:`vectors` spliced in at those ids."""
+        import torch  # torch only when a model runs
+
+        learned = input_ids >= self.rows
+        if self.vectors is None or not bool(learned.any()):
+            return {"input_ids": input_ids}
+        embedded = self.model.get_input_embeddings()(input_ids.masked_fill(learned, 0))
+        spliced = self.vectors.to(embedded.dtype)[(input_ids - self.rows).clamp(min=0)]
+        return {"inputs_embeds": torch.where(learned.unsqueeze(-1), spliced, embedded)}
+
     def logits_at(self, input_ids, attention_mask, positions):
         """Logits (rows x positions x vocabulary) at ``positions`` (rows x positions) of each row."""
         if self.head is not None:
-            hidden = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask)[0]
+            hidden = self.model.base_model(**self.inputs(input_ids), attention_mask=attention_mask)[0]
             picked = hidden.gather(1, positions.unsqueeze(-1).expand(-1, -1, hidden.size(-1)))
             return self.head(picked)
-        logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
+        logits = self.model(**self.inputs(input_ids), attention_mask=attention_mask).logits
         return logits.gather(1, positions.unsqueeze(-1).expand(-1, -1, logits.size(-1)))
 
     def log_probs(self, rows: Sequence[Sequence[int]], positions: Sequence[Sequence[int]],
@@ -294,6 +317,20 @@ class MaskedLM:
         joined = tuple(torch.cat([p[j] for p in pieces])[inverse.to(pieces[0][j].device)]
                        for j in range(len(pieces[0])))
         return joined if len(joined) > 1 else joined[0]
+
+    def weights_sha256(self) -> str:
+        """SHA-256 over the model's tensors (names, shapes, dtypes, bytes, in name order): what learned prompts
+        are trained for (computed once)."""
+        if self._weights_sha256 is None:
+            import torch  # torch only when a model runs
+
+            digest = hashlib.sha256()
+            for name, tensor in sorted(self.model.state_dict().items()):
+                tensor = tensor.detach().cpu().contiguous()
+                digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}\0".encode())
+                digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
+            self._weights_sha256 = digest.hexdigest()
+        return self._weights_sha256
 
     def decode(self, ids: Sequence[int]) -> str:
         """Token ids as text: word pieces joined, special tokens dropped, outer spaces stripped."""

@@ -13,6 +13,7 @@ imports the heavy libraries (torch, transformers, datasets) only when called.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,7 +35,8 @@ from medlama.trainers.cloze import check_corpus_files
 from medlama.trainers.config import QUICK_PRESET, RewireConfig
 from medlama.ucm_eval.evaluation import UcmModels, UcmRun, UcmSettings, run as run_ucm
 
-__all__ = ["annotate_export", "annotate_score", "compare", "load_medlama", "mteb_task", "probe", "rewire", "ucm"]
+__all__ = ["annotate_export", "annotate_score", "compare", "load_medlama", "mteb_task", "optiprompt", "probe",
+           "report", "rewire", "ucm"]
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -99,7 +101,7 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
           top_k: int = 10, ks: Sequence[int] | None = None, match: str | None = None, tokenizer: Any = None,
           label: str | None = None, candidates: str = "evaluated", checkpoints: bool = False,
           log_all_scores: bool = False, revision: str | None = None, peft: str | None = None,
-          trust_remote_code: bool = False):
+          trust_remote_code: bool = False, prompts: str | Path | None = None):
     """Probe ``model`` on MedLAMA (or BioLAMA) as ``medlama probe`` does; returns a
     ProbeResult (``acc(k)``, ``acc_ci(k)``, ``intervals``, ``per_relation()``,
     ``to_pandas()``, ``save(folder)``).
@@ -139,6 +141,8 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       refused for a local folder); ``peft``: a LoRA adapter applied to ``model``, its base (needs
       ``medlama[peft]``); ``trust_remote_code``: run a model repository's own code (off unless given). As
       ``medlama probe --revision / --peft / --trust-remote-code``.
+    * ``prompts``: mask-predict only: decode with the learned prompts of this folder (``medlama.optiprompt``,
+      ``medlama optiprompt``) or Hub repo id, trained for ``model``, as ``medlama probe --prompts``.
     * ``ks``: cut-offs to score (default 1, 5, 10; BioLAMA 1, 5; acc@1/5/10 are always scored too); ``match``: ``exact`` (MedLAMA) or
       ``normalized`` (BioLAMA's default). ``top_k``: predictions kept per query. ``device``: ``cpu``,
       ``cuda``, ``cuda:N`` or ``mps`` (default: CUDA when there is one).
@@ -152,6 +156,13 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     relations = relation_names(relations)
 
     name = method_name(method)
+    if prompts is not None:
+        if name != "mask-predict":
+            raise MedlamaInputError(f"prompts (learned prompts) are decoded by mask-predict, not {name}")
+        if settings is not None and not isinstance(settings, Mapping):
+            settings = replace(settings, prompts=str(prompts))
+        else:
+            settings = {**(settings or {}), "prompts": str(prompts)}
     if settings is None or isinstance(settings, Mapping):
         settings = settings_for(name, settings, preset=preset)
     elif not isinstance(settings, METHODS[name].settings):
@@ -190,6 +201,29 @@ def rewire(corpus: Any, out: str | Path, model: str | Path | None = None, *, pre
     # trainers.trainer loads (it imports sentence_transformers, torch) when this runs, not when medlama.api is imported
     from medlama.trainers.trainer import rewire as run_rewire
     return run_rewire(corpus, out, config, resume=resume, preset=preset)
+
+
+@_progress_as_the_cli
+def optiprompt(model: str | Path, data: str | Path, out: str | Path, *, config: str = "all",
+               relations: Sequence[str] | str | None = None, device: str | None = None, overwrite: bool = False,
+               decoding: Mapping[str, Any] | None = None, **settings: Any):
+    """Learn OptiPrompt prompts for the masked LM ``model`` on the BioLAMA folder (or Hub dataset id) ``data``
+    and write them to ``out``, as ``medlama optiprompt`` does: per relation of ``config`` (``relations``: a
+    subset), trained on ``train``, chosen on ``dev``; a killed run continues at the next relation.
+    ``settings``: fields of OptiPromptSettings (``init="random"``, ``epochs=3``, ``lr``, ``batch_size``,
+    ``seed``, ``prompt_tokens``); ``decoding``: fields of the dev decoding (mask predict's settings, BioLAMA's
+    by default). Returns the OptiPromptResult (``path``, ``record``, ``identity``); probe with
+    ``medlama.probe(model, data, dataset="biolama", method="mask-predict", prompts=out)``."""
+    # the trainer's modules load (torch, transformers) when this runs, not when medlama.api is imported
+    from medlama.trainers.optiprompt import OptiPromptSettings
+    # (as above)
+    from medlama.trainers.optiprompt_run import DECODING, OptiPromptRun, train_prompts
+
+    relations = relation_names(relations)
+    run = OptiPromptRun(model=str(model), data=str(data), out=Path(out), config=config,
+                        relations=tuple(relations) if relations else None, device=device, overwrite=overwrite)
+    return train_prompts(run, settings_from(OptiPromptSettings, settings, what="optiprompt"),
+                         settings_from(type(DECODING), decoding, base=DECODING, what="decoding"), report=False)
 
 
 @_progress_as_the_cli

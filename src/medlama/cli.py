@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "medlama.commands.report",
     "medlama.commands.annotate",
     "medlama.commands.rewire",
+    "medlama.commands.optiprompt",
     "medlama.commands.publish",
     "medlama.commands.ucm",
     "medlama.commands.export",
