@@ -313,9 +313,9 @@ def test_a_slurm_build_builds_what_the_local_executor_builds(tmp_path, corpora, 
 
 @pytest.fixture
 def local_ray(monkeypatch) -> Path:
-    """A Ray instance of this machine alone, for one test (its folder): two CPUs, every server listening on 127.0.0.1 only,
-    its files (sockets, logs, the token it makes, datatrove's task logs) in a temporary folder; stopped after.
-    Without ray installed (the ``ray`` extra) the test is skipped, but fails in CI, which installs it."""
+    """A Ray instance of this machine alone, for one test (its folder): two CPUs, every server listening on
+    127.0.0.1 only, its files (sockets, logs, the token it makes, datatrove's task logs) in a temporary folder;
+    stopped after. Without ray installed (the ``ray`` extra) the test is skipped, but fails in CI, which installs it."""
     try:
         import ray
         from ray._private import ray_constants
@@ -328,7 +328,7 @@ def local_ray(monkeypatch) -> Path:
     scratch = Path(tempfile.mkdtemp(prefix="ray-"))
     # A Linux node serves on the address other machines reach it by; Ray's single-machine mode (its default on
     # macOS and Windows) serves on 127.0.0.1. For Ray's own processes (the variable) and this one (the constant,
-    # read when ray was first imported).
+    # read when ray was first imported; a private module, so this test is where a Ray upgrade that moves it shows).
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
     monkeypatch.setenv("HOME", str(scratch))  # the token Ray makes (~/.ray/auth_token): not the user's
