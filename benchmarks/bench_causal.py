@@ -60,7 +60,8 @@ def bpe_tokenizer(corpus: list[str], vocab_size: int = 2000):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
-                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                                        show_progress=False))
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
 
 

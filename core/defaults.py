@@ -10,6 +10,9 @@ MASK_PLACEHOLDER = "[Y]"
 SUBJECT_PLACEHOLDER = "[X]"
 #: The record every build writes into its folder (files, rows, SHA-256, statistics): the mark of a built folder.
 BUILD_INFO = "build_info.json"
+#: Queries per relation probed while a model trains (the rewiring evaluator, the trainer callback) unless told:
+#: enough to follow the trend, quick enough at every evaluation.
+TRAINING_PROBE_LIMIT = 50
 
 
 def default_model_path() -> Path:

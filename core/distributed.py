@@ -63,21 +63,24 @@ def device_for(device: str | None) -> str | None:
 
 
 def start(device: str | None = None) -> bool:
-    """Join the process group once (gloo, or nccl when this process runs on CUDA); False when alone."""
+    """Join the process group once (gloo, or nccl when this process runs on CUDA). Whether this call joined it:
+    False when alone, or when the group was joined already (by a trainer the probe runs inside), which only the
+    caller that joined it leaves (:func:`stop`)."""
     if world_size() == 1:
         return False
 
     # torch loads when this runs, not when the CLI parses its flags
     import torch.distributed as dist
 
-    if not dist.is_initialized():
-        cuda = str(device_for(device) or "").startswith("cuda")
-        if cuda:
-            # torch loads when this runs, not when the CLI parses its flags
-            import torch
+    if dist.is_initialized():
+        return False
+    cuda = str(device_for(device) or "").startswith("cuda")
+    if cuda:
+        # torch loads when this runs, not when the CLI parses its flags
+        import torch
 
-            torch.cuda.set_device(local_rank())
-        dist.init_process_group("nccl" if cuda else "gloo", timeout=datetime.timedelta(hours=BARRIER_HOURS))
+        torch.cuda.set_device(local_rank())
+    dist.init_process_group("nccl" if cuda else "gloo", timeout=datetime.timedelta(hours=BARRIER_HOURS))
     return True
 
 

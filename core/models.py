@@ -297,6 +297,20 @@ def pick_device(device: str | None = None) -> Any:
 
 
 #: The devices a model may be put on, as ``--device`` and ``device=`` spell them.
+#: The precisions a model's weights are loaded in (the probers' ``dtype`` setting).
+DTYPES = ("fp32", "bf16", "fp16")
+
+
+def torch_dtype(name: str) -> Any:
+    """The torch dtype of a :data:`DTYPES` name."""
+    # torch loads when this runs, not when the CLI parses its flags
+    import torch
+
+    if name not in DTYPES:
+        raise MedlamaInputError(f"unknown dtype {name!r}; choose from {list(DTYPES)}")
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+
+
 DEVICE_PATTERN = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
 DEVICE_WORDS = "cpu, cuda, cuda:N or mps"
 

@@ -86,7 +86,7 @@ def model_identity(model: Any, revision: str | None = None) -> dict[str, Any]:
                 "sha256": folder_hash(default_model_path())}
     if not isinstance(model, (str, Path)):
         name = getattr(model, "name_or_path", None) or getattr(getattr(model, "config", None), "_name_or_path", None)
-        if name is None:
+        if not name:  # none, or "" (a model built from a config), which is no folder (not the current one)
             return {"id": type(model).__name__, "loaded_object": True}
         out = model_identity(name, getattr(getattr(model, "config", None), "_commit_hash", None))
         out["loaded_object"] = True

@@ -35,13 +35,13 @@ from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_log_probs
-from medlama.core.models import (finish_loading, load_tokenizer, loading_weights, pick_device, pretrained_kwargs,
-                                 quiet_transformers, read_config, resolve_model)
+from medlama.core.loaded import LoadedModel
+from medlama.core.models import (DTYPES, finish_loading, load_tokenizer, loading_weights, pick_device,
+                                 pretrained_kwargs, quiet_transformers, read_config, resolve_model, torch_dtype)
 from medlama.probers.mlm import MAX_LOGPROB_ELEMENTS
 from medlama.probers.prober import check_settings
 from medlama.core.settings import setting
 
-DTYPES = ("fp32", "bf16", "fp16")
 #: A word every tokenizer splits off on its own: names and suffixes are tokenised after it, as in context.
 ANCHOR = "a"
 #: The user turn when ``chat_template`` is on; the assistant's reply starts with the query's prefix.
@@ -77,12 +77,6 @@ def _log_softmax(logits):
     return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(-1)
 
 
-def _torch_dtype(name: str):
-    import torch  # torch only when a model runs
-
-    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
-
-
 def check_causal_config(config, path: str, method: str) -> None:
     """``MedlamaInputError`` unless ``config`` describes a decoder-only causal LM."""
     # transformers loads when this runs, not when the CLI parses its flags
@@ -111,20 +105,24 @@ def is_causal_lm(model_path: str | Path) -> bool:
     return True
 
 
-def load_causal_lm(model_path: str | Path, method: str, *, dtype: str = "fp32", device: str | None = None,
+def load_causal_lm(model_path: str | Path | LoadedModel, method: str, *, dtype: str = "fp32",
+                   device: str | None = None,
                    device_map: str | None = None):
-    """``(tokenizer, model)`` of a causal LM at ``model_path``, in eval mode on ``device`` (or sharded).
+    """``(tokenizer, model)`` of a causal LM at ``model_path``, in eval mode on ``device`` (or sharded); of a
+    :class:`~medlama.core.loaded.LoadedModel`, the model as it is.
 
     ``method`` names the probing method in errors. A tokenizer without a pad token gets EOS as padding.
     """
     from transformers import AutoModelForCausalLM  # transformers only when a model loads or runs
 
-    path = resolve_model(model_path)
     if dtype not in DTYPES:
         raise MedlamaInputError(f"unknown dtype {dtype!r}; choose from {list(DTYPES)}")
+    if isinstance(model_path, LoadedModel):
+        return _loaded_causal_lm(model_path, method, dtype=dtype, device=device, device_map=device_map)
+    path = resolve_model(model_path)
     config = read_config(path)
     check_causal_config(config, path, method)
-    kwargs = {"dtype": _torch_dtype(dtype), "output_loading_info": True, **pretrained_kwargs()}
+    kwargs = {"dtype": torch_dtype(dtype), "output_loading_info": True, **pretrained_kwargs()}
     if device_map is not None:
         if device_map != "auto":
             raise MedlamaInputError(f"unknown device map {device_map!r}; the only choice is 'auto'")
@@ -145,6 +143,27 @@ def load_causal_lm(model_path: str | Path, method: str, *, dtype: str = "fp32", 
     return tokenizer, model.eval()
 
 
+def _loaded_causal_lm(loaded: LoadedModel, method: str, *, dtype: str, device: str | None,
+                      device_map: str | None):
+    """A causal LM in memory, checked as :func:`load_causal_lm` checks a folder's: as it is (its device, its
+    precision, which ``dtype`` must name; its mode), with a copy of its tokenizer given EOS as padding."""
+    check_causal_config(loaded.config, str(loaded), method)
+    if loaded.model.get_output_embeddings() is None:
+        raise MedlamaInputError(f"{type(loaded.model).__name__} has no LM head; --method {method} needs the model "
+                                "with its LM head", file=str(loaded))
+    if device_map is not None:
+        raise MedlamaInputError("device_map applies to a model loaded from a folder or Hub id, not one in memory")
+    if dtype != loaded.dtype_name():
+        raise MedlamaInputError(f"the model in memory is {loaded.dtype_name()}, not {dtype}: give dtype "
+                                f"{loaded.dtype_name()!r} (it is probed in its own precision)", file=str(loaded))
+    loaded.device(device)
+    tokenizer = loaded.tokenizer
+    if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
+        tokenizer = copy.deepcopy(tokenizer)  # the caller's tokenizer is left as it is
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer, loaded.model
+
+
 @dataclass(frozen=True)
 class CausalQuery:
     """A query cut at its slot: the prefix ids the model reads first, the suffix's ids, and how the slot reads.
@@ -160,7 +179,8 @@ class CausalQuery:
 class CausalLM:
     """A causal LM ready for cloze scoring: queries as token ids, batched continuation log-probabilities."""
 
-    def __init__(self, model_path: str | Path, method: str, settings: CausalModelSettings = CausalModelSettings(),
+    def __init__(self, model_path: str | Path | LoadedModel, method: str,
+                 settings: CausalModelSettings = CausalModelSettings(),
                  *, device: str | None = None) -> None:
         self.model_path = str(model_path)
         self.method = method

@@ -29,6 +29,7 @@ from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import FiniteScores
+from medlama.core.loaded import LoadedModel
 from medlama.core.models import pick_device
 from medlama.probers.prober import Prober, check_all_scores, check_settings
 from medlama.probers.mlm import candidate_lookup, load_seq2seq_lm
@@ -123,13 +124,13 @@ class GenerativeProber(Prober):
 
     method = "generative"
 
-    def __init__(self, model_path: str | Path, settings: GenerativeSettings = GenerativeSettings(), *,
-                 device: str | None = None) -> None:
+    def __init__(self, model_path: str | Path | LoadedModel, settings: GenerativeSettings = GenerativeSettings(),
+                 *, device: str | None = None) -> None:
         self.settings_ = settings
         self.model_path = str(model_path)
         self.tokenizer, model = load_seq2seq_lm(model_path)
         self.style = detect_style(self.tokenizer, settings.style, file=self.model_path)
-        self.device = pick_device(device)
+        self.device = model_path.device(device) if isinstance(model_path, LoadedModel) else pick_device(device)
         self.model = model.to(self.device)
         self._lookup: tuple[tuple[str, ...], dict] | None = None
 

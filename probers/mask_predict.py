@@ -36,7 +36,12 @@ variants under an uncased tokenizer): X-FACTR counts a hit when the ids equal th
 this keeps that criterion under exact-match scoring. Other answers are reported as decoded.
 
 Presets: ``paper`` is the paper's first setting (beam 5, M = 5, ``independent``, X-FACTR's 10 rounds);
-``paper-order+order`` its second (``order`` fill, ``order`` refinement).
+``paper-order+order`` its second (``order`` fill, ``order`` refinement); ``biolama`` BioLAMA's (beam 5,
+M = 10, ``confidence`` fill, no refinement, 10 rounds).
+
+Learned prompts (``prompts``: a folder of ``medlama optiprompt``, :mod:`medlama.probers.learned_prompts`):
+each query is decoded with its relation's learned vectors in place of the manual template's words; the
+prompts must have been trained for this model and tokenizer, and hold every probed relation.
 """
 
 from __future__ import annotations
@@ -47,8 +52,10 @@ from pathlib import Path
 
 from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
+from medlama.core.public_paths import public_word
 from medlama.probers.prober import Prober, check_all_scores, check_settings
-from medlama.probers.mlm import MaskedLM, candidate_lookup, rank_unique
+from medlama.probers.learned_prompts import LearnedPrompt, PromptSet
+from medlama.probers.mlm import MaskedLM, SplitQuery, candidate_lookup, rank_unique
 from medlama.probers.query_set import QuerySet
 from medlama.probers.ranking import Ranking
 from medlama.core.settings import setting
@@ -73,6 +80,8 @@ class MaskPredictSettings:
     to_candidates: bool = setting(True, help="report a decoded answer whose token ids equal a candidate name's "
                                              "as that name (--raw-predictions: as decoded)", cli=False)
     batch_size: BatchSize = setting(16, metavar="N", help="queries decoded together (x beam size rows per forward pass)", min=1)
+    prompts: str | None = setting(None, metavar="PROMPTS", help="decode with learned prompts: a folder of medlama "
+                                  "optiprompt or a Hub repo id (none: the manual prompts)")
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -90,6 +99,7 @@ class MaskPredictSettings:
 PRESETS = {
     "paper": MaskPredictSettings(),
     "paper-order+order": MaskPredictSettings(init="order", refine="order"),
+    "biolama": MaskPredictSettings(max_masks=10, init="confidence"),
 }
 
 
@@ -150,13 +160,42 @@ class MaskPredictProber(Prober):
     method = "mask-predict"
 
     def __init__(self, model_path: str | Path, settings: MaskPredictSettings = PRESETS["paper"], *,
-                 device: str | None = None) -> None:
+                 device: str | None = None, lm: MaskedLM | None = None) -> None:
         self.settings_ = settings
-        self.lm = MaskedLM(model_path, device=device, batch_size=settings.batch_size * settings.beam_size)
+        self.lm = lm or MaskedLM(model_path, device=device, batch_size=settings.batch_size * settings.beam_size)
+        self.learned: PromptSet | None = None
+        self._offsets: dict[str, int] = {}
+        self._prompts: dict[str, LearnedPrompt] = {}
+        if settings.prompts is not None:
+            self.learned = PromptSet.read(settings.prompts)
+            self.learned.check_base(self.lm)
+            self.use_prompts(self.learned.prompts)
+
+    def use_prompts(self, prompts: dict[str, LearnedPrompt] | None) -> None:
+        """Decode each relation of ``prompts`` with its learned vectors (``None``: the manual prompts)."""
+        import torch  # torch only when a model runs
+
+        self._offsets, stacked, at = {}, [], 0
+        for name, prompt in (prompts or {}).items():
+            self._offsets[name] = at
+            stacked.append(prompt.vectors)
+            at += prompt.vectors.shape[0]
+        self._prompts = dict(prompts or {})
+        self.lm.vectors = torch.cat(stacked).to(self.lm.device) if stacked else None
 
     def settings(self) -> dict:
-        return {"method": self.method, "model": self.lm.model_path, "decoding": self.settings_.name,
-                **asdict(self.settings_)}
+        out = {"method": self.method, "model": self.lm.model_path, "decoding": self.settings_.name,
+               **asdict(self.settings_)}
+        if self.learned is not None:  # a local folder by its last part, as the model (the identity says which)
+            out["prompts"] = public_word(str(self.settings_.prompts))
+            out["learned_prompts"] = self.learned.note()
+        return out
+
+    def _split(self, queries: QuerySet, q: int) -> SplitQuery:
+        prompt = self._prompts.get(queries.relations[q]) if self._offsets else None
+        if prompt is None:
+            return self.lm.split(queries.texts[q])
+        return prompt.split(self.lm, queries.texts[q], self._offsets[prompt.relation])
 
     # -- one round for many groups -------------------------------------------------------------------
 
@@ -257,7 +296,10 @@ class MaskPredictProber(Prober):
     def decode(self, queries: QuerySet) -> list[list[tuple[str, float]]]:
         """Every decoded answer of every query with its score (see the module docstring), best first."""
         settings = self.settings_
-        splits = [self.lm.split(text) for text in queries.texts]
+        if self.learned is not None:
+            self.learned.check_relations(sorted(set(queries.relations)))
+            self.learned.check_split(queries.info.get("split"))
+        splits = [self._split(queries, q) for q in range(len(queries))]
         lookups = {}
         out: list[list[tuple[str, float]]] = []
         for start in range(0, len(queries), settings.batch_size):

@@ -9,10 +9,17 @@ through the loading report's missing keys. ``load_seq2seq_lm`` does the same for
 into token ids (``split``); ``template`` builds ``[CLS] prefix [MASK] x n suffix [SEP]`` from those ids
 (cutting context far from the slot, never a mask, when the model's length limit is hit); ``log_probs``
 runs rows in length-sorted batches and computes the MLM head only at the asked positions.
+
+Learned prompts (OptiPrompt): a row may hold ids at or past the input embedding table's size
+(:attr:`MaskedLM.rows`); id ``rows + j`` stands for the ``j``-th row of :attr:`MaskedLM.vectors`, whose
+vector is spliced into the input embeddings in its place (the model itself is never resized). A row without
+such ids runs exactly as before (``input_ids``), and one whose vectors are the embeddings of the tokens they
+replace gives the same logits.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,11 +27,16 @@ from pathlib import Path
 from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_finite
+from medlama.core.loaded import LoadedModel
 from medlama.core.models import (finish_loading, load_tokenizer, loading_weights, pick_device, pretrained_kwargs,
                                  quiet_transformers, read_config, resolve_model)
 
 #: Log-probabilities (rows x positions x vocabulary) materialised at once, at most (256 MB in float32).
 MAX_LOGPROB_ELEMENTS = 1 << 26
+
+#: What the masked-LM methods need, said when a model is not that.
+MASKED_NEED = ("mask predict, mask average and masked likelihood need a masked language model (BERT style) with "
+               "its MLM head")
 
 CONTRASTIVE_HINT = ("encoders saved without it (the output of `medlama rewire`, the bundled sentence encoder, "
                     "PubMedBERT) can be probed with --method retrieval")
@@ -44,13 +56,16 @@ def causal_hint(config) -> str:
             "causal-generate)")
 
 
-def load_masked_lm(model_path: str | Path):
-    """Tokenizer and masked LM (with its MLM head) of ``model_path``; ``MedlamaInputError`` otherwise."""
+def load_masked_lm(model_path: str | Path | LoadedModel):
+    """Tokenizer and masked LM (with its MLM head) of ``model_path`` (or the model in memory, as it is);
+    ``MedlamaInputError`` otherwise."""
     from transformers import AutoModelForMaskedLM  # transformers only when a model loads or runs
 
+    if isinstance(model_path, LoadedModel):
+        return _loaded_masked_lm(model_path)
     path = resolve_model(model_path)
     config = read_config(path)
-    need = "mask predict and mask average need a masked language model (BERT style) with its MLM head"
+    need = MASKED_NEED
     if getattr(config, "is_encoder_decoder", False):
         raise MedlamaInputError(f"{config.model_type!r} is a sequence-to-sequence model; {need} "
                                 "(use --method generative for BART/T5 models)", file=path)
@@ -79,10 +94,32 @@ def load_masked_lm(model_path: str | Path):
     return tokenizer, finish_loading(model).eval()
 
 
-def load_seq2seq_lm(model_path: str | Path):
-    """Tokenizer and sequence-to-sequence LM (BART, T5 style) of ``model_path``; ``MedlamaInputError`` otherwise."""
+def _loaded_masked_lm(loaded: LoadedModel):
+    """A masked LM in memory, checked as :func:`load_masked_lm` checks a folder's (not moved, nor put in eval mode)."""
+    # transformers loads when this runs (the model in memory has loaded it already)
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    need = MASKED_NEED
+    config, name = loaded.config, str(loaded)
+    if config.model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES or getattr(config, "is_decoder", False) or \
+            loaded.model.get_output_embeddings() is None:
+        raise MedlamaInputError(f"{type(loaded.model).__name__} is not a masked LM with its MLM head; {need}"
+                                f"{causal_hint(config)}", file=name)
+    if loaded.tokenizer.mask_token is None or loaded.tokenizer.mask_token_id is None:
+        raise MedlamaInputError(f"the tokenizer has no mask token; {need}", file=name)
+    return loaded.tokenizer, loaded.model
+
+
+def load_seq2seq_lm(model_path: str | Path | LoadedModel):
+    """Tokenizer and sequence-to-sequence LM (BART, T5 style) of ``model_path`` (or the model in memory, as it
+    is); ``MedlamaInputError`` otherwise."""
     from transformers import AutoModelForSeq2SeqLM  # transformers only when a model loads or runs
 
+    if isinstance(model_path, LoadedModel):  # a model in memory, as it is
+        if not getattr(model_path.config, "is_encoder_decoder", False):
+            raise MedlamaInputError(f"{type(model_path.model).__name__} is not a sequence-to-sequence model; "
+                                    "generative probing needs one (BART or T5 style)", file=str(model_path))
+        return model_path.tokenizer, model_path.model
     path = resolve_model(model_path)
     config = read_config(path)
     need = "generative probing needs a sequence-to-sequence model (BART or T5 style)"
@@ -118,7 +155,7 @@ class MaskedLM:
             raise MedlamaInputError(f"batch size must be >= 1, got {batch_size}")
         self.model_path = str(model_path)
         self.tokenizer, model = load_masked_lm(model_path)
-        self.device = pick_device(device)
+        self.device = model_path.device(device) if isinstance(model_path, LoadedModel) else pick_device(device)
         self.model = model.to(self.device)
         self.batch_size = batch_size
         tok = self.tokenizer
@@ -137,6 +174,10 @@ class MaskedLM:
         #: Never predicted by mask predict: special tokens and model rows the tokenizer cannot produce.
         excluded = {i for i in tok.all_special_ids if i is not None and i < vocab} | set(range(len(tok), vocab))
         self.excluded = torch.tensor(sorted(excluded), dtype=torch.long, device=self.device)
+        #: Input embedding rows; ids from here on are :attr:`vectors` (learned prompt vectors), if any.
+        self.rows = int(model.get_input_embeddings().num_embeddings)
+        self.vectors = None
+        self._weights_sha256: str | None = None
         self.head = self._find_head(model)
         if self.head is not None and not self._head_matches(list(wrapped)):
             self.head = None
@@ -211,13 +252,25 @@ class MaskedLM:
 
     # -- scoring -------------------------------------------------------------------------------------
 
+    def inputs(self, input_ids) -> dict:
+        """The model's inputs for ``input_ids``: the ids themselves, or (when a row holds prompt-vector ids,
+        ``>= rows``) their input embeddings with :attr:`vectors` spliced in at those ids."""
+        import torch  # torch only when a model runs
+
+        learned = input_ids >= self.rows
+        if self.vectors is None or not bool(learned.any()):
+            return {"input_ids": input_ids}
+        embedded = self.model.get_input_embeddings()(input_ids.masked_fill(learned, 0))
+        spliced = self.vectors.to(embedded.dtype)[(input_ids - self.rows).clamp(min=0)]
+        return {"inputs_embeds": torch.where(learned.unsqueeze(-1), spliced, embedded)}
+
     def logits_at(self, input_ids, attention_mask, positions):
         """Logits (rows x positions x vocabulary) at ``positions`` (rows x positions) of each row."""
         if self.head is not None:
-            hidden = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask)[0]
+            hidden = self.model.base_model(**self.inputs(input_ids), attention_mask=attention_mask)[0]
             picked = hidden.gather(1, positions.unsqueeze(-1).expand(-1, -1, hidden.size(-1)))
             return self.head(picked)
-        logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
+        logits = self.model(**self.inputs(input_ids), attention_mask=attention_mask).logits
         return logits.gather(1, positions.unsqueeze(-1).expand(-1, -1, logits.size(-1)))
 
     def log_probs(self, rows: Sequence[Sequence[int]], positions: Sequence[Sequence[int]],
@@ -264,6 +317,20 @@ class MaskedLM:
         joined = tuple(torch.cat([p[j] for p in pieces])[inverse.to(pieces[0][j].device)]
                        for j in range(len(pieces[0])))
         return joined if len(joined) > 1 else joined[0]
+
+    def weights_sha256(self) -> str:
+        """SHA-256 over the model's tensors (names, shapes, dtypes, bytes, in name order): what learned prompts
+        are trained for (computed once)."""
+        if self._weights_sha256 is None:
+            import torch  # torch only when a model runs
+
+            digest = hashlib.sha256()
+            for name, tensor in sorted(self.model.state_dict().items()):
+                tensor = tensor.detach().cpu().contiguous()
+                digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}\0".encode())
+                digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
+            self._weights_sha256 = digest.hexdigest()
+        return self._weights_sha256
 
     def decode(self, ids: Sequence[int]) -> str:
         """Token ids as text: word pieces joined, special tokens dropped, outer spaces stripped."""

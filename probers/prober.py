@@ -90,7 +90,7 @@ def check_all_scores(prober: "Prober | type[Prober]", all_scores: bool) -> None:
     if all_scores and not prober.scores_pool:
         raise MedlamaInputError(f"--method {prober.method} generates its answers and does not score every "
                                 "candidate: it cannot log all scores (log_all_scores); methods that can: "
-                                "retrieval, mask-average, causal-likelihood")
+                                "retrieval, mask-average, masked-likelihood, causal-likelihood")
 
 
 def check_settings(settings: S) -> S:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from medlama.core.errors import MedlamaInputError
+from medlama.core.loaded import LoadedModel
 from medlama.probers.prober import Prober
 from medlama.probers.causal import CausalConstrainedProber, CausalGenerateProber, CausalLikelihoodProber, \
     ConstrainedSettings, GenerateSettings, LikelihoodSettings
@@ -19,6 +20,7 @@ from medlama.probers.generative import GenerativeProber, GenerativeSettings
 from medlama.probers.mask_average import MaskAverageProber, MaskAverageSettings
 from medlama.probers.mask_predict import PRESETS as MASK_PREDICT_PRESETS
 from medlama.probers.mask_predict import MaskPredictProber, MaskPredictSettings
+from medlama.probers.masked_likelihood import MaskedLikelihoodProber, MaskedLikelihoodSettings
 from medlama.probers.retrieval import PRESETS as RETRIEVAL_PRESETS
 from medlama.probers.retrieval import RetrievalProber, RetrievalSettings
 from medlama.core.settings import settings_from
@@ -37,6 +39,8 @@ METHODS: dict[str, Method] = {
     "retrieval": Method(RetrievalProber, RetrievalSettings, RETRIEVAL_PRESETS),
     "mask-average": Method(MaskAverageProber, MaskAverageSettings, {}),
     "mask-predict": Method(MaskPredictProber, MaskPredictSettings, MASK_PREDICT_PRESETS),
+    # masked LMs scored as causal-likelihood scores causal LMs: the (pseudo-)log-likelihood of the statement
+    "masked-likelihood": Method(MaskedLikelihoodProber, MaskedLikelihoodSettings, {}),
     "generative": Method(GenerativeProber, GenerativeSettings, {}),
     # decoder-only causal LMs (GPT-2, BioGPT, Llama family): exact ranking, fast ranking, free text
     "causal-likelihood": Method(CausalLikelihoodProber, LikelihoodSettings, {}),
@@ -81,8 +85,9 @@ def settings_for(method: str, values: Mapping[str, Any] | None = None, *, preset
     return settings_from(cls, values, base=base, what=name)
 
 
-def make_prober(method: str, model: str | Path, settings: Any = None, *, device: str | None = None) -> Prober:
-    """A prober for ``method`` on ``model``.
+def make_prober(method: str, model: str | Path | LoadedModel, settings: Any = None, *,
+                device: str | None = None) -> Prober:
+    """A prober for ``method`` on ``model`` (a folder, a Hub id, or a model in memory with its tokenizer).
 
     ``settings``: the method's settings dataclass, or a mapping of its fields (over the method's default
     preset; an unknown or misspelt name is an error), or ``None`` for the default preset.

@@ -37,6 +37,7 @@ from medlama.core.batching import fit_batch, is_auto, starting_size
 from medlama.core.errors import MedlamaInputError
 from medlama.core.provenance import model_identity
 from medlama.core.settings import as_dict
+from medlama.probers.learned_prompts import identity_of
 from medlama.probers.pools import pool_parts, rank_choices
 from medlama.probers.prober import Prober, ProberNote
 from medlama.probers.query_set import QuerySet
@@ -197,7 +198,9 @@ def manifest(queries: QuerySet, units: Sequence[Unit], *, top_k: int, all_scores
                      "selection_sha256": selection.hexdigest(), "candidates": queries.pool_record()},
             "top_k": top_k, "all_scores": all_scores,
             "units": {unit.label: {"method": unit.run.method, "model": model_identity(unit.model),
-                                   "settings": settings(unit.run), "layers": unit.layers, "load": loading(unit.run)}
+                                   "settings": settings(unit.run), "layers": unit.layers, "load": loading(unit.run),
+                                   **({"prompts": identity_of(unit.run.settings)}
+                                      if getattr(unit.run.settings, "prompts", None) else {})}
                       for unit in units}}
 
 

@@ -33,6 +33,7 @@ from medlama.core.batching import is_auto, starting_size
 from medlama.core.checkpoints import checkpoint_step, list_checkpoints
 from medlama.core.defaults import default_model_path
 from medlama.core.errors import MedlamaInputError
+from medlama.core.loaded import LoadedModel
 from medlama.core.models import LoadOptions, loading_with, resolve_model, unique_labels
 from medlama.core.resume import check_work_folder, discard_work_folder, ShardStore
 from medlama.probers import tables
@@ -71,10 +72,13 @@ class ModelRun:
         :func:`~medlama.probers.result.result_of` puts in the run's settings."""
         model = self.model if model is None else model
         with loading_with(self.load) as loaded:
-            if not isinstance(model, (str, Path)):
-                prober = RetrievalProber(model, self.settings, device=device, tokenizer=self.tokenizer)
-            else:
+            if isinstance(model, (str, Path)):
                 prober = registry.make_prober(self.method, str(model), self.settings, device=device)
+            elif self.method == "retrieval":
+                prober = RetrievalProber(model, self.settings, device=device, tokenizer=self.tokenizer)
+            else:  # a model in memory (one being trained), probed as it is
+                prober = registry.make_prober(self.method, LoadedModel(model, self.tokenizer), self.settings,
+                                              device=device)
         prober.loaded = loaded
         return prober
 
@@ -93,7 +97,8 @@ class ProbeRequest:
     """One probe, as ``medlama probe``'s flags or ``medlama.probe``'s arguments ask for it (:func:`run_probe`).
 
     ``methods``: current method names; ``settings``: each method's settings dataclass; ``models``: folders,
-    Hub ids or (retrieval) one loaded model with its ``tokenizer`` (none: the bundled encoder); ``labels``:
+    Hub ids or one loaded model with its ``tokenizer`` (none: the bundled encoder; a loaded masked, causal or
+    sequence-to-sequence LM is probed as it is: :class:`~medlama.core.loaded.LoadedModel`); ``labels``:
     their row names (none: :func:`unique_labels`). The queries: ``source`` (the CLI's data flags), else
     ``data`` read by :func:`~medlama.probers.queries.queries_from` with ``dataset``, ``config``,
     ``relations`` and ``candidates``; ``limit``: the first queries of each relation. Scoring: ``ks`` and
@@ -146,9 +151,8 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome | None:
     if loaded:  # a loaded model is named by what its prober reads (and inspected once)
         method = request.methods[0]
         check_all_scores(METHODS[method].prober, request.all_scores)
-        if method != "retrieval":  # a loaded object (the encoder checks which)
-            raise MedlamaInputError(f"a loaded model object is probed by retrieval only; give {method} a model "
-                                    "folder or Hub id")
+        if method != "retrieval" and request.tokenizer is None:  # a loaded object (its loader checks which)
+            raise MedlamaInputError(f"a loaded model object probed by {method} needs its tokenizer (tokenizer=)")
         settings = request.settings[method]
         sized = replace(settings, batch_size=starting_size(settings)) if is_auto(settings) else settings
         prober = ModelRun("", method, loaded[0], sized, request.tokenizer).prober(request.device)
@@ -215,7 +219,7 @@ def _probe_sharded(request: ProbeRequest, queries: QuerySet, runs: list[ModelRun
                    scored: Sequence[int], match: str) -> ProbeOutcome | None:
     """:func:`probe_models` with its completed shards kept beside ``request.out`` (:func:`shard_store`)."""
     device = distributed.device_for(request.device)
-    distributed.start(device)
+    joined = distributed.start(device)  # False when alone, or inside a group already joined (a trainer's)
     store = None
     try:
         store = shard_store(request.out, queries, runs, top_k=max(scored), checkpoints=checkpoints,
@@ -228,7 +232,8 @@ def _probe_sharded(request: ProbeRequest, queries: QuerySet, runs: list[ModelRun
             discard_shards(request.out)  # nothing done to continue: leave nothing beside OUT
         raise
     finally:
-        distributed.stop()  # nothing to leave alone
+        if joined:  # the group this probe joined; a trainer's stays as it was
+            distributed.stop()
 
 
 def _start_over(hint: str) -> str:

@@ -21,14 +21,15 @@ try:  # sentence-transformers >= 6 names the base class BaseEvaluator; SentenceE
 except ImportError:  # pragma: no cover - older sentence-transformers
     from sentence_transformers.evaluation import SentenceEvaluator as _Base
 
+from medlama.core.defaults import TRAINING_PROBE_LIMIT
 from medlama.probers.queries import queries_from
 from medlama.probers.query_set import QuerySet
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
 from medlama.probers.workflow import probe
 import json
 
-#: Queries per relation the evaluator probes by default: enough to follow the trend, quick enough every N steps.
-DEFAULT_LIMIT = 50
+#: Queries per relation the evaluator probes by default (:data:`medlama.core.defaults.TRAINING_PROBE_LIMIT`).
+DEFAULT_LIMIT = TRAINING_PROBE_LIMIT
 
 
 def mrr_at_k(predictions: Sequence[Sequence[str]], gold: Sequence[Sequence[str]], k: int = 10) -> float:

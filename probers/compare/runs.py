@@ -44,7 +44,9 @@ DATA_IDENTITY = ("sha256", "fingerprint")
 @dataclass
 class Run:
     """One compared run: its ``label``, the ``folder`` it came from, its ``results.json`` entry (``record``)
-    and its per-query ``ids``, ``relations``, ``gold`` and ``hits`` (``{k: bool array}``), in file order."""
+    and its per-query ``ids``, ``relations``, ``gold``, ``hits`` (``{k: bool array}``), ``predictions`` (the
+    top names kept) and ``inputs`` (the text fed to the model; ``None`` where the row has none), in file order;
+    ``rows``: its ``predictions.jsonl`` rows as read (scores and the gold's rank too)."""
 
     label: str
     folder: Path
@@ -53,6 +55,9 @@ class Run:
     relations: list[str] = field(default_factory=list)
     gold: list[list[str]] = field(default_factory=list)
     hits: dict[int, np.ndarray] = field(default_factory=dict)
+    predictions: list[list[str]] = field(default_factory=list)
+    inputs: list[str | None] = field(default_factory=list)
+    rows: list[dict] = field(default_factory=list, repr=False)
 
     @property
     def data(self) -> dict:
@@ -119,7 +124,10 @@ def _fill(run: Run, rows: list[tuple[int, dict]], file: Path) -> None:
         run.ids.append(str(row["id"]))
         run.relations.append(str(row["relation"]))
         run.gold.append(sorted(map(str, row["gold"])))
+        run.predictions.append([str(name) for name in row["predictions"]])
+        run.inputs.append(row["input"] if isinstance(row.get("input"), str) else None)
     run.hits = {k: np.array([bool(row[f"hit@{k}"]) for _, row in rows]) for k in run.ks}
+    run.rows = [row for _, row in rows]
     if len(set(run.ids)) != len(run.ids):
         repeated = next(i for i in run.ids if run.ids.count(i) > 1)
         raise MedlamaInputError(f"run {run.label!r}: query {repeated!r} appears more than once", file=file)
@@ -172,8 +180,13 @@ def _check_unchanged(folder: Path) -> None:
                                     file=path)
 
 
-def load_runs(folders: Sequence[str | Path]) -> list[Run]:
-    """Every run of ``folders`` (each a ``probe`` or ``recipe`` output), in the order given, labelled uniquely."""
+#: How messages write a minimum count of runs.
+_AT_LEAST = {1: "one", 2: "two"}
+
+
+def load_runs(folders: Sequence[str | Path], *, at_least: int = 2, purpose: str = "a comparison") -> list[Run]:
+    """Every run of ``folders`` (each a ``probe`` or ``recipe`` output), in the order given, labelled uniquely;
+    fewer than ``at_least`` runs are refused (``purpose``: what needs them, for the message)."""
     runs: list[Run] = []
     seen: set[Path] = set()
     for folder in map(Path, folders):
@@ -190,8 +203,9 @@ def load_runs(folders: Sequence[str | Path]) -> list[Run]:
             _fill(run, rows[label], folder / PREDICTIONS_FILE)
             runs.append(run)
         _check_unchanged(folder)
-    if len(runs) < 2:
-        raise MedlamaInputError(f"{len(runs)} run in {', '.join(map(str, folders))}: a comparison needs two or more")
+    if len(runs) < at_least:
+        raise MedlamaInputError(f"{len(runs)} run in {', '.join(map(str, folders))}: {purpose} needs "
+                                f"{_AT_LEAST.get(at_least, at_least)} or more")
     plain = [run.label for run in runs]
     for run in runs:
         if plain.count(run.label) > 1:

@@ -10,13 +10,16 @@ The toolkit's parts, one job each:
 * ``medlama.cli``       the ``medlama`` command.
 
 The Python API (:mod:`medlama.api`): ``medlama.probe``, ``medlama.load_medlama``, ``medlama.rewire``,
-``medlama.ucm``, ``medlama.compare`` and ``medlama.mteb_task`` (MedLAMA as an MTEB retrieval task), loaded on
-first use so that ``import medlama`` stays light.
+``medlama.optiprompt`` (learned prompts for mask predict), ``medlama.ucm``, ``medlama.compare``,
+``medlama.report`` (a results page), ``medlama.annotate_export`` and ``medlama.annotate_score`` (expert rating
+sheets) and ``medlama.mteb_task`` (MedLAMA as an MTEB retrieval task), loaded on first use so that
+``import medlama`` stays light.
 """
 
 __version__ = "0.1.0"
 
-_API = ("probe", "load_medlama", "rewire", "ucm", "compare", "mteb_task")
+_API = ("probe", "load_medlama", "rewire", "optiprompt", "ucm", "compare", "report", "annotate_export",
+        "annotate_score", "mteb_task")
 __all__ = ["__version__", *_API]
 
 

@@ -13,10 +13,12 @@ imports the heavy libraries (torch, transformers, datasets) only when called.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from medlama.annotation import ExportSettings, ScoreSettings, export_sheet, score_sheet
 from medlama.core.errors import MedlamaInputError
 from medlama.core.models import LoadOptions, resolve_model
 from medlama.core.progress import showing
@@ -28,11 +30,13 @@ from medlama.probers.compare import CompareSettings, compare_folders
 from medlama.probers.queries import QuerySource, check_rule
 from medlama.probers.registry import METHODS, method_name, settings_for
 from medlama.probers.workflow import ProbeRequest, run_probe
+from medlama.reports import ReportSettings, write_report
 from medlama.trainers.cloze import check_corpus_files
 from medlama.trainers.config import QUICK_PRESET, RewireConfig
 from medlama.ucm_eval.evaluation import UcmModels, UcmRun, UcmSettings, run as run_ucm
 
-__all__ = ["compare", "load_medlama", "mteb_task", "probe", "rewire", "ucm"]
+__all__ = ["annotate_export", "annotate_score", "compare", "load_medlama", "mteb_task", "optiprompt", "probe",
+           "report", "rewire", "ucm"]
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -97,14 +101,15 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
           top_k: int = 10, ks: Sequence[int] | None = None, match: str | None = None, tokenizer: Any = None,
           label: str | None = None, candidates: str = "evaluated", checkpoints: bool = False,
           log_all_scores: bool = False, revision: str | None = None, peft: str | None = None,
-          trust_remote_code: bool = False):
+          trust_remote_code: bool = False, prompts: str | Path | None = None):
     """Probe ``model`` on MedLAMA (or BioLAMA) as ``medlama probe`` does; returns a
     ProbeResult (``acc(k)``, ``acc_ci(k)``, ``intervals``, ``per_relation()``,
     ``to_pandas()``, ``save(folder)``).
 
     * ``model``: ``None`` (the bundled all-MiniLM-L6-v2 encoder), a folder or Hub id, or a loaded
-      ``SentenceTransformer`` or ``transformers.PreTrainedModel`` (with ``tokenizer=``; retrieval only). A
-      loaded model is encoded as it is: its own pooling head is not used (``settings["pooling"]`` is).
+      ``SentenceTransformer`` or ``transformers.PreTrainedModel`` (with ``tokenizer=``). A loaded model is
+      probed as it is (its device, precision and mode): by retrieval, its own pooling head is not used
+      (``settings["pooling"]`` is); a masked, causal or seq2seq LM needs the matching method.
     * ``data``: ``None`` (the build kept in the cache, as the CLI), a built folder, a ``push-dataset`` dry run
       or a Hub dataset id (``you/medlama``, ``you/medlama@REVISION``), all read as ``medlama probe --data``
       reads them (queries_from), a ``datasets.Dataset`` / ``DatasetDict`` of
@@ -112,11 +117,12 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     * ``config``: ``hard`` (default), ``full`` or a per-relation config such as ``hard_may_treat`` (BioLAMA:
       ``all``, ``ctd``, ...); ``relations``: a subset (a list of names, or one name).
     * ``method``: any of medlama.probers.registry.METHODS, as ``medlama probe --method`` spells it:
-      ``retrieval`` (default; encoders), ``mask-average`` and ``mask-predict`` (masked LMs), ``generative``
-      (seq2seq LMs such as T5), ``causal-likelihood``, ``causal-constrained`` and ``causal-generate``
-      (decoder-only causal LMs: exact ranking, fast constrained ranking, free text). ``preset``: the
-      method's named settings (retrieval: ``reference`` by default, ``cosine``, or ``sentence-transformers``:
-      ``SentenceTransformer.encode`` with cosine, as sentence-transformers' retrieval evaluator);
+      ``retrieval`` (default; encoders), ``mask-average``, ``mask-predict`` and ``masked-likelihood`` (masked
+      LMs), ``generative`` (seq2seq LMs such as T5), ``causal-likelihood``, ``causal-constrained`` and
+      ``causal-generate`` (decoder-only causal LMs: exact ranking, fast constrained ranking, free text).
+      ``preset``: the method's named settings (retrieval: ``reference`` by default, ``cosine``, or
+      ``sentence-transformers``: ``SentenceTransformer.encode`` with cosine, as sentence-transformers' retrieval
+      evaluator);
       ``settings``: fields that replace the preset's (e.g. ``{"pooling": "mean"}``) or the method's settings
       dataclass.
     * ``limit``: probe only the first ``limit`` queries of each relation (the candidates stay the whole set's).
@@ -130,11 +136,13 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       ``medlama probe``'s table.
     * ``log_all_scores``: keep every candidate's score (``result.ranking.pools``; ``result.save(folder)``
       writes them to ``scores.parquet``), as ``medlama probe --log-all-scores``; only methods that score the
-      whole pool (retrieval, mask-average, causal-likelihood) can.
+      whole pool (retrieval, mask-average, masked-likelihood, causal-likelihood) can.
     * ``revision``: the revision of a Hub model to load (``result.settings["revision"]``: the commit loaded;
       refused for a local folder); ``peft``: a LoRA adapter applied to ``model``, its base (needs
       ``medlama[peft]``); ``trust_remote_code``: run a model repository's own code (off unless given). As
       ``medlama probe --revision / --peft / --trust-remote-code``.
+    * ``prompts``: mask-predict only: decode with the learned prompts of this folder (``medlama.optiprompt``,
+      ``medlama optiprompt``) or Hub repo id, trained for ``model``, as ``medlama probe --prompts``.
     * ``ks``: cut-offs to score (default 1, 5, 10; BioLAMA 1, 5; acc@1/5/10 are always scored too); ``match``: ``exact`` (MedLAMA) or
       ``normalized`` (BioLAMA's default). ``top_k``: predictions kept per query. ``device``: ``cpu``,
       ``cuda``, ``cuda:N`` or ``mps`` (default: CUDA when there is one).
@@ -148,6 +156,13 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     relations = relation_names(relations)
 
     name = method_name(method)
+    if prompts is not None:
+        if name != "mask-predict":
+            raise MedlamaInputError(f"prompts (learned prompts) are decoded by mask-predict, not {name}")
+        if settings is not None and not isinstance(settings, Mapping):
+            settings = replace(settings, prompts=str(prompts))
+        else:
+            settings = {**(settings or {}), "prompts": str(prompts)}
     if settings is None or isinstance(settings, Mapping):
         settings = settings_for(name, settings, preset=preset)
     elif not isinstance(settings, METHODS[name].settings):
@@ -189,6 +204,29 @@ def rewire(corpus: Any, out: str | Path, model: str | Path | None = None, *, pre
 
 
 @_progress_as_the_cli
+def optiprompt(model: str | Path, data: str | Path, out: str | Path, *, config: str = "all",
+               relations: Sequence[str] | str | None = None, device: str | None = None, overwrite: bool = False,
+               decoding: Mapping[str, Any] | None = None, **settings: Any):
+    """Learn OptiPrompt prompts for the masked LM ``model`` on the BioLAMA folder (or Hub dataset id) ``data``
+    and write them to ``out``, as ``medlama optiprompt`` does: per relation of ``config`` (``relations``: a
+    subset), trained on ``train``, chosen on ``dev``; a killed run continues at the next relation.
+    ``settings``: fields of OptiPromptSettings (``init="random"``, ``epochs=3``, ``lr``, ``batch_size``,
+    ``seed``, ``prompt_tokens``); ``decoding``: fields of the dev decoding (mask predict's settings, BioLAMA's
+    by default). Returns the OptiPromptResult (``path``, ``record``, ``identity``); probe with
+    ``medlama.probe(model, data, dataset="biolama", method="mask-predict", prompts=out)``."""
+    # the trainer's modules load (torch, transformers) when this runs, not when medlama.api is imported
+    from medlama.trainers.optiprompt import OptiPromptSettings
+    # (as above)
+    from medlama.trainers.optiprompt_run import DECODING, OptiPromptRun, train_prompts
+
+    relations = relation_names(relations)
+    run = OptiPromptRun(model=str(model), data=str(data), out=Path(out), config=config,
+                        relations=tuple(relations) if relations else None, device=device, overwrite=overwrite)
+    return train_prompts(run, settings_from(OptiPromptSettings, settings, what="optiprompt"),
+                         settings_from(type(DECODING), decoding, base=DECODING, what="decoding"), report=False)
+
+
+@_progress_as_the_cli
 def ucm(sets: str | Path, model: str | Path | Sequence[str | Path] | None = None, *, method: str = "auto",
         out: str | Path | None = None, label: str | Sequence[str] | None = None, device: str | None = None,
         **settings: Any):
@@ -221,6 +259,35 @@ def compare(*runs: str | Path, **settings: Any) -> dict:
     pool are refused, and so are hits edited by hand. ``settings``: fields of CompareSettings (``resamples``,
     ``seed``, ``level``)."""
     return compare_folders(runs, settings_from(CompareSettings, settings))
+
+
+def report(*runs: str | Path, out: str | Path, **settings: Any) -> Path:
+    """``medlama report RUN ... --out PAGE.html``: one self-contained HTML page of the runs in the output
+    folders ``runs`` (``medlama probe`` or ``medlama recipe``; one or more; the first is the baseline): the
+    leaderboard with compare's intervals, acc@k per relation, and a browser of every query's predictions
+    (medlama.reports.write_report). ``settings``: fields of ReportSettings (``overwrite``, ``top``, ``title``)
+    and of CompareSettings (``resamples``, ``seed``, ``level``). Returns the page's path."""
+    names = {field for field in CompareSettings.__dataclass_fields__}
+    intervals = settings_from(CompareSettings, {k: v for k, v in settings.items() if k in names})
+    page = settings_from(ReportSettings, {k: v for k, v in settings.items() if k not in names}, out=Path(out))
+    return write_report(runs, page, intervals)
+
+
+def annotate_export(*runs: str | Path, out: str | Path, **settings: Any) -> dict:
+    """``medlama annotate export RUN ... --out OUT``: a blind rating sheet of the runs' top-k predictions for
+    experts (``annotate.html``, ``sheet.csv``, Label Studio tasks and config, ``manifest.json``); returns the
+    manifest. ``settings``: fields of ExportSettings (``queries``, ``seed``, ``k``, ``relations``, ``overwrite``)."""
+    return export_sheet(runs, out, settings_from(ExportSettings, settings))
+
+
+def annotate_score(*runs: str | Path, sheet: str | Path, ratings: Sequence[str | Path], threshold: int = 5,
+                   **intervals: Any) -> dict:
+    """``medlama annotate score RUN ... --sheet SHEET RATINGS... --json``'s record: per run and rater Figure 8's
+    confusion matrix, acc@k under UMLS and expert answers (rated >= ``threshold``) with paired intervals and
+    McNemar's test, and the raters' agreement. ``intervals``: fields of CompareSettings (``resamples``, ``seed``,
+    ``level``)."""
+    return score_sheet(runs, sheet, ratings, ScoreSettings(threshold=threshold),
+                       settings_from(CompareSettings, intervals))
 
 
 def mteb_task(data: Any = None, config: str = "hard", relations: Sequence[str] | str | None = None, *,

@@ -48,6 +48,10 @@ CASES = [
     (["compare", "{missing}", "{sets}"], "{missing}: not a folder"),
     (["push-results", "{missing}", "me/results", "--dry-run", "{out}"], "{missing}: not a folder"),
     (["export", "lm-eval", "--data", "{missing}", "--out", "{out}"], "{missing}: no such dataset folder"),
+    (["annotate", "export", "{missing}", "--out", "{out}"], "{missing}: not a folder"),
+    (["annotate", "export", "{sets}", "--out", "{out}", "--k", "11"], "setting 'k' must be at most 10, got 11"),
+    (["annotate", "score", "{sets}", "--sheet", "{sets}", "{corpus}", "--plot", "{out}.pdf"],
+     "{out}.pdf: the plot is written as PNG"),
 ]
 #: Cases that may import torch (to look into a model folder), but must not read data or load a model first.
 LATER_CASES = [

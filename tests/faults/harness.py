@@ -2,7 +2,10 @@
 ``rewire`` and ``probe``, two writers on one ``--out``, corrupt inputs, a full disk and a read-only file
 system, and outputs placed where they would delete something (a user's files inside, the current
 directory, folders named like leftovers); after each, the previous output must still load and a rerun
-must complete. Outputs must follow the umask and leave no lock file behind.
+must complete. Outputs must follow the umask and leave no lock file behind. What a run must not take on
+trust is tried too: a corpus edited in place behind its index, a resume shard of another model's run or
+edited by hand, an adapter trained on another base, a comparison with a run on differently built data, a
+Slurm that refuses the jobs, local paths (relative ones too) on their way to an upload.
 
     python tests/faults/harness.py --short   # a cut-down release (CI runs it part by part: --part probe)
     python tests/faults/harness.py           # the whole MedLAMA release (slower builds, same cases)
@@ -40,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,9 +76,11 @@ class Suite:
                    HF_DATASETS_CACHE=str(self.root / "hf-datasets"), PYTHONUNBUFFERED="1")
         return env
 
-    def medlama(self, *args: str | Path, timeout: float = 600, umask: int | None = None) -> subprocess.CompletedProcess:
+    def medlama(self, *args: str | Path, timeout: float = 600, umask: int | None = None,
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """``python -m medlama args`` in the suite's folder (``env``: variables to set besides the suite's)."""
         return subprocess.run([sys.executable, "-P", "-m", "medlama", *map(str, args)], capture_output=True, text=True,
-                              env=self.env(), timeout=timeout, cwd=self.root,
+                              env={**self.env(), **(env or {})}, timeout=timeout, cwd=self.root,
                               preexec_fn=None if umask is None else lambda: os.umask(umask))
 
     def on_small_disk(self, copy: Path, args: list, make_it: str, kept: str | None = None
@@ -198,13 +204,44 @@ def medlama_release(suite: Suite, fresh: bool = True) -> tuple[Path, list[str]]:
     return target, ["--no-verify"]
 
 
+def reworded_release(suite: Suite) -> Path:
+    """A copy of the release :func:`medlama_release` made, with another wording of the ``may_treat`` prompt: the
+    same queries and answers, other prompt text (a build of it is other data)."""
+    source, _ = medlama_release(suite, fresh=False)
+    target = suite.root / "medlama-release-reworded"
+    shutil.copytree(source, target)
+    prompts = target / "prompts.csv"
+    text = prompts.read_text(encoding="utf-8")
+    prompts.write_text(text.replace("[X] might treat [Y] .", "[X] could treat [Y] .", 1), encoding="utf-8")
+    return target
+
+
+def lora_adapter(base: Path, folder: Path) -> Path | None:
+    """A LoRA adapter trained (here: made) on the model ``base``, with non-zero weights; None without peft."""
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError:  # the `peft` extra: the adapter case is left out (said so in the report)
+        return None
+    import torch
+    from transformers import AutoModel
+
+    torch.manual_seed(1)
+    with warnings.catch_warnings():  # transformers' deprecation notices, from inside peft: not this suite's report
+        warnings.simplefilter("ignore", FutureWarning)
+        model = get_peft_model(AutoModel.from_pretrained(str(base)),
+                               LoraConfig(r=2, target_modules=["query", "value"], init_lora_weights=False))
+        model.save_pretrained(folder)
+    return folder
+
+
 def _write_csv(path: Path, rows: list[list[str]]) -> None:
     with open(path, "w", newline="", encoding="utf-8") as handle:
         csv.writer(handle).writerows(rows)
 
 
-def tiny_bert(folder: Path) -> Path:
-    """A random 2-layer BERT (hidden 32) with the bundled model's vocabulary (as tests/conftest.py makes)."""
+def tiny_bert(folder: Path, seed: int = 0) -> Path:
+    """A random 2-layer BERT (hidden 32) with the bundled model's vocabulary (as tests/conftest.py makes);
+    another ``seed``: another model of the same shapes."""
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
@@ -213,7 +250,7 @@ def tiny_bert(folder: Path) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=128)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     BertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
@@ -351,6 +388,7 @@ def _duplicate_row(path: Path) -> None:
 
 def context_variance_cases(suite: Suite) -> None:
     sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+    import fake_slurm
     from cv_inputs import write_corpora, write_medlama_folder
 
     kb = write_medlama_folder(suite.root / "cv-medlama")
@@ -377,6 +415,54 @@ def context_variance_cases(suite: Suite) -> None:
                  rerun=rerun.returncode == 0 and "left out 1 bad record(s)" in rerun.stderr,
                  clear=suite.clear_error(result, f"{broken}, line 3 (record 2)"),
                  detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
+
+    # A text corpus with a byte that is not UTF-8 on line 1256: named at that line, not where a read block began.
+    text = suite.root / "cv-sentences.txt"
+    data = "".join(f"Sentence {i}: asthma with wheeze and cough, given salbutamol.\n" for i in range(1, 3001)).encode()
+    at = data.index(b"Sentence 1256: ") + len(b"Sentence 1256: ")
+    text.write_bytes(data[:at] + b"\xff" + data[at + 1:])
+    result = suite.medlama(*build[:4], "--corpus", f"sents:text:{text}", *build[8:])
+    suite.record("build context-variance: a text corpus with a non-UTF-8 byte on line 1256",
+                 intact=suite.loads(out, "ehr_real"),
+                 clear=suite.clear_error(result, f"{text}, row 1256: not UTF-8: byte 0xff at byte 16 of the line"),
+                 detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
+
+    # sbatch that cannot reach its controller: one error quoting it, and no work folder of launch scripts left.
+    slurm_index = suite.root / "cv-index-slurm"
+    down = fake_slurm.install(suite.root / "slurm-down", failing=True)
+    result = suite.medlama(*build[:8], "--index-dir", slurm_index, "--executor", "slurm", "--slurm-partition", "cpu",
+                           "--out", out, env={"PATH": f"{down}{os.pathsep}{os.environ.get('PATH', '')}"})
+    left = sorted(p.relative_to(slurm_index).as_posix() for p in slurm_index.rglob("*")) if slurm_index.exists() else []
+    suite.record("build context-variance: --executor slurm when sbatch cannot reach its controller",
+                 intact=suite.loads(out, "ehr_real"), rerun=not left,
+                 clear=suite.clear_error(result, f"Slurm refused the index jobs: {fake_slurm.CONTROLLER_DOWN}"),
+                 detail=f"left in the index folder: {left}; {(result.stderr.strip().splitlines() or [''])[-1][:120]}")
+
+    # A corpus file edited in place with its size and modification time put back (cp -p, rsync -t, tar x): its
+    # index is built again, and the sets quote the new text, never the old.
+    before = notes.stat()
+    notes.write_bytes(notes.read_bytes().replace(b"cough at night", b"cough at sleep"))  # CSV's \r\n kept
+    os.utime(notes, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = notes.stat()
+    result = suite.medlama(*build, "--json")
+    reused = [s["index_reused"] for s in json.loads(result.stdout)["sources"]] if result.returncode == 0 else None
+    quoted = _config_text(out, "ehr_real")
+    suite.record("build context-variance: a corpus edited in place, its size and mtime kept",
+                 intact=suite.loads(out, "ehr_real"),
+                 rerun=(after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns) and reused is not None
+                 and reused[0] is False and "cough at sleep" in quoted and "cough at night" not in quoted,
+                 detail=f"exit {result.returncode}; index reused per source: {reused}; new text quoted: "
+                        f"{'cough at sleep' in quoted}; old: {'cough at night' in quoted}")
+
+
+def _config_text(out: Path, config: str) -> str:
+    """Every value of every row of ``config`` of the built folder ``out``, as one text ("" if it does not load)."""
+    from medlama.datasets.folders import load_config
+
+    try:
+        return " ".join(str(value) for row in load_config(out, config, "test") for value in row.values())
+    except Exception:  # noqa: BLE001 - a folder that does not load quotes nothing
+        return ""
 
 
 def rewire_cases(suite: Suite, model: Path) -> Path:
@@ -425,6 +511,8 @@ def rewire_cases(suite: Suite, model: Path) -> Path:
 
 
 def probe_cases(suite: Suite, data: Path, model: Path) -> None:
+    from medlama.core.resume import work_folder
+
     out = suite.root / "probe"
     base = ["probe", "--data", data, "--model", model, "--relations", "may_treat", "--batch-size", "16",
             "--overwrite", "--out", out]  # --overwrite: each run replaces the previous probe's output
@@ -435,6 +523,12 @@ def probe_cases(suite: Suite, data: Path, model: Path) -> None:
     what = suite.kill_when(base, lambda: bool(suite.staging(out)))
     suite.record("probe: kill -9 once its staging folder appears", intact=suite.json_loads(results),
                  rerun=killed(what), detail=what)
+    # Its completed shard, kept aside for the shard cases below (the next run's --overwrite discards it)
+    done = sorted((work_folder(out) / "shards").glob("*.jsonl"))
+    kept = suite.root / "kept-shards" / done[0].name if done else None
+    if kept is not None:
+        kept.parent.mkdir()
+        shutil.copyfile(done[0], kept)
     for name, change, needle in (("--batch-size 0", ["--batch-size", "0"], "batch size"),
                                  ("a model path that does not exist", ["--model", suite.root / "no-such-model"],
                                   "does not exist")):
@@ -464,15 +558,29 @@ def probe_cases(suite: Suite, data: Path, model: Path) -> None:
     suite.record("probe: --out names an existing file", intact=a_file.read_text() == "keep me" and suite.json_loads(results),
                  clear=suite.clear_error(result), detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
     # The rerun, with umask 027: collaborators read results, so folders are 0750 and files 0640, as mkdir and
-    # open make them.
-    result = suite.medlama(*base, umask=0o027)
-    suite.record("probe: rerun completes", intact=suite.json_loads(results), rerun=result.returncode == 0,
-                 detail=f"exit {result.returncode}")
+    # open make them. Its paths are given relative to the current directory (./medlama, ./tiny-bert, ./probe).
+    relative = [f"./{Path(word).relative_to(suite.root).as_posix()}" if isinstance(word, Path) else word
+                for word in base]
+    result = suite.medlama(*relative, umask=0o027)
+    suite.record("probe: rerun (paths given relative) completes", intact=suite.json_loads(results),
+                 rerun=result.returncode == 0, detail=f"exit {result.returncode}")
     modes = {oct(p.stat().st_mode & 0o777) for p in [out, *out.rglob("*")] if p.is_dir()} | \
         {oct(p.stat().st_mode & 0o777) for p in out.rglob("*") if p.is_file()}
     suite.record("probe: outputs follow umask 027", intact=suite.json_loads(results),
                  rerun=result.returncode == 0 and modes == {"0o750", "0o640"}, detail=f"exit {result.returncode}; "
                  f"modes {sorted(modes)}")
+    # push-results of it: no local path reaches the upload, relative (as typed) or absolute.
+    dry = suite.root / "push-results-dry"
+    pushed = suite.medlama("push-results", "./probe", "someone/probe-results", "--dry-run", dry)
+    local = [str(suite.root), str(Path.home()), sys.prefix, *(w for w in relative if w.startswith("./"))]
+    tree = dry / "probe-results"  # the upload (beside it, the dry run's own manifest, which stays here)
+    named = sorted({f"{p.relative_to(tree).as_posix()}: {path}" for p in tree.rglob("*") if p.is_file()
+                    for path in local if path.encode() in p.read_bytes()})
+    suite.record("push-results: a run given relative paths names none of them in the upload",
+                 intact=suite.json_loads(results), rerun=pushed.returncode == 0 and tree.is_dir() and not named,
+                 detail=f"exit {pushed.returncode}; local paths named: {named[:4]}")
+
+    shard_and_adapter_cases(suite, data, model, out, kept)
 
     # A probe written into the build folder, and the user's notes there: a rebuild names them, deletes nothing.
     run1 = data / "run1"
@@ -500,6 +608,62 @@ def probe_cases(suite: Suite, data: Path, model: Path) -> None:
         result, same = suite.on_small_disk(out, rerun, make_it, kept=f".{out.name}.work")
         suite.record(f"probe: {name} (results and plots)", intact=same, clear=suite.clear_error(result, needle),
                      detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
+
+
+def shard_and_adapter_cases(suite: Suite, data: Path, model: Path, out: Path, kept: Path | None) -> None:
+    """What a probe refuses to take from elsewhere: a resume shard of another model's run or edited by hand (each
+    named), a comparison with a run on differently built data, an adapter trained on another base model.
+    ``out``: a finished probe of ``model`` on ``data``; ``kept``: a completed shard of it (that a kill left)."""
+    from medlama.core.resume import work_folder
+
+    results = out / "results.json"
+    # Another model of the same name (so of the same label), on a build of the release with another prompt
+    # wording, killed once its shards are done (they stay beside its output, for the rerun to continue from)
+    other = tiny_bert(suite.root / "other" / model.name, seed=1)
+    reworded = suite.root / "medlama-reworded"
+    built = suite.medlama("build", "medlama", "--source", reworded_release(suite), "--no-verify", "--out", reworded)
+    theirs = ["probe", "--data", reworded, "--model", other, "--relations", "may_treat", "--batch-size", "16",
+              "--out", suite.root / "probe-other"]
+    what = suite.kill_when(theirs, lambda: bool(suite.staging(theirs[-1])))
+    shards = sorted((work_folder(theirs[-1]) / "shards").glob("*.jsonl"))
+    if not (killed(what) and built.returncode == 0 and kept is not None and [s.name for s in shards] == [kept.name]):
+        suite.record("probe: a killed run's shards to resume from", intact=suite.json_loads(results), rerun=False,
+                     detail=f"{what}; build exit {built.returncode}; shards {[s.name for s in shards]}, kept {kept}")
+        return
+    (shard,), original = shards, shards[0].read_bytes()
+
+    shutil.copyfile(kept, shard)  # the same shard (label, queries) of the first model's run
+    result = suite.medlama(*theirs)
+    suite.record("probe: resume from a shard of another model's run (same label)", intact=suite.json_loads(results),
+                 clear=suite.clear_error(result, f"{shard}: a completed shard was not written by this run"),
+                 detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
+
+    lines = original.decode("utf-8").splitlines(keepends=True)
+    edited = {**json.loads(lines[1]), "by": "hand"}  # one query's row changed
+    shard.write_text("".join([lines[0], json.dumps(edited) + "\n", *lines[2:]]), encoding="utf-8")
+    result = suite.medlama(*theirs)
+    shard.write_bytes(original)  # as the run wrote it: the rerun continues from it
+    resumed = suite.medlama(*theirs)
+    suite.record("probe: resume from a shard edited by hand (then as written)", intact=suite.json_loads(results),
+                 rerun=resumed.returncode == 0 and "continuing an interrupted probe" in resumed.stderr,
+                 clear=suite.clear_error(result, f"{shard}: a completed shard has changed since it was written"),
+                 detail=f"{(result.stderr.strip().splitlines() or [''])[-1][:140]}; then exit {resumed.returncode}")
+
+    compared = suite.medlama("compare", out, theirs[-1])
+    suite.record("compare: runs on differently built data (another prompt wording)", intact=suite.json_loads(results),
+                 clear=suite.clear_error(compared, "differ in their data files (SHA-256)"),
+                 detail=(compared.stderr.strip().splitlines() or [""])[-1][:160])
+
+    adapter = lora_adapter(other, suite.root / "adapter-of-other")
+    if adapter is None:
+        print("  (left out: the adapter case needs peft, the `peft` extra)", flush=True)
+        return
+    result = suite.medlama("probe", "--data", data, "--model", model, "--peft", adapter, "--relations", "may_treat",
+                           "--out", suite.root / "probe-peft")
+    suite.record("probe: a PEFT adapter trained on another base model", intact=suite.json_loads(results),
+                 rerun=not (suite.root / "probe-peft").exists(),
+                 clear=suite.clear_error(result, f"the adapter was trained on {str(other)!r}"),
+                 detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
 
 
 def ucm_cases(suite: Suite) -> None:

@@ -46,31 +46,45 @@ def browser(tmp_path: Path) -> Iterator[object]:
     if binary is None or driver_path is None:
         _missing("no headless browser: install Debian's chromium and chromium-driver (apt), as .ci/run does")
     try:
-        from selenium import webdriver  # the test extra; only browser tests need it
-        from selenium.webdriver.chrome.service import Service  # the test extra; only browser tests need it
+        import selenium  # noqa: F401 - the test extra; only browser tests need it
     except ImportError:
         _missing("selenium is not installed: pip install '.[test]'")
+    driver = start_chromium(tmp_path)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def start_chromium(folder: Path, *, size: str = "1400,1000") -> object:
+    """A headless Chromium (a ``selenium.webdriver.Chrome``) with a fresh profile under ``folder`` and its
+    downloads in ``folder/downloads`` (``driver.downloads``), the installed browser and driver (as the fixture
+    finds them); for the fixture, and for scripts that open pages (the README's screenshots, benchmarks)."""
+    from selenium import webdriver  # the test extra; only browser tests need it
+    from selenium.webdriver.chrome.service import Service  # the test extra; only browser tests need it
+
+    binary = _first_on_path(CHROMIUM_CANDIDATES, "MEDLAMA_CHROMIUM")
+    driver_path = _first_on_path(DRIVER_CANDIDATES, "MEDLAMA_CHROMEDRIVER")
+    if binary is None or driver_path is None:
+        raise RuntimeError("no headless browser: install Debian's chromium and chromium-driver (apt)")
     options = webdriver.ChromeOptions()
     options.binary_location = binary
-    profile = tmp_path / "chromium-profile"
+    profile = Path(folder) / "chromium-profile"
     # The flags a closed network and a root user need: no sandbox (root), no GPU, no background connections
     # (refused here, many at a time), a fresh profile.
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
                  "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--window-size=1400,1000", f"--user-data-dir={profile}"):
+                 "--disable-sync", f"--window-size={size}", f"--user-data-dir={profile}"):
         options.add_argument(flag)
     # Downloads (an export button) land in the test's folder without asking
-    downloads = tmp_path / "downloads"
-    downloads.mkdir(exist_ok=True)
+    downloads = Path(folder) / "downloads"
+    downloads.mkdir(parents=True, exist_ok=True)
     options.add_experimental_option("prefs", {"download.default_directory": str(downloads),
                                               "download.prompt_for_download": False})
     driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
     driver.downloads = downloads  # where the page's downloads land, for the test to read
     driver.set_page_load_timeout(120)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+    return driver
 
 
 def wait_for(driver: object, condition, timeout: float = 60.0):

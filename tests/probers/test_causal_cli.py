@@ -101,8 +101,8 @@ def test_wrong_model_class_and_foreign_flags_exit_2(make_tiny_bert, tiny_gpt2, m
     assert "'gpt2' is not a sequence-to-sequence model" in (err := capsys.readouterr().err) and \
         "use --method causal-likelihood, causal-constrained or causal-generate" in err
     assert main(["probe", *data, "--model", str(tiny_gpt2), "--method", "retrieval", "--dtype", "bf16"]) == 2
-    assert capsys.readouterr().err == ("medlama: error: --dtype applies to causal-likelihood and causal-constrained "
-                                       "and causal-generate, not retrieval\n")
+    assert capsys.readouterr().err == ("medlama: error: --dtype applies to masked-likelihood and causal-likelihood and "
+                                       "causal-constrained and causal-generate, not retrieval\n")
     assert main(["probe", *data, "--model", str(tiny_gpt2), "--method", "causal-likelihood", "--num-beams", "2"]) == 2
     assert "--num-beams applies to causal-constrained and causal-generate, not causal-likelihood" in \
         capsys.readouterr().err

@@ -59,10 +59,13 @@ def test_limit_settings_and_errors(tiny, medlama_dir, reference):
     mean = medlama.probe(str(tiny), medlama_dir, relations=[RELATION], limit=20, preset="cosine",
                          settings={"pooling": "mean"})
     assert mean.settings["pooling"] == "mean" and mean.settings["distance"] == "cosine"
-    with pytest.raises(MedlamaInputError, match="retrieval only"):
-        from sentence_transformers import SentenceTransformer
+    from sentence_transformers import SentenceTransformer
 
-        medlama.probe(SentenceTransformer(str(tiny), device="cpu"), medlama_dir, method="mask-average")
+    encoder = SentenceTransformer(str(tiny), device="cpu")
+    with pytest.raises(MedlamaInputError, match="needs its tokenizer"):
+        medlama.probe(encoder, medlama_dir, method="mask-average")
+    with pytest.raises(MedlamaInputError, match="cannot probe a SentenceTransformer in memory"):
+        medlama.probe(encoder, medlama_dir, method="mask-average", tokenizer=encoder.tokenizer)
     with pytest.raises(MedlamaInputError, match="cannot probe a"):
         medlama.probe(object(), medlama_dir)
 

@@ -343,7 +343,10 @@ def test_mask_predict_presets_and_settings():
     second = settings_from("paper-order+order")
     assert (second.beam_size, second.max_masks, second.name) == (5, 5, "order+order")
     assert settings_from("paper", init="confidence", beam_size=None).init == "confidence"
-    assert set(PRESETS) == {"paper", "paper-order+order"}
+    assert set(PRESETS) == {"paper", "paper-order+order", "biolama"}
+    biolama = settings_from("biolama")  # BioLAMA's run_optiprompt.py / run_manual.py decoding
+    assert (biolama.beam_size, biolama.max_masks, biolama.init, biolama.refine, biolama.max_iterations) == \
+        (5, 10, "confidence", "none", 10)
     with pytest.raises(MedlamaInputError, match="unknown initial fill 'left'"):
         MaskPredictSettings(init="left")
     with pytest.raises(MedlamaInputError, match="unknown refinement 'all'"):
@@ -480,7 +483,7 @@ def test_models_that_do_not_fit_the_method(tiny_encoder, tiny_mlm, tiny_t5, tmp_
     from medlama.probers.mask_predict import MaskPredictProber
 
     with pytest.raises(MedlamaInputError, match=r"the weights have no MLM head \(missing cls\.predictions.*"
-                                                 r"mask predict and mask average need .* --method retrieval"):
+                                                 r"mask predict, mask average and masked likelihood need .* --method retrieval"):
         MaskAverageProber(tiny_encoder)
     with pytest.raises(MedlamaInputError, match="the weights have no MLM head"):
         MaskPredictProber(default_model_path())  # the bundled sentence encoder

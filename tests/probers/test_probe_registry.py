@@ -22,11 +22,11 @@ def tiny_encoder(make_tiny_bert):
 
 
 def test_methods_name_prober_settings_and_presets():
-    assert list(METHODS) == ["retrieval", "mask-average", "mask-predict", "generative", "causal-likelihood",
-                             "causal-constrained", "causal-generate"]
+    assert list(METHODS) == ["retrieval", "mask-average", "mask-predict", "masked-likelihood", "generative",
+                             "causal-likelihood", "causal-constrained", "causal-generate"]
     prober, settings, presets = METHODS["retrieval"]
     assert (prober, settings, presets) == (RetrievalProber, RetrievalSettings, PRESETS)
-    assert set(METHODS["mask-predict"].presets) == {"paper", "paper-order+order"}
+    assert set(METHODS["mask-predict"].presets) == {"paper", "paper-order+order", "biolama"}
     assert settings_for("retrieval", {"batch_size": 4}, preset="cosine") == RetrievalSettings(distance="cosine",
                                                                                           batch_size=4)
 

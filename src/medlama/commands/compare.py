@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from medlama.commands.flags import add_settings_flags, given_settings, plain_text
-from medlama.core.errors import MedlamaInputError
+from medlama.commands.output import check_plot_file
 from medlama.core.settings import settings_from
 from medlama.probers.compare import CompareSettings, compare_folders
 from medlama.probers.compare.report import CompareOutput, plot_leaderboard, render
@@ -36,24 +36,24 @@ def register(subparsers) -> None:
         "compare", help="compare probe runs of the same queries: leaderboard with intervals, paired differences, "
                         "McNemar's exact test (Holm-corrected per relation), tables for a paper, a plot",
         description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_settings_flags(parser, CompareOutput)
+    add_compared_runs(parser)
+    parser.set_defaults(func=run)
+
+
+def add_compared_runs(parser: argparse.ArgumentParser) -> None:
+    """The runs read as ``compare`` reads them (``RUN ...``, the first the baseline) and the flags of their
+    intervals (``--resamples``, ``--seed``, ``--level``): ``compare``'s and every command showing its numbers."""
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN",
                         help="output folders of `medlama probe` or `medlama recipe`; the first run is the baseline")
-    add_settings_flags(parser, CompareOutput)
     add_settings_flags(parser, CompareSettings, title="intervals")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(CompareSettings, given_settings(args, CompareSettings))
     output = settings_from(CompareOutput, given_settings(args, CompareOutput))
     fmt, plot = output.chosen_format, output.plot
-    if plot is not None:  # checked before any work
-        if plot.suffix.lower() != ".png":
-            raise MedlamaInputError("the plot is written as PNG: give a FILE ending in .png", file=plot)
-        if plot.is_dir() or (plot.exists() and not output.overwrite):
-            raise MedlamaInputError("exists; give --overwrite to replace it, or another file", file=plot)
-        if not plot.parent.is_dir():
-            raise MedlamaInputError("its folder does not exist", file=plot)
+    check_plot_file(plot, overwrite=output.overwrite)  # before any work
     record = compare_folders(args.runs, settings)
     if plot is not None:
         plot_leaderboard(record, plot)

@@ -26,7 +26,8 @@ PRESET_HELP = {
                  "(the model's own pooling, normalisation and max_seq_length) with cosine, as sentence-transformers' "
                  "InformationRetrievalEvaluator",
     "mask-predict": "paper: the paper's X-FACTR settings (beam 5, up to 5 masks, 10 rounds) with the independent "
-                    "fill; paper-order+order: order fill + order refinement",
+                    "fill; paper-order+order: order fill + order refinement; biolama: BioLAMA's (beam 5, up to 10 "
+                    "masks, confidence fill, no refinement), as medlama optiprompt decodes",
 }
 RAW_PREDICTIONS = "--raw-predictions"  # to_candidates=False: a negated field, so not made by add_settings_flags
 

@@ -115,6 +115,19 @@ def check_folder_output(out: Path, *, kind: str, overwrite: bool) -> None:
                                 "them, or choose another --out (nothing was changed)", file=Path(out).resolve())
 
 
+def check_plot_file(plot: Path | None, *, overwrite: bool) -> None:
+    """Refuse, before any work, a ``--plot FILE`` that is no PNG, an existing file (unless ``overwrite``) or a
+    folder, or whose folder does not exist."""
+    if plot is None:
+        return
+    if plot.suffix.lower() != ".png":
+        raise MedlamaInputError("the plot is written as PNG: give a FILE ending in .png", file=plot)
+    if plot.is_dir() or (plot.exists() and not overwrite):
+        raise MedlamaInputError("exists; give --overwrite to replace it, or another file", file=plot)
+    if not plot.parent.is_dir():
+        raise MedlamaInputError("its folder does not exist", file=plot)
+
+
 @contextlib.contextmanager
 def human_output(args: argparse.Namespace) -> Iterator[None]:
     """Send what the block prints on stdout to stderr (``--json``) or nowhere (``--quiet``)."""

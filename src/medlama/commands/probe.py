@@ -75,7 +75,7 @@ def register(subparsers) -> None:
                         help="also write scores.parquet: every candidate's score and rank for every query (run, "
                              "id, relation, candidate, score, rank), to recompute MRR or other cut-offs without "
                              "rerunning; large (queries x candidates rows); only for methods that score the whole "
-                             "pool: retrieval, mask-average, causal-likelihood")
+                             "pool: retrieval, mask-average, masked-likelihood, causal-likelihood")
     parser.add_argument("--checkpoints", action="store_true",
                         help="also probe every checkpoint-N inside each model folder and plot acc per step "
                              "(figure 4)")

@@ -1,12 +1,17 @@
 """The datatrove index pipeline: a corpus of many files gives the index (and the sets) of one file and of the
 in-process engine; a build that failed part-way resumes its missing tasks only; a repeated id is named at both
-places; the Slurm and Ray executors are made with the same pipeline; indexes of older formats are refused."""
+places; the Slurm and Ray executors are made with the same pipeline, and build the local executor's sets file for
+file (Slurm through a stand-in sbatch that runs the job scripts here, Ray on an instance the test starts on this
+machine); indexes of older formats are refused."""
 
 from __future__ import annotations
 
 import csv
 import json
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -260,7 +265,33 @@ def test_the_command_refuses_an_executor_it_cannot_use_before_reading(tmp_path, 
     assert not (tmp_path / "idx").exists() and not (tmp_path / "out").exists()
 
 
-def test_a_slurm_build_builds_what_the_local_executor_builds(tmp_path, corpora, medlama_folder, capsys, monkeypatch):
+def build_argv(medlama_folder: Path, notes: Path) -> list[str]:
+    """``build context-variance`` of the 30 notes, in two tasks (an executor's flags and ``--out`` to add)."""
+    return ["build", "context-variance", "--medlama", str(medlama_folder), "--config", "full", "--mimic", str(notes),
+            "--tasks", "2"]
+
+
+@pytest.fixture(scope="module")
+def local_sets(tmp_path_factory, corpora, medlama_folder) -> Path:
+    """The sets the local executor builds from the 30 notes: what a cluster executor must build, file for file."""
+    from medlama.cli import main
+
+    root = tmp_path_factory.mktemp("local-executor")
+    single, _ = corpora
+    assert main([*build_argv(medlama_folder, single), "--index-dir", str(root / "idx"), "--out", str(root / "sets")]) == 0
+    return root / "sets"
+
+
+def assert_same_sets(expected: Path, built: Path) -> None:
+    """Every Parquet file of the sets ``expected`` is in ``built`` byte for byte, and ``built`` holds no other."""
+    parts = sorted(p.relative_to(expected) for p in (expected / "data").rglob("*.parquet"))
+    assert parts and parts == sorted(p.relative_to(built) for p in (built / "data").rglob("*.parquet"))
+    for part in parts:
+        assert (expected / part).read_bytes() == (built / part).read_bytes(), part
+
+
+def test_a_slurm_build_builds_what_the_local_executor_builds(tmp_path, corpora, medlama_folder, local_sets, capsys,
+                                                             monkeypatch):
     """The Slurm path for real, with a stand-in sbatch that runs each generated job script here (every task of
     its array, srun and all): the jobs write the index, the same command run again builds the sets from it, and
     they are the local executor's, file for file."""
@@ -270,20 +301,63 @@ def test_a_slurm_build_builds_what_the_local_executor_builds(tmp_path, corpora, 
 
     single, _ = corpora
     monkeypatch.setenv("PATH", fake_slurm.on_path(fake_slurm.install(tmp_path / "bin")))
-    base = ["build", "context-variance", "--medlama", str(medlama_folder), "--config", "full", "--mimic", str(single),
-            "--tasks", "2"]
-    slurm = [*base, "--index-dir", str(tmp_path / "slurm-idx"), "--executor", "slurm", "--slurm-partition", "cpu",
-             "--out", str(tmp_path / "slurm")]
+    slurm = [*build_argv(medlama_folder, single), "--index-dir", str(tmp_path / "slurm-idx"), "--executor", "slurm",
+             "--slurm-partition", "cpu", "--out", str(tmp_path / "slurm")]
     assert main(slurm) == 0
     assert "is being built by Slurm jobs; nothing written" in capsys.readouterr().err
     log = (tmp_path / "bin" / "jobs.log").read_text()
     assert "exit 0" in log and "exit 1" not in log, log[-2000:]
     assert main(slurm) == 0 and (tmp_path / "slurm" / "build_info.json").is_file()
-    assert main([*base, "--index-dir", str(tmp_path / "local-idx"), "--out", str(tmp_path / "local")]) == 0
-    parts = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local" / "data").rglob("*.parquet"))
-    assert parts and parts == sorted(p.relative_to(tmp_path / "slurm") for p in (tmp_path / "slurm" / "data").rglob("*.parquet"))
-    for part in parts:
-        assert (tmp_path / "local" / part).read_bytes() == (tmp_path / "slurm" / part).read_bytes(), part
+    assert_same_sets(local_sets, tmp_path / "slurm")
+
+
+@pytest.fixture
+def local_ray(monkeypatch) -> Path:
+    """A Ray instance of this machine alone, for one test (its folder): two CPUs, every server listening on
+    127.0.0.1 only, its files (sockets, logs, the token it makes, datatrove's task logs) in a temporary folder;
+    stopped after. Without ray installed (the ``ray`` extra) the test is skipped, but fails in CI, which installs it."""
+    try:
+        import ray
+        from ray._private import ray_constants
+    except ImportError:
+        message = "ray is not installed (pip install -e \".[ray]\")"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    # Short: Ray's Unix socket paths under it must fit in 107 bytes (a pytest tmp_path may not).
+    scratch = Path(tempfile.mkdtemp(prefix="ray-"))
+    # A Linux node serves on the address other machines reach it by; Ray's single-machine mode (its default on
+    # macOS and Windows) serves on 127.0.0.1. For Ray's own processes (the variable) and this one (the constant,
+    # read when ray was first imported; a private module, so this test is where a Ray upgrade that moves it shows).
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
+    monkeypatch.setenv("HOME", str(scratch))  # the token Ray makes (~/.ray/auth_token): not the user's
+    monkeypatch.setenv("TMPDIR", str(scratch))  # datatrove's Ray tasks log into $TMPDIR/ray_logs first
+    ray.init(address="local", num_cpus=2, object_store_memory=80 * 2**20, include_dashboard=False,
+             _temp_dir=str(scratch), log_to_driver=False)
+    try:
+        yield scratch
+    finally:
+        ray.shutdown()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_a_ray_build_builds_what_the_local_executor_builds(tmp_path, corpora, medlama_folder, local_sets, local_ray):
+    """``--executor ray`` for real, on a Ray instance started for the test: the four stages run as Ray tasks
+    (two at a time), the index appears and its work folder goes, and the sets are the local executor's."""
+    import ray
+
+    from medlama.cli import main
+
+    assert [node["NodeManagerAddress"] for node in ray.nodes()] == ["127.0.0.1"]
+    single, _ = corpora
+    assert main([*build_argv(medlama_folder, single), "--index-dir", str(tmp_path / "ray-idx"), "--executor", "ray",
+                 "--num-proc", "2", "--out", str(tmp_path / "ray")]) == 0
+    # datatrove's Ray tasks each logged in the instance's folder: the pipeline ran there, not in this process
+    assert sorted(p.name for p in (local_ray / "ray_logs" / "logs").glob("task_*.log"))
+    (index,) = [p for p in (tmp_path / "ray-idx").iterdir()]  # the index of the notes, and no work folder
+    assert (index / "manifest.json").is_file() and not work_folder(index).root.exists()
+    assert_same_sets(local_sets, tmp_path / "ray")
 
 
 def test_sbatch_refusing_the_jobs_is_one_error_and_leaves_nothing(tmp_path, corpora, medlama_folder, capsys,

@@ -1,0 +1,130 @@
+"""``medlama annotate export``: a blind rating sheet of probe runs, as files for raters.
+
+:func:`export_sheet` reads the runs (``medlama probe`` or ``medlama recipe`` output folders; several runs must
+be of the same queries, as ``medlama compare`` checks), samples queries (:func:`~medlama.annotation.sheet.
+sample_queries`), pools the runs' top-k (:func:`~medlama.annotation.sheet.build_sheet`) and writes, atomically,
+into a folder of its own:
+
+* ``annotate.html``: the rating page (:mod:`medlama.annotation.page`);
+* ``sheet.csv``: one row per prediction, ``item``, ``query_id``, ``relation``, ``query``, ``prediction``, an empty
+  ``rating``, an empty ``comment`` and the ``sheet`` id, for spreadsheet users. A cell starting with ``=``,
+  ``+``, ``-``, ``@`` (what a spreadsheet would run as a formula) is written after a ``'``, which the reader
+  (:mod:`medlama.annotation.ratings`) takes off again;
+* ``label_studio_tasks.json`` and ``label_studio_config.xml`` (:mod:`medlama.annotation.label_studio`);
+* ``manifest.json``: the sheet (its id, queries and predictions shown), the sample (seed, relations, per
+  relation counts), each run's identity (its folder's name and the SHA-256 of its ``results.json`` and
+  ``predictions.jsonl``) and provenance. It holds no gold answer and no run's ranks: scoring reads them from the
+  runs again, after checking their files' SHA-256.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from medlama.annotation import label_studio
+from medlama.annotation.page import page_html
+from medlama.annotation.sheet import (CSV_SHEET, FORMAT, FORMAT_KEY, LEVELS, LS_CONFIG, LS_TASKS, MANIFEST, PAGE,
+                                      Sheet, build_sheet, sample_queries)
+from medlama.core.atomic import claimed_output, staged_directory
+from medlama.core.atomic_files import atomic_write_text
+from medlama.core.errors import MedlamaInputError
+from medlama.core.provenance import provenance
+from medlama.core.settings import check, did_you_mean, setting
+from medlama.probers.compare.comparison import input_record
+from medlama.probers.compare.runs import check_comparable, load_runs
+from medlama.probers.outputs import KEEP_PREDICTIONS
+
+#: The owner recorded in a sheet's folder.
+KIND = "annotate export"
+#: The columns of ``sheet.csv``.
+CSV_COLUMNS = ("item", "query_id", "relation", "query", "prediction", "rating", "comment", "sheet")
+#: What a spreadsheet reads as the start of a formula.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+@dataclass(frozen=True)
+class ExportSettings:
+    """Which queries and predictions a sheet shows."""
+
+    queries: int = setting(15, min=1, metavar="N", help="queries to sample (stratified by relation)")
+    seed: int = setting(0, min=0, help="seed of the sample and of the blind order of the predictions")
+    k: int = setting(10, min=1, max=KEEP_PREDICTIONS, help="top predictions of each run to pool per query")
+    relations: tuple[str, ...] | None = setting(None, metavar="RELATION", show_default="all",
+                                                help="sample only these relations")
+    overwrite: bool = setting(False, switch=True, show_default="refuse",
+                              help="replace an earlier sheet in --out (its raters' ratings then no longer fit)")
+
+    def __post_init__(self) -> None:
+        check(self)
+
+
+def spreadsheet_cell(text: str) -> str:
+    """``text`` as a spreadsheet keeps it as text (module docstring)."""
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
+def sheet_csv(sheet: Sheet) -> str:
+    """``sheet.csv``'s text (module docstring)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for item, query, prediction in sheet.items():
+        writer.writerow([item, *(spreadsheet_cell(t) for t in (query.id, query.relation, query.text, prediction)),
+                         "", "", sheet.id])
+    return buffer.getvalue()
+
+
+def _relations(available: Sequence[str], chosen: tuple[str, ...] | None) -> list[str]:
+    names = sorted(set(available))
+    if chosen is None:
+        return names
+    for name in chosen:
+        if name not in names:
+            raise MedlamaInputError(f"the runs have no relation {did_you_mean(name, names)}")
+    return sorted(set(chosen))
+
+
+def export_sheet(folders: Sequence[str | Path], out: str | Path, settings: ExportSettings = ExportSettings(), *,
+                 argv: Sequence[str] | None = None) -> dict:
+    """Write the sheet of the runs in ``folders`` to ``out`` (module docstring); returns the manifest."""
+    out = Path(out)
+    hint = "give --overwrite (overwrite=True) to replace it, or choose another --out"
+    with claimed_output(out, marker=MANIFEST, kind=KIND, overwrite=settings.overwrite, hint=hint, reads=folders):
+        runs = load_runs(folders, at_least=1, purpose="a rating sheet")
+        if len(runs) > 1:
+            check_comparable(runs)  # pooled predictions of one query must be of the same query
+        first = runs[0]
+        relations = _relations(first.relations, settings.relations)
+        eligible = [i for i, r in enumerate(first.relations) if r in relations]
+        if settings.queries > len(eligible):
+            raise MedlamaInputError(f"--queries {settings.queries} but the runs have {len(eligible)} queries"
+                                    + (f" of the relations {', '.join(relations)}" if settings.relations else ""))
+        picked = [eligible[i] for i in sample_queries([first.relations[i] for i in eligible], settings.queries,
+                                                       settings.seed)]
+        sheet = build_sheet(runs, picked, settings.k, settings.seed)
+        manifest = {
+            FORMAT_KEY: FORMAT, "sheet": sheet.id, "k": sheet.k, "levels": {str(k): v for k, v in LEVELS.items()},
+            "items": len(sheet.items()),
+            "sampling": {"method": "stratified by relation: relations in a seeded order, one query each per round "
+                                   "(drawn without replacement) until the sample is full; predictions pooled "
+                                   "over the runs' top k, deduplicated, shuffled with the seed",
+                         "seed": settings.seed, "queries": settings.queries, "relations": relations,
+                         "per_relation": dict(sorted(Counter(q.relation for q in sheet.queries).items()))},
+            "runs": [input_record(run) for run in runs],
+            "queries": sheet.to_json(),
+            "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(settings).items()},
+            "provenance": provenance(argv=argv),
+        }
+        with staged_directory(out, marker=MANIFEST, kind=KIND) as staging:
+            atomic_write_text(staging / PAGE, page_html(sheet, f"Rate the predictions ({sheet.id[:12]})"))
+            atomic_write_text(staging / CSV_SHEET, sheet_csv(sheet))
+            atomic_write_text(staging / LS_TASKS, json.dumps(label_studio.tasks(sheet), indent=1, ensure_ascii=False))
+            atomic_write_text(staging / LS_CONFIG, label_studio.CONFIG)
+            atomic_write_text(staging / MANIFEST, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+    return manifest

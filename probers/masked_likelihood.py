@@ -1,0 +1,106 @@
+"""``masked-likelihood``: masked LMs ranked by the pseudo-log-likelihood of the whole filled-in statement.
+
+A candidate's score is the PLL (:mod:`medlama.probers.pll`) of the query with the candidate in its ``[Y]``
+slot, the whole statement scored (every token but the special ones, template words included: they read
+the candidate as context), summed (``reduction="sum"``) or averaged per token (``"mean"``). With
+``pll="within-word-l2r"`` (the default; Kauf & Ivanova, 2023) a token is scored with the later tokens of its
+word masked too; ``pll="original"`` masks one token at a time (Salazar et al., 2020). This is the score BEAR
+(Wiland et al., 2024; ``lm-pub-quiz``) gives masked LMs; ``causal-likelihood`` gives causal LMs the log-
+likelihood of the statement's answer and what follows it, so the pair puts both families on one scale.
+
+Exact: every candidate of the pool is scored, and a query's masked copies (statements x tokens) run in
+length-sorted batches of ``batch_size`` rows across its candidates. A candidate with an empty name is
+not ranked (``-inf``). Ties keep candidate order. Registered as ``masked-likelihood`` in
+:data:`medlama.probers.registry.METHODS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from medlama.core.batching import BatchSize
+from medlama.core.defaults import MASK_PLACEHOLDER
+from medlama.core.errors import MedlamaInputError
+from medlama.core.models import torch_dtype
+from medlama.core.settings import as_dict, setting
+from medlama.probers.mlm import MaskedLM
+from medlama.probers.pll import PllScorer
+from medlama.probers.prober import Prober, check_settings
+from medlama.probers.query_set import QuerySet
+from medlama.probers.ranking import Ranking
+
+
+@dataclass(frozen=True)
+class MaskedLikelihoodSettings:
+    """How statements are scored: the PLL variant, its reduction, masked copies per pass, the weights' dtype."""
+
+    pll: Literal["within-word-l2r", "original"] = setting(
+        "within-word-l2r", help="which tokens a scored token's copy masks: it and the later tokens of its word "
+                                "(within-word-l2r, Kauf & Ivanova 2023) or it alone (original, Salazar et al. "
+                                "2020)")
+    reduction: Literal["sum", "mean"] = setting("sum", help="a candidate's score: the statement's PLL (the sum of "
+                                                            "its tokens' masked log-probabilities) or their mean")
+    batch_size: BatchSize = setting(128, metavar="N", help="masked copies of statements per forward pass", min=1)
+    dtype: Literal["fp32", "bf16", "fp16"] = setting("fp32", help="weights' dtype (bf16/fp16 halve memory on a GPU; "
+                                                                   "scores are summed in float64)")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+class MaskedLikelihoodProber(Prober):
+    """Every candidate ranked by the PLL of its filled-in statement (exact)."""
+
+    method = "masked-likelihood"
+    independent_queries = True  # each query's statements are scored on their own (see Prober)
+    scores_pool = True
+
+    def __init__(self, model_path: str | Path,
+                 settings: MaskedLikelihoodSettings = MaskedLikelihoodSettings(), *,
+                 device: str | None = None) -> None:
+        self.settings_ = settings
+        self.lm = MaskedLM(model_path, device=device, batch_size=settings.batch_size)
+        self.lm.model.to(torch_dtype(settings.dtype))
+        self.scorer = PllScorer(self.lm, settings.pll, batch_size=settings.batch_size)
+
+    def settings(self) -> dict:
+        return {"method": self.method, "model": self.lm.model_path, **as_dict(self.settings_)}
+
+    @property
+    def score_meaning(self) -> str:
+        return (f"{self.settings_.reduction} of the statement's token log-probabilities, each token masked "
+                f"({self.settings_.pll} PLL)")
+
+    @staticmethod
+    def statements(text: str, names: list[str]) -> list[str]:
+        """The statements of query ``text`` (one ``[Y]``, as a ``QuerySet`` checks): each name in the slot."""
+        return [text.replace(MASK_PLACEHOLDER, name) for name in names]
+
+    def scores(self, queries: QuerySet) -> np.ndarray:
+        """Scores ``(len(queries), len(candidates))`` as float64, higher is better (every candidate scored;
+        ``-inf`` for an empty name)."""
+        names = list(queries.candidates)
+        if not names:
+            raise MedlamaInputError(f"the candidate set of {queries.name!r} is empty; --method {self.method} ranks "
+                                    "candidates")
+        real = [i for i, name in enumerate(names) if name.strip()]
+        out = np.full((len(queries), len(names)), float("-inf"), dtype=np.float64)
+        for q, text in enumerate(queries.texts if real else ()):
+            sums, counts = self.scorer.pll(self.statements(text, [names[i] for i in real]))
+            values = sums / counts.clamp(min=1) if self.settings_.reduction == "mean" else sums
+            out[q, real] = values.numpy()
+        return out
+
+    def rank_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False) -> Ranking:
+        """Every candidate scored (:meth:`scores`), the top ``top_k`` by score, ties in candidate order; the gold
+        ranked among the whole pool. ``inputs``: the query, ``[Y]`` where each candidate goes."""
+        if top_k < 1:
+            raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
+        scores = self.scores(queries)
+        top = [[int(j) for j in np.argsort(-row, kind="stable")[:top_k] if np.isfinite(row[j])] for row in scores]
+        return Ranking.from_pool(queries.gold, queries.candidates, scores, top, inputs=list(queries.texts),
+                                 all_scores=all_scores)

@@ -1,0 +1,151 @@
+"""Pseudo-log-likelihood (PLL) of whole statements under a masked LM: the model side of ``masked-likelihood``.
+
+A statement's PLL (Salazar et al., 2020, "Masked Language Model Scoring") is the sum, over its tokens (the
+tokenizer's special tokens excluded), of the log-probability the masked LM gives the token at its position
+in a copy of the statement where that token is masked. Two variants say what else is masked in that copy:
+
+* ``original``: the scored token only (one mask per copy), as Salazar et al.;
+* ``within-word-l2r`` (Kauf & Ivanova, 2023, "A Better Way to Do Masked Language Model Scoring"): the scored
+  token and the later tokens of the same word, so that a word split into pieces ("aspirin" -> "as ##pi
+  ##rin") is not scored from its own visible later pieces, which inflates the score of long, rare words.
+
+Word boundaries are the tokenizer's: ``word_ids()`` of a fast tokenizer (its pre-tokenizer's words:
+WordPiece, byte-level BPE, SentencePiece alike); for a slow WordPiece tokenizer, a ``##`` piece continues
+the word before it. A tokenizer with neither cannot say where words end: ``within-word-l2r`` is refused
+for it (``original`` needs no words).
+
+:class:`PllScorer` batches the work: the statements are tokenised together, every (statement, scored token)
+pair is one masked copy, the copies of all statements are sorted by length and run ``batch_size`` at a time
+(each batch cut to its longest statement), and the MLM head is applied at the scored position only. The
+sums are float64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from medlama.core.errors import MedlamaInputError
+from medlama.core.finite import require_finite
+from medlama.probers.mlm import MAX_LOGPROB_ELEMENTS, MaskedLM
+
+Variant = Literal["within-word-l2r", "original"]
+VARIANTS: tuple[str, ...] = ("within-word-l2r", "original")
+
+
+def _word_starts_wordpiece(tokenizer, ids: Sequence[int]) -> list[bool] | None:
+    """Per token, whether it starts a word by WordPiece's ``##`` rule; ``None`` for other tokenizers."""
+    if getattr(tokenizer, "wordpiece_tokenizer", None) is None:
+        return None
+    return [not token.startswith("##") for token in tokenizer.convert_ids_to_tokens(list(ids))]
+
+
+def word_ids(tokenizer, encoding, index: int, ids: Sequence[int], special: Sequence[int]) -> list[int] | None:
+    """Per token of statement ``index`` of ``encoding`` (a batch), the number of its word (-1 for special
+    tokens); ``None`` when the tokenizer cannot say (a slow tokenizer that is not WordPiece)."""
+    if getattr(encoding, "is_fast", False):
+        return [-1 if word is None or flag else int(word) for word, flag in zip(encoding.word_ids(index), special)]
+    starts = _word_starts_wordpiece(tokenizer, ids)
+    if starts is None:
+        return None
+    out, word = [], -1
+    for start, flag in zip(starts, special):
+        if flag:
+            out.append(-1)
+            continue
+        word += 1 if start or word < 0 else 0
+        out.append(word)
+    return out
+
+
+@dataclass(frozen=True)
+class Statements:
+    """Tokenised statements (rows padded with the pad id): ``ids`` and ``words`` (word number per token, -1
+    for special tokens and padding) as (statements x width) long tensors, ``lengths``, and ``scored`` (the
+    tokens a PLL sums: every real token that is not special)."""
+
+    ids: object
+    words: object
+    lengths: object
+    scored: object
+
+
+class PllScorer:
+    """PLL of statements (texts) under the masked LM ``lm`` (:class:`~medlama.probers.mlm.MaskedLM`)."""
+
+    def __init__(self, lm: MaskedLM, variant: str = "within-word-l2r", *, batch_size: int = 128) -> None:
+        if variant not in VARIANTS:
+            raise MedlamaInputError(f"unknown pll variant {variant!r}; choose from {list(VARIANTS)}")
+        self.lm, self.variant, self.batch_size = lm, variant, batch_size
+
+    def statements(self, texts: Sequence[str]) -> Statements:
+        """``texts`` tokenised as the model reads them (special tokens added), with their words."""
+        import torch  # torch only when a model runs
+
+        tok = self.lm.tokenizer
+        encoding = tok(list(texts), add_special_tokens=True, return_special_tokens_mask=True)
+        rows, words = encoding["input_ids"], []
+        for i, (ids, special) in enumerate(zip(rows, encoding["special_tokens_mask"])):
+            if len(ids) > self.lm.max_length:
+                raise MedlamaInputError(f"the statement {texts[i]!r} has {len(ids)} tokens; the model takes "
+                                        f"{self.lm.max_length}", file=self.lm.model_path)
+            found = word_ids(tok, encoding, i, ids, special) if self.variant == "within-word-l2r" else \
+                [-1 if flag else position for position, flag in enumerate(special)]
+            if found is None:
+                raise MedlamaInputError(f"the tokenizer ({type(tok).__name__}) gives no word boundaries (no fast "
+                                        "tokenizer's word_ids, no WordPiece '##' pieces), which pll "
+                                        "'within-word-l2r' needs; use pll 'original'", file=self.lm.model_path)
+            words.append(found)
+        width = max((len(ids) for ids in rows), default=0)
+        ids = torch.full((len(rows), width), self.lm.pad_id, dtype=torch.long)
+        word = torch.full((len(rows), width), -1, dtype=torch.long)
+        for r, (row, found) in enumerate(zip(rows, words)):
+            ids[r, :len(row)] = torch.tensor(row, dtype=torch.long)
+            word[r, :len(row)] = torch.tensor(found, dtype=torch.long)
+        lengths = torch.tensor([len(row) for row in rows], dtype=torch.long)
+        return Statements(ids, word, lengths, word >= 0)
+
+    def masked_copies(self, statements: Statements, which, positions):
+        """The masked copies (rows x width long tensor) that score token ``positions[r]`` of statement
+        ``which[r]``: that token masked (``original``), and the later tokens of its word (``within-word-l2r``)."""
+        import torch  # torch only when a model runs
+
+        ids, words = statements.ids[which], statements.words[which]
+        columns = torch.arange(ids.shape[1])[None, :]
+        if self.variant == "original":
+            mask = columns == positions[:, None]
+        else:
+            own = words.gather(1, positions[:, None])
+            mask = (columns >= positions[:, None]) & (words == own)
+        return ids.masked_fill(mask, self.lm.mask_id)
+
+    def token_counts(self, statements: Statements):
+        """Tokens each statement's PLL sums (long tensor)."""
+        return statements.scored.sum(1)
+
+    def pll(self, texts: Sequence[str]):
+        """``(sums, counts)``: each text's PLL (float64 CPU tensor; 0 for a text with no token) and the number
+        of tokens it sums."""
+        import torch  # torch only when a model runs
+
+        statements = self.statements(texts)
+        which, positions = statements.scored.nonzero(as_tuple=True)
+        order = torch.argsort(statements.lengths[which], stable=True)
+        which, positions = which[order], positions[order]
+        device = self.lm.device
+        sums = torch.zeros(len(texts), dtype=torch.float64, device=device)
+        step = max(1, min(self.batch_size, MAX_LOGPROB_ELEMENTS // max(1, self.lm.vocab_size)))
+        with torch.inference_mode():
+            for start in range(0, len(which), step):
+                rows, at = which[start:start + step], positions[start:start + step]
+                width = int(statements.lengths[rows].max())
+                ids = self.masked_copies(statements, rows, at)[:, :width]
+                attention = (torch.arange(width)[None, :] < statements.lengths[rows][:, None]).long()
+                logits = self.lm.logits_at(ids.to(device), attention.to(device), at[:, None].to(device))[:, 0]
+                require_finite(logits, model=self.lm.model_path, what="logits")
+                targets = statements.ids[rows, at].to(device)
+                lp = logits.float().log_softmax(-1).gather(1, targets[:, None])[:, 0]
+                sums.index_add_(0, rows.to(device), lp.double())
+        return sums.cpu(), self.token_counts(statements)
+

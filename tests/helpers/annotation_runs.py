@@ -1,0 +1,52 @@
+"""Two small probe runs written by hand for the annotation tests, and ratings of their sheet given by hand.
+
+Run ``base`` and run ``rewired`` predict three names for each of two queries (one relation each); the sheet
+pools them into 4 + 5 = 9 predictions. The names hold markup and quotes, which the page and the sheet must show
+as written and never run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+MARKUP = '<img src=x onerror="window.__pwned=1">'
+SCRIPT = "</script><script>window.__pwned=2</script>"
+QUERIES = {
+    "q1": {"relation": "may_treat", "input": f"aspirin may treat [Y] {SCRIPT}", "gold": ["pain", "fever"]},
+    "q2": {"relation": "has_finding", "input": 'influenza has finding [Y] "quoted" & <b>bold</b>',
+           "gold": ["cough", MARKUP]},
+}
+PREDICTIONS = {
+    "base": {"q1": ["pain", "headache", '"rash" & <i>itch</i>'], "q2": ["sneeze", MARKUP, "fatigue"]},
+    "rewired": {"q1": ["headache", "nausea", "pain"], "q2": ["cough", "sneeze", "=1+1"]},
+}
+#: Each rater's level for each (query, prediction) of the sheet.
+RATINGS = {
+    "alice": {("q1", "pain"): 5, ("q1", "headache"): 4, ("q1", '"rash" & <i>itch</i>'): 1, ("q1", "nausea"): 5,
+              ("q2", "sneeze"): 2, ("q2", MARKUP): 3, ("q2", "fatigue"): 1, ("q2", "cough"): 5, ("q2", "=1+1"): 5},
+    "bob": {("q1", "pain"): 5, ("q1", "headache"): 5, ("q1", '"rash" & <i>itch</i>'): 2, ("q1", "nausea"): 4,
+            ("q2", "sneeze"): 1, ("q2", MARKUP): 5, ("q2", "fatigue"): 1, ("q2", "cough"): 4, ("q2", "=1+1"): 3},
+    "carol": {("q1", "pain"): 4, ("q1", "headache"): 3, ("q1", '"rash" & <i>itch</i>'): 1, ("q1", "nausea"): 3,
+              ("q2", "sneeze"): 2, ("q2", MARKUP): 5, ("q2", "fatigue"): 2, ("q2", "cough"): 5, ("q2", "=1+1"): 1},
+}
+
+
+def write_run(folder: Path, label: str, ks=(1, 3)) -> Path:
+    """``folder`` as `medlama probe` lays out one run: ``results.json`` and ``predictions.jsonl`` (hits exact)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {"dataset": "medlama", "config": "hard", "fingerprint": "hand-made", "candidates": {"rule": "evaluated"}}
+    (folder / "results.json").write_text(json.dumps([{"label": label, "metrics": {"k": list(ks), "match": "exact"},
+                                                      "settings": {"method": "hand"}, "data": data}]))
+    rows = []
+    for qid, query in QUERIES.items():
+        predictions = PREDICTIONS[label][qid]
+        rows.append({"run": label, "id": qid, "relation": query["relation"], "gold": query["gold"],
+                     "predictions": predictions, "input": query["input"],
+                     **{f"hit@{k}": any(p in query["gold"] for p in predictions[:k]) for k in ks}})
+    (folder / "predictions.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return folder
+
+
+def write_runs(root: Path) -> list[Path]:
+    return [write_run(root / "base", "base"), write_run(root / "rewired", "rewired")]

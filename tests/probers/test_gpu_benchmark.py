@@ -1,0 +1,89 @@
+"""``benchmarks/gpu.py`` keeps working: every part runs at its smallest size on the CPU and reports queries/s,
+tokens/s and MFU over the peak it was given; its FLOP count equals torch's own ``FlopCounterMode`` on a masked
+LM's scoring pass and on a causal LM's cached step. Speed is never asserted (measured by the benchmark only)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import gpu as module  # benchmarks/gpu.py, a script
+
+        yield module
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_every_part_runs_small_on_the_cpu(gpu, medlama_source, tmp_path, capsys):
+    out = tmp_path / "gpu.json"
+    assert gpu.main(["--device", "cpu", "--queries", "2", "--candidates", "12", "--peak-tflops", "0.5",
+                     "--source", str(medlama_source), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "peak assumed (dense TFLOP/s): bf16 0.5, fp16 0.5, fp32 0.5" in printed
+    record = json.loads(out.read_text())
+    rows = {(row["part"], row["method"]): row for row in record["rows"]}
+    assert set(rows) == {("causal", "causal-likelihood exhaustive"), ("causal", "causal-likelihood best-first"),
+                         ("masked", "masked-likelihood within-word-l2r"), ("retrieval", "retrieval reference")}
+    assert len(record["rows"]) == 6  # two causal models, both searches
+    for row in record["rows"]:
+        assert row["device"] == "cpu" and row["tokens"] > 0 and row["flops"] > 0 and row["seconds"] > 0
+        assert row["MFU"] == pytest.approx(row["flops"] / row["seconds"] / 1e12 / 0.5)
+        assert f"{100 * row['MFU']:.1f}%" in printed
+    retrieval = rows["retrieval", "retrieval reference"]
+    assert retrieval["queries"] == 19 and 12 <= retrieval["candidates"] <= 12 + 19 * 30  # one query per relation
+
+
+def test_unknown_part_and_missing_release_are_refused(gpu, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        gpu.main(["--parts", "causal,gpu"])
+    assert "unknown --parts gpu" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        gpu.main(["--parts", "retrieval", "--source", str(tmp_path)])
+    assert "no MedLAMA release there" in capsys.readouterr().err
+
+
+def test_flop_count_equals_torch_flop_counter(gpu, tmp_path):
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import DynamicCache
+
+    from medlama.probers.registry import make_prober
+
+    queries, corpus = gpu.synthetic_queries(2, 12)
+    gpu.build_masked(tmp_path / "bert", "bert-tiny", corpus, torch.device("cpu"))
+    lm = make_prober("masked-likelihood", tmp_path / "bert", device="cpu").lm
+    lm.model.set_attn_implementation("eager")  # attention as matmuls, which FlopCounterMode counts on a CPU too
+    counter = gpu.FlopCounter()
+    counter.body(lm.model.base_model, lm.model.config, causal=False)
+    counter.head(lm.head)
+    ids = torch.randint(5, 100, (3, 9))
+    with FlopCounterMode(display=False) as torch_count, torch.inference_mode():
+        lm.logits_at(ids, torch.ones_like(ids), torch.tensor([[1], [4], [8]]))
+    counter.close()
+    assert counter.flops == torch_count.get_total_flops() and counter.tokens == 27
+
+    gpu.build_causal(tmp_path / "llama", "llama-tiny", corpus, torch.device("cpu"), "fp32")
+    model = make_prober("causal-likelihood", tmp_path / "llama", device="cpu").lm.model
+    model.set_attn_implementation("eager")
+    counter = gpu.FlopCounter()
+    counter.body(model, model.config, causal=True, vocab_projection=model.get_output_embeddings().weight.numel())
+    with torch.inference_mode():
+        cache = model(input_ids=torch.randint(1, 50, (2, 6)), past_key_values=DynamicCache(config=model.config),
+                      use_cache=True).past_key_values
+        before = counter.flops
+        with FlopCounterMode(display=False) as torch_count:  # one token after 6 cached: no causal half to count
+            model(input_ids=torch.randint(1, 50, (2, 1)), past_key_values=cache, use_cache=True)
+    counter.close()
+    assert counter.flops - before == torch_count.get_total_flops()
