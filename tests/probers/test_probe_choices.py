@@ -1,9 +1,10 @@
 """Probing a multiple-choice config: each query ranked against its own choices by every method, the chance level
 printed and recorded, and the choices kept through the shard store.
 
-* A method's score of a name does not depend on the other names ranked with it (retrieval, mask-average), so a
-  query's multiple-choice ranking is its ranking over the union of every query's choices, restricted to its own:
-  checked for retrieval (which ranks per-query pools in one call) and mask-average (one query at a time).
+* A method's score of a name does not depend on the other names ranked with it (retrieval, mask-average,
+  masked-likelihood), so a query's multiple-choice ranking is its ranking over the union of every query's
+  choices, restricted to its own: checked for retrieval (which ranks per-query pools in one call), mask-average
+  and masked-likelihood (one query at a time).
 * ``medlama probe --config hard_mc`` with causal-likelihood on a tiny GPT-2: acc@1 is the argmax of the choices'
   scores, the chance level is printed and in ``results.json``, every query's scores in ``scores.parquet`` are
   over its own choices, and a candidate rule is refused for a multiple-choice config.
@@ -52,15 +53,18 @@ def _check_restricted(prober, queries):
 
 def test_retrieval_and_mask_average_rank_each_query_among_its_choices(make_tiny_bert):
     from medlama.probers.mask_average import MaskAverageProber, MaskAverageSettings
+    from medlama.probers.masked_likelihood import MaskedLikelihoodProber, MaskedLikelihoodSettings
     from medlama.probers.retrieval import RetrievalProber, RetrievalSettings
 
     queries = _choice_set()
     retrieval = RetrievalProber(str(make_tiny_bert("choices-encoder")), RetrievalSettings(distance="cosine"))
     assert retrieval.ranks_choices
     _check_restricted(retrieval, queries)
-    mask_average = MaskAverageProber(str(make_tiny_bert("choices-mlm", mlm=True)), MaskAverageSettings())
+    mlm = str(make_tiny_bert("choices-mlm", mlm=True))
+    mask_average = MaskAverageProber(mlm, MaskAverageSettings())
     assert not getattr(mask_average, "ranks_choices", False)  # one query at a time, its choices as its pool
     _check_restricted(mask_average, queries)
+    _check_restricted(MaskedLikelihoodProber(mlm, MaskedLikelihoodSettings()), queries)  # the PLL of each statement
 
 
 def test_probe_of_hard_mc_with_causal_likelihood(medlama_dir, tmp_path, capsys):
