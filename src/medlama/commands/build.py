@@ -58,7 +58,7 @@ def run_medlama(args: argparse.Namespace) -> int:
                                  choices_seed=settings.choices_seed)
     report = build.report
     if args.json:
-        return _print_json(out, stats, report)
+        return _print_json(out, stats, report, build.choices_record)
     print_table(
         "MedLAMA", ["relation", "full", "hard", "answers/query", "distinct answers", "single-token (distinct)",
                      "single-token (all)"],
@@ -98,7 +98,7 @@ def run_biolama(args: argparse.Namespace) -> int:
                                  choices=settings.choices, choices_seed=settings.choices_seed)
     report = build.report
     if args.json:
-        return _print_json(out, stats, report)
+        return _print_json(out, stats, report, build.choices_record)
     print_table(
         "BioLAMA", ["source", "relation", "train", "dev", "test", "objects/query", "answers/query", "prompt"],
         [(r["source"], r["relation"] if r["relation"] != "all" else f"all ({r['relations']})", r["train"], r["dev"],
@@ -121,8 +121,9 @@ def _print_choices(record) -> None:
         print(f"medlama: {record.note()}", file=sys.stderr)
 
 
-def _print_json(out: Path, stats: list[dict], report) -> int:
-    """``--json``: the statistics and the build report on stdout, for machines."""
-    json.dump({"out": str(out), "statistics": stats, "report": asdict(report)}, sys.stdout, indent=2)
+def _print_json(out: Path, stats: list[dict], report, choices=None) -> int:
+    """``--json``: the statistics, the build report and the multiple-choice draw on stdout, for machines."""
+    json.dump({"out": str(out), "statistics": stats, "report": asdict(report),
+               **({"choices": choices.as_dict()} if choices is not None else {})}, sys.stdout, indent=2)
     print()
     return 0
