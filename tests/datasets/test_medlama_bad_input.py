@@ -243,4 +243,4 @@ def test_probe_unknown_method_refused_before_loading_queries(monkeypatch, tmp_pa
     assert status == 2
     assert capsys.readouterr().err == ("medlama: error: unknown --method 'foo'; known methods: causal-constrained, "
                                        "causal-generate, causal-likelihood, generative, mask-average, mask-predict, "
-                                       "retrieval\n")
+                                       "masked-likelihood, retrieval\n")
