@@ -25,6 +25,7 @@ import numpy as np
 from medlama.core.batching import BatchSize
 from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
+from medlama.core.loaded import LoadedModel
 from medlama.core.models import torch_dtype
 from medlama.core.settings import as_dict, setting
 from medlama.probers.mlm import MaskedLM
@@ -59,12 +60,18 @@ class MaskedLikelihoodProber(Prober):
     independent_queries = True  # each query's statements are scored on their own (see Prober)
     scores_pool = True
 
-    def __init__(self, model_path: str | Path,
+    def __init__(self, model_path: str | Path | LoadedModel,
                  settings: MaskedLikelihoodSettings = MaskedLikelihoodSettings(), *,
                  device: str | None = None) -> None:
         self.settings_ = settings
+        if isinstance(model_path, LoadedModel) and settings.dtype != model_path.dtype_name():
+            # A model in memory is probed as it is, never cast: the caller's (training) model stays untouched
+            raise MedlamaInputError(f"the model in memory is {model_path.dtype_name()}, not {settings.dtype}: give "
+                                    f"dtype {model_path.dtype_name()!r} (it is probed in its own precision)",
+                                    file=str(model_path))
         self.lm = MaskedLM(model_path, device=device, batch_size=settings.batch_size)
-        self.lm.model.to(torch_dtype(settings.dtype))
+        if not isinstance(model_path, LoadedModel):
+            self.lm.model.to(torch_dtype(settings.dtype))
         self.scorer = PllScorer(self.lm, settings.pll, batch_size=settings.batch_size)
 
     def settings(self) -> dict:

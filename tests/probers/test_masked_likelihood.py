@@ -190,3 +190,25 @@ def test_a_tokenizer_without_word_boundaries_is_refused_for_within_word_l2r_only
         prober.scorer.statements([TEXTS[0].replace("[Y]", "aspirin")])
     prober.scorer.variant = "original"
     assert prober.scorer.statements([TEXTS[0].replace("[Y]", "aspirin")]).scored.sum() > 0
+
+
+def test_a_model_in_memory_is_scored_in_its_own_precision_and_never_cast(tiny_mlm, medlama_tiny):
+    """A caller's model in memory (a model being trained, say) is probed as it is: ``dtype`` must name its
+    precision, and the probe leaves its weights' dtype as they were; the scores equal its folder's."""
+    import medlama
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_mlm)
+    model = AutoModelForMaskedLM.from_pretrained(tiny_mlm).eval()
+    common = dict(data=medlama_tiny, config="full", method="masked-likelihood", limit=2)
+    with pytest.raises(MedlamaInputError, match="the model in memory is fp32, not bf16"):
+        medlama.probe(model, tokenizer=tokenizer, settings={"dtype": "bf16"}, **common)
+    assert next(model.parameters()).dtype == torch.float32
+    loaded = medlama.probe(model, tokenizer=tokenizer, **common)
+    assert next(model.parameters()).dtype == torch.float32
+    saved = medlama.probe(tiny_mlm, **common)
+    assert loaded.predictions == saved.predictions and loaded.ranking.scores == saved.ranking.scores
+    model.to(torch.bfloat16)
+    with pytest.raises(MedlamaInputError, match="the model in memory is bf16, not fp32"):
+        medlama.probe(model, tokenizer=tokenizer, **common)
+    assert next(model.parameters()).dtype == torch.bfloat16
