@@ -131,6 +131,12 @@ class ProbeCallback(TrainerCallback):
     # -- the trainer's events -------------------------------------------------------------------------------
 
     def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+        strategy = getattr(args, "eval_strategy", "no")
+        if self.every is None and getattr(strategy, "value", strategy) == "no":
+            # Without evaluations (the trainers' default) a callback that probes at each one would never probe
+            raise MedlamaInputError("ProbeCallback probes at each evaluation, and this training runs none "
+                                    "(eval_strategy 'no'): set eval_strategy (with an eval_dataset) or give "
+                                    "every=N steps")
         if self.at_start:
             self._probe(args, state, model, processing_class)
 

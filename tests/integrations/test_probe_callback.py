@@ -258,3 +258,17 @@ def test_arguments_are_checked_before_training(medlama_tiny):
         ProbeCallback(data=medlama_tiny, config="full", relations=["may_treet"])
     with pytest.raises(MedlamaInputError, match="beam"):
         ProbeCallback(data=medlama_tiny, config="full", method="mask-predict", settings={"beam_size": 0})
+
+
+def test_a_training_with_no_evaluation_is_refused_without_every(make_tiny_bert, medlama_tiny, tmp_path):
+    """The trainers evaluate nowhere by default: a callback waiting for evaluations would never probe, so the
+    training is refused before its first step, saying what to set."""
+    folder = make_tiny_bert("callback-no-eval", mlm=True)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    trainer = Trainer(model=AutoModelForMaskedLM.from_pretrained(folder), args=_arguments(tmp_path / "run"),
+                      train_dataset=_token_dataset(tokenizer), processing_class=tokenizer,
+                      data_collator=DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.3))
+    trainer.add_callback(ProbeCallback(data=medlama_tiny, config="full", method="mask-average"))
+    with pytest.raises(MedlamaInputError, match="eval_strategy 'no'.*every=N"):
+        trainer.train()
+    assert trainer.state.global_step == 0
