@@ -39,7 +39,7 @@ SEED_FORMAT = "{seed}:{id}"
 DRAW_RULE = ("the gold answer (the query's first answer) and up to N distractors drawn without replacement from "
              "the query's candidate pool (its relation's pool in the same set or split), excluding every gold "
              "answer of the query compared after normalisation (lower case, punctuation and articles removed); the "
-             "eligible distinct names are sorted, drawn by random.Random(f\"{seed}:{id}\") (Python's generator "
+             "eligible names are sorted and kept once per normalised form (the first in sorted order), drawn by random.Random(f\"{seed}:{id}\") (Python's generator "
              "seeded with the build's seed and the query's id), and gold and distractors shuffled by the same "
              "generator; label is the gold's index in choices. A pool with fewer than N eligible names gives all "
              "of them")
@@ -103,7 +103,11 @@ def _draw(query_id: str, gold: str, answers: Iterable[str], pool: Sequence[tuple
           seed: int) -> tuple[list[str], int]:
     norm = _normalizer()
     excluded = {norm(name) for name in (gold, *answers)}
-    eligible = [name for name, key in pool if key not in excluded]
+    eligible, seen = [], set(excluded)
+    for name, key in pool:  # one name per normalised key: no two choices read as the same answer
+        if key not in seen:
+            seen.add(key)
+            eligible.append(name)
     rng = random.Random(SEED_FORMAT.format(seed=seed, id=query_id))
     choices = [gold, *rng.sample(eligible, min(count, len(eligible)))]
     rng.shuffle(choices)
