@@ -128,7 +128,11 @@ def score_rater(run: RunOnSheet, sheet: Sheet, rater: RaterRatings, settings: Sc
             "difference": 100 * float((expert - umls).mean()),
             "interval": _pct(bootstrap_mean_ci(expert - umls, **options)),
             "umls_only": int(umls_only), "expert_only": int(expert_only),
-            "p_value": mcnemar_exact(int(umls_only), int(expert_only))}
+            "p_value": mcnemar_exact(int(umls_only), int(expert_only)),
+            # Slots of one query are not independent: the p-value is the slot-level test the paper's counts
+            # invite; the interval (queries resampled) is the one that respects the pairing
+            "test": "McNemar's exact test over the top-k prediction slots (treats a query's slots as independent, "
+                    "so it is optimistic); the interval resamples queries (paired bootstrap)"}
         hits_umls, hits_expert = umls > 0, expert > 0
         for name, hits in (("umls", hits_umls), ("expert", hits_expert)):
             record["acc_queries"][name][key] = 100 * float(hits.mean())

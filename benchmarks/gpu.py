@@ -446,8 +446,10 @@ def main(argv: list[str] | None = None) -> int:
         done = len(rows)
     print("\n" + table(rows))
     if args.json:
+        from medlama.core.atomic import atomic_write_text  # medlama's, once the figures are in
+
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"device": name, "torch": torch.__version__,
+        atomic_write_text(args.json, json.dumps({"device": name, "torch": torch.__version__,
                                          "rows": [{**asdict(row), **row.figures} for row in rows]}, indent=2) + "\n")
     return 0
 

@@ -21,7 +21,7 @@ from medlama.core.atomic import check_output_place, claim_directory, staged_dire
 from medlama.core.display import print_table
 from medlama.core.errors import MedlamaInputError
 from medlama.core.models import check_device, resolve_model
-from medlama.core.provenance import model_identity, package_versions
+from medlama.core.provenance import model_identity, package_versions, provenance
 from medlama.core.resume import ShardStore, discard_work_folder
 from medlama.core.settings import check, setting
 from medlama.datasets.folders import DataFolder, folder_configs, load_config, resolve_folder
@@ -153,6 +153,9 @@ def train_prompts(run: OptiPromptRun, settings: OptiPromptSettings = OptiPromptS
                   "training": {**asdict(settings), "train_split": TRAIN_SPLIT, "dev_split": DEV_SPLIT},
                   "decoding": {"method": "mask-predict", **{k: v for k, v in asdict(decoding).items() if k != "prompts"}},
                   "versions": package_versions(),
+                  # when, by which command and on what it was trained (outside the identity, which is content)
+                  "provenance": {key: value for key, value in provenance(device=run.device).items()
+                                 if key != "versions"},
                   "seconds": round(time.perf_counter() - started, 3),
                   "relations": {name: {k: v for k, v in item.items() if k != "vectors"}
                                 for name, item in trained.items()}}

@@ -77,6 +77,9 @@ def test_learned_prompts_raise_dev_and_test_acc_well_above_the_manual_prompts(fa
     assert "wikidata_P1" in card and trained.identity in card
     record = json.loads((tmp_path / "prompts" / "prompts.json").read_text())
     assert record["training"]["lr"] == 3e-2 and record["decoding"]["init"] == "confidence"
+    made = record["provenance"]  # when, how and where, for a folder meant to be pushed and reused
+    assert made["date"].startswith("20") and made["device"]["device"] == "cpu" and made["command"]
+    assert str(tmp_path) not in json.dumps(record)  # no local path in what may be pushed
 
 
 def test_the_same_seed_gives_identical_prompts_and_a_killed_run_resumes_at_the_next_relation(facts, tmp_path,
