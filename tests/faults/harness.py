@@ -144,7 +144,7 @@ class Suite:
     @staticmethod
     def loads(out: Path, config: str) -> bool:
         # By the Parquet files' paths: load_dataset(str(out)) may answer from the cache of an earlier folder.
-        from medlama.datasets.folders import load_config
+        from medlama.datasets.folders import load_config  # the datasets layer only when a built folder is read
 
         try:
             return load_config(out, config, "test").num_rows > 0
@@ -222,6 +222,7 @@ def lora_adapter(base: Path, folder: Path) -> Path | None:
         from peft import LoraConfig, get_peft_model
     except ImportError:  # the `peft` extra: the adapter case is left out (said so in the report)
         return None
+    # torch and transformers only for the adapter case (the harness itself drives medlama as a command)
     import torch
     from transformers import AutoModel
 
@@ -511,7 +512,7 @@ def rewire_cases(suite: Suite, model: Path) -> Path:
 
 
 def probe_cases(suite: Suite, data: Path, model: Path) -> None:
-    from medlama.core.resume import work_folder
+    from medlama.core.resume import work_folder  # medlama in-process only for where a run keeps its shards
 
     out = suite.root / "probe"
     base = ["probe", "--data", data, "--model", model, "--relations", "may_treat", "--batch-size", "16",
@@ -614,7 +615,7 @@ def shard_and_adapter_cases(suite: Suite, data: Path, model: Path, out: Path, ke
     """What a probe refuses to take from elsewhere: a resume shard of another model's run or edited by hand (each
     named), a comparison with a run on differently built data, an adapter trained on another base model.
     ``out``: a finished probe of ``model`` on ``data``; ``kept``: a completed shard of it (that a kill left)."""
-    from medlama.core.resume import work_folder
+    from medlama.core.resume import work_folder  # medlama in-process only for where a run keeps its shards
 
     results = out / "results.json"
     # Another model of the same name (so of the same label), on a build of the release with another prompt
