@@ -243,7 +243,7 @@ def _write_csv(path: Path, rows: list[list[str]]) -> None:
 def tiny_bert(folder: Path, seed: int = 0) -> Path:
     """A random 2-layer BERT (hidden 32) with the bundled model's vocabulary (as tests/conftest.py makes);
     another ``seed``: another model of the same shapes."""
-    import torch
+    import torch  # torch and transformers only when a model is made
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     from medlama.core.defaults import default_model_path
@@ -389,7 +389,7 @@ def _duplicate_row(path: Path) -> None:
 
 def context_variance_cases(suite: Suite) -> None:
     sys.path.insert(0, str(ROOT / "tests" / "helpers"))
-    import fake_slurm
+    import fake_slurm  # tests/helpers, on the path only for the Slurm cases
     from cv_inputs import write_corpora, write_medlama_folder
 
     kb = write_medlama_folder(suite.root / "cv-medlama")
@@ -458,7 +458,7 @@ def context_variance_cases(suite: Suite) -> None:
 
 def _config_text(out: Path, config: str) -> str:
     """Every value of every row of ``config`` of the built folder ``out``, as one text ("" if it does not load)."""
-    from medlama.datasets.folders import load_config
+    from medlama.datasets.folders import load_config  # the datasets layer only when a built folder is read
 
     try:
         return " ".join(str(value) for row in load_config(out, config, "test") for value in row.values())
@@ -668,7 +668,7 @@ def shard_and_adapter_cases(suite: Suite, data: Path, model: Path, out: Path, ke
 
 
 def ucm_cases(suite: Suite) -> None:
-    import medlama.metrics
+    import medlama.metrics  # the metrics only for the UCM cases
 
     ucm = medlama.metrics.load("ucm", keep_in_memory=True, cache_dir=str(suite.root / "ucm-cache"))
     try:
