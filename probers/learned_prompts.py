@@ -264,6 +264,12 @@ class PromptSet:
                                     f"{', '.join(sorted(self.prompts)) or 'none'}); train them with medlama "
                                     "optiprompt --relations, or probe only the relations it has", file=self.path)
 
+    def check_queries(self, queries: Any) -> None:
+        """Refuse a probe of ``queries`` (a ``QuerySet``) with a relation these prompts lack, or on the split
+        they were trained on."""
+        self.check_relations(sorted(set(queries.relations)))
+        self.check_split(queries.info.get("split"))
+
     def check_split(self, split: str | None) -> None:
         train = self.record.get("training", {}).get("train_split", "train")
         if split == train:

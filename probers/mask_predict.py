@@ -297,8 +297,7 @@ class MaskPredictProber(Prober):
         """Every decoded answer of every query with its score (see the module docstring), best first."""
         settings = self.settings_
         if self.learned is not None:
-            self.learned.check_relations(sorted(set(queries.relations)))
-            self.learned.check_split(queries.info.get("split"))
+            self.learned.check_queries(queries)  # run_probe checked them already; a prober used alone too
         splits = [self._split(queries, q) for q in range(len(queries))]
         lookups = {}
         out: list[list[tuple[str, float]]] = []

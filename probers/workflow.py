@@ -39,6 +39,7 @@ from medlama.core.resume import check_work_folder, discard_work_folder, ShardSto
 from medlama.probers import tables
 from medlama.probers.benchmarks import Benchmark, benchmark
 from medlama.probers.biolama_queries import print_source_table
+from medlama.probers.learned_prompts import PromptSet
 from medlama.probers.outputs import API_HINT, OUTPUT_KIND, RESULTS_FILE, write_outputs
 from medlama.probers.prober import check_all_scores, Prober, ProberNote
 from medlama.probers import queries as sources  # looked up on each call: tests patch its loader
@@ -194,6 +195,8 @@ def _probe(request: ProbeRequest, runs: list[ModelRun], checkpoints: dict | None
         queries = sources.queries_from(request.data, dataset=request.dataset, config=request.config,
                                relations=request.relations, candidates=request.candidates)
     queries = queries.limit_per_relation(request.limit) if request.limit else queries
+    for prompts in {run.settings.prompts for run in runs if getattr(run.settings, "prompts", None) is not None}:
+        PromptSet.read(prompts).check_queries(queries)  # relations and split, before any model loads
     if request.report:
         print(describe_pool(queries))
     if request.out is None:
