@@ -23,15 +23,30 @@ for the scores the search computes (no slack is needed). Those scores differ fro
 float32 rounding only (other batches, other pass widths), as the exhaustive scores themselves differ from
 one batch size to another; two candidates closer than that rounding may swap places either way.
 
+Never more work than scoring every name: the search counts its work (:func:`pass_cost`: a pass's padded tokens
+plus twice ``batch_size`` for the pass itself) against the exhaustive method's (:func:`scoring_cost` of every row).
+Before each pass it checks :func:`keep_searching`: the work done, that pass's, and the exhaustive scoring of
+every name it has not yet completed or ruled out (the names below the queued nodes whose bound can still reach
+the limit) must stay within ``1 + SLACK`` of the exhaustive work. When they would not (a flat model, whose
+bounds prune little), it switches: those names are scored as the exhaustive method scores them (one
+``continuation_log_probs`` call, rows sorted by length) and the search ends there, exactly as if it had expanded
+them (every name whose bound can reach the limit is scored). The rule holds at every step, so the whole query
+costs at most ``1 + SLACK`` times the exhaustive work, and far less when the bound prunes (a peaked model). It
+counts tokens and passes, never time: the same query takes the same path on every machine. A pass's nodes are
+fed sorted by length, cut into forward passes of similar widths (the cut with the least :func:`pass_cost`).
+
 :func:`best_first` ranks one query (names, scores, the gold's exact rank (or up to a cut-off) and its score, the tokens
-fed through the model); :func:`exhaustive_token_forwards` counts the exhaustive method's tokens alike.
+fed through the model, whether it switched); :func:`exhaustive_token_forwards` counts the exhaustive method's tokens
+alike.
 """
 
 from __future__ import annotations
 
 import copy
 import heapq
+import itertools
 import math
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,7 +56,13 @@ from medlama.probers.causal_trie import END, candidate_trie
 from medlama.probers.causal_scoring import CausalLM, CausalQuery, _log_softmax
 from medlama.probers.mlm import MAX_LOGPROB_ELEMENTS
 
-__all__ = ["SearchResult", "best_first", "exhaustive_token_forwards"]
+__all__ = ["SLACK", "SearchResult", "best_first", "exhaustive_token_forwards", "keep_searching", "pass_cost",
+           "scoring_cost"]
+
+#: How much more work than the exhaustive method's the search may risk to find out whether its bound prunes.
+SLACK = 0.25
+#: A search costs about this many times what :func:`predicted_work` counts (measured: deeper names cost more).
+PREDICTED_COST = 2.5
 
 
 @dataclass(frozen=True)
@@ -54,6 +75,7 @@ class SearchResult:
     not a candidate, or scoring ``-inf``); ``gold_score``:
     its score (the best gold candidate's, computed also beyond the cut-off; ``None`` when no gold name is a
     candidate). ``token_forwards``: tokens fed through the model (the prefix once, then every fed path).
+    ``switched``: the search handed the names it had not ruled out to exhaustive scoring (:func:`keep_searching`).
     """
 
     names: list[str]
@@ -62,6 +84,27 @@ class SearchResult:
     gold_score: float | None
     cutoff: int
     token_forwards: int
+    switched: bool = False
+
+
+def pass_cost(rows: int, width: int, batch_size: int) -> int:
+    """The work of one forward pass of ``rows`` rows padded to ``width`` tokens: the tokens it runs, plus
+    twice ``batch_size`` for the pass itself (what a full batch of two tokens costs: its fixed cost, as measured
+    on a tiny GPT-2 on CPU, ~1 ms, ~65 of its tokens, is a floor: on a GPU, a pass is dearer still)."""
+    return rows * width + 2 * batch_size
+
+
+def scoring_cost(rows: int, tokens: int, batch_size: int) -> int:
+    """The work of scoring ``rows`` continuations of more than one token (``tokens`` fed in all) as the exhaustive
+    method does: sorted by length (little padding), ``batch_size`` per pass. (A one-token row needs no pass.)"""
+    return tokens + -(-rows // batch_size) * 2 * batch_size
+
+
+def keep_searching(spent: int, step: int, remaining: int, exhaustive: int, slack: float = SLACK) -> bool:
+    """Whether the search takes its next pass (``step``, after ``spent``) rather than scoring the ``remaining``
+    names exhaustively now: only while all three stay within ``1 + slack`` of the ``exhaustive`` work. The
+    remaining work never grows with a pass, so the search never exceeds that bound."""
+    return spent + step + remaining <= (1 + slack) * exhaustive
 
 
 def _rows(lm: CausalLM, split: CausalQuery, names: Sequence[str]) -> list[tuple[int, ...]]:
@@ -82,22 +125,116 @@ def _fed(prefix: Sequence[int], rows: Sequence[Sequence[int]]) -> int:
     return len(prefix) + sum(len(row) - 1 for row in real) if real else 0
 
 
+@dataclass(frozen=True)
+class _Pool:
+    """What a search needs of a pool in one slot and before one suffix (the same for every query of a relation,
+    so built once): the trie, each token sequence's distinct names, each distinct name's first place, the
+    exhaustive method's rows (count and tokens of those it feeds) and, per trie node, the same for the distinct
+    token sequences strictly below it."""
+
+    trie: dict
+    ids: list[tuple[int, ...]]
+    where: dict[tuple[int, ...], list[int]]
+    first: dict[str, int]
+    longest: int
+    fed_rows: int
+    fed_tokens: int
+    below: dict[int, tuple[int, int]]  # id(node) -> (rows fed, tokens fed) below it
+    expansions: dict[int, list[tuple[int, int]]]  # first token -> (depth, work) of the nodes queued below it
+
+
+_POOLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per model: {(names, slot, suffix): the last pool}
+
+
+def _pool(lm: CausalLM, split: CausalQuery, names: Sequence[str]) -> _Pool:
+    key = (tuple(names), split.slot, split.suffix)
+    found = _POOLS.get(lm, {}).get(key)
+    if found is not None:
+        return found
+    ids = lm.candidate_ids(names, split.slot)
+    first: dict[str, int] = {}
+    where: dict[tuple[int, ...], list[int]] = {}  # token ids -> the pool's distinct names with them
+    for index, (name, sequence) in enumerate(zip(names, ids)):
+        if name and name not in first:  # rank_unique: empty names never rank, a repeat counts once
+            first[name] = index
+            where.setdefault(sequence, []).append(index)
+    rows = [len(sequence) + len(split.suffix) for sequence in ids if sequence]
+    trie = candidate_trie(ids, split.suffix)
+    below: dict[int, tuple[int, int]] = {}
+    _count_below(trie, len(split.suffix), below)
+    expansions: dict[int, list[tuple[int, int]]] = {}
+    for token, child in trie.items():
+        queued: list[tuple[int, int]] = []
+        _expansions(child, 1, queued)
+        by_depth: dict[int, int] = {}
+        for depth, fed in queued:  # each row's share of its pass: see pass_cost
+            by_depth[depth] = by_depth.get(depth, 0) + fed + 2
+        expansions[token] = sorted(by_depth.items())
+    found = _Pool(trie, ids, where, first, max(rows, default=0), sum(n > 1 for n in rows),
+                      sum(n - 1 for n in rows), below, expansions)
+    _POOLS[lm] = {key: found}
+    return found
+
+
+def _expansions(node: dict, depth: int, out: list[tuple[int, int]]) -> None:
+    """The expansions the search makes below a node reached at ``depth`` (when the bound lets it), as
+    ``(depth, tokens fed)``: the node queued, fed with its single-child chain; then its children likewise."""
+    if len(node) <= (END in node):
+        return  # a leaf: complete when reached, never queued
+    chain = 0
+    while END not in node and len(node) == 1:
+        (node,) = node.values()
+        chain += 1
+    out.append((depth, depth + chain))
+    for token, child in node.items():
+        if token != END:
+            _expansions(child, depth + chain + 1, out)
+
+
+def predicted_work(first: dict[int, float], expansions: dict[int, list[tuple[int, int]]], per_token: float,
+                   limit: float) -> int:
+    """The work a search to ``limit`` would do, were each token after a name's first to score ``per_token``
+    (<= 0): the work (``expansions``, by first token: ``(depth, tokens fed + each row's share of its pass)``,
+    by depth) of every expansion whose predicted bound (its first token's log-probability ``first``, then
+    ``per_token`` a token) reaches ``limit``."""
+    work = 0
+    for token, below in expansions.items():
+        head = first[token]
+        for depth, cost in below:  # by depth, deepest last: the predicted bound only falls
+            if head + (depth - 1) * per_token < limit:
+                break
+            work += cost
+    return work
+
+
+def _count_below(node: dict, suffix: int, below: dict[int, tuple[int, int]]) -> tuple[int, int]:
+    """Fill ``below`` for ``node``'s subtree; ``node``'s own (rows fed, tokens fed), its end included."""
+    rows = tokens = 0
+    for token, child in node.items():
+        if token != END:
+            more = _count_below(child, suffix, below)
+            rows, tokens = rows + more[0], tokens + more[1]
+    below[id(node)] = (rows, tokens)
+    if END in node:
+        length = len(node[END]) + suffix
+        rows, tokens = rows + (length > 1), tokens + length - 1
+    return rows, tokens
+
+
 class _Search:
     """The state of one query's search: the queue, the completed names and the running top ``n``."""
 
-    def __init__(self, lm: CausalLM, split: CausalQuery, names: Sequence[str], n: int, batch_size: int) -> None:
-        self.lm, self.names, self.n, self.batch_size = lm, names, n, batch_size
-        ids = lm.candidate_ids(names, split.slot)
-        self.first: dict[str, int] = {}
-        self.where: dict[tuple[int, ...], list[int]] = {}  # token ids -> the pool's distinct names with them
-        for index, (name, key) in enumerate(zip(names, ids)):
-            if name and name not in self.first:  # rank_unique: empty names never rank, a repeat counts once
-                self.first[name] = index
-                self.where.setdefault(key, []).append(index)
-        rows = _rows(lm, split, names)
-        longest = max((len(row) for row in rows), default=0)
-        self.prefix = lm.fit_prefix(split.prefix, longest) if longest else list(split.prefix)
-        self.trie = candidate_trie(ids, split.suffix)
+    def __init__(self, lm: CausalLM, split: CausalQuery, names: Sequence[str], n: int, batch_size: int,
+                 gold: Sequence[str] = ()) -> None:
+        self.lm, self.split, self.names, self.n, self.batch_size = lm, split, names, n, batch_size
+        self.pool = pool = _pool(lm, split, names)
+        self.trie, self.where, self.first, self.below = pool.trie, pool.where, pool.first, pool.below
+        #: the gold names' token ids (the rank of the best is exact: the search goes on down to its score)
+        self.gold_keys = list(dict.fromkeys(pool.ids[pool.first[name]] for name in gold if name in pool.first))
+        self.prefix = lm.fit_prefix(split.prefix, pool.longest) if pool.longest else list(split.prefix)
+        self.exhaustive = scoring_cost(pool.fed_rows, pool.fed_tokens, batch_size)
+        self.spent = 0  # work done, in pass_cost's unit (the prefix pass, which both methods run, left out)
+        self.switched = False
         self.done: dict[str, float] = {}
         self.best: list[float] = []  # min-heap of the n best completed scores: best[0] is the threshold
         self.queue: list[tuple[float, int, tuple[int, ...], dict]] = []
@@ -136,10 +273,63 @@ class _Search:
             self.cache, first = self.lm._prefix_pass(self.prefix)
             self.token_forwards += len(self.prefix)
             require_log_probs(first, model=self.lm.model_path)
+            self.head = (self.cache, first)
             first = first.cpu()
+            self.first_lp = {token: float(first[token]) for token in self.trie}
             for token, child in self.trie.items():
-                self._reach(child, (token,), float(first[token]))
+                self._reach(child, (token,), self.first_lp[token])
+            self._plan(self._seed())
             self._expand_while(self.threshold)
+
+    def _seed(self) -> list[tuple[tuple[int, ...], float]]:
+        """A threshold from the first pass on: the gold names and the shortest names below the ``n`` best first
+        tokens (taken in turn), scored whole (any ``n`` scored names bound the ``n``-th best score from below),
+        so that the bound prunes before the search has completed ``n`` names of its own."""
+        keys, need = list(self.gold_keys), self.n - len(self.done)
+        lists = []
+        for _, _, _, node in heapq.nsmallest(need, self.queue):
+            found, level = [], [node]
+            while level and len(found) < need:
+                found += [child[END] for parent in level for token, child in parent.items()
+                          if token != END and END in child]
+                level = [child for parent in level for token, child in parent.items() if token != END]
+            lists.append(found)
+        picked = [key for layer in itertools.zip_longest(*lists) for key in layer if key is not None]
+        keys += [key for key in picked if key not in keys][:max(0, need)]
+        return self._score(keys)
+
+    def limit(self) -> float:
+        """How far down the search must go: the ``n``-th best score, or lower, the gold's (slack: below)."""
+        gold = [score for key in self.gold_keys for score in [self.done.get(self.names[self.where[key][0]])]
+                if score is not None]
+        limit = self.threshold()
+        if gold and max(gold) < limit and math.isfinite(max(gold)):
+            limit = max(gold) - 1e-3 * max(1.0, abs(max(gold)))
+        return limit
+
+    def _plan(self, seeded: list[tuple[tuple[int, ...], float]]) -> None:
+        """Best-first or exhaustive, from the seeded names: their tokens after the first scored ``per_token``
+        on average; if a search that scored every later token so (:func:`predicted_work`) would cost more than
+        scoring the names left, score them now (every name whose first token can reach the limit)."""
+        per_token = self._per_token(seeded)
+        # The n names predicted best (first token, then per_token a token), scored: the threshold near its end.
+        suffix = len(self.split.suffix)
+        guess = heapq.nlargest(self.n, ((self.first_lp[key[0]] + (len(key) + suffix - 1) * per_token, key)
+                                        for key in self.where if key and self.names[self.where[key][0]]
+                                        not in self.done))
+        seeded += self._score([key for _, key in guess])
+        per_token = self._per_token(seeded)
+        limit = self.limit()
+        self.predicted = PREDICTED_COST * predicted_work(self.first_lp, self.pool.expansions, min(per_token, 0.0),
+                                                         limit)
+        if not keep_searching(self.spent, self.predicted, 0, self.exhaustive, 0.0):
+            self._switch([], limit)
+
+    def _per_token(self, seeded: list[tuple[tuple[int, ...], float]]) -> float:
+        """The mean log-probability of the scored names' tokens after their first (0: none)."""
+        longer = [(key, score) for key, score in seeded if len(key) + len(self.split.suffix) > 1]
+        tokens = sum(len(key) + len(self.split.suffix) - 1 for key, _ in longer)
+        return sum(score - self.first_lp[key[0]] for key, score in longer) / tokens if tokens else 0.0
 
     def extend(self, limit: float) -> None:
         """Go on until every name that can score ``limit`` or more is complete: the exact rank of a name scoring
@@ -158,12 +348,60 @@ class _Search:
                 batch.append(heapq.heappop(self.queue))
             if not batch:
                 break
-            self._expand(self.cache, batch)
+            passes = self._passes(self._jobs(batch))
+            step = sum(pass_cost(len(part), max(len(path) + len(chain) for _, path, chain, _ in part),
+                                 self.batch_size) for part in passes)
+            if not keep_searching(self.spent, step, self._remaining(batch, bound), self.exhaustive):
+                self._switch(batch, bound)
+                break
+            self.spent += step
+            for part in passes:
+                self._expand(self.cache, part)
 
-    def _expand(self, cache, batch) -> None:
-        """One forward pass over the batch's paths (each extended down its single-child chain)."""
-        import torch  # torch only when a model runs
+    def _remaining(self, batch, bound: float) -> int:
+        """The exhaustive work of the names not completed nor ruled out: those below the popped nodes and below
+        the queued ones that can still reach ``bound``."""
+        rows = tokens = 0
+        for entry in (*batch, *self.queue):
+            if -entry[0] >= bound:
+                more = self.below[id(entry[3])]
+                rows, tokens = rows + more[0], tokens + more[1]
+        return scoring_cost(rows, tokens, self.batch_size)
 
+    def _switch(self, batch, bound: float) -> None:
+        """Score every name below the popped nodes and the queued ones that can reach ``bound`` as the exhaustive
+        method does; the nodes below ``bound`` stay queued (a later, lower limit may need them)."""
+        nodes = [entry[3] for entry in batch] + [entry[3] for entry in self.queue if -entry[0] >= bound]
+        self.queue = [entry for entry in self.queue if -entry[0] < bound]
+        heapq.heapify(self.queue)
+        keys: list[tuple[int, ...]] = []
+        while nodes:  # every name strictly below the nodes (a node's own end was completed when it was reached)
+            node = nodes.pop()
+            for token, child in node.items():
+                if token != END:
+                    nodes.append(child)
+                    if END in child:
+                        keys.append(child[END])
+        self._score(keys)
+        self.switched = True
+
+    def _score(self, keys: list[tuple[int, ...]]) -> list[tuple[tuple[int, ...], float]]:
+        """Complete the names with these token ids, scored as the exhaustive method scores them (after the
+        prefix's cache); their scores."""
+        rows = [key + self.split.suffix for key in keys]
+        scores = []
+        if rows:
+            scores = self.lm.continuation_log_probs(self.prefix, rows, head=self.head).tolist()
+            self.token_forwards += _fed(self.prefix, rows) - len(self.prefix)
+            self.spent += scoring_cost(sum(len(row) > 1 for row in rows), sum(len(row) - 1 for row in rows),
+                                       self.batch_size)
+            for key, score in zip(keys, scores):
+                self._complete_names(self.where.get(key, []), score)
+        return list(zip(keys, scores))
+
+    def _jobs(self, batch) -> list[tuple[float, tuple[int, ...], tuple[int, ...], dict]]:
+        """Each popped node's bound, path, the single-child chain below it (scored in the same pass) and the
+        node where the chain ends."""
         jobs = []
         for negative, _, path, node in batch:
             chain: list[int] = []
@@ -171,51 +409,74 @@ class _Search:
                 (token, node), = node.items()
                 chain.append(token)
             jobs.append((-negative, path, tuple(chain), node))
-        width = max(len(path) + len(chain) for _, path, chain, _ in jobs)
-        per_pass = max(1, min(len(jobs), MAX_LOGPROB_ELEMENTS // max(1, width * self.lm.vocab_size)))
-        for start in range(0, len(jobs), per_pass):
-            part = jobs[start:start + per_pass]
-            fed = [path + chain for _, path, chain, _ in part]
-            wide = max(map(len, fed))
-            # Right padding with no attention mask, as the exhaustive method feeds rows: a causal model never
-            # looks ahead, so the padding changes no real position.
-            ids = torch.full((len(part), wide), self.lm.pad_id, dtype=torch.long)
-            for r, row in enumerate(fed):
-                ids[r, :len(row)] = torch.tensor(row, dtype=torch.long)
-            repeated = copy.deepcopy(cache)  # the prefix's cache stays as it was for the next pass
-            repeated.batch_repeat_interleave(len(part))
-            # Only the positions that score something new: the chain's tokens and the last node's children.
-            # The LM head runs at those positions alone (the union over the rows: one index list for all);
-            # the log-softmax over the vocabulary at each is float32, as the exhaustive method computes it.
-            rows, positions, starts = [], [], []
-            for r, (_, path, chain, _) in enumerate(part):
-                starts.append(len(rows))
-                rows += [r] * (len(chain) + 1)
-                positions += range(len(path) - 1, len(path) + len(chain))
-            keep = sorted(set(positions))
-            column = {position: c for c, position in enumerate(keep)}
-            logits = self.lm.model(input_ids=ids.to(self.lm.device), past_key_values=repeated, use_cache=True,
-                                   logits_to_keep=torch.tensor(keep, device=self.lm.device)).logits
-            self.token_forwards += sum(map(len, fed))
-            lp = _log_softmax(logits[rows, [column[position] for position in positions]])
-            require_log_probs(lp, model=self.lm.model_path)
-            picks, tokens = [], []
-            for r, (_, _, chain, node) in enumerate(part):
-                picks += range(starts[r], starts[r] + len(chain))
-                tokens += chain
-                kids = [token for token in node if token != END]
-                picks += [starts[r] + len(chain)] * len(kids)
-                tokens += kids
-            values = iter(lp[picks, tokens].double().cpu().tolist())
-            for score, path, chain, node in part:
-                for _ in chain:  # the chain's nodes: a running float64 sum, in token order
-                    score += next(values)
-                if END in node:
-                    self._complete_names(self.where.get(node[END], []), score)
-                whole = path + chain
-                for token, child in node.items():
-                    if token != END:
-                        self._reach(child, whole + (token,), score + next(values))
+        return jobs
+
+    def _passes(self, jobs) -> list[list]:
+        """``jobs`` by fed length, cut into forward passes with the least total :func:`pass_cost` (each pass's
+        log-probabilities within ``MAX_LOGPROB_ELEMENTS``)."""
+        jobs = sorted(jobs, key=lambda job: len(job[1]) + len(job[2]))
+        widths = [len(path) + len(chain) for _, path, chain, _ in jobs]
+        best = [0] + [math.inf] * len(jobs)  # best[i]: the least cost of the first i jobs; cut[i]: its last pass
+        cut = [0] * (len(jobs) + 1)
+        for end in range(1, len(jobs) + 1):
+            for start in range(end - 1, -1, -1):
+                rows = end - start
+                if rows > 1 and rows * widths[end - 1] * self.lm.vocab_size > MAX_LOGPROB_ELEMENTS:
+                    break
+                cost = best[start] + pass_cost(rows, widths[end - 1], self.batch_size)
+                if cost < best[end]:
+                    best[end], cut[end] = cost, start
+        passes, end = [], len(jobs)
+        while end:
+            passes.append(jobs[cut[end]:end])
+            end = cut[end]
+        return passes[::-1]
+
+    def _expand(self, cache, part) -> None:
+        """One forward pass over the jobs' paths (each extended down its single-child chain)."""
+        import torch  # torch only when a model runs
+
+        fed = [path + chain for _, path, chain, _ in part]
+        wide = max(map(len, fed))
+        # Right padding with no attention mask, as the exhaustive method feeds rows: a causal model never
+        # looks ahead, so the padding changes no real position.
+        ids = torch.full((len(part), wide), self.lm.pad_id, dtype=torch.long)
+        for r, row in enumerate(fed):
+            ids[r, :len(row)] = torch.tensor(row, dtype=torch.long)
+        repeated = copy.deepcopy(cache)  # the prefix's cache stays as it was for the next pass
+        repeated.batch_repeat_interleave(len(part))
+        # Only the positions that score something new: the chain's tokens and the last node's children.
+        # The LM head runs at those positions alone (the union over the rows: one index list for all);
+        # the log-softmax over the vocabulary at each is float32, as the exhaustive method computes it.
+        rows, positions, starts = [], [], []
+        for r, (_, path, chain, _) in enumerate(part):
+            starts.append(len(rows))
+            rows += [r] * (len(chain) + 1)
+            positions += range(len(path) - 1, len(path) + len(chain))
+        keep = sorted(set(positions))
+        column = {position: c for c, position in enumerate(keep)}
+        logits = self.lm.model(input_ids=ids.to(self.lm.device), past_key_values=repeated, use_cache=True,
+                               logits_to_keep=torch.tensor(keep, device=self.lm.device)).logits
+        self.token_forwards += sum(map(len, fed))
+        lp = _log_softmax(logits[rows, [column[position] for position in positions]])
+        require_log_probs(lp, model=self.lm.model_path)
+        picks, tokens = [], []
+        for r, (_, _, chain, node) in enumerate(part):
+            picks += range(starts[r], starts[r] + len(chain))
+            tokens += chain
+            kids = [token for token in node if token != END]
+            picks += [starts[r] + len(chain)] * len(kids)
+            tokens += kids
+        values = iter(lp[picks, tokens].double().cpu().tolist())
+        for score, path, chain, node in part:
+            for _ in chain:  # the chain's nodes: a running float64 sum, in token order
+                score += next(values)
+            if END in node:
+                self._complete_names(self.where.get(node[END], []), score)
+            whole = path + chain
+            for token, child in node.items():
+                if token != END:
+                    self._reach(child, whole + (token,), score + next(values))
 
     def ranked(self) -> list[tuple[str, float]]:
         """The completed names by score, ties in pool order (``rank_unique``'s order)."""
@@ -238,7 +499,7 @@ def best_first(lm: CausalLM, text: str, names: Sequence[str], top_k: int, *, gol
                                 f"{top_k}, {cutoff} and {batch_size}")
     split = lm.split(text)
     enumerate_to = max(top_k, cutoff or 0)
-    search = _Search(lm, split, names, max(enumerate_to, 1), batch_size)
+    search = _Search(lm, split, names, max(enumerate_to, 1), batch_size, gold if cutoff is None else ())
     search.run()
     ranked = search.ranked()
     top = ranked[:top_k]
@@ -248,9 +509,11 @@ def best_first(lm: CausalLM, text: str, names: Sequence[str], top_k: int, *, gol
     if place is None and in_pool:
         # Not among the names enumerated: score the gold names directly (one small pass, on the prefix as cut
         # for the whole pool) for their best score.
-        rows = _rows(lm, split, in_pool)
-        gold_score = float(lm.continuation_log_probs(search.prefix, rows).max())
-        search.token_forwards += _fed(search.prefix, rows)
+        rows = [search.pool.ids[search.first[name]] + split.suffix for name in in_pool]
+        gold_score = float(lm.continuation_log_probs(search.prefix, rows, head=search.head).max())
+        search.token_forwards += _fed(search.prefix, rows) - len(search.prefix)
+        search.spent += scoring_cost(sum(len(row) > 1 for row in rows), sum(max(0, len(row) - 1) for row in rows),
+                                     batch_size)
         if cutoff is None and math.isfinite(gold_score):
             # Every name that can score as much as the gold, completed: the gold's place among them is its rank.
             # The slack covers the float32 rounding between that pass and the search's own running sums.
@@ -264,4 +527,4 @@ def best_first(lm: CausalLM, text: str, names: Sequence[str], top_k: int, *, gol
         gold_score = ranked[place][1]
         gold_rank = place + 1 if math.isfinite(gold_score) else None
     return SearchResult([name for name, _ in top], [score for _, score in top], gold_rank, gold_score,
-                        len(search.first) if cutoff is None else enumerate_to, search.token_forwards)
+                        len(search.first) if cutoff is None else enumerate_to, search.token_forwards, search.switched)

@@ -162,9 +162,11 @@ def test_peaked_model_scores_fewer_tokens(tmp_path):
     texts = ["aspirin may treat [Y] .", "asthma may cause [Y] .", "insulin may treat [Y] .", "the patient had [Y] ."]
     queries = QuerySet(list("abcd"), ["r"] * 4, texts, [["pain"], ["cough"], ["diabetes"], ["asthma"]], pool)
     check_equal(prober, queries, ks=(1, 10), cutoff=10)
-    searched = sum(result.token_forwards for result in prober.best_first(queries, 10))
+    results = prober.best_first(queries, 10)
+    searched = sum(result.token_forwards for result in results)
     exhaustive = sum(exhaustive_token_forwards(prober.lm, text, pool) for text in texts)
-    assert searched * 3 < exhaustive, (searched, exhaustive)
+    assert searched * 2 < exhaustive, (searched, exhaustive)
+    assert not any(result.switched for result in results)  # the bound prunes: the search never hands over
 
 
 def test_best_first_with_mean_is_refused_before_loading(tmp_path, capsys):
