@@ -166,7 +166,6 @@ def test_peaked_model_scores_fewer_tokens(tmp_path):
     searched = sum(result.token_forwards for result in results)
     exhaustive = sum(exhaustive_token_forwards(prober.lm, text, pool) for text in texts)
     assert searched * 2 < exhaustive, (searched, exhaustive)
-    assert not any(result.switched for result in results)  # the bound prunes: the search never hands over
 
 
 def test_best_first_with_mean_is_refused_before_loading(tmp_path, capsys):
@@ -190,3 +189,42 @@ def test_best_first_with_mean_is_refused_before_loading(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "search 'best-first' needs reduction 'sum'" in err and "Traceback" not in err
 
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_both_ways_of_the_switch_equal_exhaustive(tmp_path, monkeypatch, flat):
+    """The search forced to go on to the end (no switch) and forced to switch after its first pass gives the
+    exhaustive top-k, scores and exact gold ranks, on a spread and on a flat model (ties by length)."""
+    from medlama.probers import causal_search
+    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+
+    folder = save_causal(tmp_path / "m", "gpt2", flat=flat)
+    prober = CausalLikelihoodProber(folder, LikelihoodSettings(search="exhaustive", batch_size=4))
+    queries = random_queries(13, 6)
+    for cost, slack, switched in ((0.0, 1e9, False), (1e9, 0.0, True)):
+        monkeypatch.setattr(causal_search, "PREDICTED_COST", cost)
+        monkeypatch.setattr(causal_search, "SLACK", slack)
+        monkeypatch.setattr(causal_search, "keep_searching", lambda spent, step, remaining, exhaustive, s=None,
+                            slack=slack: spent + step + remaining <= (1 + slack) * exhaustive)
+        check_equal(prober, queries, ks=(1, 5), cutoff=None)
+        results = prober.best_first(queries, 5, cutoff=None)
+        assert {result.switched for result in results} == {switched}
+
+
+def test_switch_rule_counts():
+    """The rule by counts: a pass's work (padded tokens + twice the batch size), the exhaustive work, the
+    predicted work of a search (expansions whose predicted bound reaches the limit) and the decision."""
+    from medlama.probers.causal_search import keep_searching, pass_cost, predicted_work, scoring_cost
+
+    assert pass_cost(3, 5, 4) == 3 * 5 + 8
+    assert scoring_cost(9, 40, 4) == 40 + 3 * 8  # 9 rows in passes of 4: three passes
+    assert scoring_cost(0, 0, 4) == 0
+    assert keep_searching(10, 5, 85, 100) and keep_searching(10, 5, 110, 100, slack=0.25)
+    assert not keep_searching(10, 5, 111, 100, slack=0.25) and not keep_searching(10, 5, 86, 100, slack=0.0)
+    # first tokens 1 (log-prob -1) and 2 (-4); below 1: work 10 at depth 1, 20 at depth 2, 30 at depth 3
+    first = {1: -1.0, 2: -4.0}
+    expansions = {1: [(1, 10), (2, 20), (3, 30)], 2: [(1, 7), (2, 9)]}
+    assert predicted_work(first, expansions, -2.0, -5.0) == 10 + 20 + 30 + 7  # -1, -3, -5 | -4 (-6 < -5)
+    assert predicted_work(first, expansions, -2.0, -2.0) == 10  # only token 1's own expansion reaches -2
+    assert predicted_work(first, expansions, 0.0, -4.0) == 10 + 20 + 30 + 7 + 9
+    assert predicted_work(first, expansions, -1.0, 0.0) == 0
