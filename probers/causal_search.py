@@ -23,17 +23,20 @@ for the scores the search computes (no slack is needed). Those scores differ fro
 float32 rounding only (other batches, other pass widths), as the exhaustive scores themselves differ from
 one batch size to another; two candidates closer than that rounding may swap places either way.
 
-Never more work than scoring every name: the search counts its work (:func:`pass_cost`: a pass's padded tokens
-plus twice ``batch_size`` for the pass itself) against the exhaustive method's (:func:`scoring_cost` of every row).
-Before each pass it checks :func:`keep_searching`: the work done, that pass's, and the exhaustive scoring of
-every name it has not yet completed or ruled out (the names below the queued nodes whose bound can still reach
-the limit) must stay within ``1 + SLACK`` of the exhaustive work. When they would not (a flat model, whose
-bounds prune little), it switches: those names are scored as the exhaustive method scores them (one
-``continuation_log_probs`` call, rows sorted by length) and the search ends there, exactly as if it had expanded
-them (every name whose bound can reach the limit is scored). The rule holds at every step, so the whole query
-costs at most ``1 + SLACK`` times the exhaustive work, and far less when the bound prunes (a peaked model). It
-counts tokens and passes, never time: the same query takes the same path on every machine. A pass's nodes are
-fed sorted by length, cut into forward passes of similar widths (the cut with the least :func:`pass_cost`).
+Never (much) more work than scoring every name (the work counted as :mod:`medlama.probers.causal_budget`
+counts it: tokens run, a pass's fixed cost included). After the prefix pass the search scores a few names whole,
+as the exhaustive method does (the gold names when the gold's rank is exact, the shortest names below the best
+first tokens, then the ``n`` names predicted best): they set the threshold at once (any ``n`` scored names bound
+the ``n``-th best score from below) and measure the mean log-probability of a token after a name's first. It then
+predicts its own work (:func:`~medlama.probers.causal_budget.predicted_work`: every expansion whose bound, at that
+mean a token, reaches the limit: the threshold, or the gold's score); when that, times ``PREDICTED_COST``, exceeds
+the exhaustive work (a flat model, a gold ranked deep), it **switches**: it scores as the exhaustive method does
+(one ``continuation_log_probs`` call, rows sorted by length) every name not yet scored whose first token can reach
+the limit, and stops. Before each later pass it checks again (:func:`~medlama.probers.causal_budget.keep_searching`):
+the work done, that pass's, and the exhaustive scoring of every name not yet completed or ruled out must stay
+within ``1 + SLACK`` of the exhaustive work, else it switches the same way. Either way the result is exact: every
+name whose bound can reach the limit is scored. A pass's nodes are fed sorted by length, cut into forward passes
+of similar widths (the cut with the least :func:`~medlama.probers.causal_budget.pass_cost`).
 
 :func:`best_first` ranks one query (names, scores, the gold's exact rank (or up to a cut-off) and its score, the tokens
 fed through the model, whether it switched); :func:`exhaustive_token_forwards` counts the exhaustive method's tokens
@@ -46,23 +49,18 @@ import copy
 import heapq
 import itertools
 import math
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_log_probs
-from medlama.probers.causal_trie import END, candidate_trie
+from medlama.probers.causal_budget import PREDICTED_COST, SLACK, keep_searching, pass_cost, pool_of, \
+    predicted_work, scoring_cost
+from medlama.probers.causal_trie import END
 from medlama.probers.causal_scoring import CausalLM, CausalQuery, _log_softmax
 from medlama.probers.mlm import MAX_LOGPROB_ELEMENTS
 
-__all__ = ["SLACK", "SearchResult", "best_first", "exhaustive_token_forwards", "keep_searching", "pass_cost",
-           "scoring_cost"]
-
-#: How much more work than the exhaustive method's the search may risk to find out whether its bound prunes.
-SLACK = 0.25
-#: A search costs about this many times what :func:`predicted_work` counts (measured: deeper names cost more).
-PREDICTED_COST = 2.5
+__all__ = ["SearchResult", "best_first", "exhaustive_token_forwards"]
 
 
 @dataclass(frozen=True)
@@ -87,26 +85,6 @@ class SearchResult:
     switched: bool = False
 
 
-def pass_cost(rows: int, width: int, batch_size: int) -> int:
-    """The work of one forward pass of ``rows`` rows padded to ``width`` tokens: the tokens it runs, plus
-    twice ``batch_size`` for the pass itself (what a full batch of two tokens costs: its fixed cost, as measured
-    on a tiny GPT-2 on CPU, ~1 ms, ~65 of its tokens, is a floor: on a GPU, a pass is dearer still)."""
-    return rows * width + 2 * batch_size
-
-
-def scoring_cost(rows: int, tokens: int, batch_size: int) -> int:
-    """The work of scoring ``rows`` continuations of more than one token (``tokens`` fed in all) as the exhaustive
-    method does: sorted by length (little padding), ``batch_size`` per pass. (A one-token row needs no pass.)"""
-    return tokens + -(-rows // batch_size) * 2 * batch_size
-
-
-def keep_searching(spent: int, step: int, remaining: int, exhaustive: int, slack: float = SLACK) -> bool:
-    """Whether the search takes its next pass (``step``, after ``spent``) rather than scoring the ``remaining``
-    names exhaustively now: only while all three stay within ``1 + slack`` of the ``exhaustive`` work. The
-    remaining work never grows with a pass, so the search never exceeds that bound."""
-    return spent + step + remaining <= (1 + slack) * exhaustive
-
-
 def _rows(lm: CausalLM, split: CausalQuery, names: Sequence[str]) -> list[tuple[int, ...]]:
     """Each name's scored tokens, as the exhaustive method builds them: name + suffix (empty name: none)."""
     return [ids + split.suffix if ids else () for ids in lm.candidate_ids(names, split.slot)]
@@ -125,100 +103,6 @@ def _fed(prefix: Sequence[int], rows: Sequence[Sequence[int]]) -> int:
     return len(prefix) + sum(len(row) - 1 for row in real) if real else 0
 
 
-@dataclass(frozen=True)
-class _Pool:
-    """What a search needs of a pool in one slot and before one suffix (the same for every query of a relation,
-    so built once): the trie, each token sequence's distinct names, each distinct name's first place, the
-    exhaustive method's rows (count and tokens of those it feeds) and, per trie node, the same for the distinct
-    token sequences strictly below it."""
-
-    trie: dict
-    ids: list[tuple[int, ...]]
-    where: dict[tuple[int, ...], list[int]]
-    first: dict[str, int]
-    longest: int
-    fed_rows: int
-    fed_tokens: int
-    below: dict[int, tuple[int, int]]  # id(node) -> (rows fed, tokens fed) below it
-    expansions: dict[int, list[tuple[int, int]]]  # first token -> (depth, work) of the nodes queued below it
-
-
-_POOLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per model: {(names, slot, suffix): the last pool}
-
-
-def _pool(lm: CausalLM, split: CausalQuery, names: Sequence[str]) -> _Pool:
-    key = (tuple(names), split.slot, split.suffix)
-    found = _POOLS.get(lm, {}).get(key)
-    if found is not None:
-        return found
-    ids = lm.candidate_ids(names, split.slot)
-    first: dict[str, int] = {}
-    where: dict[tuple[int, ...], list[int]] = {}  # token ids -> the pool's distinct names with them
-    for index, (name, sequence) in enumerate(zip(names, ids)):
-        if name and name not in first:  # rank_unique: empty names never rank, a repeat counts once
-            first[name] = index
-            where.setdefault(sequence, []).append(index)
-    rows = [len(sequence) + len(split.suffix) for sequence in ids if sequence]
-    trie = candidate_trie(ids, split.suffix)
-    below: dict[int, tuple[int, int]] = {}
-    _count_below(trie, len(split.suffix), below)
-    expansions: dict[int, list[tuple[int, int]]] = {}
-    for token, child in trie.items():
-        queued: list[tuple[int, int]] = []
-        _expansions(child, 1, queued)
-        by_depth: dict[int, int] = {}
-        for depth, fed in queued:  # each row's share of its pass: see pass_cost
-            by_depth[depth] = by_depth.get(depth, 0) + fed + 2
-        expansions[token] = sorted(by_depth.items())
-    found = _Pool(trie, ids, where, first, max(rows, default=0), sum(n > 1 for n in rows),
-                      sum(n - 1 for n in rows), below, expansions)
-    _POOLS[lm] = {key: found}
-    return found
-
-
-def _expansions(node: dict, depth: int, out: list[tuple[int, int]]) -> None:
-    """The expansions the search makes below a node reached at ``depth`` (when the bound lets it), as
-    ``(depth, tokens fed)``: the node queued, fed with its single-child chain; then its children likewise."""
-    if len(node) <= (END in node):
-        return  # a leaf: complete when reached, never queued
-    chain = 0
-    while END not in node and len(node) == 1:
-        (node,) = node.values()
-        chain += 1
-    out.append((depth, depth + chain))
-    for token, child in node.items():
-        if token != END:
-            _expansions(child, depth + chain + 1, out)
-
-
-def predicted_work(first: dict[int, float], expansions: dict[int, list[tuple[int, int]]], per_token: float,
-                   limit: float) -> int:
-    """The work a search to ``limit`` would do, were each token after a name's first to score ``per_token``
-    (<= 0): the work (``expansions``, by first token: ``(depth, tokens fed + each row's share of its pass)``,
-    by depth) of every expansion whose predicted bound (its first token's log-probability ``first``, then
-    ``per_token`` a token) reaches ``limit``."""
-    work = 0
-    for token, below in expansions.items():
-        head = first[token]
-        for depth, cost in below:  # by depth, deepest last: the predicted bound only falls
-            if head + (depth - 1) * per_token < limit:
-                break
-            work += cost
-    return work
-
-
-def _count_below(node: dict, suffix: int, below: dict[int, tuple[int, int]]) -> tuple[int, int]:
-    """Fill ``below`` for ``node``'s subtree; ``node``'s own (rows fed, tokens fed), its end included."""
-    rows = tokens = 0
-    for token, child in node.items():
-        if token != END:
-            more = _count_below(child, suffix, below)
-            rows, tokens = rows + more[0], tokens + more[1]
-    below[id(node)] = (rows, tokens)
-    if END in node:
-        length = len(node[END]) + suffix
-        rows, tokens = rows + (length > 1), tokens + length - 1
-    return rows, tokens
 
 
 class _Search:
@@ -227,7 +111,7 @@ class _Search:
     def __init__(self, lm: CausalLM, split: CausalQuery, names: Sequence[str], n: int, batch_size: int,
                  gold: Sequence[str] = ()) -> None:
         self.lm, self.split, self.names, self.n, self.batch_size = lm, split, names, n, batch_size
-        self.pool = pool = _pool(lm, split, names)
+        self.pool = pool = pool_of(lm, split, names)
         self.trie, self.where, self.first, self.below = pool.trie, pool.where, pool.first, pool.below
         #: the gold names' token ids (the rank of the best is exact: the search goes on down to its score)
         self.gold_keys = list(dict.fromkeys(pool.ids[pool.first[name]] for name in gold if name in pool.first))
@@ -351,7 +235,7 @@ class _Search:
             passes = self._passes(self._jobs(batch))
             step = sum(pass_cost(len(part), max(len(path) + len(chain) for _, path, chain, _ in part),
                                  self.batch_size) for part in passes)
-            if not keep_searching(self.spent, step, self._remaining(batch, bound), self.exhaustive):
+            if not keep_searching(self.spent, step, self._remaining(batch, bound), self.exhaustive, SLACK):
                 self._switch(batch, bound)
                 break
             self.spent += step
@@ -380,8 +264,8 @@ class _Search:
             for token, child in node.items():
                 if token != END:
                     nodes.append(child)
-                    if END in child:
-                        keys.append(child[END])
+                    if END in child and any(self.names[i] not in self.done for i in self.where.get(child[END], [])):
+                        keys.append(child[END])  # names scored already (the seeds) are not scored again
         self._score(keys)
         self.switched = True
 

@@ -204,8 +204,6 @@ def test_both_ways_of_the_switch_equal_exhaustive(tmp_path, monkeypatch, flat):
     for cost, slack, switched in ((0.0, 1e9, False), (1e9, 0.0, True)):
         monkeypatch.setattr(causal_search, "PREDICTED_COST", cost)
         monkeypatch.setattr(causal_search, "SLACK", slack)
-        monkeypatch.setattr(causal_search, "keep_searching", lambda spent, step, remaining, exhaustive, s=None,
-                            slack=slack: spent + step + remaining <= (1 + slack) * exhaustive)
         check_equal(prober, queries, ks=(1, 5), cutoff=None)
         results = prober.best_first(queries, 5, cutoff=None)
         assert {result.switched for result in results} == {switched}
@@ -214,7 +212,7 @@ def test_both_ways_of_the_switch_equal_exhaustive(tmp_path, monkeypatch, flat):
 def test_switch_rule_counts():
     """The rule by counts: a pass's work (padded tokens + twice the batch size), the exhaustive work, the
     predicted work of a search (expansions whose predicted bound reaches the limit) and the decision."""
-    from medlama.probers.causal_search import keep_searching, pass_cost, predicted_work, scoring_cost
+    from medlama.probers.causal_budget import keep_searching, pass_cost, predicted_work, scoring_cost
 
     assert pass_cost(3, 5, 4) == 3 * 5 + 8
     assert scoring_cost(9, 40, 4) == 40 + 3 * 8  # 9 rows in passes of 4: three passes

@@ -1,0 +1,147 @@
+"""The work of ``causal-likelihood``'s best-first search (:mod:`medlama.probers.causal_search`) against scoring
+every name, in one unit (tokens run through the model, a pass's fixed cost included), and the rule by which the
+search hands over to exhaustive scoring: counts only, never time, so the same query takes the same path on
+every machine.
+
+* :func:`pass_cost` / :func:`scoring_cost`: the work of one forward pass; of scoring rows as the exhaustive
+  method does (sorted by length, ``batch_size`` per pass).
+* :func:`predicted_work`: the work a search would do were every token after a name's first to score the same
+  (the mean the search measured on names it scored whole), from each first token's log-probability and the
+  trie's shape (:class:`Pool`, built once per pool, slot and suffix: :func:`pool_of`).
+* :func:`keep_searching`: the rule, before the search starts (predicted work, times ``PREDICTED_COST``) and
+  before each pass (work done, the pass's, and the exhaustive work of every name not yet completed or ruled
+  out, within ``1 + SLACK`` of the exhaustive work).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from medlama.probers.causal_scoring import CausalLM, CausalQuery
+from medlama.probers.causal_trie import END, candidate_trie
+
+__all__ = ["PREDICTED_COST", "Pool", "SLACK", "keep_searching", "pass_cost", "pool_of", "predicted_work",
+           "scoring_cost"]
+
+#: How much more work than the exhaustive method's the search may risk to find out whether its bound prunes.
+SLACK = 0.25
+#: A search costs about this many times what :func:`predicted_work` counts (measured: deeper names cost more).
+PREDICTED_COST = 2.5
+
+
+def pass_cost(rows: int, width: int, batch_size: int) -> int:
+    """The work of one forward pass of ``rows`` rows padded to ``width`` tokens: the tokens it runs, plus
+    twice ``batch_size`` for the pass itself (what a full batch of two tokens costs: its fixed cost, as measured
+    on a tiny GPT-2 on CPU, ~1 ms, ~65 of its tokens, is a floor: on a GPU, a pass is dearer still)."""
+    return rows * width + 2 * batch_size
+
+
+def scoring_cost(rows: int, tokens: int, batch_size: int) -> int:
+    """The work of scoring ``rows`` continuations of more than one token (``tokens`` fed in all) as the exhaustive
+    method does: sorted by length (little padding), ``batch_size`` per pass. (A one-token row needs no pass.)"""
+    return tokens + -(-rows // batch_size) * 2 * batch_size
+
+
+def keep_searching(spent: int, step: int, remaining: int, exhaustive: int, slack: float = SLACK) -> bool:
+    """Whether the search takes its next pass (``step``, after ``spent``) rather than scoring the ``remaining``
+    names exhaustively now: only while all three stay within ``1 + slack`` of the ``exhaustive`` work. The
+    remaining work never grows with a pass, so the search never exceeds that bound."""
+    return spent + step + remaining <= (1 + slack) * exhaustive
+
+
+@dataclass(frozen=True)
+class Pool:
+    """What a search needs of a pool in one slot and before one suffix (the same for every query of a relation,
+    so built once): the trie, each token sequence's distinct names, each distinct name's first place, the
+    exhaustive method's rows (count and tokens of those it feeds) and, per trie node, the same for the distinct
+    token sequences strictly below it."""
+
+    trie: dict
+    ids: list[tuple[int, ...]]
+    where: dict[tuple[int, ...], list[int]]
+    first: dict[str, int]
+    longest: int
+    fed_rows: int
+    fed_tokens: int
+    below: dict[int, tuple[int, int]]  # id(node) -> (rows fed, tokens fed) below it
+    expansions: dict[int, list[tuple[int, int]]]  # first token -> (depth, work) of the nodes queued below it
+
+
+_POOLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per model: {(names, slot, suffix): the last pool}
+
+
+def pool_of(lm: CausalLM, split: CausalQuery, names: Sequence[str]) -> Pool:
+    key = (tuple(names), split.slot, split.suffix)
+    found = _POOLS.get(lm, {}).get(key)
+    if found is not None:
+        return found
+    ids = lm.candidate_ids(names, split.slot)
+    first: dict[str, int] = {}
+    where: dict[tuple[int, ...], list[int]] = {}  # token ids -> the pool's distinct names with them
+    for index, (name, sequence) in enumerate(zip(names, ids)):
+        if name and name not in first:  # rank_unique: empty names never rank, a repeat counts once
+            first[name] = index
+            where.setdefault(sequence, []).append(index)
+    rows = [len(sequence) + len(split.suffix) for sequence in ids if sequence]
+    trie = candidate_trie(ids, split.suffix)
+    below: dict[int, tuple[int, int]] = {}
+    _count_below(trie, len(split.suffix), below)
+    expansions: dict[int, list[tuple[int, int]]] = {}
+    for token, child in trie.items():
+        queued: list[tuple[int, int]] = []
+        _expansions(child, 1, queued)
+        by_depth: dict[int, int] = {}
+        for depth, fed in queued:  # each row's share of its pass: see pass_cost
+            by_depth[depth] = by_depth.get(depth, 0) + fed + 2
+        expansions[token] = sorted(by_depth.items())
+    found = Pool(trie, ids, where, first, max(rows, default=0), sum(n > 1 for n in rows),
+                      sum(n - 1 for n in rows), below, expansions)
+    _POOLS[lm] = {key: found}
+    return found
+
+
+def _expansions(node: dict, depth: int, out: list[tuple[int, int]]) -> None:
+    """The expansions the search makes below a node reached at ``depth`` (when the bound lets it), as
+    ``(depth, tokens fed)``: the node queued, fed with its single-child chain; then its children likewise."""
+    if len(node) <= (END in node):
+        return  # a leaf: complete when reached, never queued
+    chain = 0
+    while END not in node and len(node) == 1:
+        (node,) = node.values()
+        chain += 1
+    out.append((depth, depth + chain))
+    for token, child in node.items():
+        if token != END:
+            _expansions(child, depth + chain + 1, out)
+
+
+def predicted_work(first: dict[int, float], expansions: dict[int, list[tuple[int, int]]], per_token: float,
+                   limit: float) -> int:
+    """The work a search to ``limit`` would do, were each token after a name's first to score ``per_token``
+    (<= 0): the work (``expansions``, by first token: ``(depth, tokens fed + each row's share of its pass)``,
+    by depth) of every expansion whose predicted bound (its first token's log-probability ``first``, then
+    ``per_token`` a token) reaches ``limit``."""
+    work = 0
+    for token, below in expansions.items():
+        head = first[token]
+        for depth, cost in below:  # by depth, deepest last: the predicted bound only falls
+            if head + (depth - 1) * per_token < limit:
+                break
+            work += cost
+    return work
+
+
+def _count_below(node: dict, suffix: int, below: dict[int, tuple[int, int]]) -> tuple[int, int]:
+    """Fill ``below`` for ``node``'s subtree; ``node``'s own (rows fed, tokens fed), its end included."""
+    rows = tokens = 0
+    for token, child in node.items():
+        if token != END:
+            more = _count_below(child, suffix, below)
+            rows, tokens = rows + more[0], tokens + more[1]
+    below[id(node)] = (rows, tokens)
+    if END in node:
+        length = len(node[END]) + suffix
+        rows, tokens = rows + (length > 1), tokens + length - 1
+    return rows, tokens
