@@ -56,7 +56,8 @@ class Pool:
     """What a search needs of a pool in one slot and before one suffix (the same for every query of a relation,
     so built once): the trie, each token sequence's distinct names, each distinct name's first place, the
     exhaustive method's rows (count and tokens of those it feeds) and, per trie node, the same for the distinct
-    token sequences strictly below it."""
+    token sequences strictly below it; per first token, the work of the expansions below it by depth and the names
+    below it."""
 
     trie: dict
     ids: list[tuple[int, ...]]
@@ -67,6 +68,7 @@ class Pool:
     fed_tokens: int
     below: dict[int, tuple[int, int]]  # id(node) -> (rows fed, tokens fed) below it
     expansions: dict[int, list[tuple[int, int]]]  # first token -> (depth, work) of the nodes queued below it
+    under: dict[int, list[tuple[int, ...]]]  # id(a first token's node) -> the token ids of the names below it
 
 
 _POOLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per model: {(names, slot, suffix): the last pool}
@@ -96,9 +98,22 @@ def pool_of(lm: CausalLM, split: CausalQuery, names: Sequence[str]) -> Pool:
         for depth, fed in queued:  # each row's share of its pass: see pass_cost
             by_depth[depth] = by_depth.get(depth, 0) + fed + 2
         expansions[token] = sorted(by_depth.items())
+    under = {id(child): _ends_below(child) for child in trie.values()}
     found = Pool(trie, ids, where, first, max(rows, default=0), sum(n > 1 for n in rows),
-                      sum(n - 1 for n in rows), below, expansions)
+                      sum(n - 1 for n in rows), below, expansions, under)
     _POOLS[lm] = {key: found}
+    return found
+
+
+def _ends_below(node: dict) -> list[tuple[int, ...]]:
+    """The token ids of the names that end strictly below ``node``."""
+    found, nodes = [], [node]
+    while nodes:
+        for token, child in nodes.pop().items():
+            if token != END:
+                nodes.append(child)
+                if END in child:
+                    found.append(child[END])
     return found
 
 

@@ -261,12 +261,17 @@ class _Search:
         keys: list[tuple[int, ...]] = []
         while nodes:  # every name strictly below the nodes (a node's own end was completed when it was reached)
             node = nodes.pop()
+            under = self.pool.under.get(id(node))  # a first token's: listed once per pool
+            if under is not None:
+                keys += under
+                continue
             for token, child in node.items():
                 if token != END:
                     nodes.append(child)
-                    if END in child and any(self.names[i] not in self.done for i in self.where.get(child[END], [])):
-                        keys.append(child[END])  # names scored already (the seeds) are not scored again
-        self._score(keys)
+                    if END in child:
+                        keys.append(child[END])
+        # names scored already (the seeds) are not scored again
+        self._score([key for key in keys if any(self.names[i] not in self.done for i in self.where.get(key, []))])
         self.switched = True
 
     def _score(self, keys: list[tuple[int, ...]]) -> list[tuple[tuple[int, ...], float]]:
