@@ -114,7 +114,8 @@ class _Search:
         self.pool = pool = pool_of(lm, split, names)
         self.trie, self.where, self.first, self.below = pool.trie, pool.where, pool.first, pool.below
         #: the gold names' token ids (the rank of the best is exact: the search goes on down to its score)
-        self.gold_keys = list(dict.fromkeys(pool.ids[pool.first[name]] for name in gold if name in pool.first))
+        self.gold_keys = [key for key in dict.fromkeys(pool.ids[pool.first[name]] for name in gold
+                                                       if name in pool.first) if key]
         self.prefix = lm.fit_prefix(split.prefix, pool.longest) if pool.longest else list(split.prefix)
         self.exhaustive = scoring_cost(pool.fed_rows, pool.fed_tokens, batch_size)
         self.spent = 0  # work done, in pass_cost's unit (the prefix pass, which both methods run, left out)
