@@ -28,7 +28,7 @@ __all__ = ["PREDICTED_COST", "Pool", "SLACK", "keep_searching", "pass_cost", "po
 #: How much more work than the exhaustive method's the search may risk to find out whether its bound prunes.
 SLACK = 0.25
 #: A search costs about this many times what :func:`predicted_work` counts (the names expanded deeper than the
-#: mean predicts; chosen on the benchmark: 1.5 switched the right queries more often than 2.5).
+#: mean predicts; chosen on the benchmark: 1.5 switched the right queries more often than 2.0 or 2.5).
 PREDICTED_COST = 1.5
 
 

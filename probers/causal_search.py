@@ -160,7 +160,8 @@ class _Search:
             require_log_probs(first, model=self.lm.model_path)
             self.head = (self.cache, first)
             first = first.cpu()
-            self.first_lp = {token: float(first[token]) for token in self.trie}
+            listed = first.tolist()
+            self.first_lp = {token: listed[token] for token in self.trie}
             for token, child in self.trie.items():
                 self._reach(child, (token,), self.first_lp[token])
             self._plan(self._seed())
