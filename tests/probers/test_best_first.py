@@ -162,6 +162,7 @@ def test_peaked_model_scores_fewer_tokens(tmp_path):
     texts = ["aspirin may treat [Y] .", "asthma may cause [Y] .", "insulin may treat [Y] .", "the patient had [Y] ."]
     queries = QuerySet(list("abcd"), ["r"] * 4, texts, [["pain"], ["cough"], ["diabetes"], ["asthma"]], pool)
     check_equal(prober, queries, ks=(1, 10), cutoff=10)
+    check_equal(prober, queries, ks=(1, 10), cutoff=None)  # the gold's exact rank (the default), however deep
     results = prober.best_first(queries, 10)
     searched = sum(result.token_forwards for result in results)
     exhaustive = sum(exhaustive_token_forwards(prober.lm, text, pool) for text in texts)
