@@ -72,7 +72,7 @@ class Pool:
     under: dict[int, list[tuple[int, ...]]]  # id(a first token's node) -> the token ids of the names below it
 
 
-_POOLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per model: {(names, slot, suffix): the last pool}
+_POOLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per model: {(names, slot, suffix): pool}
 
 
 def pool_of(lm: CausalLM, split: CausalQuery, names: Sequence[str]) -> Pool:
@@ -102,7 +102,10 @@ def pool_of(lm: CausalLM, split: CausalQuery, names: Sequence[str]) -> Pool:
     under = {id(child): _ends_below(child) for child in trie.values()}
     found = Pool(trie, ids, where, first, max(rows, default=0), sum(n > 1 for n in rows),
                       sum(n - 1 for n in rows), below, expansions, under)
-    _POOLS[lm] = {key: found}
+    kept = _POOLS.setdefault(lm, {})
+    if len(kept) >= 8:  # the last few (a relation's queries may read the slot or the suffix in a few ways)
+        kept.pop(next(iter(kept)))
+    kept[key] = found
     return found
 
 
