@@ -8,6 +8,11 @@ every machine.
 * :func:`predicted_work`: the work a search would do were every token after a name's first to score the same
   (the mean the search measured on names it scored whole), from each first token's log-probability and the
   trie's shape (:class:`Pool`, built once per pool, slot and suffix: :func:`pool_of`).
+* :func:`prefix_predicted_work`: the same from the prefix pass alone (no name scored yet): a token after a name's
+  first scored at the prefix's expected log-probability (minus the entropy of its next-token distribution), the
+  limit the ``n``-th best name (or the gold) so predicted. A flat model (high entropy, little spread between first
+  tokens) predicts a search that prunes little: the search then scores every name at once, as the exhaustive
+  method does, and costs what it costs.
 * :func:`keep_searching`: the rule, before the search starts (predicted work, times ``PREDICTED_COST``) and
   before each pass (work done, the pass's, and the exhaustive work of every name not yet completed or ruled
   out, within ``1 + SLACK`` of the exhaustive work).
@@ -15,6 +20,8 @@ every machine.
 
 from __future__ import annotations
 
+import heapq
+import math
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,14 +29,16 @@ from dataclasses import dataclass
 from medlama.probers.causal_scoring import CausalLM, CausalQuery
 from medlama.probers.causal_trie import END, candidate_trie
 
-__all__ = ["PREDICTED_COST", "Pool", "SLACK", "keep_searching", "pass_cost", "pool_of", "predicted_work",
-           "scoring_cost"]
+__all__ = ["PREDICTED_COST", "PREFIX_COST", "Pool", "SLACK", "keep_searching", "pass_cost", "pool_of", "predicted_work",
+           "prefix_predicted_work", "scoring_cost"]
 
 #: How much more work than the exhaustive method's the search may risk to find out whether its bound prunes.
 SLACK = 0.25
 #: A search costs about this many times what :func:`predicted_work` counts (the names expanded deeper than the
 #: mean predicts; chosen on the benchmark: 1.5 switched the right queries more often than 2.0 or 2.5).
 PREDICTED_COST = 1.5
+#: The same factor for :func:`prefix_predicted_work` (the switch taken from the prefix pass alone).
+PREFIX_COST = PREDICTED_COST
 
 
 def pass_cost(rows: int, width: int, batch_size: int) -> int:
@@ -150,6 +159,22 @@ def predicted_work(first: dict[int, float], expansions: dict[int, list[tuple[int
                 break
             work += cost
     return work
+
+
+def prefix_predicted_work(first: dict[int, float], keys, expansions: dict[int, list[tuple[int, int]]],
+                          per_token: float, suffix: int, n: int, gold: Sequence[tuple[int, ...]] = ()) -> int:
+    """:func:`predicted_work` from the prefix pass alone: each name's (token ids ``keys``, then ``suffix`` more
+    tokens) score predicted as its first token's log-probability plus ``per_token`` (<= 0) a later token; the
+    limit the ``n``-th best predicted score, or the best gold name's when lower (its rank is exact)."""
+    per_token = min(per_token, 0.0)
+    scores = heapq.nlargest(n, (first[key[0]] + (len(key) + suffix - 1) * per_token for key in keys if key))
+    if not scores:
+        return 0
+    limit = scores[-1] if len(scores) == n else -math.inf
+    golds = [first[key[0]] + (len(key) + suffix - 1) * per_token for key in gold if key]
+    if golds and max(golds) < limit:
+        limit = max(golds) - 1e-3 * max(1.0, abs(max(golds)))
+    return predicted_work(first, expansions, per_token, limit)
 
 
 def _count_below(node: dict, suffix: int, below: dict[int, tuple[int, int]]) -> tuple[int, int]:

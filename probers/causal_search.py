@@ -24,7 +24,11 @@ float32 rounding only (other batches, other pass widths), as the exhaustive scor
 one batch size to another; two candidates closer than that rounding may swap places either way.
 
 Never (much) more work than scoring every name (the work counted as :mod:`medlama.probers.causal_budget`
-counts it: tokens run, a pass's fixed cost included). After the prefix pass the search scores a few names whole,
+counts it: tokens run, a pass's fixed cost included). First, from the prefix pass alone
+(:func:`~medlama.probers.causal_budget.prefix_predicted_work`: a later token scored at the prefix's expected
+log-probability, minus its next-token entropy), a flat model is told apart: when that prediction, times
+``PREFIX_COST``, exceeds the exhaustive work, every name is scored at once as the exhaustive method scores them
+(one ``continuation_log_probs`` call on the prefix's cache: the same passes, nothing more). Otherwise the search scores a few names whole,
 as the exhaustive method does (the gold names when the gold's rank is exact, the shortest names below the best
 first tokens, then the ``n`` names predicted best): they set the threshold at once (any ``n`` scored names bound
 the ``n``-th best score from below) and measure the mean log-probability of a token after a name's first. It then
@@ -54,8 +58,8 @@ from dataclasses import dataclass
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_log_probs
-from medlama.probers.causal_budget import PREDICTED_COST, SLACK, keep_searching, pass_cost, pool_of, \
-    predicted_work, scoring_cost
+from medlama.probers.causal_budget import PREDICTED_COST, PREFIX_COST, SLACK, keep_searching, pass_cost, pool_of, \
+    predicted_work, prefix_predicted_work, scoring_cost
 from medlama.probers.causal_trie import END
 from medlama.probers.causal_scoring import CausalLM, CausalQuery, _log_softmax
 from medlama.probers.mlm import MAX_LOGPROB_ELEMENTS
@@ -120,6 +124,7 @@ class _Search:
         self.exhaustive = scoring_cost(pool.fed_rows, pool.fed_tokens, batch_size)
         self.spent = 0  # work done, in pass_cost's unit (the prefix pass, which both methods run, left out)
         self.switched = False
+        self.whole = False  # every name scored (the switch taken from the prefix pass alone)
         self.done: dict[str, float] = {}
         self.best: list[float] = []  # min-heap of the n best completed scores: best[0] is the threshold
         self.queue: list[tuple[float, int, tuple[int, ...], dict]] = []
@@ -162,6 +167,16 @@ class _Search:
             first = first.cpu()
             listed = first.tolist()
             self.first_lp = {token: listed[token] for token in self.trie}
+            # A flat model, predicted from the prefix pass alone: every name scored now, as the exhaustive method
+            # scores them (one call, the same batches), before any other pass.
+            entropy = float((first.exp() * first).nansum())  # E[log p] of the next token, <= 0
+            early = PREFIX_COST * prefix_predicted_work(self.first_lp, self.where, self.pool.expansions, entropy,
+                                                           len(self.split.suffix), self.n, self.gold_keys)
+            if not keep_searching(0, early, 0, self.exhaustive, 0.0):
+                self._score([key for key in self.where if key and any(self.names[i] not in self.done
+                                                                      for i in self.where[key])])
+                self.switched = self.whole = True
+                return
             for token, child in self.trie.items():
                 self._reach(child, (token,), self.first_lp[token])
             self._plan(self._seed())
@@ -396,7 +411,9 @@ def best_first(lm: CausalLM, text: str, names: Sequence[str], top_k: int, *, gol
     top = ranked[:top_k]
     in_pool = [name for name in dict.fromkeys(gold) if name in search.first]
     gold_rank = gold_score = None
-    place = next((i for i, (name, _) in enumerate(ranked[:enumerate_to]) if name in in_pool), None)
+    # every name scored: the gold's place in the whole ranking is its exact rank (up to any cut-off)
+    seen = ranked if search.whole and cutoff is None else ranked[:enumerate_to]
+    place = next((i for i, (name, _) in enumerate(seen) if name in in_pool), None)
     if place is None and in_pool:
         # Not among the names enumerated: score the gold names directly (one small pass, on the prefix as cut
         # for the whole pool) for their best score.

@@ -193,21 +193,50 @@ def test_best_first_with_mean_is_refused_before_loading(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flat", [False, True])
-def test_both_ways_of_the_switch_equal_exhaustive(tmp_path, monkeypatch, flat):
-    """The search forced to go on to the end (no switch) and forced to switch after its first pass gives the
-    exhaustive top-k, scores and exact gold ranks, on a spread and on a flat model (ties by length)."""
+def test_every_way_of_the_switch_equals_exhaustive(tmp_path, monkeypatch, flat):
+    """The search forced to go on to the end (no switch), forced to switch after its seeds, and forced to switch
+    from the prefix pass alone (every name scored at once, no more tokens fed than the exhaustive method feeds)
+    gives the exhaustive top-k, scores and exact gold ranks, on a spread and on a flat model (ties by length)."""
     from medlama.probers import causal_search
     from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
 
     folder = save_causal(tmp_path / "m", "gpt2", flat=flat)
     prober = CausalLikelihoodProber(folder, LikelihoodSettings(search="exhaustive", batch_size=4))
     queries = random_queries(13, 6)
-    for cost, slack, switched in ((0.0, 1e9, False), (1e9, 0.0, True)):
+    for prefix_cost, cost, slack, switched in ((0.0, 0.0, 1e9, False), (0.0, 1e9, 0.0, True),
+                                               (1e9, 0.0, 1e9, True)):
+        monkeypatch.setattr(causal_search, "PREFIX_COST", prefix_cost)
         monkeypatch.setattr(causal_search, "PREDICTED_COST", cost)
         monkeypatch.setattr(causal_search, "SLACK", slack)
         check_equal(prober, queries, ks=(1, 5), cutoff=None)
+        check_equal(prober, queries, ks=(1,), cutoff=3)
         results = prober.best_first(queries, 5, cutoff=None)
         assert {result.switched for result in results} == {switched}
+        if prefix_cost:
+            for result, text in zip(results, queries.texts):
+                assert result.token_forwards <= causal_search.exhaustive_token_forwards(prober.lm, text, POOL)
+
+
+def test_prefix_switch_rule_counts():
+    """The switch from the prefix pass alone, by counts: each name's score predicted as its first token's
+    log-probability plus ``per_token`` a later token (suffix included), the limit the n-th best prediction or the
+    gold's when lower, then :func:`predicted_work` to that limit."""
+    from medlama.probers.causal_budget import predicted_work, prefix_predicted_work
+
+    first = {1: -1.0, 2: -4.0}
+    expansions = {1: [(1, 10), (2, 20), (3, 30)], 2: [(1, 7), (2, 9)]}
+    keys = [(1,), (1, 5), (1, 5, 6), (2, 7), ()]  # predicted with per_token -2, suffix 1: -3, -5, -7, -8
+    assert prefix_predicted_work(first, keys, expansions, -2.0, 1, 2) == predicted_work(first, expansions, -2.0,
+                                                                                        -5.0) == 10 + 20 + 30 + 7
+    assert prefix_predicted_work(first, keys, expansions, -2.0, 1, 1) == 10 + 20  # limit -3: depths 1, 2
+    # the gold (predicted -8) below the n-th best: the limit goes down to it (less a small slack)
+    assert prefix_predicted_work(first, keys, expansions, -2.0, 1, 1, gold=[(2, 7)]) == \
+        predicted_work(first, expansions, -2.0, -8.008) == 10 + 20 + 30 + 7 + 9
+    # fewer names than n: no threshold, everything predicted; later tokens certain (per_token 0): the best first
+    # token's names alone reach the limit (-1)
+    assert prefix_predicted_work(first, keys, expansions, -2.0, 1, 9) == 10 + 20 + 30 + 7 + 9
+    assert prefix_predicted_work(first, keys, expansions, 0.0, 0, 2) == 10 + 20 + 30
+    assert prefix_predicted_work(first, [()], expansions, -2.0, 1, 1) == 0
 
 
 def test_switch_rule_counts():
