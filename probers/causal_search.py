@@ -365,7 +365,6 @@ class _Search:
                                logits_to_keep=torch.tensor(keep, device=self.lm.device)).logits
         self.token_forwards += sum(map(len, fed))
         lp = _log_softmax(logits[rows, [column[position] for position in positions]])
-        require_log_probs(lp, model=self.lm.model_path)
         picks, tokens = [], []
         for r, (_, _, chain, node) in enumerate(part):
             picks += range(starts[r], starts[r] + len(chain))
@@ -373,7 +372,10 @@ class _Search:
             kids = [token for token in node if token != END]
             picks += [starts[r] + len(chain)] * len(kids)
             tokens += kids
-        values = iter(lp[picks, tokens].double().cpu().tolist())
+        picked = lp[picks, tokens]
+        # the scored values checked, as the exhaustive method checks its own (a NaN logit spoils its whole row)
+        require_log_probs(picked, model=self.lm.model_path)
+        values = iter(picked.double().cpu().tolist())
         for score, path, chain, node in part:
             for _ in chain:  # the chain's nodes: a running float64 sum, in token order
                 score += next(values)
