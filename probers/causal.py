@@ -177,9 +177,13 @@ class CausalLikelihoodProber(_CausalProber):
     def __init__(self, model_path: str | Path, settings: LikelihoodSettings = LikelihoodSettings(), *,
                  device: str | None = None) -> None:
         super().__init__(model_path, settings, device=device)
+        #: Queries ranked by best-first to the end, and those it handed to exhaustive scoring (its rule:
+        #: :func:`medlama.probers.causal_search.keep_searching`), recorded as ``search_ran``.
+        self.searched = {"best-first": 0, "switched to exhaustive": 0}
 
     def settings(self) -> dict:
-        return {**super().settings(), "search": self.settings_.resolved_search}
+        ran = {"search_ran": dict(self.searched)} if any(self.searched.values()) else {}
+        return {**super().settings(), "search": self.settings_.resolved_search, **ran}
 
     def scores(self, queries: QuerySet):
         """Scores ``(len(queries), len(candidates))`` as float64, higher is better (every candidate scored)."""
@@ -205,6 +209,8 @@ class CausalLikelihoodProber(_CausalProber):
         names = self._need_candidates(queries)
         if self.settings_.resolved_search == "best-first" and not all_scores:  # every score asked for: all scored
             results = self.best_first(queries, top_k, cutoff=self.settings_.rank_cutoff)
+            for result in results:
+                self.searched["switched to exhaustive" if result.switched else "best-first"] += 1
             # the gold's rank is exact over the whole pool (with rank_cutoff: up to it, null beyond)
             return Ranking(names=[r.names for r in results], scores=[list(r.scores) for r in results],
                            inputs=self.inputs(queries), gold_ranks=[r.gold_rank for r in results],

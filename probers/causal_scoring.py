@@ -294,11 +294,12 @@ class CausalLM:
     # -- scoring -------------------------------------------------------------------------------------
 
     def continuation_log_probs(self, prefix: Sequence[int], rows: Sequence[Sequence[int]], *,
-                               reduction: str = "sum", kv_cache: bool = True):
+                               reduction: str = "sum", kv_cache: bool = True, head=None):
         """Per row, the summed (or mean) log-probability of ``row`` as the continuation of ``prefix``.
 
         A float64 CPU tensor in row order; an empty row scores ``-inf``. The prefix is cut from its start
-        when prefix + the longest row exceeds the model's positions.
+        when prefix + the longest row exceeds the model's positions. ``head``: what ``_prefix_pass`` gave for
+        that prefix (as cut), when the caller has run it already (it is not run again).
         """
         import torch  # torch only when a model runs
 
@@ -315,7 +316,7 @@ class CausalLM:
                                                            * self.vocab_size)))
         order = sorted(real, key=lambda i: len(rows[i]))
         with torch.inference_mode():
-            head = self._prefix_pass(prefix) if kv_cache else None
+            head = (head or self._prefix_pass(prefix)) if kv_cache else None
             for start in range(0, len(order), per_batch):
                 chunk = order[start:start + per_batch]
                 width = max(len(rows[i]) for i in chunk)

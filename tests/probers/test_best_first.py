@@ -162,9 +162,11 @@ def test_peaked_model_scores_fewer_tokens(tmp_path):
     texts = ["aspirin may treat [Y] .", "asthma may cause [Y] .", "insulin may treat [Y] .", "the patient had [Y] ."]
     queries = QuerySet(list("abcd"), ["r"] * 4, texts, [["pain"], ["cough"], ["diabetes"], ["asthma"]], pool)
     check_equal(prober, queries, ks=(1, 10), cutoff=10)
-    searched = sum(result.token_forwards for result in prober.best_first(queries, 10))
+    check_equal(prober, queries, ks=(1, 10), cutoff=None)  # the gold's exact rank (the default), however deep
+    results = prober.best_first(queries, 10)
+    searched = sum(result.token_forwards for result in results)
     exhaustive = sum(exhaustive_token_forwards(prober.lm, text, pool) for text in texts)
-    assert searched * 3 < exhaustive, (searched, exhaustive)
+    assert searched * 2 < exhaustive, (searched, exhaustive)
 
 
 def test_best_first_with_mean_is_refused_before_loading(tmp_path, capsys):
@@ -188,3 +190,69 @@ def test_best_first_with_mean_is_refused_before_loading(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "search 'best-first' needs reduction 'sum'" in err and "Traceback" not in err
 
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_every_way_of_the_switch_equals_exhaustive(tmp_path, monkeypatch, flat):
+    """The search forced to go on to the end (no switch), forced to switch after its seeds, and forced to switch
+    from the prefix pass alone (every name scored at once, no more tokens fed than the exhaustive method feeds)
+    gives the exhaustive top-k, scores and exact gold ranks, on a spread and on a flat model (ties by length)."""
+    from medlama.probers import causal_search
+    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+
+    folder = save_causal(tmp_path / "m", "gpt2", flat=flat)
+    prober = CausalLikelihoodProber(folder, LikelihoodSettings(search="exhaustive", batch_size=4))
+    queries = random_queries(13, 6)
+    for prefix_cost, cost, slack, switched in ((0.0, 0.0, 1e9, False), (0.0, 1e9, 0.0, True),
+                                               (1e9, 0.0, 1e9, True)):
+        monkeypatch.setattr(causal_search, "PREFIX_COST", prefix_cost)
+        monkeypatch.setattr(causal_search, "PREDICTED_COST", cost)
+        monkeypatch.setattr(causal_search, "SLACK", slack)
+        check_equal(prober, queries, ks=(1, 5), cutoff=None)
+        check_equal(prober, queries, ks=(1,), cutoff=3)
+        results = prober.best_first(queries, 5, cutoff=None)
+        assert {result.switched for result in results} == {switched}
+        if prefix_cost:
+            for result, text in zip(results, queries.texts):
+                assert result.token_forwards <= causal_search.exhaustive_token_forwards(prober.lm, text, POOL)
+
+
+def test_prefix_switch_rule_counts():
+    """The switch from the prefix pass alone, by counts: each name's score predicted as its first token's
+    log-probability plus ``per_token`` a later token (suffix included), the limit the n-th best prediction or the
+    gold's when lower, then :func:`predicted_work` to that limit."""
+    from medlama.probers.causal_budget import predicted_work, prefix_predicted_work
+
+    first = {1: -1.0, 2: -4.0}
+    expansions = {1: [(1, 10), (2, 20), (3, 30)], 2: [(1, 7), (2, 9)]}
+    keys = [(1,), (1, 5), (1, 5, 6), (2, 7), ()]  # predicted with per_token -2, suffix 1: -3, -5, -7, -8
+    assert prefix_predicted_work(first, keys, expansions, -2.0, 1, 2) == predicted_work(first, expansions, -2.0,
+                                                                                        -5.0) == 10 + 20 + 30 + 7
+    assert prefix_predicted_work(first, keys, expansions, -2.0, 1, 1) == 10 + 20  # limit -3: depths 1, 2
+    # the gold (predicted -8) below the n-th best: the limit goes down to it (less a small slack)
+    assert prefix_predicted_work(first, keys, expansions, -2.0, 1, 1, gold=[(2, 7)]) == \
+        predicted_work(first, expansions, -2.0, -8.008) == 10 + 20 + 30 + 7 + 9
+    # fewer names than n: no threshold, everything predicted; later tokens certain (per_token 0): the best first
+    # token's names alone reach the limit (-1)
+    assert prefix_predicted_work(first, keys, expansions, -2.0, 1, 9) == 10 + 20 + 30 + 7 + 9
+    assert prefix_predicted_work(first, keys, expansions, 0.0, 0, 2) == 10 + 20 + 30
+    assert prefix_predicted_work(first, [()], expansions, -2.0, 1, 1) == 0
+
+
+def test_switch_rule_counts():
+    """The rule by counts: a pass's work (padded tokens + twice the batch size), the exhaustive work, the
+    predicted work of a search (expansions whose predicted bound reaches the limit) and the decision."""
+    from medlama.probers.causal_budget import keep_searching, pass_cost, predicted_work, scoring_cost
+
+    assert pass_cost(3, 5, 4) == 3 * 5 + 8
+    assert scoring_cost(9, 40, 4) == 40 + 3 * 8  # 9 rows in passes of 4: three passes
+    assert scoring_cost(0, 0, 4) == 0
+    assert keep_searching(10, 5, 85, 100) and keep_searching(10, 5, 110, 100, slack=0.25)
+    assert not keep_searching(10, 5, 111, 100, slack=0.25) and not keep_searching(10, 5, 86, 100, slack=0.0)
+    # first tokens 1 (log-prob -1) and 2 (-4); below 1: work 10 at depth 1, 20 at depth 2, 30 at depth 3
+    first = {1: -1.0, 2: -4.0}
+    expansions = {1: [(1, 10), (2, 20), (3, 30)], 2: [(1, 7), (2, 9)]}
+    assert predicted_work(first, expansions, -2.0, -5.0) == 10 + 20 + 30 + 7  # -1, -3, -5 | -4 (-6 < -5)
+    assert predicted_work(first, expansions, -2.0, -2.0) == 10  # only token 1's own expansion reaches -2
+    assert predicted_work(first, expansions, 0.0, -4.0) == 10 + 20 + 30 + 7 + 9
+    assert predicted_work(first, expansions, -1.0, 0.0) == 0

@@ -62,6 +62,10 @@ def test_search_flag_is_recorded_and_changes_no_prediction(tiny_gpt2, medlama_ti
     for search in ("best-first", "exhaustive", None):
         (result,) = run_probe(tmp_path, f"search-{search}", *data, *(["--search", search] if search else []))
         runs[search] = (result["settings"]["search"], result["metrics"], [q["predictions"] for q in result["rows"]])
+        ran = result["settings"].get("search_ran")
+        # which search ranked the queries (of the first shard): best-first to the end, or handed to exhaustive
+        assert (ran is None) if search == "exhaustive" else \
+            (set(ran) == {"best-first", "switched to exhaustive"} and sum(ran.values()) >= 1), ran
     assert [runs[s][0] for s in runs] == ["best-first", "exhaustive", "best-first"]  # the default, resolved
     assert runs["best-first"][1:] == runs["exhaustive"][1:] == runs[None][1:]
 
