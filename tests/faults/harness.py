@@ -77,11 +77,20 @@ class Suite:
         return env
 
     def medlama(self, *args: str | Path, timeout: float = 600, umask: int | None = None,
-                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-        """``python -m medlama args`` in the suite's folder (``env``: variables to set besides the suite's)."""
+                env: dict[str, str] | None = None, memory: int | None = None) -> subprocess.CompletedProcess:
+        """``python -m medlama args`` in the suite's folder (``env``: variables to set besides the suite's;
+        ``memory``: a limit on the process's address space, in bytes, as ``ulimit -v`` sets it)."""
+        def limits() -> None:
+            if umask is not None:
+                os.umask(umask)
+            if memory is not None:
+                import resource  # POSIX only, and only for the memory-limited cases
+
+                resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
         return subprocess.run([sys.executable, "-P", "-m", "medlama", *map(str, args)], capture_output=True, text=True,
                               env={**self.env(), **(env or {})}, timeout=timeout, cwd=self.root,
-                              preexec_fn=None if umask is None else lambda: os.umask(umask))
+                              preexec_fn=None if umask is None and memory is None else limits)
 
     def on_small_disk(self, copy: Path, args: list, make_it: str, kept: str | None = None
                       ) -> tuple[subprocess.CompletedProcess, bool]:
@@ -427,6 +436,21 @@ def context_variance_cases(suite: Suite) -> None:
                  intact=suite.loads(out, "ehr_real"),
                  clear=suite.clear_error(result, f"{text}, row 1256: not UTF-8: byte 0xff at byte 16 of the line"),
                  detail=(result.stderr.strip().splitlines() or [""])[-1][:160])
+
+    # One document of a million characters on one line (10,000 sentences, 50,000 mentions) under a 3 GB address
+    # space: once a worker's memory grew with the square of its mentions (MemoryError, a broken process pool);
+    # now it builds, in memory linear in the document.
+    long = suite.root / "cv-long.txt"
+    sentence = "The patient reports wheeze and cough at night, no rash, mild heartburn. Given salbutamol for asthma. "
+    long.write_text((sentence * 10_000).strip() + "\nAsthma flare with wheeze.\n", encoding="utf-8")
+    long_out = suite.root / "cv-long"
+    result = suite.medlama(*build[:4], "--corpus", f"sents:text:{long}", "--index-dir", suite.root / "cv-index-long",
+                           "--out", long_out, memory=3 * 1024 ** 3)
+    suite.record("build context-variance: one 1 MB line (10,000 sentences) under a 3 GB memory limit",
+                 intact=suite.loads(out, "ehr_real"),
+                 rerun=result.returncode == 0 and suite.loads(long_out, "sents_real"),
+                 clear=result.returncode == 0 or suite.clear_error(result, str(long)),
+                 detail=f"exit {result.returncode}; {(result.stderr.strip().splitlines() or [''])[-1][:120]}")
 
     # sbatch that cannot reach its controller: one error quoting it, and no work folder of launch scripts left.
     slurm_index = suite.root / "cv-index-slurm"
