@@ -1,7 +1,7 @@
 """Regenerate docs/report.png, the README's picture of `medlama report`'s page, from real probe runs.
 
     medlama probe --source ../shared/data/medlama --limit 12 --layers 3 6 --out out/layers
-    python docs/report_screenshot.py out/layers                     # writes docs/report.png
+    python benchmarks/report_screenshot.py out/layers               # writes docs/report.png
 
 Writes the page of the runs given (`medlama report RUN ... --out`, in a temporary folder), opens it in
 headless Chromium (Debian's chromium and chromium-driver; selenium from the test extra), filters the query

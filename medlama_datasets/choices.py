@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import math
 import random
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from medlama.core.errors import MedlamaInputError
+from medlama.metrics import answer_normalizer
 
 #: Distractors per query by default (ten choices, chance level 10%), and the default seed.
 DEFAULT_CHOICES = 9
@@ -70,20 +70,7 @@ def check_choices(count: int, seed: int) -> None:
 
 def normalized(text: str) -> str:
     """The acc@k metric's ``normalized`` matching key of ``text`` (its own function, loaded from its module)."""
-    return _normalizer()(text)
-
-
-def _normalizer() -> Callable[[str], str]:
-    if not _NORMALIZE:
-        # the metric module's own normalisation (one rule for matching and for exclusion): evaluate loads when
-        # choices are drawn, not when medlama.datasets.choices is imported
-        from medlama.metrics import load
-
-        _NORMALIZE.append(sys.modules[type(load("acc_at_k")).__module__].normalize_answer)
-    return _NORMALIZE[0]
-
-
-_NORMALIZE: list = []
+    return answer_normalizer()(text)
 
 
 def draw_choices(query_id: str, gold: str, answers: Iterable[str], pool: Iterable[str], count: int,
@@ -95,13 +82,13 @@ def draw_choices(query_id: str, gold: str, answers: Iterable[str], pool: Iterabl
 
 def keyed(pool: Iterable[str]) -> list[tuple[str, str]]:
     """The distinct names of ``pool``, sorted, each with its normalised key (computed once per pool)."""
-    norm = _normalizer()
+    norm = answer_normalizer()
     return [(name, norm(name)) for name in sorted(set(pool))]
 
 
 def _draw(query_id: str, gold: str, answers: Iterable[str], pool: Sequence[tuple[str, str]], count: int,
           seed: int) -> tuple[list[str], int]:
-    norm = _normalizer()
+    norm = answer_normalizer()
     excluded = {norm(name) for name in (gold, *answers)}
     eligible, seen = [], set(excluded)
     for name, key in pool:  # one name per normalised key: no two choices read as the same answer

@@ -6,6 +6,9 @@ through these same scripts (``load``), so there is one implementation.
 
 from __future__ import annotations
 
+import functools
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 METRICS_DIR = Path(__file__).resolve().parent
@@ -26,3 +29,10 @@ def load(name: str, **kwargs):
     import evaluate
 
     return evaluate.load(str(metric_path(name)), **kwargs)
+
+
+@functools.cache
+def answer_normalizer() -> Callable[[str], str]:
+    """The acc@k metric's own ``normalized`` matching key (its module's ``normalize_answer``, loaded once): one
+    rule wherever medlama compares answer names as ``--match normalized`` scores them."""
+    return sys.modules[type(load("acc_at_k")).__module__].normalize_answer

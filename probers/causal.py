@@ -31,7 +31,6 @@ prefix's KV cache) is :mod:`medlama.probers.causal_scoring`'s ``CausalLM``.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -43,7 +42,7 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import FiniteScores
 from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.probers.prober import Prober, check_all_scores
-from medlama.probers.scores import acc_at_k_module
+from medlama.metrics import answer_normalizer
 from medlama.probers.ranking import Ranking
 from medlama.probers.causal_scoring import CausalLM, CausalModelSettings, CausalQuery
 from medlama.probers.causal_search import best_first
@@ -319,7 +318,7 @@ class CausalConstrainedProber(_CausalProber):
 
 def _normalize(text: str) -> str:
     """The acc@k metric's own normalisation, so that matching agrees with ``--match normalized`` scoring."""
-    return sys.modules[type(acc_at_k_module()).__module__].normalize_answer(text)
+    return answer_normalizer()(text)
 
 
 class CausalGenerateProber(_CausalProber):
