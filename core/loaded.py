@@ -69,5 +69,12 @@ class LoadedModel:
                                     f"medlama probes {', '.join(names)}")
         return names[dtype]
 
+    def check_dtype(self, asked: str) -> None:
+        """Refuse a precision other than the weights' own (``asked`` as the settings spell it): a model in memory
+        is probed as it is, never cast, so the caller's (training) model stays untouched."""
+        if asked != self.dtype_name():
+            raise MedlamaInputError(f"the model in memory is {self.dtype_name()}, not {asked}: give dtype "
+                                    f"{self.dtype_name()!r} (it is probed in its own precision)", file=str(self))
+
 
 __all__ = ["LoadedModel"]

@@ -130,12 +130,6 @@ class _CausalProber(Prober):
         return [decode(list(split.prefix)) + MASK_PLACEHOLDER + decode(list(split.suffix))
                 for split in map(self.lm.split, queries.texts)]
 
-    def _need_candidates(self, queries: QuerySet) -> list[str]:
-        if not queries.candidates:
-            raise MedlamaInputError(f"the candidate set of {queries.name!r} is empty; --method {self.method} "
-                                    "ranks candidates")
-        return list(queries.candidates)
-
     def _close(self, split: CausalQuery, tokens: int | None = 1) -> tuple[int, ...]:
         """The tokens that end an answer: the first ``tokens`` of the suffix (None: all), or EOS if it is empty."""
         if not split.suffix:

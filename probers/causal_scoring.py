@@ -153,9 +153,7 @@ def _loaded_causal_lm(loaded: LoadedModel, method: str, *, dtype: str, device: s
                                 "with its LM head", file=str(loaded))
     if device_map is not None:
         raise MedlamaInputError("device_map applies to a model loaded from a folder or Hub id, not one in memory")
-    if dtype != loaded.dtype_name():
-        raise MedlamaInputError(f"the model in memory is {loaded.dtype_name()}, not {dtype}: give dtype "
-                                f"{loaded.dtype_name()!r} (it is probed in its own precision)", file=str(loaded))
+    loaded.check_dtype(dtype)
     loaded.device(device)
     tokenizer = loaded.tokenizer
     if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:

@@ -64,11 +64,8 @@ class MaskedLikelihoodProber(Prober):
                  settings: MaskedLikelihoodSettings = MaskedLikelihoodSettings(), *,
                  device: str | None = None) -> None:
         self.settings_ = settings
-        if isinstance(model_path, LoadedModel) and settings.dtype != model_path.dtype_name():
-            # A model in memory is probed as it is, never cast: the caller's (training) model stays untouched
-            raise MedlamaInputError(f"the model in memory is {model_path.dtype_name()}, not {settings.dtype}: give "
-                                    f"dtype {model_path.dtype_name()!r} (it is probed in its own precision)",
-                                    file=str(model_path))
+        if isinstance(model_path, LoadedModel):
+            model_path.check_dtype(settings.dtype)
         self.lm = MaskedLM(model_path, device=device, batch_size=settings.batch_size)
         if not isinstance(model_path, LoadedModel):
             self.lm.model.to(torch_dtype(settings.dtype))
@@ -90,10 +87,7 @@ class MaskedLikelihoodProber(Prober):
     def scores(self, queries: QuerySet) -> np.ndarray:
         """Scores ``(len(queries), len(candidates))`` as float64, higher is better (every candidate scored;
         ``-inf`` for an empty name)."""
-        names = list(queries.candidates)
-        if not names:
-            raise MedlamaInputError(f"the candidate set of {queries.name!r} is empty; --method {self.method} ranks "
-                                    "candidates")
+        names = self._need_candidates(queries)
         real = [i for i, name in enumerate(names) if name.strip()]
         out = np.full((len(queries), len(names)), float("-inf"), dtype=np.float64)
         for q, text in enumerate(queries.texts if real else ()):

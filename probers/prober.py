@@ -63,6 +63,13 @@ class Prober(ABC):
         """Everything that determines the predictions, for the JSON output and model cards."""
         return {"method": self.method}
 
+    def _need_candidates(self, queries: QuerySet) -> list[str]:
+        """The candidate names of ``queries``, refused when there are none (for methods that rank candidates)."""
+        if not queries.candidates:
+            raise MedlamaInputError(f"the candidate set of {queries.name!r} is empty; --method {self.method} "
+                                    "ranks candidates")
+        return list(queries.candidates)
+
 
 @dataclass(frozen=True)
 class ProberNote:
