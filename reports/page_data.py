@@ -90,7 +90,6 @@ def page_data(runs: Sequence[Run], record: dict, *, top: int = 10, title: str | 
             inputs.append(None if row.get("input") is None else str(row["input"]))
         if first_inputs is None:
             first_inputs = inputs
-        relations = [base.relations[order[str(row["id"])]] for row in rows]
         hits = {k: np.array([bool(row[f"hit@{k}"]) for row in rows]) for k in record["ks"]}
         provenance = run.record.get("provenance") or {}
         columns.append({
@@ -101,7 +100,8 @@ def page_data(runs: Sequence[Run], record: dict, *, top: int = 10, title: str | 
             "predictions": predictions, "scores": scores if any_score else None, "gold_rank": ranks,
             "gold_score": gold_scores, "inputs": None if run is base or inputs == first_inputs else inputs,
             "hits": {str(k): "".join("1" if h else "0" for h in hits[k]) for k in record["ks"]},
-            "per_relation": {str(k): _per_relation(hits[k], relations, options) for k in record["ks"]}})
+            # rows are in the first run's query order, so its relations label them
+            "per_relation": {str(k): _per_relation(hits[k], base.relations, options) for k in record["ks"]}})
     data = runs[0].data
     return {
         "title": title or f"medlama results: {', '.join(run.label for run in runs)}",
