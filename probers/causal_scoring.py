@@ -38,7 +38,7 @@ from medlama.core.finite import require_log_probs
 from medlama.core.loaded import LoadedModel
 from medlama.core.models import (DTYPES, finish_loading, load_tokenizer, loading_weights, pick_device,
                                  pretrained_kwargs, quiet_transformers, read_config, resolve_model, torch_dtype)
-from medlama.probers.mlm import MAX_LOGPROB_ELEMENTS
+from medlama.probers.mlm import logprob_elements
 from medlama.probers.prober import check_settings
 from medlama.core.settings import setting
 
@@ -310,7 +310,7 @@ class CausalLM:
         longest = max(len(rows[i]) for i in real)
         prefix = self.fit_prefix(prefix, longest)
         per_batch = max(1, min(self.settings.batch_size,
-                               MAX_LOGPROB_ELEMENTS // max(1, (longest + (0 if kv_cache else len(prefix)))
+                               logprob_elements(self.device) // max(1, (longest + (0 if kv_cache else len(prefix)))
                                                            * self.vocab_size)))
         order = sorted(real, key=lambda i: len(rows[i]))
         with torch.inference_mode():

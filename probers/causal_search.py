@@ -62,7 +62,7 @@ from medlama.probers.causal_budget import PREDICTED_COST, PREFIX_COST, SLACK, ke
     predicted_work, prefix_predicted_work, scoring_cost
 from medlama.probers.causal_trie import END
 from medlama.probers.causal_scoring import CausalLM, CausalQuery, _log_softmax
-from medlama.probers.mlm import MAX_LOGPROB_ELEMENTS
+from medlama.probers.mlm import logprob_elements
 
 __all__ = ["SearchResult", "best_first", "exhaustive_token_forwards"]
 
@@ -319,15 +319,16 @@ class _Search:
 
     def _passes(self, jobs) -> list[list]:
         """``jobs`` by fed length, cut into forward passes with the least total :func:`pass_cost` (each pass's
-        log-probabilities within ``MAX_LOGPROB_ELEMENTS``)."""
+        log-probabilities within the device's :func:`logprob_elements`)."""
         jobs = sorted(jobs, key=lambda job: len(job[1]) + len(job[2]))
         widths = [len(path) + len(chain) for _, path, chain, _ in jobs]
         best = [0] + [math.inf] * len(jobs)  # best[i]: the least cost of the first i jobs; cut[i]: its last pass
         cut = [0] * (len(jobs) + 1)
+        budget = logprob_elements(self.lm.device)
         for end in range(1, len(jobs) + 1):
             for start in range(end - 1, -1, -1):
                 rows = end - start
-                if rows > 1 and rows * widths[end - 1] * self.lm.vocab_size > MAX_LOGPROB_ELEMENTS:
+                if rows > 1 and rows * widths[end - 1] * self.lm.vocab_size > budget:
                     break
                 cost = best[start] + pass_cost(rows, widths[end - 1], self.batch_size)
                 if cost < best[end]:

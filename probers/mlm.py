@@ -31,8 +31,27 @@ from medlama.core.loaded import LoadedModel
 from medlama.core.models import (finish_loading, load_tokenizer, loading_weights, pick_device, pretrained_kwargs,
                                  quiet_transformers, read_config, resolve_model)
 
-#: Log-probabilities (rows x positions x vocabulary) materialised at once, at most (256 MB in float32).
+#: Log-probabilities (rows x positions x vocabulary) materialised at once on a CPU, at most (256 MB in float32);
+#: on a GPU the device's free memory sets it (:func:`logprob_elements`).
 MAX_LOGPROB_ELEMENTS = 1 << 26
+#: The share of a GPU's free memory one pass's log-probabilities may take: the model's activations, the
+#: softmax's temporaries and the caller's other tensors share the rest.
+GPU_LOGPROB_SHARE = 0.25
+
+
+def logprob_elements(device) -> int:
+    """How many float32 log-probabilities one forward pass may materialise on ``device``.
+
+    A fixed 256 MB starves an 80-141 GB GPU into thousands of thin passes, so on CUDA the device's free memory
+    sets it (a quarter of it, never less than the CPU's figure); ``--batch-size`` still bounds the rows, and
+    ``--batch-size auto`` still backs off on out-of-memory."""
+    kind = getattr(device, "type", str(device))
+    if kind == "cuda":
+        import torch  # torch only when a model runs
+
+        free, _ = torch.cuda.mem_get_info(device)
+        return max(MAX_LOGPROB_ELEMENTS, int(free * GPU_LOGPROB_SHARE) // 4)
+    return MAX_LOGPROB_ELEMENTS
 
 #: What the masked-LM methods need, said when a model is not that.
 MASKED_NEED = ("mask predict, mask average and masked likelihood need a masked language model (BERT style) with "
@@ -289,7 +308,7 @@ class MaskedLM:
         if not rows:
             raise ValueError("no rows to score")
         width = max(len(p) for p in positions)
-        per_batch = max(1, min(self.batch_size, MAX_LOGPROB_ELEMENTS // max(1, width * self.vocab_size)))
+        per_batch = max(1, min(self.batch_size, logprob_elements(self.device) // max(1, width * self.vocab_size)))
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
         pieces, done = [], []
         with torch.inference_mode():

@@ -28,7 +28,7 @@ from typing import Literal
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_finite
-from medlama.probers.mlm import MAX_LOGPROB_ELEMENTS, MaskedLM
+from medlama.probers.mlm import MaskedLM, logprob_elements
 
 Variant = Literal["within-word-l2r", "original"]
 VARIANTS: tuple[str, ...] = ("within-word-l2r", "original")
@@ -135,7 +135,7 @@ class PllScorer:
         which, positions = which[order], positions[order]
         device = self.lm.device
         sums = torch.zeros(len(texts), dtype=torch.float64, device=device)
-        step = max(1, min(self.batch_size, MAX_LOGPROB_ELEMENTS // max(1, self.lm.vocab_size)))
+        step = max(1, min(self.batch_size, logprob_elements(device) // max(1, self.lm.vocab_size)))
         with torch.inference_mode():
             for start in range(0, len(which), step):
                 rows, at = which[start:start + step], positions[start:start + step]
