@@ -7,9 +7,12 @@ into a folder of its own:
 
 * ``annotate.html``: the rating page (:mod:`medlama.annotation.page`);
 * ``sheet.csv``: one row per prediction, ``item``, ``query_id``, ``relation``, ``query``, ``prediction``, an empty
-  ``rating``, an empty ``comment`` and the ``sheet`` id, for spreadsheet users. A cell starting with ``=``,
-  ``+``, ``-``, ``@`` (what a spreadsheet would run as a formula) is written after a ``'``, which the reader
-  (:mod:`medlama.annotation.ratings`) takes off again;
+  ``rating``, an empty ``comment`` and the ``sheet`` id, for spreadsheet users; RFC 4180 CSV (CRLF between
+  rows, a cell holding a comma, quote, CR or LF quoted), so a name holding a line break stays in its cell.
+  Wherever a spreadsheet could start reading a formula (a cell's start, and each line of a cell, for a reader
+  that splits at a line break) a text starting with ``=``, ``+``, ``-``, ``@``, a tab or a CR is written after a
+  ``'``; so is one starting with ``'`` itself, so that the reader (:func:`cell_text`, used by
+  :mod:`medlama.annotation.ratings`) takes exactly one ``'`` off there and gets every text back exactly;
 * ``label_studio_tasks.json`` and ``label_studio_config.xml`` (:mod:`medlama.annotation.label_studio`);
 * ``manifest.json``: the sheet (its id, queries and predictions shown), the sample (seed, relations, per
   relation counts), each run's identity (its folder's name and the SHA-256 of its ``results.json`` and
@@ -64,15 +67,43 @@ class ExportSettings:
         check(self)
 
 
+#: The guard put before a line of a cell that a spreadsheet could run (and before one starting with itself).
+GUARD = "'"
+#: A line of a cell starts after one of these.
+_LINE_BREAKS = "\r\n"
+
+
 def spreadsheet_cell(text: str) -> str:
-    """``text`` as a spreadsheet keeps it as text (module docstring)."""
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
+    """``text`` as a spreadsheet keeps it as text (module docstring): :data:`GUARD` before every line of it
+    that starts with a formula character or with the guard itself; :func:`cell_text` reverses it exactly."""
+    out, line_start = [], True
+    for char in text:
+        if line_start and (char in FORMULA_STARTS or char == GUARD):
+            out.append(GUARD)
+        out.append(char)
+        line_start = char in _LINE_BREAKS
+    return "".join(out)
+
+
+def cell_text(cell: str) -> str:
+    """The text :func:`spreadsheet_cell` wrote as ``cell``: one :data:`GUARD` taken off the start of each of its
+    lines that has one. A guard a spreadsheet dropped on saving leaves the formula-like text as it was."""
+    out, line_start, guarded = [], True, False
+    for char in cell:
+        if line_start and not guarded and char == GUARD:
+            guarded = True
+            continue
+        out.append(char)
+        line_start, guarded = char in _LINE_BREAKS, False
+    return "".join(out)
 
 
 def sheet_csv(sheet: Sheet) -> str:
     """``sheet.csv``'s text (module docstring)."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    # RFC 4180's row end: the csv module then quotes a cell holding a CR (with "\n" alone it does not, and a
+    # spreadsheet would start a new row, and a formula, at the CR)
+    writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow(CSV_COLUMNS)
     for item, query, prediction in sheet.items():
         writer.writerow([item, *(spreadsheet_cell(t) for t in (query.id, query.relation, query.text, prediction)),

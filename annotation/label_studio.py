@@ -7,11 +7,14 @@ ratings read back from Label Studio's JSON export (full, or JSON-MIN).
   number and wording (``5: Perfectly answers the query``).
 * :func:`entries`: ``(where, data, rating)`` of each exported task: ``data`` the task's fields, ``rating`` the
   level chosen (``None``: not rated). A task with several annotations (several raters in one export) is refused:
-  export one file per rater (Label Studio's export filters by annotator).
+  export one file per rater (Label Studio's export filters by annotator); so is an annotation with several
+  choices picked (or several results of the rating control), which gives no one level. Each refusal names the
+  file and the task (its number in the file, and Label Studio's task id).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
@@ -45,38 +48,52 @@ def tasks(sheet: Sheet) -> list[dict]:
                       "query": query.text, "prediction": prediction}} for item, query, prediction in sheet.items()]
 
 
-def _level_of(result: dict) -> Any:
+def _one(values: list, where: str, file: Path) -> Any:
+    """The one value of ``values`` (``None``: none), or the error: several levels picked for one prediction."""
+    if len(values) > 1:
+        picked = ", ".join(map(repr, values))
+        raise MedlamaInputError(f"{where} has {len(values)} levels picked for one prediction ({picked}): pick one "
+                                "choice per task (the config's Choices is single)", file=file)
+    return values[0] if values else None
+
+
+def _level_of(result: dict, where: str, file: Path) -> Any:
     value = result.get("value") or {}
-    if "choices" in value and value["choices"]:
-        return value["choices"][0]
+    if "choices" in value:
+        choices = value["choices"]
+        return _one(choices if isinstance(choices, list) else [choices], where, file)
     return value.get("rating")
 
 
-def _rating(task: dict, where: str) -> Any:
+def _rating(task: dict, where: str, file: Path) -> Any:
     """The level one full-export task holds (``None``: not rated)."""
     annotations = [a for a in task.get("annotations") or [] if isinstance(a, dict) and not a.get("was_cancelled")]
     if len(annotations) > 1:
         raise MedlamaInputError(f"{where} holds {len(annotations)} annotations of one task; export one file per "
-                                "rater (filter Label Studio's export by annotator)")
+                                "rater (filter Label Studio's export by annotator)", file=file)
     if not annotations:
         return None
-    found = [_level_of(r) for r in annotations[0].get("result") or []
+    found = [_level_of(r, where, file) for r in annotations[0].get("result") or []
              if isinstance(r, dict) and r.get("from_name") == CONTROL]
-    return found[0] if found else None
+    return _one([level for level in found if level is not None], where, file)
 
 
-def entries(payload: list, file) -> list[tuple[str, dict, Any]]:
+def entries(payload: list, file: Path) -> list[tuple[str, dict, Any]]:
     """``(where, task data, rating)`` of each task of a Label Studio export (module docstring)."""
     out = []
     for number, task in enumerate(payload, start=1):
         where = f"task {number}"
         if not isinstance(task, dict):
             raise MedlamaInputError(f"{where} is not a JSON object", file=file)
+        if task.get("id") is not None:
+            where += f" (Label Studio id {task['id']})"
         if isinstance(task.get("data"), dict):  # the full export: data and annotations
-            out.append((where, task["data"], _rating(task, where)))
-        else:  # JSON-MIN: the data's fields and the control's value side by side
+            out.append((where, task["data"], _rating(task, where, file)))
+        else:  # JSON-MIN: the data's fields and the control's value side by side (several choices: a list)
             rating = task.get(CONTROL)
             if isinstance(rating, dict):
-                rating = (rating.get("choices") or [None])[0]
+                rating = rating.get("choices")
+            if isinstance(rating, list):
+                rating = _one(rating, where, file)
             out.append((where, task, rating))
     return out

@@ -2,13 +2,16 @@
 
 Three formats, told apart by the file: the rating page's export (``.json``, an object marked
 ``medlama_annotation``), the filled ``sheet.csv`` (``.csv``; a spreadsheet's byte-order mark is fine), or Label
-Studio's JSON export (``.json``, a list of tasks; full or JSON-MIN). A rating is one of the levels 1-5 (an
-integer; a Label Studio choice ``5: Perfectly answers the query`` gives 5).
+Studio's JSON export (``.json``, a list of tasks; full or JSON-MIN). A rating is one of the levels 1-5: an
+integer (a JSON number with no fraction, or a cell or string of digits alone: ``4.5`` or ``2-3`` is refused,
+not read as 4 or 2), or in a Label Studio export the choice the labeling config offers, ``5: Perfectly answers
+the query`` (the level's number and its words, as written).
 
 Refused, each naming the file and, where there is one, the query and prediction: ratings of another sheet (its
 id differs), a query and prediction that are not on the sheet, one rated twice, a rating that is not a level,
 and any prediction of the sheet left unrated. The rater's name is the page's ``rater`` field, else the file's
-name without its extension.
+name without its extension; it names rows of the scores, so the one label rule
+(:func:`medlama.core.models.check_label`) holds for it.
 """
 
 from __future__ import annotations
@@ -21,14 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from medlama.annotation import label_studio
-from medlama.annotation.export import CSV_COLUMNS, FORMULA_STARTS
+from medlama.annotation.export import CSV_COLUMNS, cell_text
 from medlama.annotation.page import EXPORT_FORMAT, EXPORT_KEY
 from medlama.annotation.sheet import LEVELS, Sheet
 from medlama.core.checksums import sha256_of
 from medlama.core.errors import MedlamaInputError
+from medlama.core.models import check_label
 
-#: A choice's level: the number it starts with.
-_LEADING_LEVEL = re.compile(r"^\s*(\d+)(?:\s*[:.)-].*)?$", re.S)
+#: A rating written as text: digits alone (spaces around them allowed).
+_DIGITS = re.compile(r"\s*(\d+)\s*")
 
 
 @dataclass(frozen=True)
@@ -44,8 +48,9 @@ class RaterRatings:
         return {"rater": self.rater, "file": self.file.name, "format": self.format, "sha256": sha256_of(self.file)}
 
 
-def _level(value: Any, where: str, pair: tuple[str, str], file: Path) -> int | None:
-    """The level ``value`` gives (``None``: not rated), or the error naming the query and prediction."""
+def _level(value: Any, where: str, pair: tuple[str, str], file: Path, *, choices: bool = False) -> int | None:
+    """The level ``value`` gives (``None``: not rated), or the error naming the query and prediction;
+    ``choices``: a Label Studio export's, where the config's choice text gives its level too."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     level = None
@@ -55,17 +60,15 @@ def _level(value: Any, where: str, pair: tuple[str, str], file: Path) -> int | N
         level = value
     elif isinstance(value, float) and value.is_integer():
         level = int(value)
-    elif isinstance(value, str) and (found := _LEADING_LEVEL.match(value)):
+    elif isinstance(value, str) and (found := _DIGITS.fullmatch(value)):
         level = int(found.group(1))
+    elif isinstance(value, str) and choices:
+        level = next((lvl for lvl in LEVELS if value.strip() == label_studio.choice_value(lvl)), None)
     if level not in LEVELS:
+        offered = f" or a labeling config's choice ({label_studio.choice_value(max(LEVELS))!r}, ...)" if choices else ""
         raise MedlamaInputError(f"{where}: query {pair[0]!r}, prediction {pair[1]!r} is rated {value!r}, not one of "
-                                f"the levels {min(LEVELS)}-{max(LEVELS)}", file=file)
+                                f"the levels {min(LEVELS)}-{max(LEVELS)} (a whole number{offered})", file=file)
     return level
-
-
-def _unquoted(text: str) -> str:
-    """A CSV cell as written before the ``'`` that keeps a spreadsheet from running it."""
-    return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA_STARTS) else text
 
 
 def _csv_entries(file: Path) -> list[tuple[str, dict, Any]]:
@@ -77,8 +80,8 @@ def _csv_entries(file: Path) -> list[tuple[str, dict, Any]]:
                 raise MedlamaInputError(f"no column {', '.join(map(repr, missing))} (the columns of the sheet.csv "
                                         f"written: {', '.join(CSV_COLUMNS)}; columns found: "
                                         f"{', '.join(reader.fieldnames or ()) or 'none'})", file=file)
-            return [(f"row {number}", {key: _unquoted(row.get(key) or "") for key in ("query_id", "prediction",
-                                                                                      "sheet")}, row.get("rating"))
+            return [(f"row {number}", {key: cell_text(row.get(key) or "") for key in ("query_id", "prediction",
+                                                                                     "sheet")}, row.get("rating"))
                     for number, row in enumerate(reader, start=2)]
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         raise MedlamaInputError(f"cannot read the CSV: {error}", file=file) from None
@@ -125,7 +128,7 @@ def read_ratings(file: str | Path, sheet: Sheet) -> RaterRatings:
         pair = (str(data.get("query_id")), str(data.get("prediction")))
         if pair not in on_sheet:
             raise MedlamaInputError(f"{where}: query {pair[0]!r}, prediction {pair[1]!r} is not on the sheet", file=file)
-        level = _level(value, where, pair, file)
+        level = _level(value, where, pair, file, choices=kind == "label-studio")
         if level is None:
             continue
         if pair in ratings:
@@ -137,4 +140,5 @@ def read_ratings(file: str | Path, sheet: Sheet) -> RaterRatings:
         named = "; ".join(f"item {item}: query {q!r}, prediction {p!r}" for item, (q, p) in unrated[:3])
         raise MedlamaInputError(f"{len(unrated)} of the sheet's {len(on_sheet)} predictions are not rated ({named}"
                                 f"{'; ...' if len(unrated) > 3 else ''}); rate every one", file=file)
-    return RaterRatings(rater.strip() if rater and rater.strip() else file.stem, file, kind, ratings)
+    name = rater.strip() if rater and rater.strip() else file.stem
+    return RaterRatings(check_label(name, what="the rater's name", file=file), file, kind, ratings)

@@ -23,6 +23,7 @@ import contextlib
 import json
 import re
 import sys
+import unicodedata
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -389,14 +390,25 @@ def loading_weights(model: str | Path, what: str, *, name: str | None = None) ->
         raise MedlamaInputError(f"cannot load {what}: {reason}", file=name or str(model)) from None
 
 
+def check_label(label: str, *, what: str = "--label", file: str | Path | None = None) -> str:
+    """``label`` if it can name a row (of a table, a plot, ``results.json``, a report or a sheet's scores): not
+    blank, and on one line, with no control character (a newline or CR would split the row, a tab or escape
+    garble it). ``what`` and ``file`` name where it came from in the error."""
+    bad = next((char for char in label if unicodedata.category(char) in ("Cc", "Zl", "Zp")), None)
+    if not label.strip() or bad is not None:
+        why = "is blank" if not label.strip() else f"holds the control character {bad!r}"
+        raise MedlamaInputError(f"{what} {label!r} {why}: a row's name must be visible text on one line", file=file)
+    return label
+
+
 def unique_labels(models: Sequence[Any], labels: Sequence[str] | None = None, *, bundled: bool = False
                   ) -> list[str]:
     """The one model-label rule (``medlama probe``, ``medlama.probe``; for ``ucm`` too): a distinct row name
-    per model: ``labels`` when given (duplicates are refused, since two rows of one name
-    cannot be told apart in tables, plots or ``results.json``); else ``bundled`` for the bundled encoder and
-    each folder's name, same-named folders told apart by as many parent folders as it takes."""
+    per model: ``labels`` when given (each checked by :func:`check_label`; duplicates are refused, since two rows
+    of one name cannot be told apart in tables, plots or ``results.json``); else ``bundled`` for the bundled
+    encoder and each folder's name, same-named folders told apart by as many parent folders as it takes."""
     if labels is not None:
-        labels = [str(label) for label in labels]
+        labels = [check_label(str(label)) for label in labels]
         if len(labels) != len(models):
             raise MedlamaInputError(f"{len(labels)} --label values for {len(models)} --model values")
         repeated = sorted({label for label in labels if labels.count(label) > 1})

@@ -34,7 +34,7 @@ from medlama.core.checkpoints import checkpoint_step, list_checkpoints
 from medlama.core.defaults import default_model_path
 from medlama.core.errors import MedlamaInputError
 from medlama.core.loaded import LoadedModel
-from medlama.core.models import LoadOptions, loading_with, resolve_model, unique_labels
+from medlama.core.models import LoadOptions, check_label, loading_with, resolve_model, unique_labels
 from medlama.core.resume import check_work_folder, discard_work_folder, ShardStore
 from medlama.probers import tables
 from medlama.probers.benchmarks import Benchmark, benchmark
@@ -251,13 +251,15 @@ def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k:
     every probe takes: :func:`medlama.probers.resume.rank_prober`) and score its top ``top_k`` predictions;
     ``all_scores``: keep every candidate's score (``scores.parquet``). Nothing is written."""
     check_all_scores(prober, all_scores)
+    if label is not None:
+        check_label(label, what="label")
     if getattr(getattr(prober, "settings_", None), "batch_size", None) == "auto":
         raise MedlamaInputError("batch size 'auto' is resolved by medlama probe and medlama.probe (the largest that "
                                 "fits); a prober used on its own needs a number")
     start = time.perf_counter()
     ranking = rank_prober(prober, queries, top_k=top_k, all_scores=all_scores)
     return result_of(ProberNote.of(prober), queries, ranking, time.perf_counter() - start,
-                     label=label or prober.method, ks=ks, match=match)
+                     label=prober.method if label is None else label, ks=ks, match=match)
 
 
 def model_runs(methods: Sequence[str], labels: Sequence[str], models: Sequence[Any], settings: dict[str, Any],

@@ -22,8 +22,8 @@ import numpy as np
 
 from medlama.core.checksums import sha256_of
 from medlama.core.errors import MedlamaInputError
-from medlama.core.intervals import (DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_macro_ci,
-                                    bootstrap_mean_ci)
+from medlama.core.intervals import (DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, MAX_RESAMPLES,
+                                    bootstrap_macro_ci, bootstrap_mean_ci)
 from medlama.core.provenance import provenance
 from medlama.core.settings import check, setting
 from medlama.probers.outputs import PREDICTIONS_FILE, RESULTS_FILE
@@ -35,8 +35,8 @@ from medlama.probers.compare.statistics import holm, paired_difference
 class CompareSettings:
     """How ``medlama compare`` computes its intervals (recorded in its JSON)."""
 
-    resamples: int = setting(DEFAULT_RESAMPLES, min=100, metavar="N",
-                             help="bootstrap resamples of the queries for every interval")
+    resamples: int = setting(DEFAULT_RESAMPLES, min=100, max=MAX_RESAMPLES, metavar="N",
+                             help=f"bootstrap resamples of the queries for every interval (100 to {MAX_RESAMPLES:,})")
     seed: int = setting(DEFAULT_SEED, min=0, help="seed of the bootstrap (the same seed gives the same intervals)")
     level: float = setting(DEFAULT_LEVEL, min=0.5, max=0.999, help="confidence level of the intervals")
 

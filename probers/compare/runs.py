@@ -6,7 +6,9 @@
   ``predictions`` and ``hit@k`` keys; other keys are ignored), and must be what its predictions and gold
   answers give (scored again by the acc@k module): a hand-edited hit is refused, naming the file and line;
   so is a file that differs from what the folder's ownership record says its command wrote.
-  A run is labelled by its own label, prefixed by its folder's name when two runs share one.
+  A run is labelled by its own label, prefixed by its folder's name when two runs share one; a label the one
+  label rule refuses (blank, or holding a line break or other control character:
+  :func:`medlama.core.models.check_label`) is refused here too, naming the file.
 * :func:`check_comparable`: a paired comparison needs the same queries: the same data (dataset, config and
   the data's identity, :data:`DATA_IDENTITY`), the same candidate pool (rule, size, SHA-256 of its names),
   the same matching, and the same query ids, each with the same relation and gold answers. Anything else is
@@ -27,6 +29,7 @@ import numpy as np
 from medlama.core.atomic import owner_record
 from medlama.core.errors import MedlamaInputError
 from medlama.core.integrity import FILES_KEY, change_since
+from medlama.core.models import check_label
 from medlama.metrics import load as load_metric
 from medlama.probers.outputs import KEEP_PREDICTIONS, PREDICTIONS_FILE, RESULTS_FILE
 
@@ -194,7 +197,8 @@ def load_runs(folders: Sequence[str | Path], *, at_least: int = 2, purpose: str 
             raise MedlamaInputError("the folder is given twice", file=folder)
         seen.add(folder.resolve())
         records = _results_of(folder)
-        labels = [str(record["label"]) for record in records]
+        labels = [check_label(str(record["label"]), what="the run label", file=folder / RESULTS_FILE)
+                  for record in records]
         if len(set(labels)) != len(labels):
             raise MedlamaInputError("two runs of results.json share a label", file=folder / RESULTS_FILE)
         rows = _rows_of(folder, set(labels))

@@ -241,7 +241,7 @@ def ucm(sets: str | Path, model: str | Path | Sequence[str | Path] | None = None
     (default: nothing is kept).
     """
     several = isinstance(model, (list, tuple))
-    labels = tuple(label) if isinstance(label, (list, tuple)) else (label,) if label else ()
+    labels = tuple(label) if isinstance(label, (list, tuple)) else () if label is None else (label,)
     request = UcmRun(sets=Path(sets), models=UcmModels(model=tuple(model) if several else (model,), label=labels,
                                                        method=(method,)),
                      settings=settings_from(UcmSettings, settings, what="ucm"), device=device,

@@ -14,6 +14,7 @@ from sklearn.metrics import cohen_kappa_score
 import medlama
 from annotation_runs import MARKUP, RATINGS, write_runs
 from medlama.annotation import ExportSettings, export_sheet, score_sheet
+from medlama.annotation.export import cell_text
 from medlama.annotation.ratings import read_ratings
 from medlama.annotation.sheet import read_manifest
 from medlama.cli import main
@@ -32,9 +33,8 @@ def write_csv(folder, sheet_folder, name, ratings, *, rows=None):
     """The sheet's CSV filled in as a spreadsheet user would (the rating column)."""
     with open(sheet_folder / "sheet.csv", encoding="utf-8", newline="") as handle:
         table = list(csv.DictReader(handle))
-    from medlama.annotation.ratings import _unquoted
     for row in table:
-        row["rating"] = ratings.get((row["query_id"], _unquoted(row["prediction"])), "")
+        row["rating"] = ratings.get((row["query_id"], cell_text(row["prediction"])), "")
     file = folder / f"{name}.csv"
     with open(file, "w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(table[0]))
@@ -123,7 +123,8 @@ def test_three_raters_alpha_and_the_formats_read_alike(made):
     assert read_ratings(minimal, sheet).ratings == RATINGS["carol"]
     full[0]["annotations"].append(full[0]["annotations"][0])
     (root / "two.json").write_text(json.dumps(full))
-    with pytest.raises(MedlamaInputError, match="task 1 holds 2 annotations of one task; export one file per rater"):
+    with pytest.raises(MedlamaInputError, match=r"two\.json: task 1 \(Label Studio id 1\) holds 2 annotations of one "
+                                                r"task; export one file per rater"):
         read_ratings(root / "two.json", sheet)
     record = score_sheet(runs, root / "sheet", files)
     pairs = list(RATINGS["alice"])
