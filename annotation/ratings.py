@@ -128,7 +128,8 @@ def read_ratings(file: str | Path, sheet: Sheet) -> RaterRatings:
         pair = (str(data.get("query_id")), str(data.get("prediction")))
         if pair not in on_sheet:
             raise MedlamaInputError(f"{where}: query {pair[0]!r}, prediction {pair[1]!r} is not on the sheet", file=file)
-        level = _level(value, where, pair, file, choices=kind == "label-studio")
+        level = _level(value, f"{where}, column 'rating'" if kind == "csv" else where, pair, file,
+                       choices=kind == "label-studio")
         if level is None:
             continue
         if pair in ratings:

@@ -32,18 +32,19 @@ RATINGS = {
 }
 
 
-def write_run(folder: Path, label: str, ks=(1, 3)) -> Path:
-    """``folder`` as `medlama probe` lays out one run: ``results.json`` and ``predictions.jsonl`` (hits exact)."""
+def write_run(folder: Path, label: str, ks=(1, 3), *, predictions: dict[str, list[str]] | None = None) -> Path:
+    """``folder`` as `medlama probe` lays out one run: ``results.json`` and ``predictions.jsonl`` (hits exact);
+    ``predictions``: each query's names (default: :data:`PREDICTIONS` of ``label``)."""
     folder.mkdir(parents=True, exist_ok=True)
     data = {"dataset": "medlama", "config": "hard", "fingerprint": "hand-made", "candidates": {"rule": "evaluated"}}
     (folder / "results.json").write_text(json.dumps([{"label": label, "metrics": {"k": list(ks), "match": "exact"},
                                                       "settings": {"method": "hand"}, "data": data}]))
     rows = []
     for qid, query in QUERIES.items():
-        predictions = PREDICTIONS[label][qid]
+        names = (predictions or PREDICTIONS[label])[qid]
         rows.append({"run": label, "id": qid, "relation": query["relation"], "gold": query["gold"],
-                     "predictions": predictions, "input": query["input"],
-                     **{f"hit@{k}": any(p in query["gold"] for p in predictions[:k]) for k in ks}})
+                     "predictions": names, "input": query["input"],
+                     **{f"hit@{k}": any(p in query["gold"] for p in names[:k]) for k in ks}})
     (folder / "predictions.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     return folder
 
