@@ -70,12 +70,17 @@ def test_a_prediction_holding_a_line_break_stays_in_its_cell_and_scores(odd_shee
         record["runs"]["odd"]["alice"]["confusion"]["gold"]["3"] == 6
 
 
-def test_a_name_starting_with_the_guard_comes_back_with_it(odd_sheet):
-    root, _ = odd_sheet
-    sheet, _ = read_manifest(root / "sheet")
-    ratings = read_ratings(fill(root / "sheet", root / "bob.csv", lambda row: "4"), sheet)
-    assert ratings.ratings == {(q.id, p): 4 for _, q, p in sheet.items()}
-    assert ("q1", "'-3 end") in ratings.ratings and ("q1", "fever\r=SUM(A1:A9)") in ratings.ratings
+def test_a_name_starting_with_the_guard_comes_back_with_it(tmp_path, capsys):
+    guarded = {"q1": ["'-3 end", "'=x", "pain"], "q2": ["''", "'", "cough"]}
+    run = write_run(tmp_path / "guarded", "guarded", predictions=guarded)
+    assert main(["annotate", "export", str(run), "--out", str(tmp_path / "sheet"), "--queries", "2", "--k", "3"]) == 0
+    sheet, _ = read_manifest(tmp_path / "sheet")
+    rated = fill(tmp_path / "sheet", tmp_path / "bob.csv", lambda row: "4")
+    assert read_ratings(rated, sheet).ratings == {(q.id, p): 4 for _, q, p in sheet.items()}
+    capsys.readouterr()
+    assert main(["annotate", "score", str(run), "--sheet", str(tmp_path / "sheet"), str(rated), "--json",
+                 "--resamples", "100"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"]["guarded"]["bob"]["predictions"] == 6
 
 
 # Any text but lone surrogates (which no UTF-8 file can hold), the formula characters and the guard often.
