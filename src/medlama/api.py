@@ -234,8 +234,10 @@ def ucm(sets: str | Path, model: str | Path | Sequence[str | Path] | None = None
     ``medlama ucm`` computes it: a ModelResult (a list for several models), with
     U/C/M shares, their bootstrap ``intervals``, rank changes and acc@k with and without context.
 
-    ``method``: ``auto`` (causal-likelihood for a decoder-only causal LM, else mask-average with an MLM head,
-    else retrieval), ``mask-average``, ``retrieval`` or ``causal-likelihood``;
+    ``method``: ``auto`` (causal-likelihood for a decoder-only causal LM, else mask-predict with an MLM head:
+    the UCM paper's confidence decoding, as BioLAMA decodes; else retrieval), ``mask-predict``,
+    ``mask-average`` (every pool name by its mean token log-probability: not the paper's), ``retrieval`` or
+    ``causal-likelihood``; the results' ``settings["method"]`` records which;
     ``settings``: fields of UcmSettings (``ks``, ``relations``, ...);
     ``out``: also write ``results.json`` and ``ucm.png`` there, atomically, as ``medlama ucm --out`` does
     (default: nothing is kept).
