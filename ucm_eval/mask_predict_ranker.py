@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.mask_predict import PRESETS, MaskPredictProber, MaskPredictSettings
+from medlama.probers.mask_predict import PRESETS, MaskPredictProber, MaskPredictSettings, preset_of
 from medlama.probers.query_set import QuerySet
 from medlama.ucm_eval.context_ranker import ContextRanker
 
@@ -81,6 +81,5 @@ class MaskPredictRanker(ContextRanker):
     def settings(self) -> dict:
         chosen = {key: value for key, value in self.prober.settings().items() if key not in ("model", "prompts")}
         return {**chosen, "method": self.method, "model": self.model_path,
-                "paper_decoding": self.settings_ == replace(PAPER_DECODING, to_candidates=True,
-                                                            batch_size=self.settings_.batch_size),
+                "paper_decoding": preset_of(self.settings_) == "biolama",
                 "unranked": "an entity decoding did not return shares the rank len(pool) + 1"}

@@ -122,7 +122,8 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       ``causal-generate`` (decoder-only causal LMs: exact ranking, fast constrained ranking, free text).
       ``preset``: the method's named settings (retrieval: ``reference`` by default, ``cosine``, or
       ``sentence-transformers``: ``SentenceTransformer.encode`` with cosine, as sentence-transformers' retrieval
-      evaluator);
+      evaluator; mask-predict: ``paper`` by default, ``paper-order+order``, ``biolama``, or ``fill-mask``: the
+      single-token fill-mask baseline of the paper's table 3, recorded as ``settings["preset"]``);
       ``settings``: fields that replace the preset's (e.g. ``{"pooling": "mean"}``) or the method's settings
       dataclass.
     * ``limit``: probe only the first ``limit`` queries of each relation (the candidates stay the whole set's).
