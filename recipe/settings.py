@@ -40,6 +40,9 @@ class RecipeSettings:
     rewire_batch_size: int | None = setting(None, parse=int, metavar="N", show_default="the preset's",
                                             help="the rewiring's pairs per optimiser step, `medlama rewire "
                                                  "--batch-size` (not inputs per forward pass as --batch-size)")
+    tau: float | None = setting(None, parse=float, show_default="the preset's, 0.04",
+                                help="the rewiring's InfoNCE temperature, `medlama rewire --tau` (0.04 is the authors' "
+                                     "released run; the paper's table 8 stars 0.03)")
     save_steps: int | None = setting(None, parse=int, metavar="N", show_default="the preset's",
                                      help="the rewiring's checkpoint interval, `medlama rewire --save-steps` (the "
                                           "checkpoints --probe-checkpoints and --checkpoint-choice heldout use)")

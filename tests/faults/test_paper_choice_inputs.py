@@ -1,5 +1,5 @@
-"""Bad input to the paper-fidelity choices (the recipe's checkpoint rule, the UCM decoding ranker, the fill-mask
-preset): one ``medlama: error:`` line naming the flag, exit status 2, no traceback, nothing written, before
+"""Bad input to the paper-fidelity choices (the recipe's checkpoint rule and temperature, the UCM decoding ranker,
+the fill-mask preset): one ``medlama: error:`` line naming the flag, exit status 2, no traceback, nothing written, before
 any model loads."""
 
 from __future__ import annotations
@@ -30,6 +30,14 @@ def test_heldout_checkpoint_choice_needs_a_heldout_file(tmp_path):
     corpus.write_text("the patients were treated with aspirin for pain \n" * 20, encoding="utf-8")
     refused(medlama("recipe", "--corpus", str(corpus), "--checkpoint-choice", "heldout", "--out", "o", cwd=tmp_path),
             "--checkpoint-choice heldout chooses by the held-out cloze check: give --heldout FILE")
+    assert not (tmp_path / "o").exists()
+
+
+def test_recipe_temperature_must_be_positive(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the patients were treated with aspirin for pain \n" * 20, encoding="utf-8")
+    refused(medlama("recipe", "--corpus", str(corpus), "--tau", "-0.03", "--out", "o", cwd=tmp_path),
+            "temperature must be a positive number")
     assert not (tmp_path / "o").exists()
 
 

@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     # The released corpora hold lines of 1-3 words (89 in pubmed_sents_no_punkt_10k_0) whose masked span
     # could swallow the whole sentence; the recipe leaves them out and the rewire record counts them.
     config = RewireConfig.preset(recipe.rewire_preset, steps=recipe.steps, batch_size=recipe.rewire_batch_size,
-                                 save_steps=recipe.save_steps, skip_short_lines=True).validate()
+                                 save_steps=recipe.save_steps, temperature=recipe.tau,
+                                 skip_short_lines=True).validate()
     settings = retrieval_settings(args)
     check_device(args.device)
     check_folder_output(args.out, kind="recipe", overwrite=args.overwrite)  # before any work
