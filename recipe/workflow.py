@@ -147,7 +147,8 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
     from medlama.trainers.trainer import rewire
 
     if checkpoint_choice not in CHECKPOINT_CHOICES:
-        raise MedlamaInputError(f"unknown checkpoint_choice {checkpoint_choice!r}; choose from {list(CHECKPOINT_CHOICES)}")
+        raise MedlamaInputError(f"unknown checkpoint_choice {checkpoint_choice!r}; "
+                                f"choose from {list(CHECKPOINT_CHOICES)}")
     if checkpoint_choice == "heldout" and heldout is None:
         raise MedlamaInputError("checkpoint_choice='heldout' chooses by the held-out cloze check: give heldout "
                                 "(a sentence file not among the corpora)")

@@ -281,8 +281,9 @@ def make_ranker(method: str, model_path: str | Path, settings: AnySettings | Non
     ``auto``) for the model at ``model_path``.
 
     ``auto``: causal-likelihood when the model's config is a decoder-only causal LM, else mask-predict (the
-    UCM paper's confidence decoding) when the model has an MLM head, else retrieval. ``settings``: the method's settings dataclass, or
-    :class:`RankerSettings` (each method takes its part); ``None``: the defaults.
+    UCM paper's confidence decoding) when the model has an MLM head, else retrieval. ``settings``: the
+    method's settings dataclass, or :class:`RankerSettings` (each method takes its part); ``None``: the
+    defaults.
     """
     name = canonical_method(method)
     parts = [settings.of(m) for m in METHODS] if isinstance(settings, RankerSettings) else [settings]

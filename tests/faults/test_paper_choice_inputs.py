@@ -1,6 +1,6 @@
-"""Bad input to the paper-fidelity choices (the recipe's checkpoint rule and temperature, the UCM decoding ranker,
-the fill-mask preset): one ``medlama: error:`` line naming the flag, exit status 2, no traceback, nothing written, before
-any model loads."""
+"""Bad input to the paper-fidelity choices (the recipe's checkpoint rule and temperature, the UCM decoding
+ranker, the fill-mask preset): one ``medlama: error:`` line naming the flag, exit status 2, no traceback,
+nothing written, before any model loads."""
 
 from __future__ import annotations
 
