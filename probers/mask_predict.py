@@ -37,7 +37,10 @@ this keeps that criterion under exact-match scoring. Other answers are reported 
 
 Presets: ``paper`` is the paper's first setting (beam 5, M = 5, ``independent``, X-FACTR's 10 rounds);
 ``paper-order+order`` its second (``order`` fill, ``order`` refinement); ``biolama`` BioLAMA's (beam 5,
-M = 10, ``confidence`` fill, no refinement, 10 rounds).
+M = 10, ``confidence`` fill, no refinement, 10 rounds); ``fill-mask`` the single-token fill-mask baseline of
+the paper's table 3 (Petroni et al. 2019, LAMA): one mask, the 10 most probable vocabulary tokens (M = 1,
+beam 10), so only single-token answers can be found (2.6% of MedLAMA's names). ``results.json`` records the
+preset the settings equal (``preset``, none when they equal none) and the approach (``approach``).
 
 Learned prompts (``prompts``: a folder of ``medlama optiprompt``, :mod:`medlama.probers.learned_prompts`):
 each query is decoded with its relation's learned vectors in place of the manual template's words; the
@@ -95,12 +98,31 @@ class MaskPredictSettings:
         return self.init if self.refine == "none" else f"{self.init}+{self.refine}"
 
 
-#: Named settings: the paper's two X-FACTR settings (beam 5, up to 5 masks).
+#: Named settings: the paper's two X-FACTR settings (beam 5, up to 5 masks), BioLAMA's, and table 3's
+#: single-token fill-mask (one mask; a beam of 10 keeps the 10 best tokens, the answers acc@10 needs).
 PRESETS = {
     "paper": MaskPredictSettings(),
     "paper-order+order": MaskPredictSettings(init="order", refine="order"),
     "biolama": MaskPredictSettings(max_masks=10, init="confidence"),
+    "fill-mask": MaskPredictSettings(max_masks=1, beam_size=10),
 }
+#: Fields that do not change the answers (how many rows run together) or that say where prompts come from.
+_NOT_DECODING = ("batch_size", "prompts", "to_candidates")
+
+
+def preset_of(settings: MaskPredictSettings) -> str | None:
+    """The preset whose decoding ``settings`` equal (batch size, prompts and candidate mapping aside), or None."""
+    for name, preset in PRESETS.items():
+        if all(getattr(settings, f) == getattr(preset, f) for f in asdict(preset) if f not in _NOT_DECODING):
+            return name
+    return None
+
+
+def approach_of(settings: MaskPredictSettings) -> str:
+    """Which of the paper's table 3 approaches ``settings`` run: fill-mask (one token) or X-FACTR (multi-token)."""
+    if settings.max_masks == 1:
+        return "fill-mask (one token, Petroni et al. 2019)"
+    return f"X-FACTR multi-token decoding ({settings.name}, Jiang et al. 2020)"
 
 
 @dataclass(frozen=True)
@@ -185,6 +207,7 @@ class MaskPredictProber(Prober):
 
     def settings(self) -> dict:
         out = {"method": self.method, "model": self.lm.model_path, "decoding": self.settings_.name,
+               "approach": approach_of(self.settings_), "preset": preset_of(self.settings_),
                **asdict(self.settings_)}
         if self.learned is not None:  # a local folder by its last part, as the model (the identity says which)
             out["prompts"] = public_word(str(self.settings_.prompts))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from medlama.core.checkpoints import checkpoint_step, list_checkpoints
@@ -28,6 +28,29 @@ from medlama.core.provenance import provenance, public_word
 from medlama.probers.outputs import write_results
 from medlama.core.errors import MedlamaInputError
 from medlama.recipe.heldout import cloze_self_retrieval, heldout_queries as make_heldout
+from medlama.recipe.settings import CHECKPOINT_CHOICES
+
+#: What each rule of ``checkpoint_choice`` picks, as results.json records it.
+CRITERIA = {"last": "the final step (the paper's rule: a fixed number of steps, section 5.5)",
+            "heldout": "the best held-out cloze self-retrieval acc@10 among the saved checkpoints (ties: the "
+                       "earlier step)"}
+
+
+def choose_checkpoint(model: Path, heldout_queries: QuerySet, *, label: str, device: str | None = None
+                      ) -> tuple[Path, ProbeResult, dict]:
+    """The saved checkpoint of the rewired ``model`` with the best held-out cloze acc@10 (ties: the earlier
+    step), its held-out result, and the record: the step chosen and every checkpoint's acc@1 and acc@10."""
+    paths = list_checkpoints(model)
+    if not paths:
+        raise MedlamaInputError("no saved checkpoint to choose from (checkpoints/ is empty)", file=model)
+    scored = [(checkpoint_step(path), path, cloze_self_retrieval(path, heldout_queries, device=device,
+                                                                 label=f"{label}@{checkpoint_step(path)}"))
+              for path in paths]
+    step, path, best = max(scored, key=lambda item: (item[2].acc(10), -item[0]))
+    record = {"chosen_step": step, "chosen": f"checkpoints/{path.name}",
+              "heldout_acc@10": {str(s): r.acc(10) for s, _, r in scored},
+              "heldout_acc@1": {str(s): r.acc(1) for s, _, r in scored}}
+    return path, best, record
 
 
 @dataclass
@@ -45,6 +68,9 @@ class RecipeResult:
     rewire_config: dict = field(default_factory=dict)
     corpora: list[str] = field(default_factory=list)
     heldout: str | None = None
+    #: which checkpoint of each rewiring was probed (:func:`choose_checkpoint`): the rule, its criterion, and
+    #: per rewired model the step chosen and every checkpoint's figure
+    checkpoint_choice: dict = field(default_factory=dict)
 
     def summary(self, ks: Sequence[int] = REPORT_KS) -> dict:
         """acc@k of the base model and mean / std over the rewired models, micro and macro (and the held-out
@@ -83,7 +109,7 @@ class RecipeResult:
         return {"summary": self.summary(), "query_set": self.base.query_set, "probe_settings": self.base.settings,
                 "rewire_config": self.rewire_config, "corpora": self.corpora,
                 "rewired_models": [str(m) for m in self.models], "rewire_seconds": self.rewire_seconds,
-                "heldout": self.heldout,
+                "heldout": self.heldout, "checkpoint_choice": self.checkpoint_choice,
                 "runs": [{**r.to_json(queries=False), "per_relation": r.per_relation()} for r in runs],
                 "predictions": PREDICTIONS_FILE, "provenance": block}
 
@@ -99,7 +125,8 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
                       model: str | Path | None = None, rewire_config=None,
                       probe_settings: RetrievalSettings = PRESETS["reference"],
                       probe_checkpoints: bool = False, heldout: str | Path | None = None,
-                      progress=print, device: str | None = None, rewire_preset: str | None = None) -> RecipeResult:
+                      progress=print, device: str | None = None, rewire_preset: str | None = None,
+                      checkpoint_choice: str = "last") -> RecipeResult:
     """Probe ``model`` (default: the bundled encoder), rewire it on each corpus, and probe again.
 
     Rewired models go to ``out/rewired-<i>-<corpus name>`` (an interrupted run resumes there);
@@ -108,6 +135,9 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
     whether rewiring did its job whatever the model knows. ``device``: where the probes run (``cuda``,
     ``cuda:1``, ``cpu``...; default: CUDA when there is one); the rewiring picks its own. ``rewire_preset``:
     the preset ``rewire_config`` was made from (recorded in each rewired model's command line).
+    ``checkpoint_choice``: ``last`` (default, the paper's fixed number of steps) probes each rewiring's final
+    model; ``heldout`` (needs ``heldout``) the saved checkpoint with the best held-out cloze acc@10
+    (:func:`choose_checkpoint`); the result records the rule, the step chosen and each checkpoint's figure.
 
     A rewired model already there with the same settings is kept as it is (a rewiring never trains past its
     steps); one trained for fewer steps trains on; one trained for more steps, or with other settings, is
@@ -116,6 +146,12 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
     # trainers.trainer loads (it imports sentence_transformers, torch) when this runs, not when medlama.recipe.workflow is imported
     from medlama.trainers.trainer import rewire
 
+    if checkpoint_choice not in CHECKPOINT_CHOICES:
+        raise MedlamaInputError(f"unknown checkpoint_choice {checkpoint_choice!r}; "
+                                f"choose from {list(CHECKPOINT_CHOICES)}")
+    if checkpoint_choice == "heldout" and heldout is None:
+        raise MedlamaInputError("checkpoint_choice='heldout' chooses by the held-out cloze check: give heldout "
+                                "(a sentence file not among the corpora)")
     out = Path(out)
     base_model = resolve_model(model)
     config = rewire_config or RewireConfig.preset()
@@ -126,7 +162,9 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
     base = probe(RetrievalProber(base_model, probe_settings, device=device), queries, label="un-rewired")
     result = RecipeResult(base=base, rewired=[], models=[], rewire_config=config.to_dict(),
                           corpora=[str(corpus) for corpus in corpora],
-                          heldout=str(heldout) if heldout is not None else None)
+                          heldout=str(heldout) if heldout is not None else None,
+                          checkpoint_choice={"rule": checkpoint_choice, "criterion": CRITERIA[checkpoint_choice],
+                                             "models": []})
     heldout_queries = None
     if heldout is not None:
         used = {Path(corpus).resolve() for corpus in corpora}
@@ -144,15 +182,29 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
         start = time.perf_counter()
         rewired = rewire(corpus, target, config, preset=rewire_preset)
         result.rewire_seconds.append(time.perf_counter() - start)
+        chosen, record = rewired.path, {"corpus": name, "chosen_step": config.steps, "chosen": "final model"}
+        heldout_result = None
+        if checkpoint_choice == "heldout":
+            path, heldout_result, record = choose_checkpoint(rewired.path, heldout_queries, label=f"rewired ({name})",
+                                                             device=device)
+            record = {"corpus": name, **record}
+            progress(f"checkpoint chosen by held-out cloze acc@10: step {record['chosen_step']} of {name} ("
+                     + ", ".join(f"step {s}: {100 * v:.2f}" for s, v in record["heldout_acc@10"].items()) + ")")
+            if record["chosen_step"] != config.steps:  # the final model is the last step's checkpoint
+                chosen = path
+        result.checkpoint_choice["models"].append(record)
         progress(f"probing the model rewired on {name}")
-        probed = probe(RetrievalProber(rewired.path, probe_settings, device=device), queries, label=f"rewired ({name})")
+        probed = probe(RetrievalProber(chosen, probe_settings, device=device), queries, label=f"rewired ({name})")
         result.rewired.append(probed)
-        result.models.append(rewired.path)
-        if heldout_queries is not None:
-            result.heldout_rewired.append(cloze_self_retrieval(rewired.path, heldout_queries,
+        result.models.append(chosen)
+        if heldout_result is not None:  # scored while choosing: the same model, the same pairs
+            result.heldout_rewired.append(replace(heldout_result, label=f"rewired ({name})"))
+        elif heldout_queries is not None:
+            result.heldout_rewired.append(cloze_self_retrieval(chosen, heldout_queries,
                                                                label=f"rewired ({name})", device=device))
-        update_model_card_scores(rewired.path, {f"MedLAMA {queries.name}": _scores(probed)},
-                                 source="medlama recipe (Contrastive-Probe retrieval, reference settings)")
+        if chosen == rewired.path:  # a checkpoint's scores are not the final model's: its card is left as it is
+            update_model_card_scores(rewired.path, {f"MedLAMA {queries.name}": _scores(probed)},
+                                     source="medlama recipe (Contrastive-Probe retrieval, reference settings)")
         if probe_checkpoints:
             result.checkpoints.append({
                 checkpoint_step(path): probe(RetrievalProber(path, probe_settings, device=device), queries,

@@ -1,6 +1,7 @@
 """The interface of a UCM context ranker: rank a whole entity pool at the ``[Y]`` slot of each incremental
 context input (:class:`ContextRanker`), and ranks from scores (:func:`ranks_from_scores`). The rankers
-themselves are in :mod:`medlama.ucm_eval.rankers` (mask-average, retrieval) and
+themselves are in :mod:`medlama.ucm_eval.rankers` (mask-average, retrieval),
+:mod:`medlama.ucm_eval.mask_predict_ranker` (mask-predict, the UCM paper's decoding) and
 :mod:`medlama.ucm_eval.causal_ranker` (causal-likelihood)."""
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
 
 
-def ranks_from_scores(scores: np.ndarray) -> np.ndarray:
-    """1-based ranks of each column in each row of ``scores`` (higher first; ties: lower column first)."""
+def ranks_from_scores(scores: np.ndarray, *, unranked: bool = False) -> np.ndarray:
+    """1-based ranks of each column in each row of ``scores`` (higher first; ties: lower column first).
+
+    ``unranked``: a ``-inf`` score means "not ranked" (a decoding ranker that did not return the entity):
+    every such column shares the rank ``columns + 1`` instead of taking places in column order.
+    """
     scores = np.asarray(scores, dtype=np.float64)
     if scores.ndim != 2:
         raise ValueError("scores must be a 2-d array (inputs x entities)")
@@ -23,6 +28,8 @@ def ranks_from_scores(scores: np.ndarray) -> np.ndarray:
     ranks = np.empty_like(order)
     rows = np.arange(scores.shape[0])[:, None]
     ranks[rows, order] = np.arange(1, scores.shape[1] + 1)[None, :]
+    if unranked:
+        ranks[np.isneginf(scores)] = scores.shape[1] + 1
     return ranks
 
 
@@ -42,6 +49,9 @@ class ContextRanker(ABC):
 
     #: The method's name, as ``--method`` spells it.
     method: str = "ranker"
+    #: Whether every pool entity gets a score (False: a decoding ranker, whose ``-inf`` means "not ranked",
+    #: each such entity ranked ``len(pool) + 1``; see :func:`ranks_from_scores`).
+    ranks_all: bool = True
 
     def scores(self, inputs: Sequence[str], pool: Sequence[str]) -> np.ndarray:
         """Scores ``(len(inputs), len(pool))`` as float64, higher is better (``-inf``: cannot be scored)."""
@@ -57,7 +67,7 @@ class ContextRanker(ABC):
 
     def rank(self, inputs: Sequence[str], pool: Sequence[str]) -> np.ndarray:
         """1-based rank of every pool entity at every input, ``(len(inputs), len(pool))`` int64."""
-        return ranks_from_scores(self.scores(inputs, pool))
+        return ranks_from_scores(self.scores(inputs, pool), unranked=not self.ranks_all)
 
     def whole(self, inputs: Sequence[str], pool: Sequence[str]) -> np.ndarray:
         """Per input, whether the model sees all of it when ranking ``pool`` (False: the input is cut).

@@ -95,8 +95,9 @@ def evaluate_model(ranker: ContextRanker, sets: ContextSets, *, label: str, ks: 
             else:
                 truncated += 1
         if not ranked.row["negative"]:
-            firsts = [[ranked.candidate_ids[j] for j in np.argsort(ranked.ranks[i], kind="stable")[:top]]
-                      for i in (0, -1)]
+            # a candidate ranked past the last (a decoding ranker did not return it) is no prediction
+            firsts = [[ranked.candidate_ids[j] for j in np.argsort(ranked.ranks[i], kind="stable")[:top]
+                       if ranked.ranks[i][j] <= len(ranked.candidate_ids)] for i in (0, -1)]
             acc_rows.append(({"relation": ranked.row["relation"], "target_id": ranked.row["target_id"],
                               "correct_ids": ranked.row["correct_ids"]}, firsts[0], firsts[1]))
     seconds = time.perf_counter() - started
@@ -167,11 +168,13 @@ class UcmModels:
     model: tuple[str, ...] = setting((), show_default=False, help="model folders (default: the bundled encoder)")
     label: tuple[str, ...] = setting((), show_default=False, help="names for the models in tables and plots (default: the model folders' "
                                           "names)")
-    method: tuple[Literal["auto", "mask-average", "retrieval", "causal-likelihood"], ...] = setting(
+    method: tuple[Literal["auto", "mask-predict", "mask-average", "retrieval", "causal-likelihood"], ...] = setting(
         (), show_default=False, metavar="METHOD",
-        help="mask-average: mask average with the MLM head; retrieval: [CLS] distance to the pool names; "
+        help="mask-predict: X-FACTR confidence decoding with the MLM head, as BioLAMA decodes (the UCM paper's); "
+             "mask-average: every pool name by its mean token log-probability with the MLM head (not the paper's); "
+             "retrieval: [CLS] distance to the pool names; "
              "causal-likelihood: a causal LM's log-probability of each pool name in the slot; auto: "
-             "causal-likelihood for a decoder-only causal LM (GPT-2, Llama style), else mask-average when the model "
+             "causal-likelihood for a decoder-only causal LM (GPT-2, Llama style), else mask-predict when the model "
              "has an MLM head, else retrieval. One value, or one per model (default: auto)")
 
 

@@ -1,4 +1,4 @@
-"""Rankers: rank a whole entity pool at the mask of each incremental context input, one interface for three methods.
+"""Rankers: rank a whole entity pool at the mask of each incremental context input, one interface for four methods.
 
 ``ranker.rank(inputs, pool)`` takes the inputs of a context sequence (texts with one ``[Y]`` slot) and
 the pool's entity names, and returns an int array ``(len(inputs), len(pool))``: the 1-based rank of every
@@ -10,11 +10,18 @@ cut, see below).
 
 The methods carry the names ``medlama probe --method`` gives the same techniques:
 
-* ``mask-average`` (:class:`MaskAverageRanker`): a masked LM with its MLM head, by **mask average** (the
-  multi-token strategy BioLAMA uses, Kassner et al. 2021): a name of n tokens is scored by the mean
-  log-probability of its tokens at n masks (:mod:`medlama.probers.mask_average`, the same code as
-  ``medlama probe --method mask-average``). Context far from the slot is cut when an input exceeds the
-  model's length limit.
+* ``mask-predict`` (:class:`~medlama.ucm_eval.mask_predict_ranker.MaskPredictRanker`): a masked LM with its
+  MLM head, by **X-FACTR confidence decoding**, the multi-token decoding BioLAMA uses (its README: beam 5,
+  up to 10 masks, the ``confidence`` fill) and the UCM paper follows ("we also implement a multi-token
+  decoding strategy following BioLAMA"): the paper's choice, and ``auto``'s for a masked LM. The pool
+  entities decoding returns are ranked by their decoded score; the others are not ranked (each takes the
+  rank ``len(pool) + 1``). The same code as ``medlama probe --method mask-predict --preset biolama``.
+* ``mask-average`` (:class:`MaskAverageRanker`): a masked LM with its MLM head, by **mask average**
+  (Kassner et al. 2021; the Contrastive-Probe paper's retrieval baseline, not BioLAMA's decoding): a name
+  of n tokens is scored by the mean log-probability of its tokens at n masks, so every pool entity is
+  ranked (:mod:`medlama.probers.mask_average`, the same code as ``medlama probe --method mask-average``).
+  A recorded choice (``--method mask-average``), not the paper's. Context far from the slot is cut when an
+  input exceeds the model's length limit.
 * ``retrieval`` (:class:`RetrievalRanker`): an encoder (base or rewired by Contrastive-Probe), as the
   retrieval prober ranks: ``[CLS]`` (or mean) of the input with the model's mask token at the slot,
   against the same representation of every pool name, scored by the one retrieval scorer
@@ -26,14 +33,15 @@ The methods carry the names ``medlama probe --method`` gives the same techniques
   as the continuation of the text before it, as ``medlama probe --method causal-likelihood`` ranks
   candidates. Inputs over the model's positions lose the start of their prefix.
 
-Each method's settings are a dataclass: the probers' own for mask-average
+Each method's settings are a dataclass: the probers' own for mask-predict
+(:class:`~medlama.probers.mask_predict.MaskPredictSettings`, default its ``biolama`` preset), mask-average
 (:class:`~medlama.probers.mask_average.MaskAverageSettings`) and causal-likelihood
 (:class:`~medlama.probers.causal.LikelihoodSettings`), and :class:`RetrievalRankerSettings` for retrieval
 (a context input is cut to the model's limit from its start, where the prober cuts a query to 50 tokens);
-:class:`RankerSettings` holds all three, for ``auto``. The method names are the probers'
+:class:`RankerSettings` holds all four, for ``auto``. The method names are the probers'
 (:mod:`medlama.probers.registry`), and :func:`make_ranker` builds a ranker from a method name and
 its settings. ``auto`` picks causal-likelihood for a decoder-only causal LM (by its config), else
-mask-average when the model has an MLM head, else retrieval.
+mask-predict (the paper's decoding) when the model has an MLM head, else retrieval.
 
 Work shared across the inputs of a sequence (and across sequences): identical inputs are scored once
 per call (``input0``, the prompt alone, is shared by every sequence of a triple); the retrieval ranker
@@ -59,18 +67,21 @@ from medlama.probers.causal import LikelihoodSettings
 from medlama.probers.causal_scoring import is_causal_lm
 from medlama.probers.encoding import POOLINGS, Encoder
 from medlama.probers.mask_average import MaskAverageProber, MaskAverageSettings
+from medlama.probers.mask_predict import MaskPredictSettings
 from medlama.probers.query_set import QuerySet
 from medlama.probers.faiss_search import DISTANCES, Distance, check_distance, score_matrix
 from medlama.core.settings import check, setting, settings_from
 from medlama.ucm_eval.causal_ranker import CausalRanker
 from medlama.ucm_eval.context_ranker import ContextRanker, ranks_from_scores
+from medlama.ucm_eval.mask_predict_ranker import PAPER_DECODING, MaskPredictRanker
 
-__all__ = ["METHODS", "CausalRanker", "ContextRanker", "MaskAverageRanker", "RankerSettings", "RetrievalRanker",
+__all__ = ["METHODS", "CausalRanker", "ContextRanker", "MaskAverageRanker", "MaskPredictRanker", "RankerSettings",
+           "RetrievalRanker",
            "RetrievalRankerSettings", "make_ranker", "ranker_class", "ranker_settings", "ranks_from_scores"]
 
 #: The ranking methods: the probing methods of :data:`medlama.probers.registry.METHODS` that rank a whole
 #: pool at one slot, as ``medlama ucm --method`` and ``medlama probe --method`` spell them.
-METHODS = ("mask-average", "retrieval", "causal-likelihood")
+METHODS = ("mask-predict", "mask-average", "retrieval", "causal-likelihood")
 
 #: The mask-average ranker's settings are the mask-average prober's (the name earlier releases exported).
 MaskAverageRankerSettings = MaskAverageSettings
@@ -106,6 +117,9 @@ class RetrievalRankerSettings:
 class RankerSettings:
     """The settings of every method: ``auto`` picks the method per model, and each takes its own part."""
 
+    mask_predict: MaskPredictSettings = setting(default_factory=lambda: PAPER_DECODING, cli=False,
+                                                help="settings of the mask-predict ranker (default: the UCM "
+                                                     "paper's, BioLAMA's confidence decoding)")
     mask_average: MaskAverageSettings = setting(default_factory=MaskAverageSettings, cli=False,
                                                 help="settings of the mask-average ranker")
     retrieval: RetrievalRankerSettings = setting(default_factory=RetrievalRankerSettings, cli=False,
@@ -117,14 +131,15 @@ class RankerSettings:
         check(self)
 
     def of(self, method: str) -> MaskAverageSettings | RetrievalRankerSettings | LikelihoodSettings:
-        """The settings of ``method`` (``mask-average``, ``retrieval`` or ``causal-likelihood``)."""
+        """The settings of ``method`` (``mask-predict``, ``mask-average``, ``retrieval`` or ``causal-likelihood``)."""
         return getattr(self, canonical_method(method).replace("-", "_"))
 
 
 #: Method -> its settings class.
-SETTINGS = {"mask-average": MaskAverageSettings, "retrieval": RetrievalRankerSettings,
-            "causal-likelihood": LikelihoodSettings}
-AnySettings = MaskAverageSettings | RetrievalRankerSettings | LikelihoodSettings | RankerSettings
+SETTINGS = {"mask-predict": MaskPredictSettings, "mask-average": MaskAverageSettings,
+            "retrieval": RetrievalRankerSettings, "causal-likelihood": LikelihoodSettings}
+AnySettings = (MaskPredictSettings | MaskAverageSettings | RetrievalRankerSettings | LikelihoodSettings
+               | RankerSettings)
 
 
 def canonical_method(method: str) -> str:
@@ -141,7 +156,8 @@ def ranker_settings(method: str, values: Mapping[str, Any] | None = None, **more
     name = canonical_method(method)
     if name == "auto":
         raise MedlamaInputError("'auto' has no settings of its own: give RankerSettings (one part per method)")
-    return settings_from(SETTINGS[name], values, what=f"{name} ranker", **more)
+    base = PAPER_DECODING if name == "mask-predict" else None  # the paper's decoding, as the ranker's default
+    return settings_from(SETTINGS[name], values, base=base, what=f"{name} ranker", **more)
 
 
 class MaskAverageRanker(ContextRanker):
@@ -237,8 +253,8 @@ class RetrievalRanker(ContextRanker):
 
 
 # ------------------------------------------------------------------------------------------ by name
-_CLASSES: dict[str, type[ContextRanker]] = {"mask-average": MaskAverageRanker, "retrieval": RetrievalRanker,
-                                            "causal-likelihood": CausalRanker}
+_CLASSES: dict[str, type[ContextRanker]] = {"mask-predict": MaskPredictRanker, "mask-average": MaskAverageRanker,
+                                            "retrieval": RetrievalRanker, "causal-likelihood": CausalRanker}
 
 
 def ranker_class(method: str) -> type[ContextRanker]:
@@ -250,7 +266,7 @@ def _settings_for(method: str, settings: AnySettings | None):
     """The part of ``settings`` that ``method`` takes (its defaults when none is given)."""
     expected = SETTINGS[method]
     if settings is None:
-        return expected()
+        return RankerSettings().of(method)
     if isinstance(settings, RankerSettings):
         return settings.of(method)
     if isinstance(settings, expected):
@@ -261,12 +277,13 @@ def _settings_for(method: str, settings: AnySettings | None):
 
 def make_ranker(method: str, model_path: str | Path, settings: AnySettings | None = None, *,
                 device: str | None = None) -> ContextRanker:
-    """The ranker of ``method`` (``mask-average``, ``retrieval``, ``causal-likelihood`` or ``auto``) for the
-    model at ``model_path``.
+    """The ranker of ``method`` (``mask-predict``, ``mask-average``, ``retrieval``, ``causal-likelihood`` or
+    ``auto``) for the model at ``model_path``.
 
-    ``auto``: causal-likelihood when the model's config is a decoder-only causal LM, else mask-average
-    when the model has an MLM head, else retrieval. ``settings``: the method's settings dataclass, or
-    :class:`RankerSettings` (each method takes its part); ``None``: the defaults.
+    ``auto``: causal-likelihood when the model's config is a decoder-only causal LM, else mask-predict (the
+    UCM paper's confidence decoding) when the model has an MLM head, else retrieval. ``settings``: the
+    method's settings dataclass, or :class:`RankerSettings` (each method takes its part); ``None``: the
+    defaults.
     """
     name = canonical_method(method)
     parts = [settings.of(m) for m in METHODS] if isinstance(settings, RankerSettings) else [settings]
@@ -275,7 +292,8 @@ def make_ranker(method: str, model_path: str | Path, settings: AnySettings | Non
     if name != "auto":
         return ranker_class(name)(model_path, _settings_for(name, settings), device=device)
     if not isinstance(settings, RankerSettings):  # one method's settings: the other methods take their defaults
-        part = next(({key: settings} for key, cls in (("mask_average", MaskAverageSettings),
+        part = next(({key: settings} for key, cls in (("mask_predict", MaskPredictSettings),
+                                                      ("mask_average", MaskAverageSettings),
                                                       ("retrieval", RetrievalRankerSettings),
                                                       ("causal_likelihood", LikelihoodSettings))
                      if isinstance(settings, cls)), {})
@@ -286,7 +304,7 @@ def make_ranker(method: str, model_path: str | Path, settings: AnySettings | Non
     if is_causal_lm(model_path):
         return ranker_class("causal-likelihood")(model_path, settings.causal_likelihood, device=device)
     try:
-        return MaskAverageRanker(model_path, settings.mask_average, device=device)
+        return MaskPredictRanker(model_path, settings.mask_predict, device=device)
     except MedlamaInputError as error:
         try:
             return RetrievalRanker(model_path, settings.retrieval, device=device)

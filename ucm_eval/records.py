@@ -5,7 +5,8 @@ For each row of a set built by ``medlama build context-variance`` (one context s
 (:mod:`medlama.ucm_eval.rankers`) ranks the row's candidates (its pool without the subject, plus any correct
 object missing from the pool) at every input (:func:`rank_sequences`; the row's inputs rebuilt from its
 segments and layout by :func:`medlama.datasets.context_variance.row_inputs`, added to the row as ``inputs``).
-Ranks are 1-based positions in the ranking of all candidates at that input.
+Ranks are 1-based positions in the ranking of all candidates at that input; a decoding ranker
+(mask-predict) ranks only the candidates it decoded, and gives every other one the rank ``len(candidates) + 1``.
 
 Rank-change records (:func:`sequence_records`): for every input ``k > 0`` of a sequence, one record with
 
@@ -122,7 +123,7 @@ def rank_sequences(ranker: ContextRanker, sets: ContextSets, *, block_rows: int 
                 correct = set(row["correct_ids"])
                 keep = [i for i, entity_id in enumerate(ids)
                         if entity_id != row["subject_id"] and (i < pool_size or entity_id in correct)]
-                ranks = ranks_from_scores(matrix[:, keep])
+                ranks = ranks_from_scores(matrix[:, keep], unranked=not ranker.ranks_all)
                 candidate_ids = [ids[i] for i in keep]
                 whole = np.array([fits for _, fits in inputs], dtype=bool)
                 if store is not None:

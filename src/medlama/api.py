@@ -122,7 +122,8 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       ``causal-generate`` (decoder-only causal LMs: exact ranking, fast constrained ranking, free text).
       ``preset``: the method's named settings (retrieval: ``reference`` by default, ``cosine``, or
       ``sentence-transformers``: ``SentenceTransformer.encode`` with cosine, as sentence-transformers' retrieval
-      evaluator);
+      evaluator; mask-predict: ``paper`` by default, ``paper-order+order``, ``biolama``, or ``fill-mask``: the
+      single-token fill-mask baseline of the paper's table 3, recorded as ``settings["preset"]``);
       ``settings``: fields that replace the preset's (e.g. ``{"pooling": "mean"}``) or the method's settings
       dataclass.
     * ``limit``: probe only the first ``limit`` queries of each relation (the candidates stay the whole set's).
@@ -234,8 +235,10 @@ def ucm(sets: str | Path, model: str | Path | Sequence[str | Path] | None = None
     ``medlama ucm`` computes it: a ModelResult (a list for several models), with
     U/C/M shares, their bootstrap ``intervals``, rank changes and acc@k with and without context.
 
-    ``method``: ``auto`` (causal-likelihood for a decoder-only causal LM, else mask-average with an MLM head,
-    else retrieval), ``mask-average``, ``retrieval`` or ``causal-likelihood``;
+    ``method``: ``auto`` (causal-likelihood for a decoder-only causal LM, else mask-predict with an MLM head:
+    the UCM paper's confidence decoding, as BioLAMA decodes; else retrieval), ``mask-predict``,
+    ``mask-average`` (every pool name by its mean token log-probability: not the paper's), ``retrieval`` or
+    ``causal-likelihood``; the results' ``settings["method"]`` records which;
     ``settings``: fields of UcmSettings (``ks``, ``relations``, ...);
     ``out``: also write ``results.json`` and ``ucm.png`` there, atomically, as ``medlama ucm --out`` does
     (default: nothing is kept).

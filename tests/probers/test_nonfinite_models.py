@@ -68,6 +68,7 @@ def test_causal_methods_refuse_a_nan_model(method, nan_gpt2):
 
 
 @pytest.mark.parametrize(("method", "model"), [("retrieval", "nan_bert"), ("mask-average", "nan_bert"),
+                                                ("mask-predict", "nan_bert"),
                                                 ("causal-likelihood", "nan_gpt2")])
 def test_ucm_rankers_refuse_a_nan_model(method, model, request):
     folder = request.getfixturevalue(model)

@@ -343,7 +343,7 @@ def test_mask_predict_presets_and_settings():
     second = settings_from("paper-order+order")
     assert (second.beam_size, second.max_masks, second.name) == (5, 5, "order+order")
     assert settings_from("paper", init="confidence", beam_size=None).init == "confidence"
-    assert set(PRESETS) == {"paper", "paper-order+order", "biolama"}
+    assert set(PRESETS) == {"paper", "paper-order+order", "biolama", "fill-mask"}
     biolama = settings_from("biolama")  # BioLAMA's run_optiprompt.py / run_manual.py decoding
     assert (biolama.beam_size, biolama.max_masks, biolama.init, biolama.refine, biolama.max_iterations) == \
         (5, 10, "confidence", "none", 10)

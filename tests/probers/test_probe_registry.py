@@ -26,7 +26,7 @@ def test_methods_name_prober_settings_and_presets():
                              "causal-likelihood", "causal-constrained", "causal-generate"]
     prober, settings, presets = METHODS["retrieval"]
     assert (prober, settings, presets) == (RetrievalProber, RetrievalSettings, PRESETS)
-    assert set(METHODS["mask-predict"].presets) == {"paper", "paper-order+order", "biolama"}
+    assert set(METHODS["mask-predict"].presets) == {"paper", "paper-order+order", "biolama", "fill-mask"}
     assert settings_for("retrieval", {"batch_size": 4}, preset="cosine") == RetrievalSettings(distance="cosine",
                                                                                           batch_size=4)
 

@@ -34,7 +34,7 @@ def test_ucm_causal_likelihood_end_to_end(sets, tiny_mlm, tmp_path_factory, tmp_
     # every record is kept or counted as cut (the tiny model has 64 positions)
     assert explicit["num_records"] + explicit["num_records_truncated"] == sum(len(i) - 1 for i in rows.with_transform(with_inputs)[:]["inputs"])
     assert len(records) == explicit["num_records"]
-    assert make_ranker("auto", tiny_mlm).settings()["method"] == "mask-average"  # auto for others as before
+    assert make_ranker("auto", tiny_mlm).settings()["method"] == "mask-predict"  # a masked LM: the paper's decoding
 
     # kept and cut records as the causal ranker sees the inputs (both inputs of a record whole, or cut)
     ranker = CausalRanker(gpt2, LikelihoodSettings(reduction="mean"))

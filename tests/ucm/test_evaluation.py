@@ -24,6 +24,7 @@ from medlama.ucm_eval.sets import load_sets
 def test_medlama_ucm_end_to_end(sets, tiny_mlm, tiny_encoder, tmp_path, capsys):
     out = tmp_path / "ucm"
     status = main(["ucm", "--sets", str(sets), "--model", str(tiny_mlm), str(tiny_encoder), "--label", "mlm", "enc",
+                   "--method", "mask-average", "retrieval",  # mask average named: auto's is mask-predict
                    "--out", str(out), "--records", "--include-first-segment"])
     assert status == 0
     printed = capsys.readouterr().out
@@ -138,7 +139,7 @@ def test_ucm_help_shows_every_default(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for shown in ("--method", "(default: auto)", "--ks K [K ...]", "(default: 1 5)", "--max-tokens N",
                   "(default: none)", "--pooling {cls,mean}", "(default: cls)", "--distance {l2,cosine}",
-                  "(default: l2)", "(default: mask-average 32, retrieval 64)", "--no-negative",
+                  "(default: l2)", "(default: mask-predict 16 queries, mask-average 32, retrieval 64)", "--no-negative",
                   "--include-first-segment", "--records"):
         assert shown in text
     assert "--ranker" not in text and "mlm" not in text.replace("--model", "")

@@ -8,7 +8,7 @@ import torch
 
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.mask_average import MaskAverageSettings
-from medlama.ucm_eval.rankers import (MaskAverageRanker, RankerSettings, RetrievalRanker, RetrievalRankerSettings,
+from medlama.ucm_eval.rankers import (MaskAverageRanker, MaskPredictRanker, RankerSettings, RetrievalRanker, RetrievalRankerSettings,
                                  make_ranker, ranker_settings, ranks_from_scores)
 from fp32 import fp32_sum_atol  # tests/helpers (pytest pythonpath)
 
@@ -82,7 +82,8 @@ def test_masked_lm_ranker_equals_mean_log_probs_by_hand(tiny_mlm):
 
 
 def test_make_ranker_and_bad_input(tiny_mlm, tiny_encoder):
-    assert isinstance(make_ranker("auto", tiny_mlm), MaskAverageRanker)
+    assert isinstance(make_ranker("auto", tiny_mlm), MaskPredictRanker)  # the UCM paper's decoding
+    assert isinstance(make_ranker("mask-average", tiny_mlm), MaskAverageRanker)
     assert isinstance(make_ranker("auto", tiny_encoder), RetrievalRanker)
     assert isinstance(make_ranker("retrieval", tiny_mlm, RankerSettings(mask_average=MaskAverageSettings(
         max_tokens=3))), RetrievalRanker)

@@ -3,7 +3,7 @@
 * Each method's flags sit in their own argument group; a flag several methods share (``--batch-size``) is
   added once, its help listing each method's default.
 * ``--preset`` names a preset of a chosen method (retrieval: reference, cosine, sentence-transformers;
-  mask-predict: paper, paper-order+order).
+  mask-predict: paper, paper-order+order, biolama, fill-mask).
 * ``--raw-predictions`` is the one flag that is not a field: it sets ``to_candidates`` to false.
 * A flag that no chosen method takes is an error naming the flag and the methods, never silently ignored.
 """
@@ -27,7 +27,8 @@ PRESET_HELP = {
                  "InformationRetrievalEvaluator",
     "mask-predict": "paper: the paper's X-FACTR settings (beam 5, up to 5 masks, 10 rounds) with the independent "
                     "fill; paper-order+order: order fill + order refinement; biolama: BioLAMA's (beam 5, up to 10 "
-                    "masks, confidence fill, no refinement), as medlama optiprompt decodes",
+                    "masks, confidence fill, no refinement), as medlama optiprompt decodes; fill-mask: the single-token "
+                    "fill-mask baseline of the paper's table 3 (one mask, the 10 best vocabulary tokens)",
 }
 RAW_PREDICTIONS = "--raw-predictions"  # to_candidates=False: a negated field, so not made by add_settings_flags
 

@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     # The released corpora hold lines of 1-3 words (89 in pubmed_sents_no_punkt_10k_0) whose masked span
     # could swallow the whole sentence; the recipe leaves them out and the rewire record counts them.
     config = RewireConfig.preset(recipe.rewire_preset, steps=recipe.steps, batch_size=recipe.rewire_batch_size,
+                                 save_steps=recipe.save_steps, temperature=recipe.tau,
                                  skip_short_lines=True).validate()
     settings = retrieval_settings(args)
     check_device(args.device)
@@ -87,7 +88,8 @@ def _recipe(args: argparse.Namespace, recipe: RecipeSettings, corpora: list[Path
     queries = load_queries(args)
     result = rewire_then_probe(queries, corpora, args.out, model=recipe.model, rewire_config=config,
                                probe_settings=settings, probe_checkpoints=recipe.probe_checkpoints,
-                               heldout=recipe.heldout, device=args.device, rewire_preset=recipe.rewire_preset)
+                               heldout=recipe.heldout, device=args.device, rewire_preset=recipe.rewire_preset,
+                               checkpoint_choice=recipe.checkpoint_choice)
 
     summary = result.summary()
     spread = ("mean ± sample std over the rewiring corpora" if len(result.rewired) > 1 else

@@ -13,10 +13,12 @@ from medlama.commands.output import BATCH_SIZE_LEAD, add_output_arguments, human
 from medlama.probers.outputs import RESULTS_FILE
 from medlama.probers.causal import LikelihoodSettings
 from medlama.probers.mask_average import MaskAverageSettings
+from medlama.probers.mask_predict import MaskPredictSettings
 from medlama.core.progress import enabled as progress_enabled
 from medlama.core.settings import settings_from
 from medlama.ucm_eval.evaluation import FLAGS, UcmModels, UcmRun, UcmSettings
 from medlama.ucm_eval.evaluation import run as run_ucm
+from medlama.ucm_eval.mask_predict_ranker import PAPER_DECODING
 from medlama.ucm_eval.rankers import RankerSettings, RetrievalRankerSettings
 
 
@@ -25,13 +27,18 @@ def register(subparsers) -> None:
         "ucm", help="UCM of models on context-variance sets: rank changes, UCM_k / UCM_m, acc@k with and "
                     "without context",
         description="Rank every pool entity at the mask of each incremental context input of a set built by "
-                    "`medlama build context-variance`, with a masked LM (mask average over the pool), an "
+                    "`medlama build context-variance`, with a masked LM (X-FACTR confidence decoding as BioLAMA "
+                    "decodes, the UCM paper's; or mask average over the pool), an "
                     "encoder (retrieval, as Contrastive-Probe) or a decoder-only causal LM (exact likelihood of "
                     "every pool name), and report the paper's tables 1-3. Writes "
                     "OUT/results.json and OUT/ucm.png. Without --model, the bundled all-MiniLM-L6-v2 encoder.")
     parser.add_argument("--sets", required=True, type=Path, help="folder written by medlama build context-variance")
     add_settings_flags(parser, UcmModels)
     add_settings_flags(parser, UcmSettings, title="what to score")
+    add_settings_flags(parser, MaskPredictSettings, exclude=("batch_size", "prompts"), defaults=PAPER_DECODING,
+                       title="mask-predict ranker (the paper's: BioLAMA's confidence decoding)",
+                       helps={name: (lambda text: "mask-predict: " + text)
+                              for name in ("max_masks", "beam_size", "init", "refine", "max_iterations", "rescore")})
     add_settings_flags(parser, MaskAverageSettings, exclude=("batch_size",), title="mask-average ranker",
                        helps={"max_tokens": lambda _: "mask-average: most masks per name, longer names are scored "
                                                       "on their first N tokens; none: the longest name's token count"})
@@ -39,7 +46,8 @@ def register(subparsers) -> None:
     add_settings_flags(parser, LikelihoodSettings, exclude=("batch_size", "search"),
                        title="causal-likelihood ranker")
     parser.add_argument("--batch-size", type=int, metavar="N",
-                        help=f"{BATCH_SIZE_LEAD} (default: mask-average {MaskAverageSettings().batch_size}"
+                        help=f"{BATCH_SIZE_LEAD} (default: mask-predict {PAPER_DECODING.batch_size} queries, "
+                             f"mask-average {MaskAverageSettings().batch_size}"
                              f", retrieval {RetrievalRankerSettings().batch_size}); causal-likelihood: candidate "
                              f"continuations per forward pass (default: {LikelihoodSettings().batch_size})")
     # --limit (first N triples per relation) is a field of UcmSettings, among "what to score".
@@ -53,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(UcmSettings, given_settings(args, UcmSettings))
     batch = {"batch_size": args.batch_size} if args.batch_size is not None else {}
     ranker_settings = RankerSettings(
+        mask_predict=settings_from(MaskPredictSettings, {**given_settings(args, MaskPredictSettings), **batch},
+                                   base=PAPER_DECODING),
         mask_average=settings_from(MaskAverageSettings, {**given_settings(args, MaskAverageSettings), **batch}),
         retrieval=settings_from(RetrievalRankerSettings, {**given_settings(args, RetrievalRankerSettings), **batch}),
         causal_likelihood=settings_from(LikelihoodSettings, {**given_settings(args, LikelihoodSettings), **batch}))
