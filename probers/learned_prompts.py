@@ -297,7 +297,7 @@ class PromptSet:
     @classmethod
     def _read(cls, path: Path) -> "PromptSet":
         from safetensors import SafetensorError  # safetensors only when prompts are read
-        from safetensors.torch import load_file
+        from safetensors.torch import load_file  # (and torch with it)
 
         try:
             record = json.loads((path / PROMPTS_FILE).read_text(encoding="utf-8"))
@@ -367,8 +367,8 @@ class PromptSet:
                 f"{seen['queries']} of the {len(queries)} probed queries ask facts these prompts were trained on "
                 f"(the {train['split']!r} split of their data, fingerprint {train['sha256'][:12]}...; first: "
                 f"{relation}, subject {subject!r}): scoring them measures memorisation, not knowledge; probe data "
-                "built from the release the prompts were trained on, or give --allow-train-overlap "
-                "(allow_train_overlap=True) to probe anyway (the overlap is recorded in results.json)",
+                "built from the release the prompts were trained on, or give --allow-train-overlap (the "
+                "setting allow_train_overlap) to probe anyway (the overlap is recorded in results.json)",
                 file=self.path)
         return record
 

@@ -122,7 +122,7 @@ def train_prompts(run: OptiPromptRun, settings: OptiPromptSettings = OptiPromptS
     resolve_model(run.model)
     folder = resolve_folder(run.data, dataset="biolama")
     train = _relation_rows(folder, run.config, TRAIN_SPLIT, run.relations)
-    dev = _relation_rows(folder, run.config, DEV_SPLIT, tuple(train))  # every relation needs dev rows to choose an epoch
+    dev = _relation_rows(folder, run.config, DEV_SPLIT, tuple(train))  # each relation needs dev rows to pick an epoch
     manuals = {}
     for name, rows in train.items():
         manuals[name] = rows["template"][0]
@@ -157,7 +157,8 @@ def train_prompts(run: OptiPromptRun, settings: OptiPromptSettings = OptiPromptS
         record = {"format": FORMAT, "kind": OUTPUT_KIND, "base": base, "data": folder.info, "config": run.config,
                   "training": {**asdict(settings), "train_split": TRAIN_SPLIT, "dev_split": DEV_SPLIT},
                   "training_data": {"train": data[TRAIN_SPLIT], "dev": data[DEV_SPLIT]},
-                  "decoding": {"method": "mask-predict", **{k: v for k, v in asdict(decoding).items() if k != "prompts"}},
+                  "decoding": {"method": "mask-predict", **{k: v for k, v in asdict(decoding).items()
+                                                            if k not in ("prompts", "allow_train_overlap")}},
                   "versions": package_versions(),
                   # when, by which command and on what it was trained (outside the identity, which is content)
                   "provenance": {key: value for key, value in provenance(device=run.device).items()

@@ -132,6 +132,9 @@ def test_training_data_is_fingerprinted_and_its_facts_are_not_probed_unseen(trai
     assert "8 probed queries ask facts these prompts were trained on" in capsys.readouterr().err
     note = json.loads((tmp_path / "allowed" / "results.json").read_text())[0]["settings"]["learned_prompts"]
     assert note["probed"]["train_overlap"] == {"queries": 8, "first": ["wikidata_P1", "apple"], "allowed": True}
+    result = medlama.probe(str(model), str(rotated), dataset="biolama", method="mask-predict", prompts=prompts.path,
+                           settings={**DECODING, "allow_train_overlap": True})  # the API's setting
+    assert result.settings["learned_prompts"]["probed"]["train_overlap"]["allowed"] is True
 
 
 def test_probing_the_split_that_chose_the_epochs_is_warned_and_recorded(trained, tmp_path, capsys):
@@ -143,3 +146,37 @@ def test_probing_the_split_that_chose_the_epochs_is_warned_and_recorded(trained,
     assert "medlama: warning: these prompts' epochs were chosen by acc@1 on the 'dev' split" in err
     probed = json.loads((tmp_path / "dev" / "results.json").read_text())[0]["settings"]["learned_prompts"]["probed"]
     assert probed["split"] == "dev" and probed["selected_on_this_split"] is True
+
+
+def test_a_probe_reads_the_prompts_once_and_a_model_in_memory_is_hashed_once(trained, tmp_path, monkeypatch):
+    import hashlib
+
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from medlama.core.loaded import LoadedModel
+    from medlama.probers import learned_prompts, mlm
+    from medlama.probers.learned_prompts import PromptSet
+
+    model, data, prompts = trained
+    reads, read = [], PromptSet._read.__func__
+    monkeypatch.setattr(PromptSet, "_read", classmethod(lambda cls, path: reads.append(path) or read(cls, path)))
+    learned_prompts._READ.clear()
+    assert main(probe_command(model, data, prompts.path, tmp_path / "out")) == 0  # checks, prober, resume record
+    assert reads == [prompts.path]
+
+    hashed = []
+
+    class Counting:  # hashlib as mlm sees it, counting the digests begun
+        @staticmethod
+        def sha256(*args):
+            hashed.append(1)
+            return hashlib.sha256(*args)
+
+    monkeypatch.setattr(mlm, "hashlib", Counting)
+    loaded = LoadedModel(AutoModelForMaskedLM.from_pretrained(model).eval(), AutoTokenizer.from_pretrained(model))
+    first = mlm.MaskedLM(loaded).weights_sha256()
+    assert mlm.MaskedLM(loaded).weights_sha256() == first and len(hashed) == 1  # another MaskedLM, the same model
+    assert first == prompts.record["base"]["model_sha256"]
+    with __import__("torch").no_grad():
+        loaded.model.get_input_embeddings().weight[0, 0] += 1  # changed in place: hashed again, and it differs
+    assert mlm.MaskedLM(loaded).weights_sha256() != first and len(hashed) == 2
