@@ -4,10 +4,12 @@
 A learned prompt replaces a relation's manual template by trainable input vectors ``[V1] ... [Vn]`` around
 the subject ``[X]`` and the object slot ``[Y]``:
 
-* ``manual`` init (BioLAMA's default): the manual template (``[X]`` and ``[Y]`` spaced apart, whitespace
-  collapsed, as BioLAMA does) is split on whitespace; every word but the slots is tokenized as it reads after
-  a space, and each of its tokens becomes one ``[Vi]`` starting from that token's input embedding, the final
-  ``.`` included: ``[X] has symptoms such as [Y] .`` -> ``[X] [V1] [V2] [V3] [V4] [Y] [V5]``.
+* ``manual`` init (BioLAMA's default): each token of the manual template but the slots becomes one ``[Vi]``
+  starting from that token's input embedding, the final ``.`` included: ``[X] has symptoms such as [Y] .`` ->
+  ``[X] [V1] [V2] [V3] [V4] [Y] [V5]``. The tokens are those the manual query is read as
+  (:meth:`~medlama.probers.mlm.MaskedLM.split`: the text before a slot without its trailing space, the text
+  after the last slot as it is), so a byte-level BPE's ``[X]'s colour is [Y].`` gives ``'s`` and ``.``, not the
+  spaced ``Ġ'``, ``s`` and ``Ġ.`` (WordPiece reads both alike, as BioLAMA's spaced words).
 * ``random`` init: ``[X] [V1] ... [Vn] [Y] .`` with ``n`` random vectors (the ``.`` stays a token).
 
 A query of a relation is the manual query (``[X]`` filled, as the built folder's ``query`` column) cut
@@ -16,11 +18,13 @@ embedding table, :class:`~medlama.probers.mlm.MaskedLM` splices them in) and its
 manual init and no training, each vector is the embedding of the token it replaces, so mask predict decodes
 exactly what it decodes from the manual prompt.
 
-The folder (:data:`PROMPTS_FILE` marks it): ``prompts.json`` (format, base model and tokenizer identity,
-training and decoding settings, data, and per relation its manual and learned templates, vector file and
-its SHA-256, dev curve and chosen epoch), ``vectors/<relation>.safetensors`` (one float32 tensor
-``vectors``, n x hidden) and a model-card README. :func:`prompts_identity` is a content hash over the base
-model, the tokenizer and every relation's templates and vectors (the timings and dev curve left out).
+The folder (:data:`PROMPTS_FILE` marks it): ``prompts.json`` (format, base model, config and tokenizer
+identity, training and decoding settings, data, the train and dev splits' records
+(:mod:`medlama.probers.prompt_data`), and per relation its manual and learned templates, vector file and its
+SHA-256, dev curve and chosen epoch), ``vectors/<relation>.safetensors`` (one float32 tensor ``vectors``, n x
+hidden) and a model-card README. :func:`prompts_identity` is a content hash over the base model, the training
+data's record and every relation's templates and vectors (the timings and dev curve left out: the folder's
+ownership record, which holds every file's SHA-256, vouches for those).
 """
 
 from __future__ import annotations
@@ -170,14 +174,16 @@ def tokenizer_sha256(tokenizer: Any) -> str:
     return hashlib.sha256(json.dumps(record, ensure_ascii=False).encode()).hexdigest()
 
 
-#: Config keys that say how a model was saved or loaded, not what it computes.
-_CONFIG_NOISE = ("transformers_version", "torch_dtype", "dtype", "architectures")
+#: Config keys that say how a model was saved, loaded or asked to report, not what its logits are.
+_CONFIG_NOISE = ("transformers_version", "torch_dtype", "dtype", "architectures", "output_hidden_states",
+                 "output_attentions", "return_dict", "use_cache", "torchscript")
 
 
 def config_sha256(config: Any) -> str:
     """SHA-256 of what a model's config says it computes (its activation, sizes, layer norm, ...): the same
-    weights under another config are another model."""
-    values = {key: value for key, value in config.to_dict().items()
+    weights under another config are another model. The values that differ from the class's defaults (a
+    transformers release that adds a setting at its default changes nothing)."""
+    values = {key: value for key, value in config.to_diff_dict().items()
               if not key.startswith("_") and key not in _CONFIG_NOISE}
     return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -265,6 +271,9 @@ def _check_files(path: Path, record: Mapping[str, Any]) -> None:
             raise MedlamaInputError(f"a damaged prompts folder: {problem}; train the prompts again or copy the "
                                     "folder again", file=file)
         entry = written.get(name) if isinstance(written, dict) else None
+        if isinstance(written, dict) and not isinstance(entry, dict):
+            raise MedlamaInputError(f"not a file `medlama optiprompt` wrote (the folder's ownership record "
+                                    f"{OWNER_NAME} does not list it); train the prompts again", file=file)
         change = change_since(file, entry) if isinstance(entry, dict) else None
         if change:
             raise MedlamaInputError(f"changed since `medlama optiprompt` wrote it ({change}, by the folder's "
