@@ -260,7 +260,8 @@ def _check_files(path: Path, record: Mapping[str, Any]) -> None:
     (safetensors' own error names no file), or (where the folder's ownership record lists the files' SHA-256)
     ``prompts.json`` or a vectors file changed since."""
     written = (owner_record(path) or {}).get(FILES_KEY)
-    names = [PROMPTS_FILE, *(rel.get("file") for rel in record.get("relations", {}).values()
+    relations = record.get("relations")
+    names = [PROMPTS_FILE, *(rel.get("file") for rel in (relations.values() if isinstance(relations, dict) else ())
                              if isinstance(rel, dict) and isinstance(rel.get("file"), str))]
     for name in names:
         file = path / name
@@ -294,8 +295,8 @@ class PromptSet:
         """The folder ``prompts`` names, checked (its files as written, its vectors, its identity); read once
         while its files are unchanged (a probe asks for it at its checks, its prober and its resume record)."""
         path = resolve_prompts(prompts)
-        stamp = tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(path.rglob("*"))
-                      if p.is_file())
+        stamp = tuple((p.relative_to(path).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
+                      for p in sorted(path.rglob("*")) if p.is_file())
         cached = _READ.get(path.resolve())
         if cached is not None and cached[0] == stamp:
             return cached[1]
