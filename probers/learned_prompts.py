@@ -4,10 +4,12 @@
 A learned prompt replaces a relation's manual template by trainable input vectors ``[V1] ... [Vn]`` around
 the subject ``[X]`` and the object slot ``[Y]``:
 
-* ``manual`` init (BioLAMA's default): the manual template (``[X]`` and ``[Y]`` spaced apart, whitespace
-  collapsed, as BioLAMA does) is split on whitespace; every word but the slots is tokenized as it reads after
-  a space, and each of its tokens becomes one ``[Vi]`` starting from that token's input embedding, the final
-  ``.`` included: ``[X] has symptoms such as [Y] .`` -> ``[X] [V1] [V2] [V3] [V4] [Y] [V5]``.
+* ``manual`` init (BioLAMA's default): each token of the manual template but the slots becomes one ``[Vi]``
+  starting from that token's input embedding, the final ``.`` included: ``[X] has symptoms such as [Y] .`` ->
+  ``[X] [V1] [V2] [V3] [V4] [Y] [V5]``. The tokens are those the manual query is read as
+  (:meth:`~medlama.probers.mlm.MaskedLM.split`: the text before a slot without its trailing space, the text
+  after the last slot as it is), so a byte-level BPE's ``[X]'s colour is [Y].`` gives ``'s`` and ``.``, not the
+  spaced ``Ġ'``, ``s`` and ``Ġ.`` (WordPiece reads both alike, as BioLAMA's spaced words).
 * ``random`` init: ``[X] [V1] ... [Vn] [Y] .`` with ``n`` random vectors (the ``.`` stays a token).
 
 A query of a relation is the manual query (``[X]`` filled, as the built folder's ``query`` column) cut
@@ -16,11 +18,13 @@ embedding table, :class:`~medlama.probers.mlm.MaskedLM` splices them in) and its
 manual init and no training, each vector is the embedding of the token it replaces, so mask predict decodes
 exactly what it decodes from the manual prompt.
 
-The folder (:data:`PROMPTS_FILE` marks it): ``prompts.json`` (format, base model and tokenizer identity,
-training and decoding settings, data, and per relation its manual and learned templates, vector file and
-its SHA-256, dev curve and chosen epoch), ``vectors/<relation>.safetensors`` (one float32 tensor
-``vectors``, n x hidden) and a model-card README. :func:`prompts_identity` is a content hash over the base
-model, the tokenizer and every relation's templates and vectors (the timings and dev curve left out).
+The folder (:data:`PROMPTS_FILE` marks it): ``prompts.json`` (format, base model, config and tokenizer
+identity, training and decoding settings, data, the train and dev splits' records
+(:mod:`medlama.probers.prompt_data`), and per relation its manual and learned templates, vector file and its
+SHA-256, dev curve and chosen epoch), ``vectors/<relation>.safetensors`` (one float32 tensor ``vectors``, n x
+hidden) and a model-card README. :func:`prompts_identity` is a content hash over the base model, the training
+data's record and every relation's templates and vectors (the timings and dev curve left out: the folder's
+ownership record, which holds every file's SHA-256, vouches for those).
 """
 
 from __future__ import annotations
@@ -34,9 +38,12 @@ from typing import Any
 
 from medlama.core.defaults import MASK_PLACEHOLDER, SUBJECT_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
+from medlama.core.integrity import FILES_KEY, change_since, safetensors_problem
 from medlama.core.models import is_hub_id
+from medlama.core.ownership import OWNER_NAME, owner_record
 from medlama.core.public_paths import public_word
 from medlama.probers.mlm import MaskedLM, SplitQuery
+from medlama.probers.prompt_data import check_record, fingerprint, overlap
 
 PROMPTS_FILE = "prompts.json"
 OUTPUT_KIND = "optiprompt"
@@ -46,12 +53,6 @@ INITS = ("manual", "random")
 _SLOTS = ("[X]", "[Y]")
 
 
-def spaced(manual: str) -> str:
-    """The manual template as BioLAMA reads it: ``[X]`` and ``[Y]`` spaced apart, whitespace collapsed."""
-    return " ".join(manual.replace(SUBJECT_PLACEHOLDER, f" {SUBJECT_PLACEHOLDER} ")
-                    .replace(MASK_PLACEHOLDER, f" {MASK_PLACEHOLDER} ").split())
-
-
 def check_manual(manual: str, relation: str) -> None:
     """A template with exactly one ``[X]`` and one ``[Y]``, else an error naming the relation."""
     if manual.count(SUBJECT_PLACEHOLDER) != 1 or manual.count(MASK_PLACEHOLDER) != 1:
@@ -59,17 +60,37 @@ def check_manual(manual: str, relation: str) -> None:
                                 f"{SUBJECT_PLACEHOLDER} and one {MASK_PLACEHOLDER}")
 
 
+def _pieces(manual: str) -> list[str]:
+    """The manual template cut at its slots: ``[text, slot, text, slot, text]``."""
+    first = min(_SLOTS, key=manual.index)
+    second = _SLOTS[1] if first == _SLOTS[0] else _SLOTS[0]
+    lead, rest = manual.split(first)
+    middle, tail = rest.split(second)
+    return [lead, first, middle, second, tail]
+
+
+def _subject_text(manual: str, subject: str) -> str:
+    """The subject as the manual query's tokenizer reads it: after a space when the template puts one before
+    ``[X]`` (a byte-level BPE marks it), else as it is."""
+    before = manual.split(SUBJECT_PLACEHOLDER)[0]
+    return (" " if before and before[-1].isspace() else "") + subject
+
+
 def initial_template(lm: MaskedLM, manual: str, init: str, prompt_tokens: int) -> tuple[str, list[int]]:
     """The learned template of a relation and, for the ``manual`` init, the token id each ``[Vi]`` starts from
     (see the module docstring)."""
     if init == "random":
         return " ".join(["[X]", *(f"[V{i + 1}]" for i in range(prompt_tokens)), "[Y]", "."]), []
-    words, sources = [], []
-    for word in spaced(manual).split():
-        if word in _SLOTS:
-            words.append(word)
+    words: list[str] = []
+    sources: list[int] = []
+    pieces = _pieces(manual)
+    for at, piece in enumerate(pieces):
+        if piece in _SLOTS:
+            words.append(piece)
             continue
-        for token in lm.ids(" " + word):
+        # as MaskedLM.split reads the manual query: the text before a slot without its trailing space (a
+        # space before [X] is the subject's, before [Y] the answer's), the text after the last slot as it is
+        for token in lm.ids(piece if at == len(pieces) - 1 else piece.rstrip()):
             sources.append(token)
             words.append(f"[V{len(sources)}]")
     return " ".join(words), sources
@@ -115,19 +136,25 @@ class LearnedPrompt:
         """The query ``text`` (its manual query) as ids around the slot, the vectors as ids ``lm.rows +
         offset + i``."""
         subject = subject_of(self.manual, text)
-        lead = spaced(self.manual).split(SUBJECT_PLACEHOLDER)[0]
         parts: list[list[int]] = [[], []]
         side = 0
         for item in parse_template(self.template):
             if item == MASK_PLACEHOLDER:
                 side = 1
             elif item == SUBJECT_PLACEHOLDER:
-                parts[side].extend(lm.ids((" " if lead else "") + subject))
+                parts[side].extend(lm.ids(_subject_text(self.manual, subject)))
             elif isinstance(item, int):
                 parts[side].append(lm.rows + offset + item)
             else:
                 parts[side].extend(lm.ids(" " + item))
         return SplitQuery(tuple(parts[0]), tuple(parts[1]), lm.split(text).space_before)
+
+    def shown(self, text: str, mask_token: str) -> str:
+        """What the model reads for the query ``text``: the learned template with its subject and the mask token
+        filled in, each learned vector as its ``[Vi]`` marker (a literal word as it is)."""
+        subject = subject_of(self.manual, text)
+        return " ".join(subject if word == SUBJECT_PLACEHOLDER else mask_token if word == MASK_PLACEHOLDER else word
+                        for word in self.template.split())
 
 
 def vectors_sha256(vectors: Any) -> str:
@@ -147,16 +174,37 @@ def tokenizer_sha256(tokenizer: Any) -> str:
     return hashlib.sha256(json.dumps(record, ensure_ascii=False).encode()).hexdigest()
 
 
+#: Config keys that say how a model was saved, loaded or asked to report, not what its logits are.
+_CONFIG_NOISE = ("transformers_version", "torch_dtype", "dtype", "architectures", "output_hidden_states",
+                 "output_attentions", "return_dict", "use_cache", "torchscript")
+
+
+def config_sha256(config: Any) -> str:
+    """SHA-256 of what a model's config says it computes (its activation, sizes, layer norm, ...): the same
+    weights under another config are another model. The values that differ from the class's defaults (a
+    transformers release that adds a setting at its default changes nothing)."""
+    values = {key: value for key, value in config.to_diff_dict().items()
+              if not key.startswith("_") and key not in _CONFIG_NOISE}
+    return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
+
+
+#: The parts of a base model's identity, as :meth:`PromptSet.check_base` names them.
+BASE_KEYS = (("model", "model_sha256"), ("config", "config_sha256"), ("tokenizer", "tokenizer_sha256"))
+
+
 def base_identity(lm: MaskedLM) -> dict:
-    """What learned prompts are trained for: the model's weights and the tokenizer, by content hash."""
-    return {"model_sha256": lm.weights_sha256(), "tokenizer_sha256": tokenizer_sha256(lm.tokenizer),
+    """What learned prompts are trained for: the model's weights, its config and the tokenizer, by content
+    hash."""
+    return {"model_sha256": lm.weights_sha256(), "config_sha256": config_sha256(lm.model.config),
+            "tokenizer_sha256": tokenizer_sha256(lm.tokenizer),
             "hidden_size": int(lm.model.get_input_embeddings().embedding_dim)}
 
 
 def prompts_identity(record: Mapping[str, Any]) -> str:
-    """The content hash of a prompts folder's record: base model, tokenizer, each relation's templates and
-    vectors."""
-    core = {"base": {key: record["base"][key] for key in ("model_sha256", "tokenizer_sha256")},
+    """The content hash of a prompts folder's record: base model (weights, config, tokenizer), the data it was
+    trained and selected on, each relation's templates and vectors."""
+    core = {"base": {key: record["base"][key] for _, key in BASE_KEYS},
+            "training_data": record["training_data"],
             "relations": {name: {key: rel[key] for key in ("manual", "template", "vectors_sha256")}
                           for name, rel in sorted(record["relations"].items())}}
     return hashlib.sha256(json.dumps(core, sort_keys=True).encode()).hexdigest()
@@ -190,22 +238,48 @@ def resolve_prompts(prompts: str | Path) -> Path:
             raise MedlamaInputError("prompts folder does not exist (and it is not a Hub id either)", file=text)
         import huggingface_hub  # the Hub client only when prompts are downloaded
 
-        path = Path(huggingface_hub.snapshot_download(repo, revision=revision or None))
+        try:
+            path = Path(huggingface_hub.snapshot_download(repo, revision=revision or None))
+        except (OSError, ValueError) as error:  # offline, no such repository or revision, no access
+            reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise MedlamaInputError(f"cannot fetch the learned prompts from the Hub: {reason}", file=text) from None
     if not (path / PROMPTS_FILE).is_file():
         raise MedlamaInputError(f"not a prompts folder of `medlama optiprompt` (no {PROMPTS_FILE})", file=path)
     return path
 
 
 def identity_of(settings: Any) -> str | None:
-    """The identity recorded in the prompts folder that ``settings.prompts`` names (``None`` without one): what
-    a resumed probe must decode with again."""
+    """The identity of the prompts folder that ``settings.prompts`` names (``None`` without one): what a resumed
+    probe must decode with again."""
     prompts = getattr(settings, "prompts", None)
-    if prompts is None:
-        return None
-    try:
-        return json.loads((resolve_prompts(prompts) / PROMPTS_FILE).read_text(encoding="utf-8")).get("identity")
-    except (OSError, ValueError, AttributeError):
-        return None
+    return None if prompts is None else PromptSet.read(prompts).identity
+
+
+def _check_files(path: Path, record: Mapping[str, Any]) -> None:
+    """Refuse a file of the folder that is not as ``medlama optiprompt`` wrote it: a vectors file cut short
+    (safetensors' own error names no file), or (where the folder's ownership record lists the files' SHA-256)
+    ``prompts.json`` or a vectors file changed since."""
+    written = (owner_record(path) or {}).get(FILES_KEY)
+    relations = record.get("relations")
+    names = [PROMPTS_FILE, *(rel.get("file") for rel in (relations.values() if isinstance(relations, dict) else ())
+                             if isinstance(rel, dict) and isinstance(rel.get("file"), str))]
+    for name in names:
+        file = path / name
+        if not file.is_file():
+            raise MedlamaInputError("a damaged prompts folder: the file is missing", file=file)
+        problem = safetensors_problem(file) if name.endswith(".safetensors") else None
+        if problem:
+            raise MedlamaInputError(f"a damaged prompts folder: {problem}; train the prompts again or copy the "
+                                    "folder again", file=file)
+        entry = written.get(name) if isinstance(written, dict) else None
+        if isinstance(written, dict) and not isinstance(entry, dict):
+            raise MedlamaInputError(f"not a file `medlama optiprompt` wrote (the folder's ownership record "
+                                    f"{OWNER_NAME} does not list it); train the prompts again", file=file)
+        change = change_since(file, entry) if isinstance(entry, dict) else None
+        if change:
+            raise MedlamaInputError(f"changed since `medlama optiprompt` wrote it ({change}, by the folder's "
+                                    f"ownership record {OWNER_NAME}): what it records would not be what was "
+                                    "trained; train the prompts again", file=file)
 
 
 @dataclass(frozen=True)
@@ -218,16 +292,39 @@ class PromptSet:
 
     @classmethod
     def read(cls, prompts: str | Path) -> "PromptSet":
-        from safetensors.torch import load_file  # safetensors only when prompts are read
-
+        """The folder ``prompts`` names, checked (its files as written, its vectors, its identity); read once
+        while its files are unchanged (a probe asks for it at its checks, its prober and its resume record)."""
         path = resolve_prompts(prompts)
+        stamp = tuple((p.relative_to(path).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
+                      for p in sorted(path.rglob("*")) if p.is_file())
+        cached = _READ.get(path.resolve())
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        loaded = cls._read(path)
+        _READ[path.resolve()] = (stamp, loaded)
+        return loaded
+
+    @classmethod
+    def _read(cls, path: Path) -> "PromptSet":
+        from safetensors import SafetensorError  # safetensors only when prompts are read
+        from safetensors.torch import load_file  # (and torch with it)
+
         try:
             record = json.loads((path / PROMPTS_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise MedlamaInputError(f"a damaged prompts folder: {error}", file=path / PROMPTS_FILE) from None
+        _check_files(path, record if isinstance(record, dict) else {})
+        try:
             if record.get("format") != FORMAT:
                 raise ValueError(f"format {record.get('format')!r}, not {FORMAT!r}")
+            for split in ("train", "dev"):
+                check_record(record["training_data"].get(split))
             loaded = {}
             for name, rel in record["relations"].items():
-                vectors = load_file(str(path / rel["file"]))["vectors"]
+                try:
+                    vectors = load_file(str(path / rel["file"]))["vectors"]
+                except SafetensorError as error:
+                    raise ValueError(f"{rel['file']} cannot be read ({error})") from None
                 if vectors_sha256(vectors) != rel["vectors_sha256"]:
                     raise ValueError(f"{rel['file']} differs from the SHA-256 recorded for it")
                 if vectors.shape[0] < vector_count(rel["template"]):
@@ -235,8 +332,9 @@ class PromptSet:
                 loaded[name] = LearnedPrompt(name, rel["manual"], rel["template"], vectors)
             if prompts_identity(record) != record.get("identity"):
                 raise ValueError("its identity does not match its content")
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise MedlamaInputError(f"a damaged prompts folder: {error}", file=path) from None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+            what = f"no {error}" if isinstance(error, KeyError) else str(error)
+            raise MedlamaInputError(f"a damaged prompts folder: {what}", file=path) from None
         return cls(path, record, loaded)
 
     @property
@@ -244,18 +342,18 @@ class PromptSet:
         return self.record["identity"]
 
     def check_base(self, lm: MaskedLM) -> None:
-        """Refuse a model or tokenizer other than the one the prompts were trained for, naming which."""
+        """Refuse a model (weights or config) or tokenizer other than the one the prompts were trained for,
+        naming which."""
         now, then = base_identity(lm), self.record["base"]
-        wrong = [what for what, key in (("model", "model_sha256"), ("tokenizer", "tokenizer_sha256"))
-                 if now[key] != then[key]]
+        wrong = [what for what, key in BASE_KEYS if now[key] != then.get(key)]
         if wrong:
             model = then.get("model") or {}
+            shown = ", ".join(f"{what} {str(then.get(key))[:12]}..." for what, key in BASE_KEYS)
+            now_shown = ", ".join(f"{what} {now[key][:12]}..." for what, key in BASE_KEYS)
             raise MedlamaInputError(
                 f"these prompts were trained for another {' and '.join(wrong)}: "
-                f"{model.get('id') or model.get('name') or '?'} (weights SHA-256 {then['model_sha256'][:12]}..., "
-                f"tokenizer {then['tokenizer_sha256'][:12]}...), not {lm.model_path} ({now['model_sha256'][:12]}..., "
-                f"{now['tokenizer_sha256'][:12]}...); learned vectors only mean something to the model they were "
-                "trained with", file=self.path)
+                f"{model.get('id') or model.get('name') or '?'} ({shown}), not {lm.model_path} ({now_shown}); "
+                "learned vectors only mean something to the model they were trained with", file=self.path)
 
     def check_relations(self, relations: Sequence[str]) -> None:
         missing = sorted(set(relations) - set(self.prompts))
@@ -264,22 +362,71 @@ class PromptSet:
                                     f"{', '.join(sorted(self.prompts)) or 'none'}); train them with medlama "
                                     "optiprompt --relations, or probe only the relations it has", file=self.path)
 
-    def check_queries(self, queries: Any) -> None:
-        """Refuse a probe of ``queries`` (a ``QuerySet``) with a relation these prompts lack, or on the split
-        they were trained on."""
+    def check_queries(self, queries: Any, *, allow_train_overlap: bool = False) -> dict:
+        """Refuse a probe of ``queries`` (a ``QuerySet``) with a relation these prompts lack, on the split they
+        were trained on, or (unless ``allow_train_overlap``) of facts they were trained on; returns what a
+        result records of it (:meth:`probed`)."""
         self.check_relations(sorted(set(queries.relations)))
         self.check_split(queries.info.get("split"))
+        record = self.probed(queries, allow_train_overlap=allow_train_overlap)
+        seen = record["train_overlap"]
+        if seen["queries"] and not allow_train_overlap:
+            train = self.record["training_data"]["train"]
+            relation, subject = seen["first"]
+            raise MedlamaInputError(
+                f"{seen['queries']} of the {len(queries)} probed queries ask facts these prompts were trained on "
+                f"(the {train['split']!r} split of their data, fingerprint {train['sha256'][:12]}...; first: "
+                f"{relation}, subject {subject!r}): scoring them measures memorisation, not knowledge; probe data "
+                "built from the release the prompts were trained on, or give --allow-train-overlap (the "
+                "setting allow_train_overlap) to probe anyway (the overlap is recorded in results.json)",
+                file=self.path)
+        return record
 
     def check_split(self, split: str | None) -> None:
         train = self.record.get("training", {}).get("train_split", "train")
         if split == train:
             raise MedlamaInputError(f"these prompts were trained on the {train!r} split: probing them on it "
-                                    "measures memorisation, not knowledge; probe test (or dev)", file=self.path)
+                                    "measures memorisation, not knowledge; probe the test split", file=self.path)
+
+    def probed(self, queries: Any, *, allow_train_overlap: bool = False) -> dict:
+        """What a result records of probing ``queries`` with these prompts: the split and whether it chose the
+        kept epochs, and how many queries ask facts of the prompts' train and dev data."""
+        dev = self.record.get("training", {}).get("dev_split", "dev")
+        facts = [(relation, subject_of(self.prompts[relation].manual, text), gold)
+                 for relation, text, gold in zip(queries.relations, queries.texts, queries.gold)
+                 if relation in self.prompts]
+        out: dict[str, Any] = {"split": queries.info.get("split"),
+                               "selected_on_this_split": queries.info.get("split") == dev}
+        for split in ("train", "dev"):
+            found = overlap(self.record["training_data"][split], facts)
+            out[f"{split}_overlap"] = {"queries": len(found), "first": list(found[0]) if found else None}
+        out["train_overlap"]["allowed"] = allow_train_overlap
+        return out
+
+    def warnings(self, probed: Mapping[str, Any]) -> list[str]:
+        """Why the scores of a probe (``probed``, from :meth:`check_queries`) are optimistic, one line each."""
+        lines = []
+        if probed["selected_on_this_split"]:
+            lines.append(f"these prompts' epochs were chosen by acc@1 on the {probed['split']!r} split being "
+                         "probed: its scores are optimistic (recorded in results.json); the test split is the "
+                         "unbiased one")
+        elif probed["dev_overlap"]["queries"]:
+            lines.append(f"{probed['dev_overlap']['queries']} probed queries ask facts of the data that chose these "
+                         "prompts' epochs (their dev split): their scores are optimistic (recorded in results.json)")
+        if probed["train_overlap"]["queries"]:
+            lines.append(f"{probed['train_overlap']['queries']} probed queries ask facts these prompts were trained "
+                         "on (--allow-train-overlap; recorded in results.json)")
+        return lines
 
     def note(self) -> dict:
-        """What a result records of the prompts: identity, base model, training settings, relations."""
+        """What a result records of the prompts: identity, base model, training settings and data, relations."""
         record = self.record
         return {"identity": self.identity, "path": public_word(str(self.path)), "base": record["base"],
                 "training": record.get("training"), "decoding": record.get("decoding"),
+                "training_data": {split: fingerprint(item) for split, item in record["training_data"].items()},
                 "relations": {name: {"template": rel["template"], "best_epoch": rel.get("best_epoch")}
                               for name, rel in sorted(record["relations"].items())}}
+
+
+#: Prompt folders read in this process: ``{folder: (its files' names, sizes and times, what was read)}``.
+_READ: dict[Path, tuple[tuple, PromptSet]] = {}

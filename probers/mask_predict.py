@@ -85,6 +85,8 @@ class MaskPredictSettings:
     batch_size: BatchSize = setting(16, metavar="N", help="queries decoded together (x beam size rows per forward pass)", min=1)
     prompts: str | None = setting(None, metavar="PROMPTS", help="decode with learned prompts: a folder of medlama "
                                   "optiprompt or a Hub repo id (none: the manual prompts)")
+    allow_train_overlap: bool = setting(False, switch=True, help="probe learned prompts on queries that ask facts "
+                                        "they were trained on (another build's test split): recorded, not refused")
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -320,7 +322,8 @@ class MaskPredictProber(Prober):
         """Every decoded answer of every query with its score (see the module docstring), best first."""
         settings = self.settings_
         if self.learned is not None:
-            self.learned.check_queries(queries)  # run_probe checked them already; a prober used alone too
+            # run_probe checked them already; a prober used alone too
+            self.learned.check_queries(queries, allow_train_overlap=settings.allow_train_overlap)
         splits = [self._split(queries, q) for q in range(len(queries))]
         lookups = {}
         out: list[list[tuple[str, float]]] = []
@@ -359,9 +362,14 @@ class MaskPredictProber(Prober):
 
     def rank_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False) -> Ranking:
         """The decoded answers, best first, with their scores; the gold is ranked among them only (the pool
-        is not scored as a whole). ``inputs``: the query with the model's mask token in the slot."""
+        is not scored as a whole). ``inputs``: what was fed, the query with the model's mask token in the slot
+        (with learned prompts: the learned template, its ``[Vi]`` markers, the subject and the mask token)."""
         check_all_scores(self, all_scores)
         decoded = [answers[:top_k] for answers in self.decode(queries)]
+        mask = self.lm.tokenizer.mask_token
+        inputs = queries.with_mask(mask)
+        if self._offsets:
+            inputs = [self._prompts[relation].shown(text, mask) if relation in self._prompts else shown
+                      for relation, text, shown in zip(queries.relations, queries.texts, inputs)]
         return Ranking.from_names(queries.gold, [[text for text, _ in row] for row in decoded],
-                                  scores=[[score for _, score in row] for row in decoded],
-                                  inputs=queries.with_mask(self.lm.tokenizer.mask_token))
+                                  scores=[[score for _, score in row] for row in decoded], inputs=inputs)

@@ -20,6 +20,7 @@ replace gives the same logits.
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,10 @@ MAX_LOGPROB_ELEMENTS = 1 << 26
 #: The share of a GPU's free memory one pass's log-probabilities may take: the model's activations, the
 #: softmax's temporaries and the caller's other tensors share the rest.
 GPU_LOGPROB_SHARE = 0.25
+
+
+#: ``{model in memory: (its tensors' names, storages and versions, their SHA-256)}``: :meth:`MaskedLM.weights_sha256`.
+_WEIGHTS_SHA256: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def logprob_elements(device) -> int:
@@ -196,7 +201,6 @@ class MaskedLM:
         #: Input embedding rows; ids from here on are :attr:`vectors` (learned prompt vectors), if any.
         self.rows = int(model.get_input_embeddings().num_embeddings)
         self.vectors = None
-        self._weights_sha256: str | None = None
         self.head = self._find_head(model)
         if self.head is not None and not self._head_matches(list(wrapped)):
             self.head = None
@@ -339,17 +343,22 @@ class MaskedLM:
 
     def weights_sha256(self) -> str:
         """SHA-256 over the model's tensors (names, shapes, dtypes, bytes, in name order): what learned prompts
-        are trained for (computed once)."""
-        if self._weights_sha256 is None:
-            import torch  # torch only when a model runs
+        are trained for. Computed once per model in memory (every ``MaskedLM`` over it shares it) while no tensor
+        is changed in place, replaced or added (their version counters and storage say so)."""
+        import torch  # torch only when a model runs
 
-            digest = hashlib.sha256()
-            for name, tensor in sorted(self.model.state_dict().items()):
-                tensor = tensor.detach().cpu().contiguous()
-                digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}\0".encode())
-                digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
-            self._weights_sha256 = digest.hexdigest()
-        return self._weights_sha256
+        state = self.model.state_dict()
+        stamp = tuple((name, tensor.data_ptr(), tensor._version) for name, tensor in sorted(state.items()))
+        known = _WEIGHTS_SHA256.get(self.model)
+        if known is not None and known[0] == stamp:
+            return known[1]
+        digest = hashlib.sha256()
+        for name, tensor in sorted(state.items()):
+            tensor = tensor.detach().cpu().contiguous()
+            digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}\0".encode())
+            digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
+        _WEIGHTS_SHA256[self.model] = (stamp, digest.hexdigest())
+        return digest.hexdigest()
 
     def decode(self, ids: Sequence[int]) -> str:
         """Token ids as text: word pieces joined, special tokens dropped, outer spaces stripped."""

@@ -195,8 +195,7 @@ def _probe(request: ProbeRequest, runs: list[ModelRun], checkpoints: dict | None
         queries = sources.queries_from(request.data, dataset=request.dataset, config=request.config,
                                relations=request.relations, candidates=request.candidates)
     queries = queries.limit_per_relation(request.limit) if request.limit else queries
-    for prompts in {run.settings.prompts for run in runs if getattr(run.settings, "prompts", None) is not None}:
-        PromptSet.read(prompts).check_queries(queries)  # relations and split, before any model loads
+    probed = _check_prompts(runs, queries)  # before any model loads
     if request.report:
         print(describe_pool(queries))
     if request.out is None:
@@ -206,6 +205,7 @@ def _probe(request: ProbeRequest, runs: list[ModelRun], checkpoints: dict | None
         outcome = _probe_sharded(request, queries, runs, checkpoints, scored, match)
     if outcome is None:  # another process's share: the main process writes OUT
         return None
+    _record_probed(outcome, probed)
     aggregate(outcome.results, bench, ks)
     if request.report:
         print_report(outcome, bench, ks)
@@ -216,6 +216,32 @@ def _probe(request: ProbeRequest, runs: list[ModelRun], checkpoints: dict | None
         if request.report:
             print(f"wrote {Path(request.out) / RESULTS_FILE} and {', '.join(p.name for p in plots)}")
     return outcome
+
+
+def _check_prompts(runs: list[ModelRun], queries: QuerySet) -> dict[str, dict]:
+    """Check the queries against every run's learned prompts (relations, split, facts they were trained on) and
+    warn where the scores will be optimistic; ``{prompts identity: what results record of the probe}``."""
+    probed = {}
+    for run in runs:
+        prompts = getattr(run.settings, "prompts", None)
+        if prompts is None:
+            continue
+        learned = PromptSet.read(prompts)
+        if learned.identity not in probed:
+            probed[learned.identity] = learned.check_queries(
+                queries, allow_train_overlap=getattr(run.settings, "allow_train_overlap", False))
+            for line in learned.warnings(probed[learned.identity]):
+                print(f"medlama: warning: {line}", file=sys.stderr)
+    return probed
+
+
+def _record_probed(outcome: ProbeOutcome, probed: Mapping[str, dict]) -> None:
+    """Record beside each result's learned prompts what :func:`_check_prompts` found of the probed queries."""
+    sweeps = [result for runs in (*outcome.by_layer.values(), *outcome.by_step.values()) for result in runs.values()]
+    for result in [*outcome.results, *sweeps]:
+        note = result.settings.get("learned_prompts")
+        if isinstance(note, dict) and note.get("identity") in probed:
+            result.settings["learned_prompts"] = {**note, "probed": probed[note["identity"]]}
 
 
 def _probe_sharded(request: ProbeRequest, queries: QuerySet, runs: list[ModelRun], checkpoints: dict | None,

@@ -50,7 +50,8 @@ class OptiPromptSettings:
     warmup: float = setting(0.1, min=0, max=1, help="share of the steps over which the learning rate warms up")
     batch_size: int = setting(16, min=1, metavar="N", help="training examples per step (and dev queries decoded "
                                                            "together)")
-    seed: int = setting(0, help="seed of the example order, the dropout and the random init")
+    seed: int = setting(0, min=0, max=2**64 - 1, help="seed of the example order, the dropout and the random init "
+                                                     "(0 to 2^64-1, what torch takes)")
 
     def __post_init__(self) -> None:
         check(self)

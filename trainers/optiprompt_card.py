@@ -36,11 +36,15 @@ def prompts_card(record: Mapping[str, Any]) -> str:
         "Learned prompt vectors (OptiPrompt, Zhong et al. 2021, as BioLAMA trains them) for each relation below, "
         f"trained with `medlama optiprompt` on the `{training['train_split']}` split and chosen on "
         f"`{training['dev_split']}` by acc@1 of mask-predict decoding. They only mean something to the base "
-        "model they were trained with: `medlama probe` refuses another model or tokenizer.",
+        "model they were trained with: `medlama probe` refuses another model (weights or config) or tokenizer, and a "
+        "probe of facts they were trained on (another build's test split) unless told to record it.",
         "",
-        f"- base model: {name} (weights SHA-256 `{base['model_sha256']}`, tokenizer SHA-256 "
-        f"`{base['tokenizer_sha256']}`)",
+        f"- base model: {name} (weights SHA-256 `{base['model_sha256']}`, config SHA-256 "
+        f"`{base['config_sha256']}`, tokenizer SHA-256 `{base['tokenizer_sha256']}`)",
         f"- prompts identity: `{record.get('identity', '?')}`",
+        *(f"- {item['split']} split (the prompts were {role} on it): {item['rows']} rows, SHA-256 `{item['sha256']}`"
+          for role, item in (("trained", record["training_data"]["train"]),
+                             ("selected", record["training_data"]["dev"]))),
         f"- training: {json.dumps(training)}",
         f"- decoding: {json.dumps(decoding)}",
         "",

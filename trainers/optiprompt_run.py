@@ -28,7 +28,8 @@ from medlama.datasets.folders import DataFolder, folder_configs, load_config, re
 from medlama.probers.benchmarks import group_of
 from medlama.probers.biolama_queries import load_biolama_queries
 from medlama.probers.learned_prompts import (FORMAT, OUTPUT_KIND, PROMPTS_FILE, LearnedPrompt, base_identity,
-                                             check_manual, write_prompts)
+                                             check_manual, subject_of, write_prompts)
+from medlama.probers.prompt_data import fingerprint, split_record
 from medlama.probers.mask_predict import PRESETS, MaskPredictProber, MaskPredictSettings
 from medlama.probers.tables import percent
 from medlama.trainers.optiprompt import OptiPromptSettings, TrainedPrompt, train_relation
@@ -121,11 +122,14 @@ def train_prompts(run: OptiPromptRun, settings: OptiPromptSettings = OptiPromptS
     resolve_model(run.model)
     folder = resolve_folder(run.data, dataset="biolama")
     train = _relation_rows(folder, run.config, TRAIN_SPLIT, run.relations)
-    _relation_rows(folder, run.config, DEV_SPLIT, tuple(train))  # every relation needs dev rows to choose an epoch
+    dev = _relation_rows(folder, run.config, DEV_SPLIT, tuple(train))  # each relation needs dev rows to pick an epoch
     manuals = {}
     for name, rows in train.items():
         manuals[name] = rows["template"][0]
         check_manual(manuals[name], name)
+    # what the prompts are trained and selected on, so that a probe of another build can find those facts
+    data = {split: split_record(split, rows, lambda relation, query: subject_of(manuals[relation], query))
+            for split, rows in ((TRAIN_SPLIT, train), (DEV_SPLIT, dev))}
     check_output_place(run.out, reads=[run.model, run.data])
     hint = "give --overwrite (overwrite=True) to replace them, or choose another --out"
     with claim_directory(run.out, marker=PROMPTS_FILE, kind=OUTPUT_KIND, reads=[run.model, run.data],
@@ -133,6 +137,7 @@ def train_prompts(run: OptiPromptRun, settings: OptiPromptSettings = OptiPromptS
         prober = MaskPredictProber(run.model, decoding, device=device)  # refuses a model without an MLM head
         base = {**base_identity(prober.lm), "model": model_identity(run.model)}
         manifest = {"base": base, "data": folder.info, "config": run.config, "relations": sorted(train),
+                    "training_data": {split: fingerprint(item) for split, item in data.items()},
                     "training": asdict(settings), "decoding": asdict(decoding)}
         store = ShardStore.open(run.out, kind=OUTPUT_KIND, manifest=manifest, overwrite=run.overwrite,
                                 hint="give --overwrite to start over")
@@ -151,7 +156,9 @@ def train_prompts(run: OptiPromptRun, settings: OptiPromptSettings = OptiPromptS
                    for name, item in trained.items()}
         record = {"format": FORMAT, "kind": OUTPUT_KIND, "base": base, "data": folder.info, "config": run.config,
                   "training": {**asdict(settings), "train_split": TRAIN_SPLIT, "dev_split": DEV_SPLIT},
-                  "decoding": {"method": "mask-predict", **{k: v for k, v in asdict(decoding).items() if k != "prompts"}},
+                  "training_data": {"train": data[TRAIN_SPLIT], "dev": data[DEV_SPLIT]},
+                  "decoding": {"method": "mask-predict", **{k: v for k, v in asdict(decoding).items()
+                                                            if k not in ("prompts", "allow_train_overlap")}},
                   "versions": package_versions(),
                   # when, by which command and on what it was trained (outside the identity, which is content)
                   "provenance": {key: value for key, value in provenance(device=run.device).items()

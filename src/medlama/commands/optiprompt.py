@@ -14,7 +14,7 @@ from medlama.trainers.optiprompt import OptiPromptSettings
 from medlama.trainers.optiprompt_run import DECODING, OptiPromptRun
 
 DECODE_PREFIX = "decode-"
-_NOT_DECODING = ("batch_size", "prompts")
+_NOT_DECODING = ("batch_size", "prompts", "allow_train_overlap")  # a probe's, not the dev decoding's
 
 
 def register(subparsers) -> None:
