@@ -7,13 +7,16 @@ from here."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.loaded import LoadedModel
+from medlama.core.models import read_config, resolve_model
 from medlama.probers.prober import Prober
+from medlama.probers.causal_scoring import check_causal_config
+from medlama.probers.mlm import check_masked_config, check_seq2seq_config
 from medlama.probers.causal import CausalConstrainedProber, CausalGenerateProber, CausalLikelihoodProber, \
     ConstrainedSettings, GenerateSettings, LikelihoodSettings
 from medlama.probers.generative import GenerativeProber, GenerativeSettings
@@ -27,25 +30,27 @@ from medlama.core.settings import settings_from
 
 
 class Method(NamedTuple):
-    """A probing method: its prober class, its settings dataclass and its presets (the first is the default)."""
+    """A probing method: its prober class, its settings dataclass, its presets (the first is the default) and
+    ``fits``, the check of a model's config its loader makes (``(config, path, method)``; none: any model)."""
 
     prober: type[Prober]
     settings: type
     presets: Mapping[str, Any]
+    fits: Callable[[Any, str, str], None] | None = None
 
 
-#: method name -> (prober class, settings class, presets).
+#: method name -> (prober class, settings class, presets, the check of a model config).
 METHODS: dict[str, Method] = {
     "retrieval": Method(RetrievalProber, RetrievalSettings, RETRIEVAL_PRESETS),
-    "mask-average": Method(MaskAverageProber, MaskAverageSettings, {}),
-    "mask-predict": Method(MaskPredictProber, MaskPredictSettings, MASK_PREDICT_PRESETS),
+    "mask-average": Method(MaskAverageProber, MaskAverageSettings, {}, check_masked_config),
+    "mask-predict": Method(MaskPredictProber, MaskPredictSettings, MASK_PREDICT_PRESETS, check_masked_config),
     # masked LMs scored as causal-likelihood scores causal LMs: the (pseudo-)log-likelihood of the statement
-    "masked-likelihood": Method(MaskedLikelihoodProber, MaskedLikelihoodSettings, {}),
-    "generative": Method(GenerativeProber, GenerativeSettings, {}),
+    "masked-likelihood": Method(MaskedLikelihoodProber, MaskedLikelihoodSettings, {}, check_masked_config),
+    "generative": Method(GenerativeProber, GenerativeSettings, {}, check_seq2seq_config),
     # decoder-only causal LMs (GPT-2, BioGPT, Llama family): exact ranking, fast ranking, free text
-    "causal-likelihood": Method(CausalLikelihoodProber, LikelihoodSettings, {}),
-    "causal-constrained": Method(CausalConstrainedProber, ConstrainedSettings, {}),
-    "causal-generate": Method(CausalGenerateProber, GenerateSettings, {}),
+    "causal-likelihood": Method(CausalLikelihoodProber, LikelihoodSettings, {}, check_causal_config),
+    "causal-constrained": Method(CausalConstrainedProber, ConstrainedSettings, {}, check_causal_config),
+    "causal-generate": Method(CausalGenerateProber, GenerateSettings, {}, check_causal_config),
 }
 
 def method_name(method: str, known: Collection[str] | None = None, *, what: str = "probing method") -> str:
@@ -83,6 +88,15 @@ def settings_for(method: str, values: Mapping[str, Any] | None = None, *, preset
         raise MedlamaInputError(f"unknown {name} preset {preset!r}; {known}")
     base = presets[preset] if preset is not None else next(iter(presets.values()), None)
     return settings_from(cls, values, base=base, what=name)
+
+
+def check_model(method: str, model: str | Path) -> None:
+    """Refuse a model folder or Hub id that ``method`` cannot probe, from its config alone (no weights load):
+    what its prober's loader would refuse, told before any model of a probe is ranked."""
+    fits = METHODS[method_name(method)].fits
+    if fits is not None:
+        path = resolve_model(model)
+        fits(read_config(path), path, method)
 
 
 def make_prober(method: str, model: str | Path | LoadedModel, settings: Any = None, *,
