@@ -112,7 +112,7 @@ class ProbeCallback(TrainerCallback):
                                     f"{type(settings).__name__}")
         self.settings = settings
         arguments = ProbeArguments(ks=tuple(ks) if ks is not None else None, top_k=top_k, match=match, limit=limit)
-        self.ks, _, _ = benchmark(dataset).scoring_plan(arguments.ks, match)
+        self.ks, _, scored_match = benchmark(dataset).scoring_plan(arguments.ks, match)
         self.match, self.top_k, self.dataset = match, top_k, dataset
         check_rule(candidates)
         if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
@@ -129,6 +129,7 @@ class ProbeCallback(TrainerCallback):
         queries = queries_from(data, dataset=dataset, config=config, relations=relation_names(relations),
                                candidates=candidates)
         self.queries = queries.limit_per_relation(limit) if limit else queries
+        self.queries.check_gold(scored_match)
         self.every, self.at_start, self.prefix = every, bool(at_start), prefix
         self.out, self.write = (Path(out) if out is not None else None), bool(write)
         self.trainer, self.tokenizer = trainer, tokenizer

@@ -197,6 +197,7 @@ def _probe(request: ProbeRequest, runs: list[ModelRun], checkpoints: dict | None
         queries = sources.queries_from(request.data, dataset=request.dataset, config=request.config,
                                relations=request.relations, candidates=request.candidates)
     queries = queries.limit_per_relation(request.limit) if request.limit else queries
+    queries.check_gold(match)  # a query acc@k cannot score, refused before anything is ranked
     for prompts in {run.settings.prompts for run in runs if getattr(run.settings, "prompts", None) is not None}:
         PromptSet.read(prompts).check_queries(queries)  # relations and split, before any model loads
     if request.report:

@@ -105,7 +105,11 @@ def run_biolama(args: argparse.Namespace) -> int:
           r["test"], f"{r['objects_per_query']:.2f}", f"{r['answers_per_query']:.2f}", r["template"]) for r in stats],
         caption=f"written to {out} (configs 'all' (default), {', '.join(report.sources)}, <source>_<PID>, *_mc)")
     _print_choices(build.choices_record)
-    print(f"input: {report.verification}" + ("" if report.checksums_verified else " -- NOT verified"))
+    print(f"input: {report.verification}" + ("" if report.checksums_verified else " -- NOT verified")
+          + (f" (digest_source: {report.digest_source})" if report.digest_source else ""))
+    if report.empty_splits:
+        print(f"test-only build: the release has no {' or '.join(report.empty_splits)} records, so the folder has "
+              f"no {' or '.join(report.empty_splits)} split (recorded in its card and build_info.json)")
     if report.split_overlaps:
         print(f"{len(report.split_overlaps)} record(s) appear in more than one split of a relation, e.g. "
               f"{report.split_overlaps[0]}")
