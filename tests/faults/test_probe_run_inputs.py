@@ -110,7 +110,7 @@ def test_build_biolama_refuses_a_label_that_normalises_to_nothing(biolama_fx, tm
     assert not (tmp_path / "out").exists()
 
 
-def test_build_biolama_of_a_test_only_release_is_a_recorded_test_only_folder(biolama_fx, tmp_path):
+def test_build_biolama_of_a_test_only_release_is_a_recorded_test_only_folder(biolama_fx, tmp_path, make_tiny_bert):
     release = _release(biolama_fx, tmp_path / "release")
     for folder in (release / "data").glob("*/triples_processed/*"):
         for split in ("train", "dev"):
@@ -121,8 +121,8 @@ def test_build_biolama_of_a_test_only_release_is_a_recorded_test_only_folder(bio
     run = medlama("build", "biolama", "--source", release, "--out", out)
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
     assert json.loads((out / "build_info.json").read_text())["report"]["empty_splits"] == ["train", "dev"]
-    line = one_error(medlama("optiprompt", "--model", tmp_path / "no-model", "--data", out, "--out",
-                             tmp_path / "prompts"))
+    line = one_error(medlama("optiprompt", "--model", make_tiny_bert("faults-optiprompt", mlm=True), "--data", out,
+                             "--out", tmp_path / "prompts"))
     assert "has no 'train' split" in line
 
 
