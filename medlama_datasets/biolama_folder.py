@@ -35,7 +35,10 @@ def config_layout(build: BiolamaBuild) -> dict[str, dict[str, list[str]]]:
     layout = {}
     for mc in (False, True):  # the ranking configs, then the same as multiple choice (``_mc``)
         def files(configs: list[str]) -> dict[str, list[str]]:
-            return {split: [relation_file(config, split, mc) for config in configs] for split in build.splits()}
+            # a split none of the configs' relations has a record of is not declared: datasets reads no split of
+            # no rows ("corresponds to no data"), so a relation without dev records is a config without dev
+            return {split: [relation_file(config, split, mc) for config in configs] for split in SPLITS
+                    if any(build.rows[config][split] for config in configs)}
 
         name = mc_config if mc else str
         layout[name(DEFAULT_CONFIG)] = files(build.relation_configs())

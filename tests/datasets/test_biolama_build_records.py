@@ -147,3 +147,16 @@ def test_the_archive_digest_and_where_its_check_came_from_are_recorded(biolama_f
     folder = built("--source", str(copy))
     assert folder["digest_source"] is None and folder["archive_sha256"] is None
     assert "Digest source" not in folder["card"]
+
+
+def test_a_relation_without_dev_records_is_a_config_without_dev(copy, tmp_path):
+    folder = copy / "data" / "ctd" / "triples_processed" / "CD1"
+    (folder / "test.jsonl").write_text((folder / "test.jsonl").read_text() + (folder / "dev.jsonl").read_text())
+    (folder / "dev.jsonl").write_text("")
+    out = tmp_path / "out"
+    assert main(["build", "biolama", "--source", str(copy), "--out", str(out)]) == 0
+    info = json.loads((out / "build_info.json").read_text())
+    assert info["report"]["empty_splits"] == [] and set(info["configs"]["ctd_CD1"]) == {"train", "test"}
+    assert set(info["configs"]["ctd"]) == {"train", "dev", "test"}  # CG1 has dev records
+    assert list(load_dataset(str(out), "ctd_CD1")) == ["train", "test"]
+    assert load_dataset(str(out), "ctd", split="dev").num_rows == 2
