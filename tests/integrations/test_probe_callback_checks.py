@@ -4,6 +4,7 @@ Each error is raised by ``trainer.train()`` before any optimizer step: no step i
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,24 @@ def test_a_callback_that_fits_trains_and_probes_as_before(bert, medlama_tiny, tm
     trainer.train()
     assert len(steps) == 3 and sorted(callback.results) == [3]
     assert trainer.model.training  # the check gave every module its mode back
+
+
+def test_queries_the_metric_cannot_score_are_refused_when_the_callback_is_made(biolama_fx, tmp_path, monkeypatch):
+    """A BioLAMA folder built before the build refused labels that normalise to nothing: the callback refuses
+    it when it is made, before any training, not at its first probe."""
+    from medlama.datasets import biolama as builder
+    from medlama.datasets.biolama_folder import write_biolama
+
+    biolama_fx.write_release(tmp_path / "release")
+    path = tmp_path / "release" / "data" / "umls" / "triples_processed" / "UR44" / "test.jsonl"
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[1])  # one object: "." is the query's only gold answer
+    record["obj_labels"], record["obj_aliases"] = ["."], [[]]
+    lines[1] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n")
+    with monkeypatch.context() as patched:
+        patched.setattr(builder, "check_labels", lambda records: None, raising=False)
+        write_biolama(tmp_path / "old", tmp_path / "release", progress=False)
+    with pytest.raises(MedlamaInputError, match=r"no gold answer left under --match normalized: \['\.'\]"):
+        ProbeCallback(data=tmp_path / "old", dataset="biolama", method="mask-average", every=10)
+    ProbeCallback(data=tmp_path / "old", dataset="biolama", method="mask-average", every=10, match="exact")
