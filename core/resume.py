@@ -109,8 +109,9 @@ def _record(folder: Path) -> dict | None:
 def check_work_folder(out: str | Path, *, kind: str, manifest: Mapping[str, Any], overwrite: bool,
                       hint: str = "give --overwrite to start over") -> bool:
     """Whether ``out``'s work folder holds shards this run continues; refuse one that is not medlama's, is
-    another command's, or holds a run with other settings (unless ``overwrite``, which discards it). Reads
-    only: every process of a run calls it, before any work, and each refuses alike."""
+    another command's, or holds a run with other settings (unless ``overwrite``, which discards it, or that
+    run stopped with an error, :meth:`ShardStore.failed`: then it is discarded too). Reads only: every process
+    of a run calls it, before any work, and each refuses alike."""
     folder = work_folder(out)
     if not folder.exists() and not folder.is_symlink():
         return False

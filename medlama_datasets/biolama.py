@@ -199,7 +199,7 @@ class BiolamaConfig(datasets.BuilderConfig):
 
 def _not_pinned_error(url: str) -> MedlamaInputError:
     return MedlamaInputError(
-        "the SHA-256 of the BioLAMA archive is not pinned in this version of medlama, so a download cannot be "
+        "the SHA-256 of the BioLAMA archive is not pinned (its authors publish none), so a download cannot be "
         f"verified: pass --sha256 HASH (or set ${release.SHA256_ENV}) with the hash of a copy you trust, or "
         "--no-verify to accept the download unchecked; offline, pass --source with a local data.tar.gz or "
         "extracted folder", file=url)

@@ -32,8 +32,10 @@ def register(subparsers) -> None:
     biolama = builders.add_parser(
         "biolama", help="BioLAMA (CTD, UMLS, Wikidata): train/dev/test per source and per relation",
         description="Build BioLAMA from the authors' data.tar.gz: --source (a local archive or extracted folder) / "
-                    "$BIOLAMA_SOURCE, else a download of the pinned URL into the cache. The archive's SHA-256 "
-                    "is not pinned yet: a download needs --sha256 HASH (or $BIOLAMA_SHA256) or --no-verify.")
+                    "$BIOLAMA_SOURCE, else a download of the pinned URL into the cache. The authors publish no "
+                    "SHA-256 of the archive, so none is pinned: a download needs --sha256 HASH (or "
+                    "$BIOLAMA_SHA256) or --no-verify; a local archive's SHA-256 is recorded (digest_source: "
+                    "supplied) in build_info.json and the card.")
     add_settings_flags(biolama, BiolamaBuildSettings)
     biolama.add_argument("--json", action="store_true", help="print the statistics and report as JSON")
     biolama.set_defaults(func=run_biolama)
