@@ -17,8 +17,10 @@ command's atomic writer, is the one an uninterrupted run writes.
   everything that decides its per-query outputs (method settings, model identities, data fingerprint, query
   selection, candidate pool). A rerun whose manifest differs is refused, naming each setting that differs
   (:func:`setting_differences`, as ``rewire`` refuses checkpoints of another run), and
-  told how to start over (``--overwrite`` discards the shards). A folder at that place without the marker is
-  not medlama's and is never touched.
+  told how to start over (``--overwrite`` discards the shards). Unless the run that left them stopped with an
+  error rather than an interrupt (:meth:`ShardStore.failed` records it): a corrected command, with other
+  settings, then starts over (said on stderr), and the same command still continues. A folder at that place
+  without the marker is not medlama's and is never touched.
 * A shard is one JSON-lines file, ``shards/<key>.jsonl``: a header naming the shard (its ``identity``), then
   one line per item, whatever JSON the command's computation returns per query (so per-query fields added to
   a ranking pass through unchanged). Each is written atomically (a rename), so a file there is a whole shard.
@@ -33,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -106,8 +109,9 @@ def _record(folder: Path) -> dict | None:
 def check_work_folder(out: str | Path, *, kind: str, manifest: Mapping[str, Any], overwrite: bool,
                       hint: str = "give --overwrite to start over") -> bool:
     """Whether ``out``'s work folder holds shards this run continues; refuse one that is not medlama's, is
-    another command's, or holds a run with other settings (unless ``overwrite``, which discards it). Reads
-    only: every process of a run calls it, before any work, and each refuses alike."""
+    another command's, or holds a run with other settings (unless ``overwrite``, which discards it, or that
+    run stopped with an error, :meth:`ShardStore.failed`: then it is discarded too). Reads only: every process
+    of a run calls it, before any work, and each refuses alike."""
     folder = work_folder(out)
     if not folder.exists() and not folder.is_symlink():
         return False
@@ -121,6 +125,8 @@ def check_work_folder(out: str | Path, *, kind: str, manifest: Mapping[str, Any]
     if overwrite or not any((folder / _SHARDS).glob("*.jsonl")):  # no shard done: nothing to continue
         return False
     differences = setting_differences(record.get("manifest") or {}, _as_json(dict(manifest)))
+    if differences and record.get("failed"):  # a run stopped by an error: a corrected rerun starts over
+        return False
     if differences:
         raise MedlamaInputError(
             f"the work folder holds the completed shards of a `medlama {kind}` run with other settings "
@@ -165,12 +171,27 @@ class ShardStore:
         run with the same manifest are kept, and discarded with ``overwrite``; another run's are refused."""
         keep = check_work_folder(out, kind=kind, manifest=manifest, overwrite=overwrite, hint=hint)
         folder = work_folder(out)
+        earlier = _record(folder) if folder.is_dir() else None
+        if not keep and not overwrite and earlier is not None and earlier.get("failed") and \
+                any((folder / _SHARDS).glob("*.jsonl")):
+            print(f"medlama: starting over: the completed shards beside the output are of a run with other settings "
+                  f"that stopped with an error ({earlier['failed']}); they are discarded", file=sys.stderr)
         if not keep:
             discard_work_folder(out, kind=kind)
         (folder / _SHARDS).mkdir(parents=True, exist_ok=True)
         record = {"medlama": "work", "kind": kind, "target": Path(out).name, "manifest": _as_json(dict(manifest))}
         atomic_write_text(folder / WORK_MARKER, json.dumps(record, ensure_ascii=False, default=plain) + "\n")
         return cls(folder)
+
+    def failed(self, error: BaseException) -> None:
+        """Record that the run stopped with ``error`` (not interrupted, which a rerun of the same settings
+        continues): a rerun with the same settings still continues from the shards, and one with other settings
+        (the corrected command) discards them instead of being refused."""
+        record = _record(self.folder)
+        if record is not None:
+            reason = " ".join(str(error).split())[:300] or type(error).__name__
+            atomic_write_text(self.folder / WORK_MARKER,
+                              json.dumps({**record, "failed": reason}, ensure_ascii=False, default=plain) + "\n")
 
     def empty(self) -> bool:
         """Whether no shard is complete (a run that failed before finishing one leaves nothing to continue)."""

@@ -14,11 +14,16 @@ same losses). ``medlama/acc@k`` (micro: over queries) and ``medlama/macro_acc@k`
 trainer's log (``trainer.log``: its ``log_history``, and wandb, TensorBoard or whatever reports it) when the
 callback is given the ``trainer``; without it, to ``state.log_history`` only. Each probe's results are written
 as ``medlama probe --out`` writes them, into ``<output_dir>/medlama-probe/step-N`` (or ``out/step-N``).
+
+What a probe needs is checked at ``on_train_begin``, before the first optimizer step (:meth:`ProbeCallback.check`):
+the tokenizer, the method against the model's kind and the output folder. A probe that met them only at its
+first step (``every=1000``: a thousand steps in) would end the training there, its steps lost.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import fields, replace
@@ -30,6 +35,8 @@ import torch
 from transformers import TrainerCallback
 
 from medlama.core import distributed
+from medlama.core.atomic import check_finished
+from medlama.core.batching import is_auto, starting_size
 from medlama.core.defaults import TRAINING_PROBE_LIMIT
 from medlama.core.errors import MedlamaInputError
 from medlama.core.loaded import LoadedModel
@@ -39,7 +46,8 @@ from medlama.probers.pools import check_rule
 from medlama.probers.queries import queries_from
 from medlama.probers.registry import METHODS, method_name, settings_for
 from medlama.probers.result import ProbeResult
-from medlama.probers.workflow import ProbeRequest, run_probe
+from medlama.probers.outputs import OUTPUT_KIND, RESULTS_FILE
+from medlama.probers.workflow import ModelRun, ProbeRequest, run_probe
 
 #: The folder of ``args.output_dir`` the probes are written under (one ``step-N`` folder each) unless told.
 FOLDER = "medlama-probe"
@@ -104,7 +112,7 @@ class ProbeCallback(TrainerCallback):
                                     f"{type(settings).__name__}")
         self.settings = settings
         arguments = ProbeArguments(ks=tuple(ks) if ks is not None else None, top_k=top_k, match=match, limit=limit)
-        self.ks, _, _ = benchmark(dataset).scoring_plan(arguments.ks, match)
+        self.ks, _, scored_match = benchmark(dataset).scoring_plan(arguments.ks, match)
         self.match, self.top_k, self.dataset = match, top_k, dataset
         check_rule(candidates)
         if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
@@ -121,6 +129,7 @@ class ProbeCallback(TrainerCallback):
         queries = queries_from(data, dataset=dataset, config=config, relations=relation_names(relations),
                                candidates=candidates)
         self.queries = queries.limit_per_relation(limit) if limit else queries
+        self.queries.check_gold(scored_match)
         self.every, self.at_start, self.prefix = every, bool(at_start), prefix
         self.out, self.write = (Path(out) if out is not None else None), bool(write)
         self.trainer, self.tokenizer = trainer, tokenizer
@@ -137,6 +146,7 @@ class ProbeCallback(TrainerCallback):
             raise MedlamaInputError("ProbeCallback probes at each evaluation, and this training runs none "
                                     "(eval_strategy 'no'): set eval_strategy (with an eval_dataset) or give "
                                     "every=N steps")
+        self.check(args, model, processing_class)  # before step 1, not at the first probe, N steps in
         if self.at_start:
             self._probe(args, state, model, processing_class)
 
@@ -169,20 +179,62 @@ class ProbeCallback(TrainerCallback):
         else:
             state.log_history.append({**metrics, "epoch": state.epoch, "step": step})
 
+    def check(self, args: Any, model: Any, processing_class: Any = None) -> None:
+        """Refuse, before the first optimizer step, what the first probe would refuse only ``every`` steps (or
+        one evaluation) later, killing the training there: a missing tokenizer, a method that does not fit the
+        model's kind (its prober made on the model, as each probe makes it, then let go) and an output folder
+        that cannot take the probes (a file, a folder of other files, one that cannot be written)."""
+        if model is None:
+            return
+        tokenizer = self._tokenizer(model, processing_class)
+        with untouched(model):
+            settings = self._settings(model, tokenizer)
+            if is_auto(settings):
+                settings = replace(settings, batch_size=starting_size(settings))
+            ModelRun("check", self.method, model, settings, tokenizer).prober()
+        if self.write:
+            self._check_folder(self.out if self.out is not None else Path(args.output_dir) / FOLDER)
+
+    @staticmethod
+    def _check_folder(root: Path) -> None:
+        """``root`` can hold the ``step-N`` folders: absent (its nearest existing parent writable) or a folder,
+        each ``step-N`` already in it a probe's output (replaced as each probe replaces it)."""
+        if root.exists() and not root.is_dir():
+            raise MedlamaInputError("the probes' output folder is a file; give ProbeCallback(out=...) a folder",
+                                    file=root)
+        existing = next(folder for folder in (root, *root.absolute().parents) if folder.exists())
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise MedlamaInputError("the probes' output folder cannot be written (permission denied); give "
+                                    "ProbeCallback(out=...) a writable folder", file=existing)
+        for step in sorted(root.glob("step-*")) if root.is_dir() else ():
+            check_finished(step, marker=RESULTS_FILE, kind=OUTPUT_KIND, overwrite=True,
+                           hint="give ProbeCallback(out=...) another folder")
+
+    def _tokenizer(self, model: Any, processing_class: Any) -> Any:
+        """The tokenizer each probe gives its prober: ``tokenizer=``, else the trainer's ``processing_class``
+        (none for a SentenceTransformer, which tokenizes with its own modules)."""
+        tokenizer = self.tokenizer if self.tokenizer is not None else processing_class
+        if self.method == "retrieval" and _sentence_transformer(model):
+            return None
+        if tokenizer is None and self.method != "retrieval":
+            raise MedlamaInputError(f"probing the model being trained with {self.method} needs its tokenizer: give "
+                                    "the Trainer processing_class=TOKENIZER, or ProbeCallback(tokenizer=...)")
+        return tokenizer
+
+    def _settings(self, model: Any, tokenizer: Any) -> Any:
+        """The method's settings, a causal LM's ``dtype`` the precision the model trains in."""
+        settings = self.settings
+        if self.method != "retrieval" and "dtype" in {field.name for field in fields(settings)}:
+            settings = replace(settings, dtype=LoadedModel(model, tokenizer).dtype_name())
+        return settings
+
     def probe(self, model: Any, tokenizer: Any = None, *, step: int = 0, out: str | Path | None = None
               ) -> ProbeResult | None:
         """Probe ``model`` now (label ``step-N``), written to ``out`` when given, leaving the training as it was
         (:func:`untouched`); the result is kept in :attr:`results`."""
-        tokenizer = self.tokenizer if self.tokenizer is not None else tokenizer
-        if self.method == "retrieval" and _sentence_transformer(model):
-            tokenizer = None  # a SentenceTransformer tokenizes with its own modules
-        elif tokenizer is None and self.method != "retrieval":
-            raise MedlamaInputError(f"probing the model being trained with {self.method} needs its tokenizer: give "
-                                    "the Trainer processing_class=TOKENIZER, or ProbeCallback(tokenizer=...)")
+        tokenizer = self._tokenizer(model, tokenizer)
         with untouched(model):
-            settings = self.settings
-            if self.method != "retrieval" and "dtype" in {field.name for field in fields(settings)}:
-                settings = replace(settings, dtype=LoadedModel(model, tokenizer).dtype_name())
+            settings = self._settings(model, tokenizer)
             outcome = run_probe(ProbeRequest(
                 methods=[self.method], settings={self.method: settings}, models=[model], labels=[f"step-{step}"],
                 data=self.queries, dataset=self.dataset, candidates=self.queries.rule, ks=self.ks, match=self.match,

@@ -8,11 +8,16 @@ from github.com/dmis-lab/BioLAMA). Where it comes from, in order of precedence:
 3. a download of the pinned URL by ``BiolamaBuilder`` through the ``datasets`` download manager into its
    cache, verified against a SHA-256 before it is extracted.
 
-**The archive's SHA-256 is not pinned yet** (``ARCHIVE_SHA256 is None``): it could not be downloaded
-where this code was written. Until it is, the download refuses to proceed unless it is given a hash to
-check against (``sha256=`` / ``--sha256 HASH`` / ``$BIOLAMA_SHA256``) or told explicitly to accept the file
-unchecked (``verify_checksums=False`` / ``--no-verify``). Verification is never skipped silently: a build records
-whether its input was verified, and the dataset card says so.
+**The authors publish no digest of the archive, so none is pinned** (``ARCHIVE_SHA256 is None``): the
+README of github.com/dmis-lab/BioLAMA, at every commit up to ``28eabf5`` (2022-03-17, the Drive link of
+this release), gives the links and the size (about 85 MB), no SHA-256 or MD5, and no issue of the repository
+gives one. The download therefore refuses to proceed unless it is given a hash to check against (``sha256=``
+/ ``--sha256 HASH`` / ``$BIOLAMA_SHA256``) or told explicitly to accept the file unchecked
+(``verify_checksums=False`` / ``--no-verify``). Whatever the input, a build records the SHA-256 of the archive
+it read (``archive_sha256``) and where the hash it was checked against came from (``digest_source``:
+:data:`DIGEST_SOURCES`): ``supplied`` when nothing published or given could check it, the digest of the
+archive the user supplied, recorded so that another build can be compared with it. Verification is never
+skipped silently: build_info.json and the dataset card say which.
 
 A source is the archive (``.tar.gz`` / ``.tgz`` / ``.tar`` / ``.zip``) or an extracted folder: the
 ``data/`` folder itself (holding ``ctd/``, ``umls/``, ``wikidata/``) or a folder holding ``data/``. A local
@@ -45,10 +50,15 @@ from medlama.core.defaults import MASK_PLACEHOLDER, SUBJECT_PLACEHOLDER
 DRIVE_ID = "1CcjpmNuAXavL3aMjwVqiiziMu3OGDyyG"
 #: Direct-download form of the Drive link (``confirm=t`` skips the "cannot scan for viruses" page).
 URL = f"https://drive.usercontent.google.com/download?id={DRIVE_ID}&export=download&confirm=t"
-#: SHA-256 of ``data.tar.gz``. TO BE FILLED: ``None`` means "not pinned yet"; the download then needs
-#: ``--sha256 HASH`` (or ``$BIOLAMA_SHA256``) or an explicit ``--no-verify``. Fill it in from a trusted copy
-#: (``sha256sum data.tar.gz``) and the download verifies by default.
+#: SHA-256 of ``data.tar.gz`` as its authors publish it: ``None``, since they publish none (module docstring);
+#: the download then needs ``--sha256 HASH`` (or ``$BIOLAMA_SHA256``) or an explicit ``--no-verify``, and a
+#: local archive is built with its own digest recorded (``digest_source`` ``supplied``).
 ARCHIVE_SHA256: str | None = None
+#: Where the hash a build's archive was checked against came from, as build_info.json's ``digest_source``
+#: records it: ``pinned`` (:data:`ARCHIVE_SHA256`, published), ``given`` (``--sha256``), ``environment``
+#: (``$BIOLAMA_SHA256``); or, checked against nothing, ``supplied`` (the digest of the local archive the user
+#: supplied) and ``downloaded`` (of a download taken with ``--no-verify``). An extracted folder has none (``None``).
+DIGEST_SOURCES = ("pinned", "given", "environment", "supplied", "downloaded")
 
 SOURCES = ("ctd", "umls", "wikidata")
 SPLITS = ("train", "dev", "test")
@@ -94,6 +104,8 @@ class BiolamaRelease:
     origin: str
     #: How the input was checked, in words (for the build report and the dataset card; no local paths).
     verification: str = ""
+    #: Where the hash ``archive_sha256`` was checked against came from (:data:`DIGEST_SOURCES`; None: a folder).
+    digest_source: str | None = None
 
     def source_dir(self, source: str) -> Path:
         return self.root / source
@@ -133,6 +145,15 @@ def expected_sha256(sha256: str | None = None) -> str | None:
     if not _HEX64.match(value):
         raise MedlamaInputError(f"not a SHA-256 (64 hex digits): {value!r}")
     return value
+
+
+def expected_source(sha256: str | None = None) -> str | None:
+    """Where :func:`expected_sha256`'s hash comes from: ``given``, ``environment`` or ``pinned`` (None: none)."""
+    if sha256:
+        return "given"
+    if os.environ.get(SHA256_ENV):
+        return "environment"
+    return "pinned" if ARCHIVE_SHA256 else None
 
 
 def _is_data_root(folder: Path) -> bool:
@@ -175,21 +196,24 @@ def open_release(source: str | Path | None = None, *, sha256: str | None = None,
                                         "--no-verify to build from a modified copy on purpose", file=path)
             extract_archive(path, Path(scratch))
             searched, verified = Path(scratch), expected is not None
+            digest_source = expected_source(sha256) if verified else "supplied"
             verification = (f"local archive, SHA-256 {digest} checked against the expected hash" if verified else
-                            f"local archive, SHA-256 {digest} not checked (--no-verify)" if not verify_checksums else
-                            f"local archive, SHA-256 {digest} not checked: no trusted hash pinned or given")
+                            f"local archive, SHA-256 {digest} not checked (--no-verify); the supplied archive's "
+                            "digest is recorded" if not verify_checksums else
+                            f"local archive, SHA-256 {digest} not checked: no trusted hash pinned or given (the "
+                            "authors publish none); the supplied archive's digest is recorded")
         else:
             if sha256:
                 raise MedlamaInputError("--sha256 checks an archive; an extracted folder has no checksum "
                                         "(pass data.tar.gz itself)", file=path)
-            searched, verified, digest = path, False, None
+            searched, verified, digest, digest_source = path, False, None, None
             verification = "an extracted folder, which has no checksum to check"
         root = find_data_root(searched)
         if root is None:
             raise MedlamaInputError("no BioLAMA release here: expected data/{ctd,umls,wikidata}/triples_processed/ "
                                     "(the layout of data.tar.gz)", file=source)
         yield BiolamaRelease(root=root, verified=verified, archive_sha256=digest, origin=origin,
-                             verification=verification)
+                             verification=verification, digest_source=digest_source)
 
 
 # --------------------------------------------------------------------------- reading

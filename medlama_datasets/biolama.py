@@ -39,7 +39,7 @@ import datasets
 
 from medlama.core.checksums import sha256_of
 from medlama.datasets.choices import DEFAULT_CHOICES, DEFAULT_SEED, ChoicesRecord, check_choices, is_mc, mc_config, \
-    mc_dataset, mc_features, ranking_config, with_biolama_choices
+    mc_dataset, mc_features, normalized, ranking_config, with_biolama_choices
 from medlama.datasets.downloads import builder_cache, check_sha256, discard, download, download_config
 from medlama.datasets.export import prepare_fresh
 from medlama.datasets.prompts import fill_prompt
@@ -102,10 +102,16 @@ class BuildReport:
     verification: str
     sources: list[str]
     relations: dict[str, list[str]]
+    #: Where the hash the archive was checked against came from (``release.DIGEST_SOURCES``): ``supplied`` when
+    #: none was (the authors publish none): ``archive_sha256`` is then the digest of the archive the user gave.
+    digest_source: str | None = None
     #: Records (uuid) found in more than one split of a relation: {"config", "uuid", "splits"}.
     split_overlaps: list[dict] = field(default_factory=list)
     #: Manual prompts for relations without data, per source.
     prompts_without_data: dict[str, list[str]] = field(default_factory=dict)
+    #: Splits without a record in any relation built (``["train", "dev"]``: a test-only release); the folder
+    #: declares no such split, and whatever trains on it (learned prompts) is refused for want of it.
+    empty_splits: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -120,6 +126,10 @@ class BiolamaBuild:
     #: The rows with ``choices`` and ``label`` (relation config -> split -> rows), and what their draw recorded.
     choice_rows: dict[str, dict[str, list[dict]]] | None = None
     choices_record: ChoicesRecord | None = None
+
+    def splits(self) -> list[str]:
+        """The splits the build has records of (a test-only release: ``["test"]``)."""
+        return [split for split in SPLITS if split not in self.report.empty_splits]
 
     def relation_configs(self, source: str | None = None) -> list[str]:
         sources = [source] if source else self.report.sources
@@ -189,10 +199,23 @@ class BiolamaConfig(datasets.BuilderConfig):
 
 def _not_pinned_error(url: str) -> MedlamaInputError:
     return MedlamaInputError(
-        "the SHA-256 of the BioLAMA archive is not pinned in this version of medlama, so a download cannot be "
+        "the SHA-256 of the BioLAMA archive is not pinned (its authors publish none), so a download cannot be "
         f"verified: pass --sha256 HASH (or set ${release.SHA256_ENV}) with the hash of a copy you trust, or "
         "--no-verify to accept the download unchecked; offline, pass --source with a local data.tar.gz or "
         "extracted folder", file=url)
+
+
+def check_labels(records: Iterable[release.Record]) -> None:
+    """Refuse an object label that BioLAMA's answer matching (acc@k's ``normalized`` key) reduces to nothing
+    (``.``, ``A``, ``The``, ``-``): no prediction could ever match it, and the metric refuses a query whose
+    gold answers are all such, so every probe of the build would fail at its scoring. Named by file, row and
+    field, as the release reader names a bad record."""
+    for record in records:
+        for label in record.obj_labels:
+            if not normalized(label):
+                raise MedlamaInputError(f"object label {label!r} is nothing once normalised for matching (lower "
+                                        "case, no punctuation, no articles): no answer can match it; fix or drop "
+                                        "the record", file=record.file, row=record.line, field="obj_labels")
 
 
 def read_biolama(found: release.BiolamaRelease, sources: Sequence[str] = SOURCES, *,
@@ -202,7 +225,7 @@ def read_biolama(found: release.BiolamaRelease, sources: Sequence[str] = SOURCES
     sources = [s for s in SOURCES if s in sources]
     report = BuildReport(origin=found.origin, url=url, archive_sha256=found.archive_sha256,
                          checksums_verified=found.verified, verification=found.verification, sources=sources,
-                         relations={})
+                         relations={}, digest_source=found.digest_source)
     rows: dict[str, dict[str, list[dict]]] = {}
     templates: dict[str, str] = {}
     for src in sources:
@@ -227,6 +250,7 @@ def read_biolama(found: release.BiolamaRelease, sources: Sequence[str] = SOURCES
                 records = release.read_split(path, src, rel)
                 if split == "test" and not records:
                     raise MedlamaInputError("no test records", file=path)
+                check_labels(records)
                 for record in records:
                     if record.uuid in first_split:
                         report.split_overlaps.append({"config": config, "uuid": record.uuid,
@@ -234,6 +258,7 @@ def read_biolama(found: release.BiolamaRelease, sources: Sequence[str] = SOURCES
                     else:
                         first_split[record.uuid] = split
                 rows[config][split] = [_row(record, templates[config]) for record in records]
+    report.empty_splits = [split for split in SPLITS if not any(parts[split] for parts in rows.values())]
     return BiolamaBuild(rows=rows, templates=templates, report=report)
 
 
@@ -302,10 +327,11 @@ class BiolamaBuilder(datasets.ArrowBasedBuilder):
         if root is None:
             raise MedlamaInputError("no BioLAMA release here: expected data/{ctd,umls,wikidata}/triples_processed/ "
                                     "(the layout of data.tar.gz)", file=config.url)
+        source = release.expected_source(config.sha256) if expected else "downloaded"
         verification = (f"downloaded, SHA-256 {digest} checked against the expected hash" if expected else
                         f"downloaded with --no-verify, SHA-256 {digest} not checked")
         return release.BiolamaRelease(root=root, verified=expected is not None, archive_sha256=digest,
-                                      origin=config.url, verification=verification)
+                                      origin=config.url, verification=verification, digest_source=source)
 
     def _split_generators(self, dl_manager):
         config = self.config

@@ -35,7 +35,10 @@ def config_layout(build: BiolamaBuild) -> dict[str, dict[str, list[str]]]:
     layout = {}
     for mc in (False, True):  # the ranking configs, then the same as multiple choice (``_mc``)
         def files(configs: list[str]) -> dict[str, list[str]]:
-            return {split: [relation_file(config, split, mc) for config in configs] for split in SPLITS}
+            # a split none of the configs' relations has a record of is not declared: datasets reads no split of
+            # no rows ("corresponds to no data"), so a relation without dev records is a config without dev
+            return {split: [relation_file(config, split, mc) for config in configs] for split in SPLITS
+                    if any(build.rows[config][split] for config in configs)}
 
         name = mc_config if mc else str
         layout[name(DEFAULT_CONFIG)] = files(build.relation_configs())
@@ -64,8 +67,38 @@ def render_biolama_card(build: BiolamaBuild, layout: dict[str, dict[str, list[st
         "biolama", folder=folder, default_config=DEFAULT_CONFIG, statistics=biolama_statistics_markdown(stats),
         configs=layout, licence_tags=build.report.sources, replace_tags=SOURCES,
         rows=sum(totals[("all", "all")][split] for split in SPLITS),
-        replacements={"<!-- provenance -->": f"This build's input: {build.report.verification} ({state}).",
+        replacements={"<!-- provenance -->": f"This build's input: {build.report.verification} ({state})."
+                                             f"{digest_note(build)}{empty_splits_note(build)}",
                       CHOICES_MARKER: choices_paragraph(build.choices_record)})
+
+
+#: What each ``digest_source`` (build_info.json's ``report.digest_source``) means, for the card.
+_DIGEST_WORDS = {
+    "pinned": "the digest the authors publish, pinned in medlama",
+    "given": "a hash given with --sha256",
+    "environment": "a hash given in $BIOLAMA_SHA256",
+    "supplied": "none: the authors publish no digest of data.tar.gz, so this is the digest of the archive the "
+                "user supplied, recorded to compare builds by, not checked",
+    "downloaded": "none (--no-verify): the digest of the download, recorded, not checked",
+}
+
+
+def digest_note(build: BiolamaBuild) -> str:
+    """`` Digest source: ...``: what the archive's SHA-256 was checked against (``""`` for a folder)."""
+    source = build.report.digest_source
+    if source is None:
+        return ""
+    return f" Digest source (`digest_source` in build_info.json): `{source}`, {_DIGEST_WORDS.get(source, source)}."
+
+
+def empty_splits_note(build: BiolamaBuild) -> str:
+    """`` This build has no train and dev splits: ...`` for a release without records of them, else ``""``."""
+    empty = build.report.empty_splits
+    if not empty:
+        return ""
+    return (f" This build has no {' and '.join(empty)} split{'s' if len(empty) > 1 else ''}: the release has no "
+            f"record of {'them' if len(empty) > 1 else 'it'} (build_info.json: report.empty_splits). Probing "
+            "(test) is unaffected; what trains on train or selects on dev (medlama optiprompt) refuses it.")
 
 
 def write_biolama(out_dir: str | Path, source: str | Path | None = None, **options) -> tuple[BiolamaBuild, list[dict]]:
@@ -85,7 +118,7 @@ def _write_biolama(out_dir: str | Path, source: str | Path | None, **options) ->
     stats = biolama_statistics(build)
     layout = config_layout(build)
     tables = {}
-    for split in SPLITS:
+    for split in build.splits():  # a split no relation has a record of is not declared (datasets reads none)
         data = build.datasets[split]
         ranges = relation_ranges([relation_config(s, r) for s, r in zip(data["source"], data["relation"])])
         for config in build.relation_configs():

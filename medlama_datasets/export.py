@@ -101,7 +101,24 @@ def prepare_fresh(builder_class, config_name: str, *, download_config=None, prog
             (nullcontext() if progress else quiet_datasets()):
         builder = builder_class(config_name=config_name, cache_dir=scratch, **config_kwargs)
         builder.download_and_prepare(download_config=download_config)
-        return builder, builder.as_dataset(in_memory=True)
+        return builder, _splits(builder)
+
+
+def _splits(builder):
+    """The prepared splits in memory; one the input left empty (a test-only release's train and dev), an empty
+    table of the builder's features (``datasets`` reads no split of no rows: "corresponds to no data")."""
+    # datasets loads when this runs, not when the CLI parses its flags
+    from datasets import DatasetDict
+
+    return DatasetDict({name: _split(builder, name) for name in builder.info.splits})
+
+
+def _split(builder, name: str):
+    from datasets import Dataset  # as in _splits
+
+    if not builder.info.splits[name].num_examples:
+        return Dataset.from_dict({column: [] for column in builder.info.features}, features=builder.info.features)
+    return builder.as_dataset(split=name, in_memory=True)
 
 
 @contextmanager

@@ -61,6 +61,8 @@ def logprob_elements(device) -> int:
 #: What the masked-LM methods need, said when a model is not that.
 MASKED_NEED = ("mask predict, mask average and masked likelihood need a masked language model (BERT style) with "
                "its MLM head")
+#: What generative probing needs, said when a model is not that.
+SEQ2SEQ_NEED = "generative probing needs a sequence-to-sequence model (BART or T5 style)"
 
 CONTRASTIVE_HINT = ("encoders saved without it (the output of `medlama rewire`, the bundled sentence encoder, "
                     "PubMedBERT) can be probed with --method retrieval")
@@ -80,6 +82,30 @@ def causal_hint(config) -> str:
             "causal-generate)")
 
 
+def check_masked_config(config, path: str, method: str | None = None) -> None:
+    """``MedlamaInputError`` unless ``config`` (read before any weights load) describes a model that loads as
+    a masked LM: what :func:`load_masked_lm` refuses, told before any model of a probe is ranked."""
+    # transformers loads when this runs, not when the CLI parses its flags
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    if getattr(config, "is_encoder_decoder", False):
+        raise MedlamaInputError(f"{config.model_type!r} is a sequence-to-sequence model; {MASKED_NEED} "
+                                "(use --method generative for BART/T5 models)", file=path)
+    remote = "AutoModelForMaskedLM" in (getattr(config, "auto_map", None) or {})  # its own code may define one
+    if config.model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not remote:
+        raise MedlamaInputError(f"{config.model_type!r} has no masked-LM architecture; {MASKED_NEED}"
+                                f"{causal_hint(config)}", file=path)
+
+
+def check_seq2seq_config(config, path: str, method: str | None = None) -> None:
+    """``MedlamaInputError`` unless ``config`` describes a sequence-to-sequence model (what
+    :func:`load_seq2seq_lm` refuses, told before any weights load)."""
+    if not getattr(config, "is_encoder_decoder", False):
+        hint = causal_hint(config) or " (use --method mask-predict or mask-average for BERT-style masked LMs)"
+        raise MedlamaInputError(f"{config.model_type!r} is not a sequence-to-sequence model; {SEQ2SEQ_NEED}{hint}",
+                                file=path)
+
+
 def load_masked_lm(model_path: str | Path | LoadedModel):
     """Tokenizer and masked LM (with its MLM head) of ``model_path`` (or the model in memory, as it is);
     ``MedlamaInputError`` otherwise."""
@@ -90,9 +116,7 @@ def load_masked_lm(model_path: str | Path | LoadedModel):
     path = resolve_model(model_path)
     config = read_config(path)
     need = MASKED_NEED
-    if getattr(config, "is_encoder_decoder", False):
-        raise MedlamaInputError(f"{config.model_type!r} is a sequence-to-sequence model; {need} "
-                                "(use --method generative for BART/T5 models)", file=path)
+    check_masked_config(config, path)
     with loading_weights(path, "the masked LM"):
         try:
             with quiet_transformers():
@@ -146,11 +170,8 @@ def load_seq2seq_lm(model_path: str | Path | LoadedModel):
         return model_path.tokenizer, model_path.model
     path = resolve_model(model_path)
     config = read_config(path)
-    need = "generative probing needs a sequence-to-sequence model (BART or T5 style)"
-    if not getattr(config, "is_encoder_decoder", False):
-        hint = causal_hint(config) or " (use --method mask-predict or mask-average for BERT-style masked LMs)"
-        raise MedlamaInputError(f"{config.model_type!r} is not a sequence-to-sequence model; {need}{hint}",
-                                file=path)
+    need = SEQ2SEQ_NEED
+    check_seq2seq_config(config, path)
     with loading_weights(path, "the sequence-to-sequence model"), quiet_transformers():
         model, info = AutoModelForSeq2SeqLM.from_pretrained(path, output_loading_info=True, **pretrained_kwargs())
     missing = sorted(info.get("missing_keys") or [])

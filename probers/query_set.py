@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
+from medlama.metrics import answer_normalizer
 from medlama.probers.pools import CHOICES, choices_record, pool_record
 
 
@@ -45,6 +46,17 @@ class QuerySet:
             if text.count(MASK_PLACEHOLDER) != 1:
                 raise MedlamaInputError(f"query {self.ids[index]!r} has {text.count(MASK_PLACEHOLDER)} "
                                         f"{MASK_PLACEHOLDER} slots, needs exactly one: {text!r}")
+
+    def check_gold(self, match: str) -> None:
+        """Refuse, before anything is ranked, a query none of whose gold answers is left under ``match``'s
+        matching key (``normalized``: ``.``, ``A``, ``The`` become nothing), which acc@k could not score."""
+        key = answer_normalizer() if match == "normalized" else str  # the metric's own key (exact: the text)
+        for index, gold in enumerate(self.gold):
+            if not any(key(answer) for answer in gold):
+                raise MedlamaInputError(
+                    f"{self.name}: query {self.ids[index]!r} (relation {self.relations[index]}) has no gold answer "
+                    f"left under --match {match}: {list(gold)!r} all become nothing; rebuild the data (medlama "
+                    "build refuses such labels) or probe with --match exact")
 
     def __len__(self) -> int:
         return len(self.texts)

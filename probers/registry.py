@@ -7,13 +7,16 @@ from here."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.loaded import LoadedModel
+from medlama.core.models import read_config, resolve_model
 from medlama.probers.prober import Prober
+from medlama.probers.causal_scoring import check_causal_config
+from medlama.probers.mlm import check_masked_config, check_seq2seq_config
 from medlama.probers.causal import CausalConstrainedProber, CausalGenerateProber, CausalLikelihoodProber, \
     ConstrainedSettings, GenerateSettings, LikelihoodSettings
 from medlama.probers.generative import GenerativeProber, GenerativeSettings
@@ -47,6 +50,15 @@ METHODS: dict[str, Method] = {
     "causal-constrained": Method(CausalConstrainedProber, ConstrainedSettings, {}),
     "causal-generate": Method(CausalGenerateProber, GenerateSettings, {}),
 }
+
+#: method name -> the check of a model's config its prober's loader makes (``(config, path, method)``), told
+#: before any weights load; a method not here (retrieval) takes any encoder.
+CONFIG_CHECKS: dict[str, Callable[[Any, str, str], None]] = {
+    **dict.fromkeys(("mask-average", "mask-predict", "masked-likelihood"), check_masked_config),
+    "generative": check_seq2seq_config,
+    **dict.fromkeys(("causal-likelihood", "causal-constrained", "causal-generate"), check_causal_config),
+}
+
 
 def method_name(method: str, known: Collection[str] | None = None, *, what: str = "probing method") -> str:
     """``method``, checked against the method names.
@@ -83,6 +95,15 @@ def settings_for(method: str, values: Mapping[str, Any] | None = None, *, preset
         raise MedlamaInputError(f"unknown {name} preset {preset!r}; {known}")
     base = presets[preset] if preset is not None else next(iter(presets.values()), None)
     return settings_from(cls, values, base=base, what=name)
+
+
+def check_model(method: str, model: str | Path) -> None:
+    """Refuse a model folder or Hub id that ``method`` cannot probe, from its config alone (no weights load):
+    what its prober's loader would refuse, told before any model of a probe is ranked."""
+    fits = CONFIG_CHECKS.get(method_name(method))
+    if fits is not None:
+        path = resolve_model(model)
+        fits(read_config(path), path, method)
 
 
 def make_prober(method: str, model: str | Path | LoadedModel, settings: Any = None, *,

@@ -41,6 +41,7 @@ from medlama.probers.benchmarks import Benchmark, benchmark
 from medlama.probers.biolama_queries import print_source_table
 from medlama.probers.learned_prompts import PromptSet
 from medlama.probers.outputs import API_HINT, OUTPUT_KIND, RESULTS_FILE, write_outputs
+from medlama.probers.preflight import check_units
 from medlama.probers.prober import check_all_scores, Prober, ProberNote
 from medlama.probers import queries as sources  # looked up on each call: tests patch its loader
 from medlama.probers.queries import QuerySource
@@ -171,6 +172,7 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome | None:
     if loaded:
         probers = {runs[0].label: prober}
     checkpoints = checkpoint_folders(runs) if request.checkpoints else None  # before any probing
+    check_units(units_of(runs, checkpoints), distributed.device_for(request.device))  # before any ranking
     if request.out is None:
         return _probe(request, runs, checkpoints, probers, bench, ks, scored, match)
     out = Path(request.out)
@@ -195,6 +197,7 @@ def _probe(request: ProbeRequest, runs: list[ModelRun], checkpoints: dict | None
         queries = sources.queries_from(request.data, dataset=request.dataset, config=request.config,
                                relations=request.relations, candidates=request.candidates)
     queries = queries.limit_per_relation(request.limit) if request.limit else queries
+    queries.check_gold(match)  # a query acc@k cannot score, refused before anything is ranked
     probed = _check_prompts(runs, queries)  # before any model loads
     if request.report:
         print(describe_pool(queries))
@@ -256,9 +259,11 @@ def _probe_sharded(request: ProbeRequest, queries: QuerySet, runs: list[ModelRun
                             all_scores=request.all_scores)
         return probe_models(queries, runs, scored=scored, match=match, top_k=request.top_k, device=device,
                             checkpoints=checkpoints, store=store, all_scores=request.all_scores)
-    except BaseException:
+    except BaseException as error:
         if store is not None and distributed.is_main_process() and store.empty():
             discard_shards(request.out)  # nothing done to continue: leave nothing beside OUT
+        elif store is not None and distributed.is_main_process() and isinstance(error, Exception):
+            store.failed(error)  # an error, not an interrupt: a rerun with other settings is not refused
         raise
     finally:
         if joined:  # the group this probe joined; a trainer's stays as it was

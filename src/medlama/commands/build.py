@@ -32,8 +32,10 @@ def register(subparsers) -> None:
     biolama = builders.add_parser(
         "biolama", help="BioLAMA (CTD, UMLS, Wikidata): train/dev/test per source and per relation",
         description="Build BioLAMA from the authors' data.tar.gz: --source (a local archive or extracted folder) / "
-                    "$BIOLAMA_SOURCE, else a download of the pinned URL into the cache. The archive's SHA-256 "
-                    "is not pinned yet: a download needs --sha256 HASH (or $BIOLAMA_SHA256) or --no-verify.")
+                    "$BIOLAMA_SOURCE, else a download of the pinned URL into the cache. The authors publish no "
+                    "SHA-256 of the archive, so none is pinned: a download needs --sha256 HASH (or "
+                    "$BIOLAMA_SHA256) or --no-verify; a local archive's SHA-256 is recorded (digest_source: "
+                    "supplied) in build_info.json and the card.")
     add_settings_flags(biolama, BiolamaBuildSettings)
     biolama.add_argument("--json", action="store_true", help="print the statistics and report as JSON")
     biolama.set_defaults(func=run_biolama)
@@ -105,7 +107,11 @@ def run_biolama(args: argparse.Namespace) -> int:
           r["test"], f"{r['objects_per_query']:.2f}", f"{r['answers_per_query']:.2f}", r["template"]) for r in stats],
         caption=f"written to {out} (configs 'all' (default), {', '.join(report.sources)}, <source>_<PID>, *_mc)")
     _print_choices(build.choices_record)
-    print(f"input: {report.verification}" + ("" if report.checksums_verified else " -- NOT verified"))
+    print(f"input: {report.verification}" + ("" if report.checksums_verified else " -- NOT verified")
+          + (f" (digest_source: {report.digest_source})" if report.digest_source else ""))
+    if report.empty_splits:
+        print(f"test-only build: the release has no {' or '.join(report.empty_splits)} records, so the folder has "
+              f"no {' or '.join(report.empty_splits)} split (recorded in its card and build_info.json)")
     if report.split_overlaps:
         print(f"{len(report.split_overlaps)} record(s) appear in more than one split of a relation, e.g. "
               f"{report.split_overlaps[0]}")
