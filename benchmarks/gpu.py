@@ -61,13 +61,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the parts beside thi
 # noqa: E402 below - after the path they need; names re-exported for the tests and for callers of this script
 from gpu_causal import causal_part  # noqa: E402
 from gpu_common import FlopCounter, Peer, Row, peak_for, table  # noqa: E402,F401
+from gpu_mask_predict import mask_predict_part  # noqa: E402
 from gpu_masked import masked_part  # noqa: E402
 from gpu_models import build_causal, build_masked, synthetic_queries  # noqa: E402,F401
 from gpu_retrieval import hard_set, retrieval_part  # noqa: E402,F401
 
 #: Each part's runner, ``(args, device, dtype) -> rows``; the order is the default order of ``--parts``.
 PART_RUNNERS = {"causal": causal_part, "masked": masked_part,
-                "retrieval": lambda args, device, dtype: retrieval_part(args, device)}
+                "retrieval": lambda args, device, dtype: retrieval_part(args, device),
+                "mask-predict": mask_predict_part}
 PARTS = tuple(PART_RUNNERS)
 
 

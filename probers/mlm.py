@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 from medlama.core.defaults import MASK_PLACEHOLDER
@@ -52,6 +53,18 @@ def logprob_elements(device) -> int:
         free, _ = torch.cuda.mem_get_info(device)
         return max(MAX_LOGPROB_ELEMENTS, int(free * GPU_LOGPROB_SHARE) // 4)
     return MAX_LOGPROB_ELEMENTS
+
+def padded(rows: Sequence[Sequence[int]], value: int):
+    """``rows`` (lists of ints) as one (rows x longest) int64 numpy array padded with ``value``, and the boolean
+    array of the filled cells; no Python loop per row beyond reading the lists."""
+    import numpy as np  # numpy only when rows are batched
+
+    lengths = np.fromiter((len(row) for row in rows), dtype=np.int64, count=len(rows))
+    filled = np.arange(int(lengths.max(initial=0)))[None, :] < lengths[:, None]  # row-major, as the rows
+    out = np.full(filled.shape, value, dtype=np.int64)
+    out[filled] = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
+    return out, filled
+
 
 #: What the masked-LM methods need, said when a model is not that.
 MASKED_NEED = ("mask predict, mask average and masked likelihood need a masked language model (BERT style) with "
@@ -314,15 +327,11 @@ class MaskedLM:
         with torch.inference_mode():
             for start in range(0, len(order), per_batch):
                 chunk = order[start:start + per_batch]
-                length = max(len(rows[i]) for i in chunk)
-                ids = torch.full((len(chunk), length), self.pad_id, dtype=torch.long)
-                mask = torch.zeros((len(chunk), length), dtype=torch.long)
-                where = torch.empty((len(chunk), width), dtype=torch.long)
-                for r, i in enumerate(chunk):
-                    ids[r, :len(rows[i])] = torch.tensor(rows[i], dtype=torch.long)
-                    mask[r, :len(rows[i])] = 1
-                    pos = list(positions[i])
-                    where[r] = torch.tensor(pos + [pos[-1]] * (width - len(pos)), dtype=torch.long)
+                ids, filled = padded([rows[i] for i in chunk], self.pad_id)
+                # a row with fewer positions repeats its last one up to ``width``
+                where, _ = padded([list(positions[i]) + [positions[i][-1]] * (width - len(positions[i]))
+                                   for i in chunk], 0)
+                ids, mask, where = torch.from_numpy(ids), torch.from_numpy(filled).long(), torch.from_numpy(where)
                 logits = self.logits_at(ids.to(self.device), mask.to(self.device), where.to(self.device))
                 require_finite(logits, model=self.model_path, what="logits")
                 lp = logits.float().log_softmax(-1)

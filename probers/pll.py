@@ -23,15 +23,12 @@ sums are float64.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
-
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import nonfinite_output_error
-from medlama.probers.mlm import MaskedLM, logprob_elements
+from medlama.probers.mlm import MaskedLM, logprob_elements, padded
 
 Variant = Literal["within-word-l2r", "original"]
 VARIANTS: tuple[str, ...] = ("within-word-l2r", "original")
@@ -100,13 +97,9 @@ class PllScorer:
                                         "tokenizer's word_ids, no WordPiece '##' pieces), which pll "
                                         "'within-word-l2r' needs; use pll 'original'", file=self.lm.model_path)
             words.append(found)
-        lengths = np.array([len(row) for row in rows], dtype=np.int64)
-        filled = np.arange(int(lengths.max(initial=0)))[None, :] < lengths[:, None]  # row-major, as the rows
-        ids = np.full(filled.shape, self.lm.pad_id, dtype=np.int64)
-        word = np.full(filled.shape, -1, dtype=np.int64)
-        ids[filled] = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
-        word[filled] = np.fromiter(chain.from_iterable(words), dtype=np.int64, count=int(lengths.sum()))
-        ids, word, lengths = torch.from_numpy(ids), torch.from_numpy(word), torch.from_numpy(lengths)
+        ids, filled = padded(rows, self.lm.pad_id)
+        word, _ = padded(words, -1)
+        ids, word, lengths = torch.from_numpy(ids), torch.from_numpy(word), torch.from_numpy(filled.sum(1))
         return Statements(ids, word, lengths, word >= 0)
 
     def masked_copies(self, ids, words, positions):
