@@ -309,11 +309,14 @@ class MaskedLM:
                   reduce: Callable, *, exclude_special: bool = False):
         """``reduce(log_softmax logits at positions)`` over length-sorted batches, back in row order.
 
-        ``positions[i]`` are indices into ``rows[i]``; rows with fewer positions are padded by repeating
-        their last one (ignore those slots). ``reduce(lp, index)`` maps the log-probabilities of a batch
-        (float tensor, batch x P x vocabulary) and the batch's row numbers (long tensor, on the model's
-        device) to a tensor or a tuple of tensors with the batch first; the results come back
-        concatenated in row order.
+        ``positions[i]`` are indices into ``rows[i]``. Rows are batched by their number of positions, then
+        length, and a batch's P is its rows' most positions, so the head and the log-softmax run at a row's
+        own positions, not at the widest row's (mask predict's rows have 1..M masks left); within a batch,
+        rows with fewer positions are padded by repeating their last one (ignore those slots).
+        ``reduce(lp, index)`` maps the log-probabilities of a batch (float tensor, batch x P x vocabulary)
+        and the batch's row numbers (long tensor, on the model's device) to a tensor or a tuple of tensors
+        with the batch first; the results come back concatenated in row order, a result's second axis (the
+        positions, where it has one) padded to the widest row's by repeating its last slot.
         With ``exclude_special``, special tokens get log-probability -inf (not renormalised).
         """
         import torch  # torch only when a model runs
@@ -322,14 +325,15 @@ class MaskedLM:
             raise ValueError("no rows to score")
         width = max(len(p) for p in positions)
         per_batch = max(1, min(self.batch_size, logprob_elements(self.device) // max(1, width * self.vocab_size)))
-        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+        order = sorted(range(len(rows)), key=lambda i: (len(positions[i]), len(rows[i])))
         pieces, done = [], []
         with torch.inference_mode():
             for start in range(0, len(order), per_batch):
                 chunk = order[start:start + per_batch]
                 ids, filled = padded([rows[i] for i in chunk], self.pad_id)
-                # a row with fewer positions repeats its last one up to ``width``
-                where, _ = padded([list(positions[i]) + [positions[i][-1]] * (width - len(positions[i]))
+                # a row with fewer positions repeats its last one up to the batch's most
+                count = max(len(positions[i]) for i in chunk)
+                where, _ = padded([list(positions[i]) + [positions[i][-1]] * (count - len(positions[i]))
                                    for i in chunk], 0)
                 ids, mask, where = torch.from_numpy(ids), torch.from_numpy(filled).long(), torch.from_numpy(where)
                 logits = self.logits_at(ids.to(self.device), mask.to(self.device), where.to(self.device))
@@ -338,7 +342,11 @@ class MaskedLM:
                 if exclude_special and len(self.excluded):
                     lp[:, :, self.excluded] = float("-inf")
                 out = reduce(lp, torch.tensor(chunk, dtype=torch.long, device=self.device))
-                pieces.append(out if isinstance(out, tuple) else (out,))
+                out = out if isinstance(out, tuple) else (out,)
+                if count < width:  # the positions axis as wide as the widest row's, its last slot repeated
+                    slots = torch.arange(width).clamp(max=count - 1)
+                    out = tuple(t[:, slots.to(t.device)] if t.dim() > 1 else t for t in out)
+                pieces.append(out)
                 done.extend(chunk)
         inverse = torch.empty(len(done), dtype=torch.long)
         inverse[torch.tensor(done, dtype=torch.long)] = torch.arange(len(done))

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from medlama.core.errors import MedlamaInputError
-from medlama.core.finite import nonfinite_output_error
+from medlama.core.finite import finite_tensor, nonfinite_output_error
 from medlama.probers.mlm import MaskedLM, logprob_elements, padded
 
 Variant = Literal["within-word-l2r", "original"]
@@ -145,7 +145,7 @@ class PllScorer:
                 attention = (columns[None, :width] < lengths[rows][:, None]).long()
                 logits = self.lm.logits_at(copies, attention, at[:, None])[:, 0]
                 # checked once at the end: a check per pass would wait for the GPU every pass
-                finite &= torch.isfinite(logits).all()
+                finite &= finite_tensor(logits)
                 # the target's log-probability, logit minus log-sum-exp: no rows x vocabulary log-softmax
                 chosen = logits.gather(1, ids[rows, at][:, None])[:, 0].float()
                 sums.index_add_(0, rows, (chosen - logits.float().logsumexp(-1)).double())
