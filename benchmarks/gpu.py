@@ -65,11 +65,12 @@ from gpu_mask_predict import mask_predict_part  # noqa: E402
 from gpu_masked import masked_part  # noqa: E402
 from gpu_models import build_causal, build_masked, synthetic_queries  # noqa: E402,F401
 from gpu_retrieval import hard_set, retrieval_part  # noqa: E402,F401
+from gpu_rewire import rewire_part  # noqa: E402
 
 #: Each part's runner, ``(args, device, dtype) -> rows``; the order is the default order of ``--parts``.
 PART_RUNNERS = {"causal": causal_part, "masked": masked_part,
                 "retrieval": lambda args, device, dtype: retrieval_part(args, device),
-                "mask-predict": mask_predict_part}
+                "mask-predict": mask_predict_part, "rewire": rewire_part}
 PARTS = tuple(PART_RUNNERS)
 
 
