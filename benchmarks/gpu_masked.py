@@ -12,9 +12,9 @@ from gpu_models import build_masked, synthetic_queries
 from gpu_peers import agreement, best_of, top_names
 
 
-def lm_pub_quiz_peer(prober, queries, batch_size: int, device, ours: list[list[str]], top_k: int) -> Peer:
+def lm_pub_quiz_peer(prober, queries, batch_size: int, device):
     """lm-pub-quiz scoring every candidate of every query (``evaluate_instance``, summed), the model medlama
-    probed (same weights, same dtype), ``batch_size`` masked copies per pass."""
+    probed (same weights, same dtype), ``batch_size`` masked copies per pass: ``(run, its top-k lists)``."""
     from lm_pub_quiz import Evaluator
 
     evaluator = Evaluator.from_model(prober.lm.model, model_type="MLM", tokenizer=prober.lm.tokenizer,
@@ -29,9 +29,7 @@ def lm_pub_quiz_peer(prober, queries, batch_size: int, device, ours: list[list[s
         scored[:] = [evaluator.evaluate_instance(template=text, answers=names, reduction="sum",
                                                  batch_size=batch_size) for text in queries.texts]
 
-    seconds = best_of(device, run)
-    return Peer("lm-pub-quiz MaskedLMEvaluator", seconds,
-                agreement(ours, [top_names(row, names, top_k) for row in scored]))
+    return run, scored
 
 
 def masked_part(args, device, dtype: str) -> list[Row]:
@@ -51,10 +49,13 @@ def masked_part(args, device, dtype: str) -> list[Row]:
         counter = FlopCounter()
         counter.body(lm.model.base_model, lm.model.config, causal=False)
         counter.head(lm.head)
-        ranked = [prober.rank(queries, top_k=top_k)]  # what the peer is compared with; counted once
+        ranked = prober.rank(queries, top_k=top_k)  # what the peer is compared with; counted once
         counter.close()
-        seconds = best_of(device, lambda: prober.rank(queries, top_k=top_k))
-        peer = lm_pub_quiz_peer(prober, queries, args.batch_size, device, ranked[0], top_k)
+        run, scored = lm_pub_quiz_peer(prober, queries, args.batch_size, device)
+        seconds, theirs = best_of(device, lambda: prober.rank(queries, top_k=top_k), run)
+        names = list(queries.candidates)
+        peer = Peer("lm-pub-quiz MaskedLMEvaluator", theirs,
+                    agreement(ranked, [top_names(row, names, top_k) for row in scored]))
         return [Row("masked", size, f"masked-likelihood {prober.settings_.pll}", parameters(lm.model), dtype,
                     str(device), len(queries), len(queries.candidates), seconds, counter.tokens, counter.flops,
                     peak_for(device, dtype, args.peak_tflops), [peer])]

@@ -9,9 +9,11 @@ from gpu_common import timed
 REPEATS = 3
 
 
-def best_of(device, work, repeats: int = REPEATS) -> float:
-    """The fastest of ``repeats`` timed runs of ``work`` (each a full run, warm-up done by the caller)."""
-    return min(timed(device, work) for _ in range(repeats))
+def best_of(device, ours, theirs, repeats: int = REPEATS) -> tuple[float, float]:
+    """The fastest of ``repeats`` timed runs of ``ours`` and of ``theirs`` (each a full run, warm-ups done by the
+    caller), the two alternated so that both meet the same load of a shared machine."""
+    times = [(timed(device, ours), timed(device, theirs)) for _ in range(repeats)]
+    return min(t for t, _ in times), min(t for _, t in times)
 
 
 def agreement(ours: list[list[str]], theirs: list[list[str]]) -> float:
