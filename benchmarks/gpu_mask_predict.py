@@ -3,8 +3,8 @@ beam 5, 1..M masks, each round fills the single most probable (mask, token) pair
 shaped model, against a plain re-implementation of that decoding written here from the paper's description
 (Jiang et al. 2020, X-FACTR's ``iter_decode_beam_search`` with ``init_method="confidence"``), independent of
 medlama's code: per mask count, every query's beam entries in one batch, the full model's logits, log-softmax
-over the vocabulary with special tokens excluded, the ``beam`` best (mask, token) pairs per entry, the ``beam``
-best distinct fills by summed log-probability kept. Both decode raw strings (no mapping onto candidate names)
+over the vocabulary with special tokens (and ids past the tokenizer's vocabulary) excluded, the ``beam`` best
+(mask, token) pairs per entry, the ``beam`` best distinct fills by summed log-probability kept. Both decode raw strings (no mapping onto candidate names)
 and rank them by mean log-probability; the top-k lists of the two are compared."""
 
 from __future__ import annotations
@@ -23,7 +23,11 @@ def xfactr_confidence(model, tokenizer, texts: list[str], max_masks: int, beam: 
     """X-FACTR's confidence decoding of ``texts`` (each with one ``[Y]``): the ``top_k`` decoded strings per text."""
     import torch
 
-    special = torch.tensor(sorted(set(tokenizer.all_special_ids)), device=device)
+    # never proposed: special tokens, and the output rows past the tokenizer's vocabulary (the benchmark's models
+    # pad their vocabulary to the real models' size; no text holds those ids)
+    vocabulary = model.get_output_embeddings().weight.shape[0]
+    special = torch.tensor(sorted(set(tokenizer.all_special_ids) | set(range(len(tokenizer), vocabulary))),
+                           device=device)
     found: list[dict[str, float]] = [{} for _ in texts]
     with torch.inference_mode():
         for m in range(1, max_masks + 1):
