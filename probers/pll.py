@@ -17,7 +17,10 @@ for it (``original`` needs no words).
 :class:`PllScorer` batches the work: the statements are tokenised together, every (statement, scored token)
 pair is one masked copy, the copies of all statements are sorted by length and run ``batch_size`` at a time
 (each batch cut to its longest statement), and the MLM head is applied at the scored position only. The
-sums are float64.
+copies are built on the model's device from the statements moved there once; a token's log-probability is
+its logit minus the log-sum-exp of the row (in float32; no rows x vocabulary log-softmax is kept), and the
+logits' finiteness is checked once per call, not once per pass (each check waits for a GPU). The sums are
+float64.
 """
 
 from __future__ import annotations
