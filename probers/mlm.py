@@ -23,6 +23,7 @@ import hashlib
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 from medlama.core.defaults import MASK_PLACEHOLDER
@@ -57,6 +58,18 @@ def logprob_elements(device) -> int:
         free, _ = torch.cuda.mem_get_info(device)
         return max(MAX_LOGPROB_ELEMENTS, int(free * GPU_LOGPROB_SHARE) // 4)
     return MAX_LOGPROB_ELEMENTS
+
+def padded(rows: Sequence[Sequence[int]], value: int):
+    """``rows`` (lists of ints) as one (rows x longest) int64 numpy array padded with ``value``, and the boolean
+    array of the filled cells; no Python loop per row beyond reading the lists."""
+    import numpy as np  # numpy only when rows are batched
+
+    lengths = np.fromiter((len(row) for row in rows), dtype=np.int64, count=len(rows))
+    filled = np.arange(int(lengths.max(initial=0)))[None, :] < lengths[:, None]  # row-major, as the rows
+    out = np.full(filled.shape, value, dtype=np.int64)
+    out[filled] = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
+    return out, filled
+
 
 #: What the masked-LM methods need, said when a model is not that.
 MASKED_NEED = ("mask predict, mask average and masked likelihood need a masked language model (BERT style) with "
@@ -321,11 +334,14 @@ class MaskedLM:
                   reduce: Callable, *, exclude_special: bool = False):
         """``reduce(log_softmax logits at positions)`` over length-sorted batches, back in row order.
 
-        ``positions[i]`` are indices into ``rows[i]``; rows with fewer positions are padded by repeating
-        their last one (ignore those slots). ``reduce(lp, index)`` maps the log-probabilities of a batch
-        (float tensor, batch x P x vocabulary) and the batch's row numbers (long tensor, on the model's
-        device) to a tensor or a tuple of tensors with the batch first; the results come back
-        concatenated in row order.
+        ``positions[i]`` are indices into ``rows[i]``. Rows are batched by their number of positions, then
+        length, and a batch's P is its rows' most positions, so the head and the log-softmax run at a row's
+        own positions, not at the widest row's (mask predict's rows have 1..M masks left); within a batch,
+        rows with fewer positions are padded by repeating their last one (ignore those slots).
+        ``reduce(lp, index)`` maps the log-probabilities of a batch (float tensor, batch x P x vocabulary)
+        and the batch's row numbers (long tensor, on the model's device) to a tensor or a tuple of tensors
+        with the batch first; the results come back concatenated in row order, a result's second axis (the
+        positions, where it has one) padded to the widest row's by repeating its last slot.
         With ``exclude_special``, special tokens get log-probability -inf (not renormalised).
         """
         import torch  # torch only when a model runs
@@ -334,27 +350,28 @@ class MaskedLM:
             raise ValueError("no rows to score")
         width = max(len(p) for p in positions)
         per_batch = max(1, min(self.batch_size, logprob_elements(self.device) // max(1, width * self.vocab_size)))
-        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+        order = sorted(range(len(rows)), key=lambda i: (len(positions[i]), len(rows[i])))
         pieces, done = [], []
         with torch.inference_mode():
             for start in range(0, len(order), per_batch):
                 chunk = order[start:start + per_batch]
-                length = max(len(rows[i]) for i in chunk)
-                ids = torch.full((len(chunk), length), self.pad_id, dtype=torch.long)
-                mask = torch.zeros((len(chunk), length), dtype=torch.long)
-                where = torch.empty((len(chunk), width), dtype=torch.long)
-                for r, i in enumerate(chunk):
-                    ids[r, :len(rows[i])] = torch.tensor(rows[i], dtype=torch.long)
-                    mask[r, :len(rows[i])] = 1
-                    pos = list(positions[i])
-                    where[r] = torch.tensor(pos + [pos[-1]] * (width - len(pos)), dtype=torch.long)
+                ids, filled = padded([rows[i] for i in chunk], self.pad_id)
+                # a row with fewer positions repeats its last one up to the batch's most
+                count = max(len(positions[i]) for i in chunk)
+                where, _ = padded([list(positions[i]) + [positions[i][-1]] * (count - len(positions[i]))
+                                   for i in chunk], 0)
+                ids, mask, where = torch.from_numpy(ids), torch.from_numpy(filled).long(), torch.from_numpy(where)
                 logits = self.logits_at(ids.to(self.device), mask.to(self.device), where.to(self.device))
                 require_finite(logits, model=self.model_path, what="logits")
                 lp = logits.float().log_softmax(-1)
                 if exclude_special and len(self.excluded):
                     lp[:, :, self.excluded] = float("-inf")
                 out = reduce(lp, torch.tensor(chunk, dtype=torch.long, device=self.device))
-                pieces.append(out if isinstance(out, tuple) else (out,))
+                out = out if isinstance(out, tuple) else (out,)
+                if count < width:  # the positions axis as wide as the widest row's, its last slot repeated
+                    slots = torch.arange(width).clamp(max=count - 1)
+                    out = tuple(t[:, slots.to(t.device)] if t.dim() > 1 else t for t in out)
+                pieces.append(out)
                 done.extend(chunk)
         inverse = torch.empty(len(done), dtype=torch.long)
         inverse[torch.tensor(done, dtype=torch.long)] = torch.arange(len(done))

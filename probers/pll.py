@@ -17,7 +17,10 @@ for it (``original`` needs no words).
 :class:`PllScorer` batches the work: the statements are tokenised together, every (statement, scored token)
 pair is one masked copy, the copies of all statements are sorted by length and run ``batch_size`` at a time
 (each batch cut to its longest statement), and the MLM head is applied at the scored position only. The
-sums are float64.
+copies are built on the model's device from the statements moved there once; a token's log-probability is
+its logit minus the log-sum-exp of the row (in float32; no rows x vocabulary log-softmax is kept), and the
+logits' finiteness is checked once per call, not once per pass (each check waits for a GPU). The sums are
+float64.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from medlama.core.errors import MedlamaInputError
-from medlama.core.finite import require_finite
-from medlama.probers.mlm import MaskedLM, logprob_elements
+from medlama.core.finite import finite_tensor, nonfinite_output_error
+from medlama.probers.mlm import MaskedLM, logprob_elements, padded
 
 Variant = Literal["within-word-l2r", "original"]
 VARIANTS: tuple[str, ...] = ("within-word-l2r", "original")
@@ -97,22 +100,18 @@ class PllScorer:
                                         "tokenizer's word_ids, no WordPiece '##' pieces), which pll "
                                         "'within-word-l2r' needs; use pll 'original'", file=self.lm.model_path)
             words.append(found)
-        width = max((len(ids) for ids in rows), default=0)
-        ids = torch.full((len(rows), width), self.lm.pad_id, dtype=torch.long)
-        word = torch.full((len(rows), width), -1, dtype=torch.long)
-        for r, (row, found) in enumerate(zip(rows, words)):
-            ids[r, :len(row)] = torch.tensor(row, dtype=torch.long)
-            word[r, :len(row)] = torch.tensor(found, dtype=torch.long)
-        lengths = torch.tensor([len(row) for row in rows], dtype=torch.long)
+        ids, filled = padded(rows, self.lm.pad_id)
+        word, _ = padded(words, -1)
+        ids, word, lengths = torch.from_numpy(ids), torch.from_numpy(word), torch.from_numpy(filled.sum(1))
         return Statements(ids, word, lengths, word >= 0)
 
-    def masked_copies(self, statements: Statements, which, positions):
-        """The masked copies (rows x width long tensor) that score token ``positions[r]`` of statement
-        ``which[r]``: that token masked (``original``), and the later tokens of its word (``within-word-l2r``)."""
+    def masked_copies(self, ids, words, positions):
+        """The masked copies (rows x width long tensor, on ``ids``' device) of statement rows ``ids`` (their words
+        ``words``) that score token ``positions[r]`` of row ``r``: that token masked (``original``), and the later
+        tokens of its word (``within-word-l2r``)."""
         import torch  # torch only when a model runs
 
-        ids, words = statements.ids[which], statements.words[which]
-        columns = torch.arange(ids.shape[1])[None, :]
+        columns = torch.arange(ids.shape[1], device=ids.device)[None, :]
         if self.variant == "original":
             mask = columns == positions[:, None]
         else:
@@ -130,22 +129,29 @@ class PllScorer:
         import torch  # torch only when a model runs
 
         statements = self.statements(texts)
-        which, positions = statements.scored.nonzero(as_tuple=True)
-        order = torch.argsort(statements.lengths[which], stable=True)
-        which, positions = which[order], positions[order]
         device = self.lm.device
+        ids, words, lengths = (t.to(device) for t in (statements.ids, statements.words, statements.lengths))
+        which, positions = statements.scored.to(device).nonzero(as_tuple=True)
+        order = torch.argsort(lengths[which], stable=True)
+        which, positions = which[order], positions[order]
+        # each pass's width is its longest copy's: the copies are sorted by length, so the last one's
+        widths = lengths[which].tolist() if len(which) else []
         sums = torch.zeros(len(texts), dtype=torch.float64, device=device)
+        finite = torch.ones((), dtype=torch.bool, device=device)
         step = max(1, min(self.batch_size, logprob_elements(device) // max(1, self.lm.vocab_size)))
+        columns = torch.arange(ids.shape[1], device=device)
         with torch.inference_mode():
             for start in range(0, len(which), step):
                 rows, at = which[start:start + step], positions[start:start + step]
-                width = int(statements.lengths[rows].max())
-                ids = self.masked_copies(statements, rows, at)[:, :width]
-                attention = (torch.arange(width)[None, :] < statements.lengths[rows][:, None]).long()
-                logits = self.lm.logits_at(ids.to(device), attention.to(device), at[:, None].to(device))[:, 0]
-                require_finite(logits, model=self.lm.model_path, what="logits")
-                targets = statements.ids[rows, at].to(device)
-                lp = logits.float().log_softmax(-1).gather(1, targets[:, None])[:, 0]
-                sums.index_add_(0, rows.to(device), lp.double())
+                width = widths[min(start + step, len(which)) - 1]
+                copies = self.masked_copies(ids[rows, :width], words[rows, :width], at)
+                attention = (columns[None, :width] < lengths[rows][:, None]).long()
+                logits = self.lm.logits_at(copies, attention, at[:, None])[:, 0]
+                # checked once at the end: a check per pass would wait for the GPU every pass
+                finite &= finite_tensor(logits)
+                # the target's log-probability, logit minus log-sum-exp: no rows x vocabulary log-softmax
+                chosen = logits.gather(1, ids[rows, at][:, None])[:, 0].float()
+                sums.index_add_(0, rows, (chosen - logits.float().logsumexp(-1)).double())
+        if not bool(finite):
+            raise nonfinite_output_error(self.lm.model_path, "logits")
         return sums.cpu(), self.token_counts(statements)
-

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.progress import bar
@@ -88,12 +88,25 @@ def linear_rate(step: int, total: int, warmup: int) -> float:
     return max(0.0, (total - step) / max(1, total - warmup))
 
 
+#: Rows (queries x beam entries) per forward pass of a dev decoding, at most: the dev set is decoded as one block
+#: so that every round of it is a few wide passes, not one narrow pass per ``batch_size`` queries (on a GPU a
+#: narrow pass costs its launch latency, not its arithmetic); the log-probability budget
+#: (:func:`medlama.probers.mlm.logprob_elements`) still caps a pass.
+DEV_ROWS_PER_PASS = 1024
+
+
 def dev_accuracy(prober: MaskPredictProber, queries: QuerySet, prompt: LearnedPrompt | None) -> float:
-    """acc@1 of ``queries`` decoded with ``prompt`` (``None``: the manual prompt), scored as BioLAMA."""
+    """acc@1 of ``queries`` decoded with ``prompt`` (``None``: the manual prompt), scored as BioLAMA; every query
+    decoded in one block (:data:`DEV_ROWS_PER_PASS`): a query's answers do not depend on the others decoded
+    beside it."""
+    settings, rows = prober.settings_, prober.lm.batch_size
     prober.use_prompts(None if prompt is None else {prompt.relation: prompt})
+    prober.settings_ = replace(settings, batch_size=max(1, len(queries)))
+    prober.lm.batch_size = max(rows, DEV_ROWS_PER_PASS)
     try:
         return probe(prober, queries, top_k=1, ks=(1,), match=BIOLAMA.match).acc(1)
     finally:
+        prober.settings_, prober.lm.batch_size = settings, rows
         prober.use_prompts(None)
 
 

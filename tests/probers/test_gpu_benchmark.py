@@ -30,7 +30,7 @@ def gpu():
 def test_every_part_runs_small_on_the_cpu(gpu, medlama_source, tmp_path, capsys):
     out = tmp_path / "gpu.json"
     assert gpu.main(["--device", "cpu", "--queries", "2", "--candidates", "12", "--peak-tflops", "0.5",
-                     "--source", str(medlama_source), "--json", str(out)]) == 0
+                     "--parts", "causal,masked,retrieval", "--source", str(medlama_source), "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "peak assumed (dense TFLOP/s): bf16 0.5, fp16 0.5, fp32 0.5" in printed
     record = json.loads(out.read_text())
@@ -44,6 +44,28 @@ def test_every_part_runs_small_on_the_cpu(gpu, medlama_source, tmp_path, capsys)
         assert f"{100 * row['MFU']:.1f}%" in printed
     retrieval = rows["retrieval", "retrieval reference"]
     assert retrieval["queries"] == 19 and 12 <= retrieval["candidates"] <= 12 + 19 * 30  # one query per relation
+
+
+def test_the_peer_parts_run_small_on_the_cpu_beside_their_peers(gpu, tmp_path, capsys):
+    """masked-likelihood beside lm-pub-quiz, mask-predict beside a plain X-FACTR confidence decoding, rewire beside
+    sentence-transformers' trainer: each row carries its peer, timed, with the ratio and (where both rank) a top-k
+    agreement; on these tiny models both rankings are the same lists."""
+    out = tmp_path / "gpu.json"
+    assert gpu.main(["--device", "cpu", "--queries", "2", "--candidates", "12", "--peak-tflops", "0.5",
+                     "--parts", "masked,mask-predict,rewire", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    rows = {row["part"]: row for row in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"masked", "mask-pred", "rewire"}
+    peers = {part: row["peers"] for part, row in rows.items()}
+    assert [p["name"] for p in peers["masked"]] == ["lm-pub-quiz MaskedLMEvaluator"]
+    assert peers["masked"][0]["agreement"] == 1.0 and peers["mask-pred"][0]["agreement"] == 1.0
+    assert peers["mask-pred"][0]["name"].startswith("X-FACTR confidence decoding")
+    assert peers["rewire"][0]["name"].startswith("sentence-transformers trainer")
+    for part, row in rows.items():
+        assert row["seconds"] > 0 and row["flops"] > 0 and peers[part][0]["seconds"] > 0
+        assert f"medlama/peer {row['seconds'] / peers[part][0]['seconds']:.2f}x" in printed
+    assert rows["rewire"]["queries"] == 3 * 16  # pairs of the steps after the first
+    assert "arithmetic floor at the assumed peak" in printed
 
 
 def test_unknown_part_and_missing_release_are_refused(gpu, tmp_path, capsys):
