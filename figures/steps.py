@@ -81,6 +81,8 @@ def draw_series(ax, points: Sequence[dict], *, label: str | None = None, color=N
     low = [100 * (p["mean"] - p["std"]) if p["std"] is not None else 100 * p["mean"] for p in points]
     high = [100 * (p["mean"] + p["std"]) if p["std"] is not None else 100 * p["mean"] for p in points]
     ax.fill_between(steps, low, high, alpha=0.25, color=line.get_color(), linewidth=0)
+    ax.set_xticks(sorted(set(steps)) if len(set(steps)) <= 12 else ax.get_xticks())  # steps are whole numbers
+    ax.set_ylim(bottom=0)
 
 
 def load_recipe(folders: Sequence[Path], k: int) -> tuple[list[dict], dict | None, list[dict], str]:
