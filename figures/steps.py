@@ -35,6 +35,8 @@ def check_entries(entries: object, k: int, *, file: Path) -> list[dict]:
                                                                                           (int, float)):
                 raise MedlamaInputError(f"corpus {entry.get('corpus')!r}, step {step!r}: no acc@{k} recorded (the "
                                         "run scored other cut-offs; give --k one of them)", file=file)
+    if not common_steps(entries):
+        raise MedlamaInputError("the corpora share no checkpoint step: nothing can be averaged over them", file=file)
     return entries
 
 

@@ -30,6 +30,10 @@ def load_sweep(folder: Path, ks: Sequence[int]) -> tuple[dict, list[dict], list[
     for key in record["points"]:
         file = Path(folder) / "points" / str(key) / POINT_FILE
         point = read_record(file, what="a finished point of the sweep (rerun `medlama sweep` to finish it)")
+        settings = point.get("point") if isinstance(point, dict) else None
+        if not isinstance(settings, dict) or any(not isinstance(settings.get(n), (int, float)) for n, _, _ in AXES):
+            raise MedlamaInputError(f"not a sweep point's record (`point` with {', '.join(n for n, _, _ in AXES)} "
+                                    "expected)", file=file)
         for k in ks:
             check_entries(point.get("checkpoints") if isinstance(point, dict) else None, k, file=file)
         points.append(point)

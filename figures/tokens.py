@@ -34,6 +34,11 @@ COUNTS = {
     "candidates": "every entity name probed against: answer and head names (the candidate set)",
 }
 
+#: The counts in a figure's title.
+SHORT = {"distinct_answers": "distinct answer names", "answer_occurrences": "every answer",
+         "distinct_answers_macro": "distinct answer names per relation, mean over relations",
+         "candidates": "every candidate name"}
+
 
 def load_tokenizer(name: str | None):
     """The tokenizer of ``name`` (a folder or Hub name; default: the bundled model's), or one clear error."""
@@ -127,8 +132,8 @@ def token_figure(data: str, out: Path, *, tokenizer: str | None = None, configs:
               "counts_defined": COUNTS, "closest_to_paper": {"set": nearest[0], "count": nearest[1], "share": share},
               "sets": counts}
     sources = [{"data": queries.info} for queries in sets.values()]
-    title = (f"MedLAMA answers by number of tokens ({record['tokenizer']['name']}); the paper's 2.6% single-token: "
-             f"{nearest[0]} set, {nearest[1].replace('_', ' ')} = {100 * share:.2f}%")
+    title = (f"MedLAMA answers by number of tokens ({record['tokenizer']['name']})\nthe paper's 2.6% single-token "
+             f"names = {nearest[0]} set, {SHORT[nearest[1]]}: {100 * share:.2f}%")
     return write_figure(fig, out, figure="rewire-then-probe figure 1 (right)", title=title, caption=caption,
                         data=record,
                         sources=sources, settings={"tokenizer": tokenizer, "configs": list(configs)}, argv=argv)

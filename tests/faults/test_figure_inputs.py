@@ -75,3 +75,16 @@ def test_existing_figure_needs_overwrite(tmp_path):
     status, err = medlama("figure", "steps", "recipe", "--out", "steps.png", "--overwrite", cwd=tmp_path)
     assert status == 0, err
     assert (tmp_path / "steps.png").read_bytes()[:4] == b"\x89PNG" and (tmp_path / "steps.json").is_file()
+
+
+def test_steps_of_corpora_without_a_common_step_and_a_broken_sweep_point(tmp_path):
+    folder = recipe_record(tmp_path / "recipe")
+    record = json.loads((folder / "results.json").read_text())
+    record["checkpoints"].append({"corpus": "pubmed_1", "steps": {"50": {"acc@1": 0.2}}})
+    (folder / "results.json").write_text(json.dumps(record))
+    assert "the corpora share no checkpoint step" in refused(tmp_path, "figure", "steps", "recipe")
+    sweep = tmp_path / "sweep"
+    (sweep / "points" / "p").mkdir(parents=True)
+    (sweep / "sweep.json").write_text(json.dumps({"points": ["p"], "grid": {}}))
+    (sweep / "points" / "p" / "point.json").write_text(json.dumps({"checkpoints": record["checkpoints"][:1]}))
+    assert "point.json: not a sweep point's record" in refused(tmp_path, "figure", "sweep", "sweep")
