@@ -16,7 +16,7 @@ import numpy as np
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.intervals import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_group_cis, bootstrap_mean_ci
-from medlama.figures.output import source_record, subplots, write_figure
+from medlama.figures.output import check_png, source_record, subplots, write_figure
 from medlama.probers.compare.runs import load_runs
 from medlama.probers.outputs import RESULTS_FILE
 
@@ -67,9 +67,11 @@ def layer_maps(folders: Sequence[Path], k: int) -> dict[str, dict]:
     return maps
 
 
-def layers_figure(folders: Sequence[Path], out: Path, *, k: int = 1,
+def layers_figure(folders: Sequence[Path], out: Path, *, k: int = 1, overwrite: bool = False,
                   argv: Sequence[str] | None = None) -> tuple[Path, Path]:
-    """Draw figure 7 from ``medlama probe --layers`` outputs into ``out`` (PNG) and its JSON."""
+    """Draw figure 7 from ``medlama probe --layers`` outputs into ``out`` (PNG) and its JSON (an existing figure
+    is refused unless ``overwrite``)."""
+    check_png(Path(out), overwrite=overwrite)
     maps = layer_maps(folders, k)
     columns = max(len(m["relations"]) for m in maps.values())
     fig, axes = subplots(len(maps), 1, width=max(7.0, 0.55 * columns + 3),

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from medlama.core.errors import MedlamaInputError
-from medlama.figures.output import STD_METHOD, mean_std, read_record, source_record, subplots, write_figure
+from medlama.figures.output import STD_METHOD, check_png, mean_std, read_record, source_record, subplots, write_figure
 from medlama.probers.outputs import RESULTS_FILE
 
 #: What the figure's panels beside the micro average are, as the record says it.
@@ -110,9 +110,11 @@ def load_recipe(folders: Sequence[Path], k: int) -> tuple[list[dict], dict | Non
     return entries, base, sources, str(identity[0])
 
 
-def steps_figure(folders: Sequence[Path], out: Path, *, k: int = 1, top: int = 9,
+def steps_figure(folders: Sequence[Path], out: Path, *, k: int = 1, top: int = 9, overwrite: bool = False,
                  argv: Sequence[str] | None = None) -> tuple[Path, Path]:
-    """Draw figure 4 from recipe outputs into ``out`` (PNG) and its JSON."""
+    """Draw figure 4 from recipe outputs into ``out`` (PNG) and its JSON (an existing figure is refused unless
+    ``overwrite``)."""
+    check_png(Path(out), overwrite=overwrite)
     entries, base, sources, query_set = load_recipe(folders, k)
     key = f"acc@{k}"
     relations = top_relations(entries, key, top)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from medlama.core.errors import MedlamaInputError
-from medlama.figures.output import STD_METHOD, read_record, source_record, subplots, write_figure
+from medlama.figures.output import STD_METHOD, check_png, read_record, source_record, subplots, write_figure
 from medlama.figures.steps import check_entries, draw_series, series
 from medlama.figures.settings import AXES, POINT_FILE, SWEEP_FILE
 
@@ -54,9 +54,11 @@ def panels(record: dict, points: Sequence[dict]) -> tuple[dict, list[str]]:
     return reference, swept
 
 
-def sweep_figure(folder: Path, out: Path, *, ks: Sequence[int] = (1, 10),
+def sweep_figure(folder: Path, out: Path, *, ks: Sequence[int] = (1, 10), overwrite: bool = False,
                  argv: Sequence[str] | None = None) -> tuple[Path, Path]:
-    """Draw figure 9 / A.2-A.3 from the sweep in ``folder`` into ``out`` (PNG) and its JSON."""
+    """Draw figure 9 / A.2-A.3 from the sweep in ``folder`` into ``out`` (PNG) and its JSON (an existing figure
+    is refused unless ``overwrite``)."""
+    check_png(Path(out), overwrite=overwrite)
     record, points, sources = load_sweep(folder, ks)
     reference, swept = panels(record, points)
     base = record.get("base")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from medlama.core.defaults import default_model_path
 from medlama.core.errors import MedlamaInputError
-from medlama.figures.output import subplots, write_figure
+from medlama.figures.output import check_png, subplots, write_figure
 from medlama.probers.queries import load_medlama_queries
 
 #: The paper's single-token share of MedLAMA's entity names (section 2, footnote 4: bert-base-uncased).
@@ -100,8 +100,10 @@ def token_counts(queries, tokenizer) -> dict:
 
 
 def token_figure(data: str, out: Path, *, tokenizer: str | None = None, configs: Sequence[str] = ("full", "hard"),
-                 argv: Sequence[str] | None = None) -> tuple[Path, Path]:
-    """Draw figure 1 (right) of MedLAMA ``data`` (a built folder or Hub id) into ``out`` (PNG) and its JSON."""
+                 overwrite: bool = False, argv: Sequence[str] | None = None) -> tuple[Path, Path]:
+    """Draw figure 1 (right) of MedLAMA ``data`` (a built folder or Hub id) into ``out`` (PNG) and its JSON
+    (an existing figure is refused unless ``overwrite``)."""
+    check_png(Path(out), overwrite=overwrite)
     loaded = load_tokenizer(tokenizer)
     sets = {config: load_medlama_queries(data, config) for config in configs}
     counts = {config: token_counts(queries, loaded) for config, queries in sets.items()}

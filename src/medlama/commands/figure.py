@@ -56,18 +56,19 @@ def _draw(name: str, inputs: list[str], out: Path, settings: FigureSettings,
         # transformers loads with the token figure, not when the CLI parses its flags
         from medlama.figures.tokens import token_figure
 
-        return token_figure(inputs[0], out, tokenizer=settings.tokenizer, argv=argv)
+        return token_figure(inputs[0], out, tokenizer=settings.tokenizer, overwrite=settings.overwrite, argv=argv)
     if name == "steps":
         # matplotlib loads when a figure is drawn, not when the CLI parses its flags
         from medlama.figures.steps import steps_figure
 
-        return steps_figure([Path(i) for i in inputs], out, k=settings.k, top=settings.top, argv=argv)
+        return steps_figure([Path(i) for i in inputs], out, k=settings.k, top=settings.top,
+                            overwrite=settings.overwrite, argv=argv)
     if name == "layers":
         # numpy and the run reader load when a figure is drawn, not when the CLI parses its flags
         from medlama.figures.layers import layers_figure
 
-        return layers_figure([Path(i) for i in inputs], out, k=settings.k, argv=argv)
+        return layers_figure([Path(i) for i in inputs], out, k=settings.k, overwrite=settings.overwrite, argv=argv)
     # matplotlib loads when a figure is drawn, not when the CLI parses its flags
     from medlama.figures.sweep_plot import sweep_figure
 
-    return sweep_figure(Path(inputs[0]), out, argv=argv)
+    return sweep_figure(Path(inputs[0]), out, overwrite=settings.overwrite, argv=argv)

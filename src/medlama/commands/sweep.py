@@ -57,6 +57,6 @@ def run(args: argparse.Namespace) -> int:
     with human_output(args):
         queries = load_queries(args)
         run_sweep(settings, queries, args.out, probe_settings=probe_settings, device=args.device)
-        png, record = sweep_figure(args.out, args.out / FIGURE_FILE)
+        png, record = sweep_figure(args.out, args.out / FIGURE_FILE, overwrite=True)  # redrawn from the records
         print(f"wrote {png} and {record}")
     return 0
