@@ -22,14 +22,16 @@ from medlama.probers.outputs import write_results
 from medlama.probers.plots import save_figure
 
 #: The spread drawn around a mean over repeated runs (corpora or seeds), as the record names it.
-STD_METHOD = "sample standard deviation (n - 1) over the rewiring corpora; none for one corpus"
+STD_METHOD = ("sample standard deviation (n - 1) over the rewiring corpora; where there is one value (one corpus, "
+              "the un-rewired model), the micro acc@k's 95% percentile-bootstrap interval over queries")
 
 
 def step_record(result) -> dict:
     """What a figure needs of one probe of a model (a checkpoint, a layer): its micro and macro acc@k, its
-    number of queries and acc@k per relation (:meth:`~medlama.probers.result.ProbeResult.per_relation`)."""
+    number of queries, the 95% bootstrap interval of each micro acc@k (:attr:`~medlama.probers.result.ProbeResult.
+    intervals`) and acc@k per relation (:meth:`~medlama.probers.result.ProbeResult.per_relation`)."""
     return {**{key: value for key, value in result.metrics.items() if key.startswith("acc@")},
-            "queries": len(result.ids), "per_relation": result.per_relation()}
+            "queries": len(result.ids), "intervals": result.intervals, "per_relation": result.per_relation()}
 
 
 def read_record(path: str | Path, *, what: str) -> Any:

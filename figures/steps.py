@@ -51,19 +51,29 @@ def _value(record: dict, key: str, relation: str | None) -> float | None:
     return ((record.get("per_relation") or {}).get(relation) or {}).get(key)
 
 
+def _interval(record: dict, key: str, relation: str | None) -> list[float] | None:
+    """The recorded bootstrap interval of a micro acc@k (none per relation, nor for a macro average)."""
+    found = (record.get("intervals") or {}).get(key) if relation is None else None
+    return list(found) if isinstance(found, (list, tuple)) and len(found) == 2 else None
+
+
 def series(entries: Sequence[dict], key: str, *, relation: str | None = None, base: dict | None = None) -> list[dict]:
-    """``[{"step", "mean", "std", "values"}, ...]`` of ``key`` (``acc@1``, ``acc@10_macro``...) over the
-    corpora at each common step (of ``relation``, or overall), led by step 0, the un-rewired model ``base``
-    (one model: its one value, no spread)."""
+    """``[{"step", "mean", "std", "values", "interval"}, ...]`` of ``key`` (``acc@1``, ``acc@10_macro``...) over
+    the corpora at each common step (of ``relation``, or overall), led by step 0, the un-rewired model ``base``.
+    ``std``: over the corpora (none for one value); ``interval``: with one value, its recorded 95% bootstrap
+    interval over queries (micro acc@k only), the spread there is then."""
     out = []
     if base is not None and _value(base, key, relation) is not None:
-        out.append({"step": 0, "mean": _value(base, key, relation), "std": None, "values": [_value(base, key, relation)]})
+        out.append({"step": 0, "mean": _value(base, key, relation), "std": None, "values": [_value(base, key, relation)],
+                    "interval": _interval(base, key, relation)})
     for step in common_steps(entries):
-        values = [_value(entry["steps"][str(step)], key, relation) for entry in entries]
+        records = [entry["steps"][str(step)] for entry in entries]
+        values = [_value(record, key, relation) for record in records]
         if any(v is None for v in values):
             continue
         mean, std = mean_std(values)
-        out.append({"step": step, "mean": mean, "std": std, "values": values})
+        out.append({"step": step, "mean": mean, "std": std, "values": values,
+                    "interval": _interval(records[0], key, relation) if len(records) == 1 else None})
     return out
 
 
@@ -76,12 +86,15 @@ def top_relations(entries: Sequence[dict], key: str, top: int) -> list[str]:
 
 
 def draw_series(ax, points: Sequence[dict], *, label: str | None = None, color=None) -> None:
-    """A mean line in percent with its standard deviation shaded (where there is one)."""
+    """A mean line in percent with its spread shaded: the standard deviation over corpora, or for a single value
+    its bootstrap interval (where recorded)."""
     steps = [p["step"] for p in points]
     means = [100 * p["mean"] for p in points]
     line, = ax.plot(steps, means, marker="o", markersize=3, label=label, color=color)
-    low = [100 * (p["mean"] - p["std"]) if p["std"] is not None else 100 * p["mean"] for p in points]
-    high = [100 * (p["mean"] + p["std"]) if p["std"] is not None else 100 * p["mean"] for p in points]
+    low = [100 * (p["mean"] - p["std"]) if p["std"] is not None else 100 * (p.get("interval") or [p["mean"]] * 2)[0]
+           for p in points]
+    high = [100 * (p["mean"] + p["std"]) if p["std"] is not None else 100 * (p.get("interval") or [p["mean"]] * 2)[1]
+            for p in points]
     ax.fill_between(steps, low, high, alpha=0.25, color=line.get_color(), linewidth=0)
     ax.set_xticks(sorted(set(steps)) if len(set(steps)) <= 12 else ax.get_xticks())  # steps are whole numbers
     ax.set_ylim(bottom=0)
@@ -105,7 +118,8 @@ def load_recipe(folders: Sequence[Path], k: int) -> tuple[list[dict], dict | Non
         entries += check_entries(record.get("checkpoints"), k, file=file)
         first = record["runs"][0] if record["runs"] else None
         if base is None and isinstance(first, dict):
-            base = {**(first.get("metrics") or {}), "per_relation": first.get("per_relation") or {}}
+            base = {**(first.get("metrics") or {}), "intervals": first.get("intervals") or {},
+                    "per_relation": first.get("per_relation") or {}}
         sources.append(source_record(file, record))
     return entries, base, sources, str(identity[0])
 

@@ -125,8 +125,10 @@ def test_steps_figure_is_numpy_mean_and_std_over_the_recipe_corpora(medlama_dir,
     panels = figure_record(png)["data"]["panels"]
     assert len(panels) == 3 and list(panels)[0] == "micro average"
     micro = panels["micro average"]
-    assert micro[0] == {"step": 0, "mean": results["runs"][0]["metrics"]["acc@10"], "std": None,
-                        "values": [results["runs"][0]["metrics"]["acc@10"]]}
+    base = results["runs"][0]  # step 0: the un-rewired model, one value: its bootstrap interval is the spread
+    assert micro[0] == {"step": 0, "mean": base["metrics"]["acc@10"], "std": None, "values": [base["metrics"]["acc@10"]],
+                        "interval": base["intervals"]["acc@10"]}
+    assert micro[1]["interval"] is None  # two corpora: their std is the spread
     values = np.array([c["steps"]["2"]["acc@10"] for c in checkpoints])
     assert micro[1]["step"] == 2 and micro[1]["mean"] == pytest.approx(values.mean())
     assert micro[1]["std"] == pytest.approx(values.std(ddof=1))
