@@ -24,7 +24,7 @@ from medlama.core.checkpoints import checkpoint_step, list_checkpoints
 from medlama.core.checksums import sha256_of
 from medlama.core.errors import MedlamaInputError
 from medlama.core.models import resolve_model
-from medlama.core.provenance import provenance
+from medlama.core.provenance import model_identity, provenance
 from medlama.core.settings import as_dict
 from medlama.figures.output import read_record, step_record
 from medlama.figures.settings import AXES, POINT_FILE, SWEEP_FILE, SWEEP_KIND, SweepSettings, point_key
@@ -40,6 +40,7 @@ def _plan(settings: SweepSettings, queries: QuerySet, probe_settings: RetrievalS
     """What every point shares; a resumed sweep must share it."""
     shared = {key: value for key, value in as_dict(settings).items() if key not in {name for name, _, _ in AXES}}
     shared["corpus"] = [{"name": Path(c).name, "sha256": sha256_of(c)} for c in settings.corpus]
+    shared["model"] = model_identity(settings.model)  # by content (a local path means nothing elsewhere)
     return {"sweep": shared, "probe": as_dict(probe_settings), "data": queries.info, "query_set": queries.name,
             "queries": len(queries)}
 
