@@ -62,7 +62,7 @@ def sweep_figure(folder: Path, out: Path, *, ks: Sequence[int] = (1, 10), overwr
     record, points, sources = load_sweep(folder, ks)
     reference, swept = panels(record, points)
     base = record.get("base")
-    fig, axes = subplots(len(ks), len(swept), width=4.6 * len(swept), height=3.2 * len(ks))
+    fig, axes = subplots(len(ks), len(swept), width=max(6.0, 4.6 * len(swept)), height=3.2 * len(ks))
     data: dict = {"reference": reference, "spread": STD_METHOD, "query_set": (record.get("plan") or {}).get("query_set"),
                   "panels": {}}
     for column, name in enumerate(swept):
@@ -87,7 +87,7 @@ def sweep_figure(folder: Path, out: Path, *, ks: Sequence[int] = (1, 10), overwr
     caption = (f"{data['query_set']}: acc@k over rewiring steps for each swept setting (columns), the others held at "
                f"the reference point ({fixed}); lines: mean over {'/'.join(map(str, sorted(corpora)))} corpora, "
                f"shaded: {STD_METHOD}; step 0 is the un-rewired model.")
-    title = (f"{data['query_set']}: sweep over {', '.join(LABELS[n] for n in swept)} "
+    title = (f"{data['query_set']}\nsweep over {', '.join(LABELS[n] for n in swept)} "
              f"(mean ± std over {'/'.join(map(str, sorted(corpora)))} corpora)")
     return write_figure(fig, out, figure="rewire-then-probe figure 9 / appendix A.2-A.3", title=title,
                         caption=caption, data=data, sources=sources, settings={"ks": list(ks)}, argv=argv)
