@@ -15,7 +15,7 @@ FIGURES = {
     "tokens": ("figure 1 (right): answers by number of tokens, the 2.6% single-token share reconciled",
                "a built MedLAMA folder or Hub id"),
     "steps": ("figure 4: acc@k over rewiring steps, mean ± std over corpora, micro and the top relations",
-              "output folders of `medlama recipe --probe-checkpoints`"),
+              "output folders of `medlama recipe --probe-checkpoints` (or a sweep's points/KEY)"),
     "layers": ("figure 7: acc@k per layer and relation", "output folders of `medlama probe --layers ...`"),
     "sweep": ("figure 9 / appendix A.2-A.3: acc@k over steps per mask ratio, learning rate, tau, corpus size",
               "the output folder of `medlama sweep`"),

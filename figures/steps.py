@@ -4,7 +4,7 @@ relations).
 
 The numbers are those ``medlama recipe --probe-checkpoints`` recorded in its ``results.json`` (``checkpoints``:
 per corpus, each checkpoint's acc@k overall and per relation); step 0 is the un-rewired model, the recipe's
-first run. The same aggregation (:func:`series`) draws the sweep's figure (:mod:`medlama.figures.sweep_plot`),
+first run. A sweep point's folder (``medlama sweep``'s ``points/<key>``) is read alike. The same aggregation (:func:`series`) draws the sweep's figure (:mod:`medlama.figures.sweep_plot`),
 whose points record their checkpoints alike.
 """
 
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from medlama.core.errors import MedlamaInputError
 from medlama.figures.output import STD_METHOD, check_png, mean_std, read_record, source_record, subplots, write_figure
+from medlama.figures.settings import POINT_FILE, SWEEP_FILE
 from medlama.probers.outputs import RESULTS_FILE
 
 #: What the figure's panels beside the micro average are, as the record says it.
@@ -100,26 +101,40 @@ def draw_series(ax, points: Sequence[dict], *, label: str | None = None, color=N
     ax.set_ylim(bottom=0)
 
 
+def _read_run(folder: Path) -> tuple[Path, dict, dict | None, str | None, dict]:
+    """``(file, record, step-0 record, query set, data record)`` of a recipe output or of a sweep point's folder
+    (``points/<key>``: its ``point.json``, with step 0 and the query set from the sweep's ``sweep.json``)."""
+    if (folder / POINT_FILE).is_file():
+        file = folder / POINT_FILE
+        record = read_record(file, what="a finished point of `medlama sweep`")
+        sweep = read_record(folder.parent.parent / SWEEP_FILE, what="the sweep the point belongs to")
+        if not isinstance(record, dict) or not isinstance(sweep, dict):
+            raise MedlamaInputError("not the record of a sweep point", file=file)
+        plan = sweep.get("plan") or {}
+        return file, record, sweep.get("base"), plan.get("query_set"), plan.get("data") or {}
+    file = folder / RESULTS_FILE
+    record = read_record(file, what="the output folder of `medlama recipe --probe-checkpoints` (or a sweep point)")
+    if not isinstance(record, dict) or not isinstance(record.get("runs"), list):
+        raise MedlamaInputError("not the results.json of `medlama recipe`", file=file)
+    first = record["runs"][0] if record["runs"] else None
+    base = ({**(first.get("metrics") or {}), "intervals": first.get("intervals") or {},
+             "per_relation": first.get("per_relation") or {}} if isinstance(first, dict) else None)
+    return file, record, base, record.get("query_set"), (record.get("provenance") or {}).get("data") or {}
+
+
 def load_recipe(folders: Sequence[Path], k: int) -> tuple[list[dict], dict | None, list[dict], str]:
-    """The checkpoint records of the recipe outputs ``folders`` (one or more, of the same queries), the
-    un-rewired model's record (step 0), each results.json as a source, and the query set's name."""
+    """The checkpoint records of the recipe outputs (or sweep points) ``folders``, one or more of the same
+    queries, the un-rewired model's record (step 0), each record file as a source, and the query set's name."""
     entries, sources, base, identity = [], [], None, None
     for folder in map(Path, folders):
-        file = folder / RESULTS_FILE
-        record = read_record(file, what="the output folder of `medlama recipe --probe-checkpoints`")
-        if not isinstance(record, dict) or not isinstance(record.get("runs"), list):
-            raise MedlamaInputError("not the results.json of `medlama recipe`", file=file)
-        data = (record.get("provenance") or {}).get("data") or {}
-        here = (record.get("query_set"), data.get("sha256"), data.get("fingerprint"))
+        file, record, first, query_set, data = _read_run(folder)
+        here = (query_set, data.get("sha256"), data.get("fingerprint"))
         if identity is not None and here != identity:
             raise MedlamaInputError(f"its runs probed other queries ({here[0]}, data {here[1] or here[2]}) than the "
                                     f"first folder's ({identity[0]}, data {identity[1] or identity[2]})", file=file)
         identity = here
         entries += check_entries(record.get("checkpoints"), k, file=file)
-        first = record["runs"][0] if record["runs"] else None
-        if base is None and isinstance(first, dict):
-            base = {**(first.get("metrics") or {}), "intervals": first.get("intervals") or {},
-                    "per_relation": first.get("per_relation") or {}}
+        base = base if base is not None else first
         sources.append(source_record(file, record))
     return entries, base, sources, str(identity[0])
 

@@ -213,3 +213,8 @@ def test_sweep_resumes_point_by_point_and_draws_figure_9(medlama_dir, tiny_encod
     # the figure command draws the same data again from the records
     assert main(["figure", "sweep", str(out), "--out", str(tmp_path / "again.png")]) == 0
     assert figure_record(tmp_path / "again.png")["data"] == record["data"]
+    # and figure 4 of one point: its micro panel is the sweep's line of that point
+    line = panel["acc@10"]["0.5"]
+    assert main(["figure", "steps", str(out / "points" / line["key"]), "--k", "10", "--out",
+                 str(tmp_path / "point.png")]) == 0
+    assert figure_record(tmp_path / "point.png")["data"]["panels"]["micro average"] == line["series"]
