@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,8 @@ def write_figure(fig, png: str | Path, *, figure: str, title: str, caption: str,
     """Write ``fig`` (titled ``title``) to ``png`` and its data to the ``.json`` beside it, both atomically (the
     JSON last, so a JSON present means its PNG is complete). Returns ``(png, json)``."""
     png = Path(png)
-    fig.suptitle(title, fontsize=9)
+    fits = int(fig.get_figwidth() * 14)  # characters of a 9-point line across the figure
+    fig.suptitle("\n".join(textwrap.fill(line, fits) for line in title.split("\n")), fontsize=9)
     save_figure(fig, png)
     record = {"figure": figure, "caption": caption, "png": png.name, "data": data, "sources": list(sources),
               "provenance": provenance(settings=dict(settings), models=[], argv=argv)}

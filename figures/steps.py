@@ -167,5 +167,5 @@ def steps_figure(folders: Sequence[Path], out: Path, *, k: int = 1, top: int = 9
     data = {"k": k, "query_set": query_set, "corpora": [entry.get("corpus") for entry in entries],
             "spread": STD_METHOD, "top_rule": TOP_RULE, "panels": panels}
     return write_figure(fig, out, figure="rewire-then-probe figure 4",
-                        title=f"{query_set}: {key} over rewiring steps, mean ± std over {corpora} corpora",
+                        title=f"{query_set}\n{key} over rewiring steps, mean ± std over {corpora} corpora",
                         caption=caption, data=data, sources=sources, settings={"k": k, "top": top}, argv=argv)
