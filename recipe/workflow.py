@@ -29,6 +29,7 @@ from medlama.probers.outputs import write_results
 from medlama.core.errors import MedlamaInputError
 from medlama.recipe.heldout import cloze_self_retrieval, heldout_queries as make_heldout
 from medlama.recipe.settings import CHECKPOINT_CHOICES
+from medlama.figures.output import step_record
 
 #: What each rule of ``checkpoint_choice`` picks, as results.json records it.
 CRITERIA = {"last": "the final step (the paper's rule: a fixed number of steps, section 5.5)",
@@ -111,6 +112,10 @@ class RecipeResult:
                 "rewired_models": [str(m) for m in self.models], "rewire_seconds": self.rewire_seconds,
                 "heldout": self.heldout, "checkpoint_choice": self.checkpoint_choice,
                 "runs": [{**r.to_json(queries=False), "per_relation": r.per_relation()} for r in runs],
+                # each rewired model's checkpoint probes (--probe-checkpoints): what `medlama figure steps` draws
+                "checkpoints": [{"corpus": Path(corpus).name, "steps": {str(step): step_record(r)
+                                                                        for step, r in sorted(by_step.items())}}
+                                for corpus, by_step in zip(self.corpora, self.checkpoints)],
                 "predictions": PREDICTIONS_FILE, "provenance": block}
 
     def save(self, out: str | Path, *, argv: Sequence[str] | None = None) -> tuple[Path, Path]:

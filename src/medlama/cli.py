@@ -31,6 +31,8 @@ import gc
 #: Subcommand modules, in the order ``medlama --help`` lists them.
 COMMAND_MODULES = (
     "medlama.commands.recipe",
+    "medlama.commands.sweep",
+    "medlama.commands.figure",
     "medlama.commands.build",
     "medlama.commands.probe",
     "medlama.commands.compare",
