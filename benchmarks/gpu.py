@@ -62,7 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the parts beside thi
 from gpu_causal import causal_part  # noqa: E402
 from gpu_common import FlopCounter, Peer, Row, peak_for, table  # noqa: E402,F401
 from gpu_masked import masked_part  # noqa: E402
-from gpu_models import build_causal, build_masked, synthetic_queries  # noqa: E402,F401
+from gpu_models import CAUSAL, build_causal, build_masked, synthetic_queries  # noqa: E402,F401
 from gpu_retrieval import hard_set, retrieval_part  # noqa: E402,F401
 
 #: Each part's runner, ``(args, device, dtype) -> rows``; the order is the default order of ``--parts``.
@@ -96,6 +96,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                              "shared/data/medlama beside or in the repository)")
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="the peak TFLOP/s MFU is taken over (default: from the GPU's name and the row's dtype)")
+    parser.add_argument("--causal-models", default=None,
+                        help="comma-separated causal shapes of gpu_models.CAUSAL (default: llama-1b,gpt2; small: "
+                             "llama-tiny,gpt2-tiny); e.g. gpt2 on a CPU: GPT-2 small's shape")
+    parser.add_argument("--repeats", type=int, default=1, help="each timing is the least of this many runs (the "
+                                                                 "row and its peers taken in turn)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--json", type=Path, help="also write the rows (and the figures) here")
     args = parser.parse_args(argv)
@@ -104,6 +109,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if unknown or not parts:
         parser.error(f"unknown --parts {', '.join(unknown) or '(none)'}; choose from {', '.join(PARTS)}")
     args.parts = parts
+    if args.causal_models is not None:
+        args.causal_models = [name.strip() for name in args.causal_models.split(",") if name.strip()]
+        wrong = [name for name in args.causal_models if name not in CAUSAL]
+        if wrong or not args.causal_models:
+            parser.error(f"unknown --causal-models {', '.join(wrong) or '(none)'}; choose from {', '.join(CAUSAL)}")
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
     root = Path(__file__).resolve().parents[1]
     found = [path for path in (root.parent / "shared" / "data" / "medlama", root / "shared" / "data" / "medlama")
              if (path / "prompts.csv").is_file()]

@@ -49,7 +49,6 @@ alike.
 
 from __future__ import annotations
 
-import copy
 import heapq
 import itertools
 import math
@@ -350,8 +349,7 @@ class _Search:
         ids = torch.full((len(part), wide), self.lm.pad_id, dtype=torch.long)
         for r, row in enumerate(fed):
             ids[r, :len(row)] = torch.tensor(row, dtype=torch.long)
-        repeated = copy.deepcopy(cache)  # the prefix's cache stays as it was for the next pass
-        repeated.batch_repeat_interleave(len(part))
+        repeated = self.lm.expanded_cache(cache, len(part))  # the prefix's cache stays as it was for the next pass
         # Only the positions that score something new: the chain's tokens and the last node's children.
         # The LM head runs at those positions alone (the union over the rows: one index list for all);
         # the log-softmax over the vocabulary at each is float32, as the exhaustive method computes it.
