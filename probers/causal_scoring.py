@@ -89,7 +89,7 @@ def target_log_probs(logits, targets):
     return logits.gather(-1, targets[..., None]).squeeze(-1) - logits.logsumexp(-1)
 
 
-def _sum_dtype(device):
+def sum_dtype(device):
     """float64 for summing log-probabilities where the device has it (not Apple's MPS), else float32."""
     import torch  # torch only when a model runs
 
@@ -336,7 +336,7 @@ class CausalLM:
                                logprob_elements(self.device) // max(1, (longest + (0 if kv_cache else len(prefix)))
                                                            * self.vocab_size)))
         order = sorted(real, key=lambda i: len(rows[i]))
-        wide = _sum_dtype(self.device)
+        wide = sum_dtype(self.device)
         sums = []
         with torch.inference_mode():
             head = (head or self._prefix_pass(prefix)) if kv_cache else None
