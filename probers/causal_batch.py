@@ -9,8 +9,8 @@ position is counted from its own prefix's start), and the rows of all those quer
 length, each row reading its own query's prefix from the batched KV cache. The numbers are the per-query ones up
 to float32 rounding (other passes, masked padding); the token ids are the same.
 
-Models whose cache is not a plain ``DynamicCache`` of ``DynamicLayer`` s (sliding windows, shared or hybrid layers)
-are scored one query at a time (``continuation_log_probs``), which every cache supports.
+Models whose cache is not a plain ``DynamicCache`` of ``DynamicLayer`` s (sliding windows, shared or hybrid layers),
+or whose forward takes no ``position_ids`` (ALiBi: BLOOM, MPT), are scored one query at a time (``continuation_log_probs``), which every cache supports.
 """
 
 from __future__ import annotations
@@ -26,8 +26,14 @@ __all__ = ["batched_log_probs"]
 
 
 def _plain_cache(lm: CausalLM) -> bool:
-    """Whether ``lm``'s KV cache is a plain ``DynamicCache`` of ``DynamicLayer`` s (rows can be picked from it)."""
+    """Whether ``lm``'s KV cache is a plain ``DynamicCache`` of ``DynamicLayer`` s (rows can be picked from it) and
+    its forward takes ``position_ids`` (ALiBi models such as BLOOM and MPT take none: one query at a time)."""
+    import inspect
+
     from transformers import DynamicCache  # transformers only when a model loads or runs
+
+    if not {"position_ids", "attention_mask"} <= set(inspect.signature(lm.model.forward).parameters):
+        return False
 
     try:
         from transformers.cache_utils import DynamicLayer  # absent before transformers 4.56
