@@ -11,13 +11,16 @@ with its peers timed in the same process on the same queries and names:
 
 Both score every name (an exhaustive ranking); their top-10 lists (score, ties in candidate order, as medlama
 ranks) are compared with medlama's (``Peer.agreement``). Each timing is the least of ``--repeats`` runs, the
-methods taken in turn in each round (a noisy shared machine slows all alike).
+methods taken in turn in each round (a noisy shared machine slows all alike); ``--clock cpu`` (a CPU device) times
+the process's CPU seconds instead of wall seconds, steadier where other jobs share the cores (with ``--threads 1``
+and ``TOKENIZERS_PARALLELISM=false``, which ``gpu.py`` sets, that is each method's own work).
 """
 
 from __future__ import annotations
 
 import logging
 import tempfile
+import time
 from pathlib import Path
 
 from gpu_common import FlopCounter, Peer, Row, parameters, peak_for, timed
@@ -110,18 +113,28 @@ def lm_eval_peer(model, tokenizer, queries, batch_size: int, device):
     return work, found
 
 
-def best_of(repeats: int, device, works: dict) -> dict[str, float]:
-    """The least time of each work over ``repeats`` rounds (the works in turn within a round)."""
+def cpu_seconds(work) -> float:
+    """The process's CPU seconds of ``work`` (on a CPU with one torch thread, its own work whatever else runs)."""
+    start = time.process_time()
+    work()
+    return time.process_time() - start
+
+
+def best_of(repeats: int, device, works: dict, clock: str = "wall") -> dict[str, float]:
+    """The least time of each work over ``repeats`` rounds (the works in turn within a round); ``clock`` ``cpu``:
+    CPU seconds of this process (a CPU device only), else wall seconds."""
     best = {name: float("inf") for name in works}
     for _ in range(repeats):
         for name, work in works.items():
-            best[name] = min(best[name], timed(device, work))
+            best[name] = min(best[name], cpu_seconds(work) if clock == "cpu" else timed(device, work))
     return best
 
 
 def causal_part(args, device, dtype: str) -> list[Row]:
     from medlama.probers.registry import make_prober
 
+    if getattr(args, "clock", "wall") == "cpu" and device.type != "cpu":
+        raise SystemExit("--clock cpu times a CPU run; give --device cpu")
     queries, corpus = synthetic_queries(args.queries, args.candidates)
     repeats = max(1, getattr(args, "repeats", 1) or 1)
     rows = []
@@ -148,7 +161,7 @@ def causal_part(args, device, dtype: str) -> list[Row]:
             harness = lm_eval_peer(model, lm.tokenizer, queries, args.batch_size, device)
             if harness is not None:
                 works["lm-eval"] = harness[0]
-            seconds = best_of(repeats, device, works)
+            seconds = best_of(repeats, device, works, getattr(args, "clock", "wall"))
             for search, prober in probers.items():
                 counter = FlopCounter()  # counted on one more run, untimed (the hooks cost time)
                 counter.body(prober.lm.model, model.config, causal=True,

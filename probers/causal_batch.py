@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_log_probs
-from medlama.probers.causal_scoring import CausalLM, _log_softmax, sum_dtype, target_log_probs
+from medlama.probers.causal_passes import sum_dtype, target_log_probs
+from medlama.probers.causal_scoring import CausalLM, _log_softmax
 from medlama.probers.mlm import logprob_elements
 
 __all__ = ["batched_log_probs"]

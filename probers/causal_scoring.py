@@ -39,6 +39,7 @@ from medlama.core.finite import require_log_probs
 from medlama.core.loaded import LoadedModel
 from medlama.core.models import (DTYPES, finish_loading, load_tokenizer, loading_weights, pick_device,
                                  pretrained_kwargs, quiet_transformers, read_config, resolve_model, torch_dtype)
+from medlama.probers.causal_passes import plain_layers, shared_first_scores, sum_dtype, target_log_probs
 from medlama.probers.mlm import logprob_elements
 from medlama.probers.prober import check_settings
 from medlama.core.settings import setting
@@ -76,24 +77,6 @@ def _log_softmax(logits):
     import torch  # torch only when a model runs
 
     return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(-1)
-
-
-def target_log_probs(logits, targets):
-    """The log-probability of each ``targets`` token under ``logits`` (... x vocabulary), in at least float32:
-    its logit minus the logsumexp over the vocabulary (the value of a log-softmax there, without writing one
-    out for every token of the vocabulary)."""
-    import torch  # torch only when a model runs
-
-    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
-    targets = targets.to(logits.device)
-    return logits.gather(-1, targets[..., None]).squeeze(-1) - logits.logsumexp(-1)
-
-
-def sum_dtype(device):
-    """float64 for summing log-probabilities where the device has it (not Apple's MPS), else float32."""
-    import torch  # torch only when a model runs
-
-    return torch.float32 if getattr(device, "type", str(device)) == "mps" else torch.float64
 
 
 def check_causal_config(config, path: str, method: str) -> None:
@@ -340,7 +323,17 @@ class CausalLM:
         sums = []
         with torch.inference_mode():
             head = (head or self._prefix_pass(prefix)) if kv_cache else None
-            for start in range(0, len(order), per_batch):
+            layers = plain_layers(head[0]) if kv_cache else None
+            if layers is not None:  # names sharing a first token share its position (causal_passes)
+                sums = [shared_first_scores(self.model, layers, head[1], [rows[i] for i in order],
+                                            batch_size=self.settings.batch_size, budget=logprob_elements(self.device),
+                                            vocab=self.vocab_size, pad_id=self.pad_id)]
+                if reduction == "mean":
+                    sums[0] = sums[0] / torch.tensor([len(rows[i]) for i in order], device=sums[0].device)
+                order_passes = []
+            else:
+                order_passes = range(0, len(order), per_batch)
+            for start in order_passes:
                 chunk = order[start:start + per_batch]
                 width = len(rows[chunk[-1]])  # sorted by length: the last row is the longest
                 ids = torch.tensor([[*rows[i], *[self.pad_id] * (width - len(rows[i]))] for i in chunk],
@@ -376,13 +369,8 @@ class CausalLM:
         hybrid layers) is deep-copied and repeated, which every cache supports."""
         from transformers import DynamicCache  # transformers only when a model loads or runs
 
-        layers = getattr(cache, "layers", None)
-        try:
-            from transformers.cache_utils import DynamicLayer  # absent before transformers 4.56
-        except ImportError:
-            DynamicLayer = None
-        if (DynamicLayer is None or type(cache) is not DynamicCache or not layers
-                or any(type(layer) is not DynamicLayer or getattr(layer, "keys", None) is None for layer in layers)):
+        layers = plain_layers(cache)
+        if layers is None:
             batch = copy.deepcopy(cache)
             batch.batch_repeat_interleave(rows)
             return batch
