@@ -104,9 +104,16 @@ def shared_first_scores(model, layers: list, first, rows: Sequence[Sequence[int]
     if not heads:
         return total
     slot = {token: j for j, token in enumerate(heads)}
+    # A pass holds as many token positions as ``batch_size`` whole rows would (the memory ``batch_size`` is set
+    # for), so a pass of short rows takes more of them: a thin matrix product wastes the hardware.
+    positions = batch_size * max(len(row) - 1 for row in rows)
+
+    def rows_for(width: int) -> int:
+        return max(1, min(positions // width, budget // max(1, width * vocab)))
+
     # 1. The distinct first tokens after the prefix: each row's second token, and each first token's cache.
     grown: list[list] = [[] for _ in layers]
-    step = max(1, min(batch_size, budget // max(1, vocab)))
+    step = rows_for(1)
     later = [i for i, row in enumerate(rows) if len(row) >= 2]
     for start in range(0, len(heads), step):
         part = heads[start:start + step]
@@ -127,8 +134,7 @@ def shared_first_scores(model, layers: list, first, rows: Sequence[Sequence[int]
     for i, row in enumerate(rows):
         if len(row) >= 3:
             by_width.setdefault(len(row) - 2, []).append(i)
-    for chunk in _groups(sorted(by_width.items()), batch_size,
-                         lambda width: max(1, min(batch_size, budget // max(1, width * vocab)))):
+    for chunk in _groups(sorted(by_width.items()), batch_size, rows_for):
         width = max(len(rows[i]) - 2 for i in chunk)
         pick = torch.tensor([slot[rows[i][0]] for i in chunk], device=device)
         fed = torch.tensor([[*rows[i][1:-1], *[pad_id] * (width + 2 - len(rows[i]))] for i in chunk],

@@ -21,7 +21,9 @@ prefix runs once, and its KV cache (a ``DynamicCache``) is broadcast over each b
 per candidate; without it every full sequence runs from scratch (the reference the cache is tested
 against). Continuations are right-padded with no attention mask: a causal model never looks ahead, so
 padding changes no real token's score. A token's log-probability is its logit minus the logsumexp over the
-vocabulary, in float32 (``target_log_probs``): no log-softmax is written out for the whole vocabulary.
+vocabulary, in float32 (``target_log_probs``): no log-softmax is written out for the whole vocabulary. With a plain
+cache the names' distinct first tokens run once (one pass), and each name's later tokens after its first token's
+cache, rows of near lengths together (:func:`~medlama.probers.causal_passes.shared_first_scores`).
 """
 
 from __future__ import annotations
@@ -302,8 +304,10 @@ class CausalLM:
         that prefix (as cut), when the caller has run it already (it is not run again).
 
         Rows run sorted by length (little padding), as many per pass as ``batch_size`` and the device's
-        log-probability budget allow; each row's sum stays on the device (float64 where the device has it)
-        until the last pass, so a query costs one transfer and one check of its scores, not one per pass.
+        log-probability budget allow; with the KV cache (a plain one), names sharing a first token share that
+        position (:func:`~medlama.probers.causal_passes.shared_first_scores`). Each row's sum stays on the device
+        (float64 where the device has it) until the last pass, so a query costs one transfer and one check of its
+        scores, not one per pass.
         """
         import torch  # torch only when a model runs
 
