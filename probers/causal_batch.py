@@ -15,6 +15,7 @@ or whose forward takes no ``position_ids`` (ALiBi: BLOOM, MPT), are scored one q
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 
 from medlama.core.errors import MedlamaInputError
@@ -29,8 +30,6 @@ __all__ = ["batched_log_probs"]
 def _plain_cache(lm: CausalLM) -> bool:
     """Whether ``lm``'s KV cache is a plain ``DynamicCache`` of ``DynamicLayer`` s (rows can be picked from it) and
     its forward takes ``position_ids`` (ALiBi models such as BLOOM and MPT take none: one query at a time)."""
-    import inspect
-
     from transformers import DynamicCache  # transformers only when a model loads or runs
 
     if not {"position_ids", "attention_mask"} <= set(inspect.signature(lm.model.forward).parameters):
