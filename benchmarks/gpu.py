@@ -42,8 +42,14 @@ alternate, best of 3 each (``gpu_peers.py``). The parts live beside this driver:
 ``gpu_masked.py``, ``gpu_retrieval.py``, ``gpu_mask_predict.py``, ``gpu_rewire.py``; the shared row, FLOP
 count and table in ``gpu_common.py``; the models and queries in ``gpu_models.py``.
 
+The causal rows' peers (``gpu_causal.py``): lm-evaluation-harness's ``HFLM.loglikelihood`` on the same (context,
+continuation) pairs, and a lean plain-torch scorer of medlama's own token ids (full sequences, length-sorted
+batches, the vocabulary projection only at the scored positions); ``--causal-models gpt2`` runs the GPT-2-small
+shape on a CPU (with ``--queries 4 --candidates 200``), ``--repeats 3`` takes each time as the best of three.
+
     python benchmarks/gpu.py                                   # GPU: the sizes above; CPU: --small
     python benchmarks/gpu.py --small --parts causal,masked     # tiny models, seconds on a CPU
+    python benchmarks/gpu.py --parts causal --causal-models gpt2 --queries 4 --candidates 200 --threads 1 --repeats 3
     python benchmarks/gpu.py --parts retrieval --source ../shared/data/medlama --json out/gpu.json
 
 Imports: every part needs torch, transformers (and its ``tokenizers``), numpy and medlama; ``retrieval`` also
@@ -63,6 +69,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TQDM_DISABLE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # lm-eval's tokenising on this process's thread, as ours
 os.environ["MEDLAMA_EMBEDDING_CACHE"] = "0"  # the names are encoded in the timed run, never served from a cache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the parts beside this file, also when imported
@@ -71,7 +78,7 @@ from gpu_causal import causal_part  # noqa: E402
 from gpu_common import FlopCounter, Peer, Row, peak_for, table  # noqa: E402,F401
 from gpu_mask_predict import mask_predict_part  # noqa: E402
 from gpu_masked import masked_part  # noqa: E402
-from gpu_models import build_causal, build_masked, synthetic_queries  # noqa: E402,F401
+from gpu_models import CAUSAL, build_causal, build_masked, synthetic_queries  # noqa: E402,F401
 from gpu_retrieval import hard_set, retrieval_part  # noqa: E402,F401
 from gpu_rewire import rewire_part  # noqa: E402
 
@@ -107,6 +114,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                              "shared/data/medlama beside or in the repository)")
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="the peak TFLOP/s MFU is taken over (default: from the GPU's name and the row's dtype)")
+    parser.add_argument("--causal-models", default=None,
+                        help="comma-separated causal shapes of gpu_models.CAUSAL (default: llama-1b,gpt2; small: "
+                             "llama-tiny,gpt2-tiny); e.g. gpt2 on a CPU: GPT-2 small's shape")
+    parser.add_argument("--repeats", type=int, default=1, help="each timing is the least of this many runs (the "
+                                                                 "row and its peers taken in turn)")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                        help="the causal part's timings: wall seconds, or this process's CPU seconds (a CPU device: "
+                             "steadier where other jobs share the cores)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--json", type=Path, help="also write the rows (and the figures) here")
     args = parser.parse_args(argv)
@@ -115,6 +130,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if unknown or not parts:
         parser.error(f"unknown --parts {', '.join(unknown) or '(none)'}; choose from {', '.join(PARTS)}")
     args.parts = parts
+    if args.causal_models is not None:
+        args.causal_models = [name.strip() for name in args.causal_models.split(",") if name.strip()]
+        wrong = [name for name in args.causal_models if name not in CAUSAL]
+        if wrong or not args.causal_models:
+            parser.error(f"unknown --causal-models {', '.join(wrong) or '(none)'}; choose from {', '.join(CAUSAL)}")
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
+    if args.clock == "cpu" and args.device not in (None, "cpu"):
+        parser.error("--clock cpu times a CPU run; give --device cpu")
     root = Path(__file__).resolve().parents[1]
     found = [path for path in (root.parent / "shared" / "data" / "medlama", root / "shared" / "data" / "medlama")
              if (path / "prompts.csv").is_file()]

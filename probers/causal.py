@@ -44,6 +44,7 @@ from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.probers.prober import Prober, check_all_scores
 from medlama.metrics import answer_normalizer
 from medlama.probers.ranking import Ranking
+from medlama.probers.causal_batch import batched_log_probs
 from medlama.probers.causal_scoring import CausalLM, CausalModelSettings, CausalQuery
 from medlama.probers.causal_search import best_first
 from medlama.probers.causal_trie import END, TrieTokens, candidate_trie, walk
@@ -52,6 +53,8 @@ from medlama.probers.mlm import candidate_lookup, rank_unique
 from medlama.probers.query_set import QuerySet
 from medlama.core.settings import as_dict, setting
 
+#: ``search_ran``'s count of multiple-choice queries (every choice scored, whatever ``search`` says).
+CHOICES_SCORED = "every choice scored (multiple choice)"
 REDUCTION_HELP = "a candidate's score: the sum of its (and the suffix's) token log-probabilities, or their mean"
 
 
@@ -166,6 +169,9 @@ class CausalLikelihoodProber(_CausalProber):
 
     method = "causal-likelihood"
     independent_queries = True  # each query's candidates are scored on their own (see Prober)
+    #: A multiple-choice query set is ranked in one call: every query's choices scored together
+    #: (:func:`medlama.probers.causal_batch.batched_log_probs`), not one small pass per query.
+    ranks_choices = True
 
     def __init__(self, model_path: str | Path, settings: LikelihoodSettings = LikelihoodSettings(), *,
                  device: str | None = None) -> None:
@@ -173,10 +179,14 @@ class CausalLikelihoodProber(_CausalProber):
         #: Queries ranked by best-first to the end, and those it handed to exhaustive scoring (its rule:
         #: :func:`medlama.probers.causal_search.keep_searching`), recorded as ``search_ran``.
         self.searched = {"best-first": 0, "switched to exhaustive": 0}
+        #: Multiple-choice queries, every choice scored (no search: a query's few choices are all ranked).
+        self.choices_scored = 0
 
     def settings(self) -> dict:
-        ran = {"search_ran": dict(self.searched)} if any(self.searched.values()) else {}
-        return {**super().settings(), "search": self.settings_.resolved_search, **ran}
+        ran = dict(self.searched) if any(self.searched.values()) else {}
+        if self.choices_scored:
+            ran[CHOICES_SCORED] = self.choices_scored
+        return {**super().settings(), "search": self.settings_.resolved_search, **({"search_ran": ran} if ran else {})}
 
     def scores(self, queries: QuerySet):
         """Scores ``(len(queries), len(candidates))`` as float64, higher is better (every candidate scored)."""
@@ -200,6 +210,8 @@ class CausalLikelihoodProber(_CausalProber):
         if top_k < 1:
             raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
         names = self._need_candidates(queries)
+        if queries.choices is not None:
+            return self._rank_choices(queries, top_k, all_scores)
         if self.settings_.resolved_search == "best-first" and not all_scores:  # every score asked for: all scored
             results = self.best_first(queries, top_k, cutoff=self.settings_.rank_cutoff)
             for result in results:
@@ -213,6 +225,32 @@ class CausalLikelihoodProber(_CausalProber):
         top = [[first[name] for name in rank_unique(list(zip(names, row)), top_k)] for row in scores]
         return Ranking.from_pool(queries.gold, names, scores, top, inputs=self.inputs(queries),
                                  all_scores=all_scores)
+
+    def _rank_choices(self, queries: QuerySet, top_k: int, all_scores: bool) -> Ranking:
+        """Each query of a multiple-choice set against its own choices, every choice scored (the exhaustive
+        ranking of each query's choices: ties in choice order), all queries' choices in shared passes."""
+        requests = []
+        for query_id, text, choices in zip(queries.ids, queries.texts, queries.choices):
+            if not choices:
+                raise MedlamaInputError(f"query {query_id!r} of {queries.name!r} has no choices; --method "
+                                        f"{self.method} ranks each query's choices")
+            split = self.lm.split(text)
+            requests.append((split.prefix, [ids + split.suffix if ids else ()
+                                            for ids in self.lm.candidate_ids(choices, split.slot)]))
+        reduction = self.settings_.reduction
+        scored = batched_log_probs(self.lm, requests, reduction=reduction) if self.settings_.kv_cache else \
+            [self.lm.continuation_log_probs(prefix, rows, reduction=reduction, kv_cache=False)
+             for prefix, rows in requests]
+        inputs = self.inputs(queries)
+        rows = []
+        for q, (choices, row) in enumerate(zip(queries.choices, scored)):
+            row = row.numpy()
+            first = {name: i for i, name in reversed(list(enumerate(choices)))}
+            top = [[first[name] for name in rank_unique(list(zip(choices, row)), top_k)]]
+            rows += Ranking.from_pool([queries.gold[q]], choices, [row], top, inputs=[inputs[q]],
+                                      all_scores=all_scores).rows()
+        self.choices_scored += len(queries)
+        return Ranking.from_rows(rows)
 
     def best_first(self, queries: QuerySet, top_k: int = 10, *, cutoff: int | None = 0) -> list:
         """Per query, the exact top ``top_k`` with scores, the gold's rank up to ``cutoff`` (``None``: exact over

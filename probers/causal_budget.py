@@ -26,6 +26,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from medlama.probers.causal_passes import pass_cost
 from medlama.probers.causal_scoring import CausalLM, CausalQuery
 from medlama.probers.causal_trie import END, candidate_trie
 
@@ -44,13 +45,6 @@ PREDICTED_COST = 1.5
 #: predicted work about double: 1.9 switched every query of the untrained model that the search loses, and of the
 #: trained model's only those predicted to save less than half the work.
 PREFIX_COST = 1.9
-
-
-def pass_cost(rows: int, width: int, batch_size: int) -> int:
-    """The work of one forward pass of ``rows`` rows padded to ``width`` tokens: the tokens it runs, plus
-    twice ``batch_size`` for the pass itself (what a full batch of two tokens costs: its fixed cost, as measured
-    on a tiny GPT-2 on CPU, ~1 ms, ~65 of its tokens, is a floor: on a GPU, a pass is dearer still)."""
-    return rows * width + 2 * batch_size
 
 
 def scoring_cost(rows: int, tokens: int, batch_size: int) -> int:

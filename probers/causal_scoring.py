@@ -16,11 +16,14 @@ its leading-space tokens and SentencePiece its word-start marker, and ``prefix +
 the tokenisation of the whole sentence for whitespace-splitting tokenizers (tested).
 
 ``continuation_log_probs`` scores continuations (name + suffix) of one prefix. With ``kv_cache`` the
-prefix runs once, and its KV cache (a ``DynamicCache``) is copied and repeated over each batch of
-continuations (``batch_repeat_interleave``), so a prefix of ``p`` tokens costs one pass instead of one
+prefix runs once, and its KV cache (a ``DynamicCache``) is broadcast over each batch of continuations
+(``expanded_cache``: no copy of the prefix's own), so a prefix of ``p`` tokens costs one pass instead of one
 per candidate; without it every full sequence runs from scratch (the reference the cache is tested
 against). Continuations are right-padded with no attention mask: a causal model never looks ahead, so
-padding changes no real token's score.
+padding changes no real token's score. A token's log-probability is its logit minus the logsumexp over the
+vocabulary, in float32 (``target_log_probs``): no log-softmax is written out for the whole vocabulary. With a plain
+cache the names' distinct first tokens run once (one pass), and each name's later tokens after its first token's
+cache, rows of near lengths together (:func:`~medlama.probers.causal_passes.shared_first_scores`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from medlama.core.finite import require_log_probs
 from medlama.core.loaded import LoadedModel
 from medlama.core.models import (DTYPES, finish_loading, load_tokenizer, loading_weights, pick_device,
                                  pretrained_kwargs, quiet_transformers, read_config, resolve_model, torch_dtype)
+from medlama.probers.causal_passes import plain_layers, shared_first_scores, sum_dtype, target_log_probs
 from medlama.probers.mlm import logprob_elements
 from medlama.probers.prober import check_settings
 from medlama.core.settings import setting
@@ -298,6 +302,12 @@ class CausalLM:
         A float64 CPU tensor in row order; an empty row scores ``-inf``. The prefix is cut from its start
         when prefix + the longest row exceeds the model's positions. ``head``: what ``_prefix_pass`` gave for
         that prefix (as cut), when the caller has run it already (it is not run again).
+
+        Rows run sorted by length (little padding), as many per pass as ``batch_size`` and the device's
+        log-probability budget allow; with the KV cache (a plain one), names sharing a first token share that
+        position (:func:`~medlama.probers.causal_passes.shared_first_scores`). Each row's sum stays on the device
+        (float64 where the device has it) until the last pass, so a query costs one transfer and one check of its
+        scores, not one per pass.
         """
         import torch  # torch only when a model runs
 
@@ -313,21 +323,36 @@ class CausalLM:
                                logprob_elements(self.device) // max(1, (longest + (0 if kv_cache else len(prefix)))
                                                            * self.vocab_size)))
         order = sorted(real, key=lambda i: len(rows[i]))
+        wide = sum_dtype(self.device)
+        sums = []
         with torch.inference_mode():
             head = (head or self._prefix_pass(prefix)) if kv_cache else None
-            for start in range(0, len(order), per_batch):
+            layers = plain_layers(head[0]) if kv_cache else None
+            if layers is not None:  # names sharing a first token share its position (causal_passes)
+                sums = [shared_first_scores(self.model, layers, head[1], [rows[i] for i in order],
+                                            batch_size=self.settings.batch_size, budget=logprob_elements(self.device),
+                                            vocab=self.vocab_size, pad_id=self.pad_id)]
+                if reduction == "mean":
+                    sums[0] = sums[0] / torch.tensor([len(rows[i]) for i in order], device=sums[0].device)
+                order_passes = []
+            else:
+                order_passes = range(0, len(order), per_batch)
+            for start in order_passes:
                 chunk = order[start:start + per_batch]
-                width = max(len(rows[i]) for i in chunk)
-                ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
-                lengths = torch.tensor([len(rows[i]) for i in chunk])
-                for r, i in enumerate(chunk):
-                    ids[r, :len(rows[i])] = torch.tensor(list(rows[i]), dtype=torch.long)
-                ids = ids.to(self.device)
+                width = len(rows[chunk[-1]])  # sorted by length: the last row is the longest
+                ids = torch.tensor([[*rows[i], *[self.pad_id] * (width - len(rows[i]))] for i in chunk],
+                                   dtype=torch.long, device=self.device)
+                lengths = torch.tensor([len(rows[i]) for i in chunk], device=self.device)
                 lp = self._cached(head, ids) if kv_cache else self._uncached(prefix, ids)
-                require_log_probs(lp, model=self.model_path)
-                mask = torch.arange(width)[None, :] < lengths[:, None]
-                totals = (lp.double().cpu() * mask).sum(1)
-                out[chunk] = totals / lengths if reduction == "mean" else totals
+                # padding's log-probabilities are left out (a -inf there must not turn the row's sum into NaN)
+                kept = torch.where(torch.arange(width, device=lp.device)[None, :] < lengths[:, None].to(lp.device),
+                                   lp.to(wide), 0)
+                total = kept.sum(1)
+                sums.append(total / lengths.to(total.device) if reduction == "mean" else total)
+            scores = torch.cat(sums).to("cpu", torch.float64)
+        # NaN or +inf anywhere in a row's log-probabilities reaches its sum (a NaN logit spoils its whole position)
+        require_log_probs(scores, model=self.model_path)
+        out[torch.tensor(order)] = scores
         return out
 
     def _prefix_pass(self, prefix: Sequence[int]):
@@ -340,20 +365,33 @@ class CausalLM:
         result = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
         return result.past_key_values, _log_softmax(result.logits[0, -1])
 
+    def expanded_cache(self, cache, rows: int):
+        """A cache for ``rows`` continuations of the prefix's ``cache``, which stays as it was.
+
+        Plain layers (keys and values concatenated as tokens come) get the prefix's tensors broadcast over the
+        rows (``expand``: no copy until the pass appends to them); any other cache (sliding windows, shared or
+        hybrid layers) is deep-copied and repeated, which every cache supports."""
+        from transformers import DynamicCache  # transformers only when a model loads or runs
+
+        layers = plain_layers(cache)
+        if layers is None:
+            batch = copy.deepcopy(cache)
+            batch.batch_repeat_interleave(rows)
+            return batch
+        return DynamicCache([(layer.keys.expand(rows, *layer.keys.shape[1:]),
+                              layer.values.expand(rows, *layer.values.shape[1:])) for layer in layers])
+
     def _cached(self, head, ids):
         """Per-token log-probabilities (batch x width) of ``ids`` after the cached prefix."""
         import torch  # torch only when a model runs
 
         cache, first = head
-        lp = torch.empty(ids.shape, dtype=first.dtype, device=ids.device)
-        lp[:, 0] = first.to(ids.device)[ids[:, 0]]
-        if ids.shape[1] > 1:
-            batch = copy.deepcopy(cache)  # each batch extends its own copy; the prefix's stays as it was
-            batch.batch_repeat_interleave(ids.shape[0])
-            logits = self.model(input_ids=ids[:, :-1], past_key_values=batch, use_cache=True).logits
-            lp[:, 1:] = _log_softmax(logits).gather(-1, ids[:, 1:, None].to(logits.device)).squeeze(-1) \
-                .to(ids.device)
-        return lp
+        lp = first.to(ids.device)[ids[:, :1]]
+        if ids.shape[1] == 1:
+            return lp
+        logits = self.model(input_ids=ids[:, :-1], past_key_values=self.expanded_cache(cache, ids.shape[0]),
+                            use_cache=True).logits
+        return torch.cat([lp, target_log_probs(logits, ids[:, 1:]).to(lp.device, lp.dtype)], dim=1)
 
     def _uncached(self, prefix: Sequence[int], ids):
         """The same log-probabilities from one plain pass over each full sequence (the naive reference)."""
@@ -362,8 +400,7 @@ class CausalLM:
         head = torch.tensor(list(prefix), dtype=torch.long, device=ids.device).expand(ids.shape[0], -1)
         full = torch.cat([head, ids[:, :-1]], dim=1)
         logits = self.model(input_ids=full, use_cache=False, logits_to_keep=ids.shape[1]).logits
-        return _log_softmax(logits).gather(-1, ids[:, :, None].to(logits.device)).squeeze(-1) \
-            .to(ids.device)
+        return target_log_probs(logits, ids)
 
     def decode(self, ids: Sequence[int]) -> str:
         return " ".join(self.tokenizer.decode(list(ids), skip_special_tokens=True).split())

@@ -49,7 +49,6 @@ alike.
 
 from __future__ import annotations
 
-import copy
 import heapq
 import itertools
 import math
@@ -61,7 +60,7 @@ from medlama.core.finite import require_log_probs
 from medlama.probers.causal_budget import PREDICTED_COST, PREFIX_COST, SLACK, keep_searching, pass_cost, pool_of, \
     predicted_work, prefix_predicted_work, scoring_cost
 from medlama.probers.causal_trie import END
-from medlama.probers.causal_scoring import CausalLM, CausalQuery, _log_softmax
+from medlama.probers.causal_scoring import CausalLM, CausalQuery
 from medlama.probers.mlm import logprob_elements
 
 __all__ = ["SearchResult", "best_first", "exhaustive_token_forwards"]
@@ -350,11 +349,10 @@ class _Search:
         ids = torch.full((len(part), wide), self.lm.pad_id, dtype=torch.long)
         for r, row in enumerate(fed):
             ids[r, :len(row)] = torch.tensor(row, dtype=torch.long)
-        repeated = copy.deepcopy(cache)  # the prefix's cache stays as it was for the next pass
-        repeated.batch_repeat_interleave(len(part))
+        repeated = self.lm.expanded_cache(cache, len(part))  # the prefix's cache stays as it was for the next pass
         # Only the positions that score something new: the chain's tokens and the last node's children.
         # The LM head runs at those positions alone (the union over the rows: one index list for all);
-        # the log-softmax over the vocabulary at each is float32, as the exhaustive method computes it.
+        # the log-probabilities at each are float32, as the exhaustive method computes them.
         rows, positions, starts = [], [], []
         for r, (_, path, chain, _) in enumerate(part):
             starts.append(len(rows))
@@ -365,7 +363,8 @@ class _Search:
         logits = self.lm.model(input_ids=ids.to(self.lm.device), past_key_values=repeated, use_cache=True,
                                logits_to_keep=torch.tensor(keep, device=self.lm.device)).logits
         self.token_forwards += sum(map(len, fed))
-        lp = _log_softmax(logits[rows, [column[position] for position in positions]])
+        at = logits[rows, [column[position] for position in positions]]
+        at = at.to(torch.promote_types(at.dtype, torch.float32))
         picks, tokens = [], []
         for r, (_, _, chain, node) in enumerate(part):
             picks += range(starts[r], starts[r] + len(chain))
@@ -373,7 +372,8 @@ class _Search:
             kids = [token for token in node if token != END]
             picks += [starts[r] + len(chain)] * len(kids)
             tokens += kids
-        picked = lp[picks, tokens]
+        # each picked token's logit minus its position's logsumexp (float32), as the exhaustive method scores it
+        picked = at[picks, tokens] - at.logsumexp(-1)[picks]
         # the scored values checked, as the exhaustive method checks its own (a NaN logit spoils its whole row)
         require_log_probs(picked, model=self.lm.model_path)
         values = iter(picked.double().cpu().tolist())

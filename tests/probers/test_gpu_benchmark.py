@@ -42,6 +42,16 @@ def test_every_part_runs_small_on_the_cpu(gpu, medlama_source, tmp_path, capsys)
         assert row["device"] == "cpu" and row["tokens"] > 0 and row["flops"] > 0 and row["seconds"] > 0
         assert row["MFU"] == pytest.approx(row["flops"] / row["seconds"] / 1e12 / 0.5)
         assert f"{100 * row['MFU']:.1f}%" in printed
+    for row in record["rows"]:
+        if row["part"] != "causal":
+            continue
+        # each causal row timed beside lm-eval's HFLM.loglikelihood and the lean full-sequence scorer, in this run
+        assert [peer["name"] for peer in row["peers"]] == ["lm-eval HFLM.loglikelihood",
+                                                           "lean full-sequence (plain torch)"]
+        for peer in row["peers"]:
+            assert peer["seconds"] > 0 and 0 <= peer["agreement"] <= 1
+            assert f"peer {peer['name']}: {peer['seconds']:.2f} s; medlama/peer {row['seconds'] / peer['seconds']:.2f}x" \
+                in printed
     retrieval = rows["retrieval", "retrieval reference"]
     assert retrieval["queries"] == 19 and 12 <= retrieval["candidates"] <= 12 + 19 * 30  # one query per relation
 
