@@ -108,12 +108,14 @@ PRESETS = {
     "biolama": MaskPredictSettings(max_masks=10, init="confidence"),
     "fill-mask": MaskPredictSettings(max_masks=1, beam_size=10),
 }
-#: Fields that do not change the answers (how many rows run together) or that say where prompts come from.
-_NOT_DECODING = ("batch_size", "prompts", "to_candidates")
+#: Fields that do not change the answers (how many rows run together), that say where prompts come from, or
+#: whether learned prompts may meet their training facts: none changes how a mask is decoded.
+_NOT_DECODING = ("batch_size", "prompts", "to_candidates", "allow_train_overlap")
 
 
 def preset_of(settings: MaskPredictSettings) -> str | None:
-    """The preset whose decoding ``settings`` equal (batch size, prompts and candidate mapping aside), or None."""
+    """The preset whose decoding ``settings`` equal (batch size, prompts, candidate mapping and the train-overlap
+    permission aside), or None."""
     for name, preset in PRESETS.items():
         if all(getattr(settings, f) == getattr(preset, f) for f in asdict(preset) if f not in _NOT_DECODING):
             return name
