@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,20 +17,6 @@ from medlama.cli import main
 from medlama.datasets import biolama as builder
 from medlama.loaders import biolama_release as release
 from medlama.probers.retrieval import RetrievalProber
-
-
-@pytest.fixture(scope="module")
-def pristine(biolama_fx, tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("records-release")
-    biolama_fx.write_release(root)
-    return root
-
-
-@pytest.fixture
-def copy(tmp_path, pristine) -> Path:
-    target = tmp_path / "release"
-    shutil.copytree(pristine, target)
-    return target
 
 
 def split_file(root: Path, source: str, rel: str, split: str = "test") -> Path:
