@@ -14,6 +14,7 @@ nothing was left that refuses the corrected command.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -21,6 +22,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import cv_inputs  # tests/helpers (pytest pythonpath)
+from tiny_causal import save_causal
 
 pytestmark = pytest.mark.slow
 
@@ -43,9 +47,6 @@ def one_error(run: subprocess.CompletedProcess) -> str:
 
 
 def test_probe_refuses_a_model_that_does_not_fit_before_ranking_any(tmp_path, make_tiny_bert):
-    import cv_inputs  # tests/helpers (pytest pythonpath)
-    from tiny_causal import save_causal
-
     data = cv_inputs.write_probe_folder(tmp_path / "medlama")
     gpt2, other = save_causal(tmp_path / "gpt2", "gpt2"), save_causal(tmp_path / "gpt2-b", "gpt2", seed=1)
     bert = make_tiny_bert("faults-bert", mlm=True)
@@ -60,8 +61,6 @@ def test_probe_refuses_a_model_that_does_not_fit_before_ranking_any(tmp_path, ma
 
 
 def test_probe_callback_refuses_a_method_that_does_not_fit_before_step_one(tmp_path, make_tiny_bert):
-    import cv_inputs
-
     data = cv_inputs.write_probe_folder(tmp_path / "medlama")
     bert = make_tiny_bert("faults-callback", mlm=True)
     script = f"""
@@ -127,8 +126,6 @@ def test_build_biolama_of_a_test_only_release_is_a_recorded_test_only_folder(bio
 
 
 def test_build_biolama_records_the_supplied_archive_digest(biolama_fx, tmp_path):
-    import hashlib
-
     release = _release(biolama_fx, tmp_path / "release")
     archive = biolama_fx.write_archive(tmp_path / "data.tar.gz", release / "data")
     run = medlama("build", "biolama", "--source", archive, "--out", tmp_path / "out")
