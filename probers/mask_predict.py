@@ -39,8 +39,9 @@ Presets: ``paper`` is the paper's first setting (beam 5, M = 5, ``independent``,
 ``paper-order+order`` its second (``order`` fill, ``order`` refinement); ``biolama`` BioLAMA's (beam 5,
 M = 10, ``confidence`` fill, no refinement, 10 rounds); ``fill-mask`` the single-token fill-mask baseline of
 the paper's table 3 (Petroni et al. 2019, LAMA): one mask, the 10 most probable vocabulary tokens (M = 1,
-beam 10), so only single-token answers can be found (2.6% of MedLAMA's names). ``results.json`` records the
-preset the settings equal (``preset``, none when they equal none) and the approach (``approach``).
+beam 10), so only single-token answers can be found (1.1% of MedLAMA's distinct answer names; the paper's
+2.6% is the share per relation, averaged). ``results.json`` records the preset the settings equal (``preset``,
+none when they equal none) and the approach (``approach``).
 
 Learned prompts (``prompts``: a folder of ``medlama optiprompt``, :mod:`medlama.probers.learned_prompts`):
 each query is decoded with its relation's learned vectors in place of the manual template's words; the
