@@ -1,9 +1,9 @@
 """``medlama build biolama``: every record true. A record all of whose gold answers BioLAMA's matching reduces to
 nothing is refused at build, naming file, row and field (and a folder that holds one is refused by the probe before
 any ranking), as the probe refuses such a query; a single such answer beside others is left out of ``answers`` and
-counted in build_info.json and the card; a release whose triples are all in test builds a test-only folder, said so in the card and
-build_info.json; the archive's SHA-256 is recorded with where the hash it was checked against came from
-(``digest_source``: the authors publish none, so an unchecked local archive's is ``supplied``)."""
+counted in build_info.json and the card; a release whose triples are all in test builds a test-only folder, said
+so in the card and build_info.json; the archive's SHA-256 is recorded with where the hash it was checked against
+came from (``digest_source``: the authors publish none, so an unchecked local archive's is ``supplied``)."""
 
 from __future__ import annotations
 
