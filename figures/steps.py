@@ -168,7 +168,9 @@ def _read_run(folder: Path) -> tuple[Path, dict, dict | None, dict]:
 
 def load_recipe(folders: Sequence[Path], k: int) -> tuple[list[dict], dict | None, list[dict], str]:
     """The checkpoint records of the recipe outputs (or sweep points) ``folders``, one or more of the same
-    queries, the un-rewired model's record (step 0), each record file as a source, and the query set's name."""
+    queries, the un-rewired model's record (step 0), each record file as a source, and the query set's name.
+    A folder whose query set, data, base model or rewiring config (:func:`_read_run`) differs from the first's is
+    refused, naming both folders and the field: only the corpus may differ among what is averaged."""
     entries, sources, base, first_agree, first_folder = [], [], None, None, None
     for folder in map(Path, folders):
         file, record, first, agree = _read_run(folder)
