@@ -92,20 +92,23 @@ def _release(biolama_fx, root: Path) -> Path:
     return root
 
 
-def _first_record_label(path: Path, label: str) -> None:
+def _first_record_labels(path: Path, label: str) -> None:
+    """The first record of ``path`` with every object label and alias ``label``."""
     lines = path.read_text().splitlines()
     record = json.loads(lines[0])
-    record["obj_labels"][0] = label
+    record["obj_labels"] = [label for _ in record["obj_labels"]]
+    record["obj_aliases"] = [[label] * len(group) for group in record["obj_aliases"]]
     lines[0] = json.dumps(record)
     path.write_text("\n".join(lines) + "\n")
 
 
-def test_build_biolama_refuses_a_label_that_normalises_to_nothing(biolama_fx, tmp_path):
+def test_build_biolama_refuses_a_record_whose_labels_all_normalise_to_nothing(biolama_fx, tmp_path):
     release = _release(biolama_fx, tmp_path / "release")
     bad = release / "data" / "ctd" / "triples_processed" / "CD1" / "dev.jsonl"
-    _first_record_label(bad, ".")
+    _first_record_labels(bad, ".")
     line = one_error(medlama("build", "biolama", "--source", release, "--out", tmp_path / "out"))
-    assert line.startswith(f"medlama: error: {bad}, row 1, field 'obj_labels': object label '.'")
+    assert line.startswith(f"medlama: error: {bad}, row 1, field 'obj_labels': object labels ['.'")
+    assert "(and aliases) are all nothing once normalised" in line
     assert not (tmp_path / "out").exists()
 
 

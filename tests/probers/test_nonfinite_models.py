@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import AutoTokenizer, BertForMaskedLM, GPT2LMHeadModel
 
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.mlm import MaskedLM
@@ -23,8 +24,6 @@ REFUSED = r"the model's (embeddings|logits|log-probabilities) are not finite num
 
 def poisoned(source: Path, folder: Path, model_class) -> Path:
     """``source`` saved again into ``folder`` with every weight NaN."""
-    from transformers import AutoTokenizer
-
     model = model_class.from_pretrained(source)
     with torch.no_grad():
         for parameter in model.parameters():
@@ -36,15 +35,11 @@ def poisoned(source: Path, folder: Path, model_class) -> Path:
 
 @pytest.fixture(scope="module")
 def nan_bert(make_tiny_bert, tmp_path_factory) -> Path:
-    from transformers import BertForMaskedLM
-
     return poisoned(make_tiny_bert("healthy-mlm", mlm=True), tmp_path_factory.mktemp("nan-bert"), BertForMaskedLM)
 
 
 @pytest.fixture(scope="module")
 def nan_gpt2(tmp_path_factory) -> Path:
-    from transformers import GPT2LMHeadModel
-
     healthy = save_causal(tmp_path_factory.mktemp("healthy-gpt2"), "gpt2")
     return poisoned(healthy, tmp_path_factory.mktemp("nan-gpt2"), GPT2LMHeadModel)
 
