@@ -6,7 +6,7 @@ nothing was left that refuses the corrected command.
 * ``probe --model A B`` with a ``B`` its method cannot probe: refused before ``A`` is ranked; the corrected
   command into the same ``--out`` then runs.
 * ``ProbeCallback`` with a method that does not fit the model: ``trainer.train()`` refused before step 1.
-* ``build biolama`` of a release with an object label that normalises to nothing (``.``): file, row, field.
+* ``build biolama`` of a release with a record whose labels all normalise to nothing (``.``): file, row, field.
 * ``build biolama`` of a release with every triple in test: a test-only folder (recorded), which ``optiprompt``
   refuses in one line.
 * ``build biolama`` of a local archive: its SHA-256 recorded with ``digest_source`` ``supplied``.
