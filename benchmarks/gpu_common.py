@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import torch
+
 #: Dense peak TFLOP/s per dtype (vendor datasheets, no sparsity); the first name found in the device's wins.
 PEAKS = (
     ("H200", {"bf16": 989.4, "fp16": 989.4, "fp32": 66.9}),
@@ -106,8 +108,6 @@ class FlopCounter:
 
 
 def timed(device, work) -> float:
-    import torch
-
     if device.type == "cuda":
         torch.cuda.synchronize()
     start = time.perf_counter()
@@ -123,7 +123,6 @@ def peak_for(device, dtype: str, given: float | None) -> float | None:
         return given
     if device.type != "cuda":
         return None
-    import torch
 
     name = torch.cuda.get_device_name(device)
     return next((table[dtype] for key, table in PEAKS if key in name), None)

@@ -12,17 +12,19 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import torch
 from gpu_common import FlopCounter, Peer, Row, parameters, peak_for
 from gpu_models import build_masked, synthetic_queries
 from gpu_peers import agreement, best_of
+
+from medlama.core.models import torch_dtype
+from medlama.probers.registry import make_prober
 
 BEAM = 5
 
 
 def xfactr_confidence(model, tokenizer, texts: list[str], max_masks: int, beam: int, top_k: int, device):
     """X-FACTR's confidence decoding of ``texts`` (each with one ``[Y]``): the ``top_k`` decoded strings per text."""
-    import torch
-
     # never proposed: special tokens, and the output rows past the tokenizer's vocabulary (the benchmark's models
     # pad their vocabulary to the real models' size; no text holds those ids)
     vocabulary = model.get_output_embeddings().weight.shape[0]
@@ -69,9 +71,6 @@ def xfactr_confidence(model, tokenizer, texts: list[str], max_masks: int, beam: 
 
 
 def mask_predict_part(args, device, dtype: str) -> list[Row]:
-    from medlama.core.models import torch_dtype
-    from medlama.probers.registry import make_prober
-
     queries, corpus = synthetic_queries(args.queries, args.candidates)
     size = "bert-tiny" if args.small else "bert-base"
     max_masks, top_k = (3 if args.small else 5), 10

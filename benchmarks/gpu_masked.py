@@ -11,11 +11,13 @@ from gpu_common import FlopCounter, Peer, Row, parameters, peak_for
 from gpu_models import build_masked, synthetic_queries
 from gpu_peers import agreement, best_of, top_names
 
+from medlama.probers.registry import make_prober
+
 
 def lm_pub_quiz_peer(prober, queries, batch_size: int, device):
     """lm-pub-quiz scoring every candidate of every query (``evaluate_instance``, summed), the model medlama
     probed (same weights, same dtype), ``batch_size`` masked copies per pass: ``(run, its top-k lists)``."""
-    from lm_pub_quiz import Evaluator
+    from lm_pub_quiz import Evaluator  # the peer, in the test extra only: imported when this part runs
 
     evaluator = Evaluator.from_model(prober.lm.model, model_type="MLM", tokenizer=prober.lm.tokenizer,
                                      pll_metric=prober.settings_.pll.replace("-", "_"), device=device,
@@ -33,8 +35,6 @@ def lm_pub_quiz_peer(prober, queries, batch_size: int, device):
 
 
 def masked_part(args, device, dtype: str) -> list[Row]:
-    from medlama.probers.registry import make_prober
-
     queries, corpus = synthetic_queries(args.queries, args.candidates)
     size = "bert-tiny" if args.small else "bert-base"
     top_k = 10

@@ -6,6 +6,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import torch
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import (BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+                          PreTrainedTokenizerFast)
+
+from medlama.core.models import torch_dtype
+from medlama.probers.query_set import QuerySet
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_causal beside this file, also when imported
 from bench_causal import bpe_tokenizer, names  # noqa: E402 - after the path it needs
 
@@ -20,8 +28,6 @@ MASKED = {"bert-base": dict(hidden=768, layers=12, heads=12, inner=3072, vocab=3
 
 
 def synthetic_queries(queries: int, candidates: int):
-    from medlama.probers.query_set import QuerySet
-
     pool, heads = names(candidates, 0), names(queries, 1)
     texts = [f"{head} may treat [Y] ." for head in heads]
     gold = [[pool[i % len(pool)]] for i in range(len(texts))]
@@ -31,11 +37,6 @@ def synthetic_queries(queries: int, candidates: int):
 
 
 def build_causal(folder: Path, size: str, corpus: list[str], device, dtype: str) -> None:
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
-
-    from medlama.core.models import torch_dtype
-
     shape = CAUSAL[size]
     tokenizer = bpe_tokenizer(corpus)
     vocab = shape["vocab"] or len(tokenizer)
@@ -57,9 +58,6 @@ def build_causal(folder: Path, size: str, corpus: list[str], device, dtype: str)
 
 def wordpiece_tokenizer(corpus: list[str], vocab_size: int = 2000):
     """A BERT-style WordPiece tokenizer trained on ``corpus`` (nothing downloaded)."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
@@ -75,10 +73,7 @@ def wordpiece_tokenizer(corpus: list[str], vocab_size: int = 2000):
 
 
 def build_masked(folder: Path, size: str, corpus: list[str], device) -> None:
-    import torch
-    from transformers import BertConfig, BertForMaskedLM  # saved in fp32: the masked LM loads in fp32, then casts
-
-    shape = MASKED[size]
+    shape = MASKED[size]  # saved in fp32: the masked LM loads in fp32, then casts
     tokenizer = wordpiece_tokenizer(corpus)
     torch.manual_seed(0)
     with torch.device(device):

@@ -16,9 +16,19 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
 from gpu_common import FlopCounter, Peer, Row, parameters, peak_for
 from gpu_models import synthetic_queries
 from gpu_peers import REPEATS
+from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+from sentence_transformers.losses import MultipleNegativesRankingLoss
+from transformers import TrainerCallback
+
+from medlama.trainers.cloze import build_cloze_dataset
+from medlama.trainers.config import RewireConfig
+from medlama.trainers.devices import resolve_precision
+from medlama.trainers.model import build_rewire_model
+from medlama.trainers.trainer import rewire
 
 
 def sentences(count: int, seed: int = 0) -> list[str]:
@@ -38,8 +48,6 @@ def sentences(count: int, seed: int = 0) -> list[str]:
 
 
 def step_timer():
-    from transformers import TrainerCallback
-
     class StepTimes(TrainerCallback):
         """Wall seconds of each training step (the device synchronised at both ends)."""
 
@@ -49,8 +57,6 @@ def step_timer():
 
         @staticmethod
         def _sync() -> None:
-            import torch
-
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
 
@@ -68,12 +74,6 @@ def step_timer():
 def peer_steps(build, config, precision: str, out: Path) -> list[float]:
     """sentence-transformers' trainer and MultipleNegativesRankingLoss on ``build``'s pairs: the seconds of each
     step after the first."""
-    import torch
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-    from sentence_transformers.losses import MultipleNegativesRankingLoss
-
-    from medlama.trainers.model import build_rewire_model
-
     model, _ = build_rewire_model(config.model, layer=config.layer, dropout=config.dropout,
                                   max_length=config.max_length)
     cuda = torch.cuda.is_available()
@@ -92,13 +92,6 @@ def peer_steps(build, config, precision: str, out: Path) -> list[float]:
 
 
 def rewire_part(args, device, dtype: str) -> list[Row]:
-    from transformers import TrainerCallback
-
-    from medlama.trainers.cloze import build_cloze_dataset
-    from medlama.trainers.config import RewireConfig
-    from medlama.trainers.devices import resolve_precision
-    from medlama.trainers.trainer import rewire
-
     batch, length, steps = (16, 32, 4) if args.small else (192, 48, 20)
     precision = resolve_precision("auto" if device.type == "cuda" else "fp32")
     config = RewireConfig.preset("paper", steps=steps, batch_size=batch, max_length=length, save_steps=steps,

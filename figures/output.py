@@ -27,14 +27,6 @@ STD_METHOD = ("sample standard deviation (n - 1) over the rewiring corpora; wher
               "the un-rewired model), the micro acc@k's 95% percentile-bootstrap interval over queries")
 
 
-def step_record(result) -> dict:
-    """What a figure needs of one probe of a model (a checkpoint, a layer): its micro and macro acc@k, its
-    number of queries, the 95% bootstrap interval of each micro acc@k (:attr:`~medlama.probers.result.ProbeResult.
-    intervals`) and acc@k per relation (:meth:`~medlama.probers.result.ProbeResult.per_relation`)."""
-    return {**{key: value for key, value in result.metrics.items() if key.startswith("acc@")},
-            "queries": len(result.ids), "intervals": result.intervals, "per_relation": result.per_relation()}
-
-
 def read_record(path: str | Path, *, what: str) -> Any:
     """The JSON of ``path`` (``what``: the file a figure needs, for the message), or one clear error."""
     path = Path(path)

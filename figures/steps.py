@@ -22,8 +22,29 @@ from medlama.probers.outputs import RESULTS_FILE
 TOP_RULE = "the relations with the highest mean acc@k over the corpora at the last step all corpora reached"
 
 
+def check_mapping(value: object, where: str, *, file: Path) -> dict:
+    """``value`` if it is a JSON object or absent (``{}``); a hand-edited record with another type there is refused
+    (``where``: the field, for the message)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise MedlamaInputError(f"{where}: a JSON object expected, not {type(value).__name__}", file=file)
+    return value
+
+
+def check_step_record(record: object, where: str, *, file: Path) -> dict:
+    """One probe's record (:func:`~medlama.probers.result.step_record`) whose intervals and per-relation table,
+    where recorded, are JSON objects (``where``: which probe, for the message)."""
+    record = check_mapping(record, where, file=file)
+    check_mapping(record.get("intervals"), f"{where}, `intervals`", file=file)
+    for relation, row in check_mapping(record.get("per_relation"), f"{where}, `per_relation`", file=file).items():
+        check_mapping(row, f"{where}, `per_relation` {relation!r}", file=file)
+    return record
+
+
 def check_entries(entries: object, k: int, *, file: Path) -> list[dict]:
-    """The per-corpus checkpoint records of a recipe or sweep point, each with acc@``k`` at every step."""
+    """The per-corpus checkpoint records of a recipe or sweep point, each with acc@``k`` at every step (and, where
+    recorded, its per-relation table and intervals as JSON objects)."""
     if not isinstance(entries, list) or not entries:
         raise MedlamaInputError("no checkpoint probes recorded: run `medlama recipe --probe-checkpoints` (or "
                                 "`medlama sweep`) to record acc@k at each rewiring step", file=file)
@@ -36,6 +57,7 @@ def check_entries(entries: object, k: int, *, file: Path) -> list[dict]:
                                                                                           (int, float)):
                 raise MedlamaInputError(f"corpus {entry.get('corpus')!r}, step {step!r}: no acc@{k} recorded (the "
                                         "run scored other cut-offs; give --k one of them)", file=file)
+            check_step_record(record, f"corpus {entry.get('corpus')!r}, step {step!r}", file=file)
     if not common_steps(entries):
         raise MedlamaInputError("the corpora share no checkpoint step: nothing can be averaged over them", file=file)
     return entries
@@ -101,42 +123,70 @@ def draw_series(ax, points: Sequence[dict], *, label: str | None = None, color=N
     ax.set_ylim(bottom=0)
 
 
-def _read_run(folder: Path) -> tuple[Path, dict, dict | None, str | None, dict]:
-    """``(file, record, step-0 record, query set, data record)`` of a recipe output or of a sweep point's folder
-    (``points/<key>``: its ``point.json``, with step 0 and the query set from the sweep's ``sweep.json``)."""
+def _model_key(identity: object) -> object:
+    """What names a base model across machines: a folder's content hash, a Hub id with its revision."""
+    if not isinstance(identity, dict):
+        return identity
+    return identity.get("sha256") or (identity.get("id"), identity.get("revision"))
+
+
+def _read_run(folder: Path) -> tuple[Path, dict, dict | None, dict]:
+    """``(file, record, step-0 record, what must agree)`` of a recipe output or of a sweep point's folder
+    (``points/<key>``: its ``point.json``, with step 0, the query set and the base model from the sweep's
+    ``sweep.json``). What must agree, to average the folders' corpora: the query set, the data, the base model (by
+    content) and the rewiring config (its model aside, compared by content; the corpus is what varies)."""
     if (folder / POINT_FILE).is_file():
         file = folder / POINT_FILE
         record = read_record(file, what="a finished point of `medlama sweep`")
         sweep = read_record(folder.parent.parent / SWEEP_FILE, what="the sweep the point belongs to")
         if not isinstance(record, dict) or not isinstance(sweep, dict):
             raise MedlamaInputError("not the record of a sweep point", file=file)
-        plan = sweep.get("plan") or {}
-        return file, record, sweep.get("base"), plan.get("query_set"), plan.get("data") or {}
-    file = folder / RESULTS_FILE
-    record = read_record(file, what="the output folder of `medlama recipe --probe-checkpoints` (or a sweep point)")
-    if not isinstance(record, dict) or not isinstance(record.get("runs"), list):
-        raise MedlamaInputError("not the results.json of `medlama recipe`", file=file)
-    first = record["runs"][0] if record["runs"] else None
-    base = ({**(first.get("metrics") or {}), "intervals": first.get("intervals") or {},
-             "per_relation": first.get("per_relation") or {}} if isinstance(first, dict) else None)
-    return file, record, base, record.get("query_set"), (record.get("provenance") or {}).get("data") or {}
+        plan = check_mapping(sweep.get("plan"), "`plan`", file=folder.parent.parent / SWEEP_FILE)
+        base = check_step_record(sweep.get("base"), "`base`", file=folder.parent.parent / SWEEP_FILE) or None
+        query_set, data = plan.get("query_set"), check_mapping(plan.get("data"), "`plan.data`", file=file)
+        model = check_mapping(plan.get("sweep"), "`plan.sweep`", file=file).get("model")
+    else:
+        file = folder / RESULTS_FILE
+        record = read_record(file, what="the output folder of `medlama recipe --probe-checkpoints` (or a sweep point)")
+        if not isinstance(record, dict) or not isinstance(record.get("runs"), list):
+            raise MedlamaInputError("not the results.json of `medlama recipe`", file=file)
+        first = check_mapping(record["runs"][0] if record["runs"] else None, "runs[0]", file=file)
+        base = ({**check_mapping(first.get("metrics"), "runs[0].metrics", file=file),
+                 "intervals": check_mapping(first.get("intervals"), "runs[0].intervals", file=file),
+                 "per_relation": check_mapping(first.get("per_relation"), "runs[0].per_relation", file=file)}
+                if first else None)
+        provenance = check_mapping(record.get("provenance"), "`provenance`", file=file)
+        query_set, data = record.get("query_set"), check_mapping(provenance.get("data"), "`provenance.data`", file=file)
+        models = provenance.get("models")
+        model = models[0] if isinstance(models, list) and models else None
+    config = {key: value for key, value in check_mapping(record.get("rewire_config"), "`rewire_config`",
+                                                         file=file).items() if key != "model"}
+    agree = {"query set": query_set, "data": data.get("sha256") or data.get("fingerprint"),
+             "base model": _model_key(model), "rewiring config": config}
+    return file, record, base, agree
 
 
 def load_recipe(folders: Sequence[Path], k: int) -> tuple[list[dict], dict | None, list[dict], str]:
     """The checkpoint records of the recipe outputs (or sweep points) ``folders``, one or more of the same
-    queries, the un-rewired model's record (step 0), each record file as a source, and the query set's name."""
-    entries, sources, base, identity = [], [], None, None
+    queries, the un-rewired model's record (step 0), each record file as a source, and the query set's name.
+    A folder whose query set, data, base model or rewiring config (:func:`_read_run`) differs from the first's is
+    refused, naming both folders and the field: only the corpus may differ among what is averaged."""
+    entries, sources, base, first_agree, first_folder = [], [], None, None, None
     for folder in map(Path, folders):
-        file, record, first, query_set, data = _read_run(folder)
-        here = (query_set, data.get("sha256"), data.get("fingerprint"))
-        if identity is not None and here != identity:
-            raise MedlamaInputError(f"its runs probed other queries ({here[0]}, data {here[1] or here[2]}) than the "
-                                    f"first folder's ({identity[0]}, data {identity[1] or identity[2]})", file=file)
-        identity = here
+        file, record, first, agree = _read_run(folder)
+        if first_agree is None:
+            first_agree, first_folder = agree, folder
+        for field, value in agree.items():
+            if value != first_agree[field]:
+                shown = (", ".join(sorted(k for k in {*value, *first_agree[field]}
+                                          if value.get(k) != first_agree[field].get(k)))
+                         if field == "rewiring config" else f"{value} against {first_agree[field]}")
+                raise MedlamaInputError(f"another {field} than {first_folder}'s ({shown}): its corpora cannot be "
+                                        "averaged with the others; draw each apart", file=file)
         entries += check_entries(record.get("checkpoints"), k, file=file)
         base = base if base is not None else first
         sources.append(source_record(file, record))
-    return entries, base, sources, str(identity[0])
+    return entries, base, sources, str(first_agree["query set"])
 
 
 def steps_figure(folders: Sequence[Path], out: Path, *, k: int = 1, top: int = 9, overwrite: bool = False,

@@ -26,7 +26,8 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.models import resolve_model
 from medlama.core.provenance import model_identity, provenance
 from medlama.core.settings import as_dict
-from medlama.figures.output import read_record, step_record
+from medlama.figures.output import read_record
+from medlama.probers.result import step_record
 from medlama.figures.settings import AXES, POINT_FILE, SWEEP_FILE, SWEEP_KIND, SweepSettings, point_key
 from medlama.probers.outputs import write_results
 from medlama.probers.query_set import QuerySet

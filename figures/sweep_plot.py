@@ -14,7 +14,7 @@ from pathlib import Path
 
 from medlama.core.errors import MedlamaInputError
 from medlama.figures.output import STD_METHOD, check_png, read_record, source_record, subplots, write_figure
-from medlama.figures.steps import check_entries, draw_series, series
+from medlama.figures.steps import check_entries, check_mapping, check_step_record, draw_series, series
 from medlama.figures.settings import AXES, POINT_FILE, SWEEP_FILE
 
 #: The names the panels give the settings.
@@ -26,6 +26,9 @@ def load_sweep(folder: Path, ks: Sequence[int]) -> tuple[dict, list[dict], list[
     record = read_record(Path(folder) / SWEEP_FILE, what="the output folder of `medlama sweep`")
     if not isinstance(record, dict) or not isinstance(record.get("points"), list):
         raise MedlamaInputError("not the sweep.json of `medlama sweep`", file=Path(folder) / SWEEP_FILE)
+    for field in ("grid", "plan"):
+        check_mapping(record.get(field), f"`{field}`", file=Path(folder) / SWEEP_FILE)
+    check_step_record(record.get("base"), "`base`", file=Path(folder) / SWEEP_FILE)
     points, sources = [], [source_record(Path(folder) / SWEEP_FILE, record)]
     for key in record["points"]:
         file = Path(folder) / "points" / str(key) / POINT_FILE

@@ -112,6 +112,10 @@ class BuildReport:
     #: Splits without a record in any relation built (``["train", "dev"]``: a test-only release); the folder
     #: declares no such split, and whatever trains on it (learned prompts) is refused for want of it.
     empty_splits: list[str] = field(default_factory=list)
+    #: Gold answers (object labels or aliases) that acc@k's ``normalized`` matching reduces to nothing (``.``,
+    #: ``A``, ``The``), left out of a record's ``answers`` since none could be matched: {"config", "split",
+    #: "uuid", "answer"}. A record with no answer left is refused instead.
+    dropped_answers: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -160,7 +164,7 @@ class BiolamaBuild:
         return parts
 
 
-def _row(record: release.Record, template: str) -> dict:
+def _row(record: release.Record, template: str, answers: list[str]) -> dict:
     return {
         "id": record.uuid,
         "relation": record.relation,
@@ -173,7 +177,7 @@ def _row(record: release.Record, template: str) -> dict:
         "obj_labels": list(record.obj_labels),
         "obj_types": list(record.obj_types),
         "obj_aliases": [list(group) for group in record.obj_aliases],
-        "answers": gold_answers(record.obj_labels, record.obj_aliases),
+        "answers": answers,
         "template": template,
         "query": fill_prompt(template, record.sub_label),
     }
@@ -205,17 +209,20 @@ def _not_pinned_error(url: str) -> MedlamaInputError:
         "extracted folder", file=url)
 
 
-def check_labels(records: Iterable[release.Record]) -> None:
-    """Refuse an object label that BioLAMA's answer matching (acc@k's ``normalized`` key) reduces to nothing
-    (``.``, ``A``, ``The``, ``-``): no prediction could ever match it, and the metric refuses a query whose
-    gold answers are all such, so every probe of the build would fail at its scoring. Named by file, row and
-    field, as the release reader names a bad record."""
-    for record in records:
-        for label in record.obj_labels:
-            if not normalized(label):
-                raise MedlamaInputError(f"object label {label!r} is nothing once normalised for matching (lower "
-                                        "case, no punctuation, no articles): no answer can match it; fix or drop "
-                                        "the record", file=record.file, row=record.line, field="obj_labels")
+def matchable_answers(record: release.Record) -> tuple[list[str], list[str]]:
+    """``(kept, dropped)``: the record's gold answers (:func:`gold_answers`) that BioLAMA's answer matching
+    (acc@k's ``normalized`` key) keeps, and those it reduces to nothing (``.``, ``A``, ``The``, ``-``), which no
+    prediction could ever match. A record with none kept is refused (the metric refuses a query whose gold answers
+    all vanish, as :meth:`~medlama.probers.query_set.QuerySet.check_gold` does), named by file, row and field as
+    the release reader names a bad record."""
+    answers = gold_answers(record.obj_labels, record.obj_aliases)
+    kept = [answer for answer in answers if normalized(answer)]
+    if not kept:
+        raise MedlamaInputError(f"object labels {list(record.obj_labels)!r} (and aliases) are all nothing once "
+                                "normalised for matching (lower case, no punctuation, no articles): no answer can "
+                                "match them; fix or drop the record", file=record.file, row=record.line,
+                                field="obj_labels")
+    return kept, [answer for answer in answers if answer not in kept]
 
 
 def read_biolama(found: release.BiolamaRelease, sources: Sequence[str] = SOURCES, *,
@@ -250,14 +257,17 @@ def read_biolama(found: release.BiolamaRelease, sources: Sequence[str] = SOURCES
                 records = release.read_split(path, src, rel)
                 if split == "test" and not records:
                     raise MedlamaInputError("no test records", file=path)
-                check_labels(records)
+                answers = {}
                 for record in records:
+                    answers[record.line], dropped = matchable_answers(record)
+                    report.dropped_answers += [{"config": config, "split": split, "uuid": record.uuid,
+                                                "answer": answer} for answer in dropped]
                     if record.uuid in first_split:
                         report.split_overlaps.append({"config": config, "uuid": record.uuid,
                                                       "splits": [first_split[record.uuid], split]})
                     else:
                         first_split[record.uuid] = split
-                rows[config][split] = [_row(record, templates[config]) for record in records]
+                rows[config][split] = [_row(record, templates[config], answers[record.line]) for record in records]
     report.empty_splits = [split for split in SPLITS if not any(parts[split] for parts in rows.values())]
     return BiolamaBuild(rows=rows, templates=templates, report=report)
 

@@ -68,7 +68,8 @@ def render_biolama_card(build: BiolamaBuild, layout: dict[str, dict[str, list[st
         configs=layout, licence_tags=build.report.sources, replace_tags=SOURCES,
         rows=sum(totals[("all", "all")][split] for split in SPLITS),
         replacements={"<!-- provenance -->": f"This build's input: {build.report.verification} ({state})."
-                                             f"{digest_note(build)}{empty_splits_note(build)}",
+                                             f"{digest_note(build)}{empty_splits_note(build)}"
+                                             f"{dropped_answers_note(build)}",
                       CHOICES_MARKER: choices_paragraph(build.choices_record)})
 
 
@@ -99,6 +100,19 @@ def empty_splits_note(build: BiolamaBuild) -> str:
     return (f" This build has no {' and '.join(empty)} split{'s' if len(empty) > 1 else ''}: the release has no "
             f"record of {'them' if len(empty) > 1 else 'it'} (build_info.json: report.empty_splits). Probing "
             "(test) is unaffected; what trains on train or selects on dev (medlama optiprompt) refuses it.")
+
+
+def dropped_answers_note(build: BiolamaBuild) -> str:
+    """`` N gold answers were left out ...`` where the build dropped answers no prediction can match, else ``""``."""
+    dropped = build.report.dropped_answers
+    if not dropped:
+        return ""
+    records = len({(entry["config"], entry["split"], entry["uuid"]) for entry in dropped})
+    return (f" {len(dropped)} gold answer{'s' if len(dropped) > 1 else ''} of {records} record"
+            f"{'s' if records > 1 else ''} (object labels or aliases such as `.`, `A`, `The`) "
+            f"{'are' if len(dropped) > 1 else 'is'} left out of `answers`: acc@k's normalized matching reduces "
+            "them to nothing, so no prediction could match them; each record keeps its other answers and its raw "
+            "`obj_labels`/`obj_aliases` (build_info.json: report.dropped_answers).")
 
 
 def write_biolama(out_dir: str | Path, source: str | Path | None = None, **options) -> tuple[BiolamaBuild, list[dict]]:

@@ -39,8 +39,9 @@ Presets: ``paper`` is the paper's first setting (beam 5, M = 5, ``independent``,
 ``paper-order+order`` its second (``order`` fill, ``order`` refinement); ``biolama`` BioLAMA's (beam 5,
 M = 10, ``confidence`` fill, no refinement, 10 rounds); ``fill-mask`` the single-token fill-mask baseline of
 the paper's table 3 (Petroni et al. 2019, LAMA): one mask, the 10 most probable vocabulary tokens (M = 1,
-beam 10), so only single-token answers can be found (2.6% of MedLAMA's names). ``results.json`` records the
-preset the settings equal (``preset``, none when they equal none) and the approach (``approach``).
+beam 10), so only single-token answers can be found (1.1% of MedLAMA's distinct answer names; the paper's
+2.6% is the share per relation, averaged). ``results.json`` records the preset the settings equal (``preset``,
+none when they equal none) and the approach (``approach``).
 
 Learned prompts (``prompts``: a folder of ``medlama optiprompt``, :mod:`medlama.probers.learned_prompts`):
 each query is decoded with its relation's learned vectors in place of the manual template's words; the
@@ -108,12 +109,14 @@ PRESETS = {
     "biolama": MaskPredictSettings(max_masks=10, init="confidence"),
     "fill-mask": MaskPredictSettings(max_masks=1, beam_size=10),
 }
-#: Fields that do not change the answers (how many rows run together) or that say where prompts come from.
-_NOT_DECODING = ("batch_size", "prompts", "to_candidates")
+#: Fields that do not change the answers (how many rows run together), that say where prompts come from, or
+#: whether learned prompts may meet their training facts: none changes how a mask is decoded.
+_NOT_DECODING = ("batch_size", "prompts", "to_candidates", "allow_train_overlap")
 
 
 def preset_of(settings: MaskPredictSettings) -> str | None:
-    """The preset whose decoding ``settings`` equal (batch size, prompts and candidate mapping aside), or None."""
+    """The preset whose decoding ``settings`` equal (batch size, prompts, candidate mapping and the train-overlap
+    permission aside), or None."""
     for name, preset in PRESETS.items():
         if all(getattr(settings, f) == getattr(preset, f) for f in asdict(preset) if f not in _NOT_DECODING):
             return name

@@ -369,8 +369,7 @@ class MaskedLM:
                 out = reduce(lp, torch.tensor(chunk, dtype=torch.long, device=self.device))
                 out = out if isinstance(out, tuple) else (out,)
                 if count < width:  # the positions axis as wide as the widest row's, its last slot repeated
-                    slots = torch.arange(width).clamp(max=count - 1)
-                    out = tuple(t[:, slots.to(t.device)] if t.dim() > 1 else t for t in out)
+                    out = tuple(_widened(t, count, width) for t in out)
                 pieces.append(out)
                 done.extend(chunk)
         inverse = torch.empty(len(done), dtype=torch.long)
@@ -426,3 +425,17 @@ def rank_unique(scored: Sequence[tuple[str, float]], top_k: int) -> list[str]:
         if text not in best or score > best[text]:
             best[text] = score
     return sorted(best, key=lambda text: (-best[text], first[text]))[:top_k]
+
+
+def _widened(result, count: int, width: int):
+    """A batch's ``reduce`` result with its positions axis (the second, ``count`` wide) widened to ``width`` by
+    repeating its last slot; a result of one axis has none and is kept. A second axis of another size is not one
+    of positions, and widening it would mix up its entries: an error in the caller's ``reduce``, said so."""
+    if result.dim() < 2:
+        return result
+    if result.shape[1] != count:
+        raise RuntimeError(f"internal error: a reduce result of shape {tuple(result.shape)} in MaskedLM.log_probs: "
+                           f"its second axis must be the batch's {count} positions (or a result must have one axis)")
+    import torch  # torch only when a model runs
+
+    return result[:, torch.arange(width, device=result.device).clamp(max=count - 1)]

@@ -33,6 +33,10 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import finite_tensor, nonfinite_output_error
 from medlama.probers.mlm import MaskedLM, logprob_elements, padded
 
+#: Passes between two checks that the logits are finite (besides the first pass's, checked at once, and the end's):
+#: each check waits for the device, and a relation may take thousands of passes.
+FINITE_CHECK_EVERY = 64
+
 Variant = Literal["within-word-l2r", "original"]
 VARIANTS: tuple[str, ...] = ("within-word-l2r", "original")
 
@@ -147,8 +151,11 @@ class PllScorer:
                 copies = self.masked_copies(ids[rows, :width], words[rows, :width], at)
                 attention = (columns[None, :width] < lengths[rows][:, None]).long()
                 logits = self.lm.logits_at(copies, attention, at[:, None])[:, 0]
-                # checked once at the end: a check per pass would wait for the GPU every pass
                 finite &= finite_tensor(logits)
+                # a check per pass would wait for the GPU every pass: the first pass is checked at once (a broken
+                # model is refused before the rest is scored), then every FINITE_CHECK_EVERY passes and at the end
+                if (start // step) % FINITE_CHECK_EVERY == 0 and not bool(finite):
+                    raise nonfinite_output_error(self.lm.model_path, "logits")
                 # the target's log-probability, logit minus log-sum-exp: no rows x vocabulary log-softmax
                 chosen = logits.gather(1, ids[rows, at][:, None])[:, 0].float()
                 sums.index_add_(0, rows, (chosen - logits.float().logsumexp(-1)).double())

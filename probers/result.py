@@ -185,6 +185,14 @@ class ProbeResult:
         return Path(folder)
 
 
+def step_record(result: ProbeResult) -> dict:
+    """What a figure needs of one probe of a model (a checkpoint, a layer): its micro and macro acc@k, its
+    number of queries, the 95% bootstrap interval of each micro acc@k (:attr:`~medlama.probers.result.ProbeResult.
+    intervals`) and acc@k per relation (:meth:`~medlama.probers.result.ProbeResult.per_relation`)."""
+    return {**{key: value for key, value in result.metrics.items() if key.startswith("acc@")},
+            "queries": len(result.ids), "intervals": result.intervals, "per_relation": result.per_relation()}
+
+
 def is_bundled(model: str | None) -> bool:
     """Whether ``model`` is the bundled encoder's folder (provenance then names it by its Hub id)."""
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from medlama.core.checkpoints import checkpoint_step, list_checkpoints
 from medlama.probers.outputs import PREDICTIONS_FILE, RESULTS_FILE, write_predictions
-from medlama.probers.result import ProbeResult
+from medlama.probers.result import ProbeResult, step_record
 from medlama.probers.scores import REPORT_KS
 from medlama.probers.workflow import probe
 from medlama.probers.query_set import QuerySet
@@ -29,7 +29,6 @@ from medlama.probers.outputs import write_results
 from medlama.core.errors import MedlamaInputError
 from medlama.recipe.heldout import cloze_self_retrieval, heldout_queries as make_heldout
 from medlama.recipe.settings import CHECKPOINT_CHOICES
-from medlama.figures.output import step_record
 
 #: What each rule of ``checkpoint_choice`` picks, as results.json records it.
 CRITERIA = {"last": "the final step (the paper's rule: a fixed number of steps, section 5.5)",

@@ -128,9 +128,11 @@ def run_ucm(rankers: Sequence[tuple[str, ContextRanker]], sets_dir: str | Path, 
         results = [evaluate_model(ranker, sets, label=label, ks=ks, keep_records=settings.records,
                                   skip_first_segment=not settings.include_first_segment, progress=progress,
                                   store=store) for label, ranker in rankers]
-    except BaseException:
+    except BaseException as error:
         if store is not None and store.empty():  # nothing done to continue: leave nothing beside the output
             discard_work_folder(resume[0], kind=OUTPUT_KIND)
+        elif store is not None and isinstance(error, Exception):
+            store.failed(error)  # an error, not an interrupt: a rerun with other settings is not refused
         raise
     if show:
         print_tables(results, ks)

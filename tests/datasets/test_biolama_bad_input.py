@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,21 +13,6 @@ from medlama.cli import main
 from medlama.datasets.biolama_folder import write_biolama
 from medlama.core.errors import MedlamaInputError
 
-
-
-@pytest.fixture(scope="module")
-def pristine(biolama_fx, tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("pristine")
-    biolama_fx.write_release(root)
-    return root
-
-
-@pytest.fixture
-def copy(tmp_path, pristine) -> Path:
-    """A writable copy of the fixture release (the folder holding ``data/``)."""
-    target = tmp_path / "release"
-    shutil.copytree(pristine, target)
-    return target
 
 
 @pytest.fixture

@@ -1,14 +1,14 @@
-"""``medlama build biolama``: every record true. An object label that BioLAMA's matching reduces to nothing is
-refused at build, naming file, row and field (and a folder that holds one is refused by the probe before any
-ranking); a release whose triples are all in test builds a test-only folder, said so in the card and
-build_info.json; the archive's SHA-256 is recorded with where the hash it was checked against came from
-(``digest_source``: the authors publish none, so an unchecked local archive's is ``supplied``)."""
+"""``medlama build biolama``: every record true. A record all of whose gold answers BioLAMA's matching reduces to
+nothing is refused at build, naming file, row and field (and a folder that holds one is refused by the probe before
+any ranking), as the probe refuses such a query; a single such answer beside others is left out of ``answers`` and
+counted in build_info.json and the card; a release whose triples are all in test builds a test-only folder, said
+so in the card and build_info.json; the archive's SHA-256 is recorded with where the hash it was checked against
+came from (``digest_source``: the authors publish none, so an unchecked local archive's is ``supplied``)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -20,32 +20,22 @@ from medlama.loaders import biolama_release as release
 from medlama.probers.retrieval import RetrievalProber
 
 
-@pytest.fixture(scope="module")
-def pristine(biolama_fx, tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("records-release")
-    biolama_fx.write_release(root)
-    return root
-
-
-@pytest.fixture
-def copy(tmp_path, pristine) -> Path:
-    target = tmp_path / "release"
-    shutil.copytree(pristine, target)
-    return target
-
-
 def split_file(root: Path, source: str, rel: str, split: str = "test") -> Path:
     return root / "data" / source / "triples_processed" / rel / f"{split}.jsonl"
 
 
-def set_label(path: Path, line: int, label: str) -> None:
-    """Line ``line`` of ``path`` with its first object label ``label`` and no aliases (its only gold answer)."""
+def set_label(path: Path, line: int, label: str, *others: str) -> dict:
+    """Line ``line`` of ``path`` with the object labels ``label, *others`` and no aliases (its only gold answers);
+    returns the record."""
     lines = path.read_text().splitlines()
     record = json.loads(lines[line - 1])
-    record["obj_labels"] = [label, *record["obj_labels"][1:]]
+    record["obj_labels"] = [label, *others]
+    for field in ("obj_uris", "obj_types"):
+        record[field] = (record[field] * (1 + len(others)))[:1 + len(others)]
     record["obj_aliases"] = [[] for _ in record["obj_labels"]]
     lines[line - 1] = json.dumps(record)
     path.write_text("\n".join(lines) + "\n")
+    return record
 
 
 def error_line(capsys) -> str:
@@ -55,21 +45,37 @@ def error_line(capsys) -> str:
 
 
 @pytest.mark.parametrize("label", [".", "A", "The", "-"])
-def test_a_label_that_normalises_to_nothing_is_refused_at_build(copy, tmp_path, capsys, label):
+def test_a_record_whose_labels_all_normalise_to_nothing_is_refused_at_build(copy, tmp_path, capsys, label):
     path = split_file(copy, "umls", "UR44")
-    set_label(path, 2, label)
+    set_label(path, 2, label, "the")
     assert main(["build", "biolama", "--source", str(copy), "--out", str(tmp_path / "out")]) == 2
     line = error_line(capsys)
-    assert line.startswith(f"medlama: error: {path}, row 2, field 'obj_labels': object label {label!r} is nothing "
-                           "once normalised")
+    assert line.startswith(f"medlama: error: {path}, row 2, field 'obj_labels': object labels [{label!r}, 'the'] "
+                           "(and aliases) are all nothing once normalised")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_label_that_normalises_to_nothing_beside_others_is_dropped_and_counted(copy, tmp_path, capsys):
+    """As the probe scores a query while one gold answer is left: the build keeps the record, leaves the answer
+    no prediction can match out of ``answers`` (its raw labels kept), and says so in build_info.json and the card."""
+    record = set_label(split_file(copy, "umls", "UR44"), 2, "The", "wheezing")
+    out = tmp_path / "out"
+    assert main(["build", "biolama", "--source", str(copy), "--out", str(out)]) == 0
+    (row,) = [row for row in load_dataset(str(out), "umls_UR44")["test"] if row["id"] == record["uuid"]]
+    assert row["answers"] == ["wheezing"] and row["obj_labels"] == ["The", "wheezing"]
+    report = json.loads((out / "build_info.json").read_text())["report"]
+    assert report["dropped_answers"] == [{"config": "umls_UR44", "split": "test", "uuid": record["uuid"],
+                                          "answer": "The"}]
+    assert "1 gold answer of 1 record (object labels or aliases such as `.`, `A`, `The`) is left out of `answers`" \
+        in (out / "README.md").read_text()
 
 
 def test_a_folder_holding_such_a_label_is_refused_by_the_probe_before_ranking(copy, tmp_path, capsys, monkeypatch,
                                                                             make_tiny_bert):
     set_label(split_file(copy, "umls", "UR44"), 2, "The")
     with monkeypatch.context() as patched:  # a folder built before the build refused such labels
-        patched.setattr(builder, "check_labels", lambda records: None, raising=False)
+        patched.setattr(builder, "matchable_answers",
+                        lambda record: (builder.gold_answers(record.obj_labels, record.obj_aliases), []))
         assert main(["build", "biolama", "--source", str(copy), "--out", str(tmp_path / "old")]) == 0
     calls = []
     rank = RetrievalProber.rank_scored

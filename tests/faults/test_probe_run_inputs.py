@@ -6,7 +6,7 @@ nothing was left that refuses the corrected command.
 * ``probe --model A B`` with a ``B`` its method cannot probe: refused before ``A`` is ranked; the corrected
   command into the same ``--out`` then runs.
 * ``ProbeCallback`` with a method that does not fit the model: ``trainer.train()`` refused before step 1.
-* ``build biolama`` of a release with an object label that normalises to nothing (``.``): file, row, field.
+* ``build biolama`` of a release with a record whose labels all normalise to nothing (``.``): file, row, field.
 * ``build biolama`` of a release with every triple in test: a test-only folder (recorded), which ``optiprompt``
   refuses in one line.
 * ``build biolama`` of a local archive: its SHA-256 recorded with ``digest_source`` ``supplied``.
@@ -14,6 +14,7 @@ nothing was left that refuses the corrected command.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -21,6 +22,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import cv_inputs  # tests/helpers (pytest pythonpath)
+from tiny_causal import save_causal
 
 pytestmark = pytest.mark.slow
 
@@ -43,9 +47,6 @@ def one_error(run: subprocess.CompletedProcess) -> str:
 
 
 def test_probe_refuses_a_model_that_does_not_fit_before_ranking_any(tmp_path, make_tiny_bert):
-    import cv_inputs  # tests/helpers (pytest pythonpath)
-    from tiny_causal import save_causal
-
     data = cv_inputs.write_probe_folder(tmp_path / "medlama")
     gpt2, other = save_causal(tmp_path / "gpt2", "gpt2"), save_causal(tmp_path / "gpt2-b", "gpt2", seed=1)
     bert = make_tiny_bert("faults-bert", mlm=True)
@@ -60,8 +61,6 @@ def test_probe_refuses_a_model_that_does_not_fit_before_ranking_any(tmp_path, ma
 
 
 def test_probe_callback_refuses_a_method_that_does_not_fit_before_step_one(tmp_path, make_tiny_bert):
-    import cv_inputs
-
     data = cv_inputs.write_probe_folder(tmp_path / "medlama")
     bert = make_tiny_bert("faults-callback", mlm=True)
     script = f"""
@@ -93,20 +92,23 @@ def _release(biolama_fx, root: Path) -> Path:
     return root
 
 
-def _first_record_label(path: Path, label: str) -> None:
+def _first_record_labels(path: Path, label: str) -> None:
+    """The first record of ``path`` with every object label and alias ``label``."""
     lines = path.read_text().splitlines()
     record = json.loads(lines[0])
-    record["obj_labels"][0] = label
+    record["obj_labels"] = [label for _ in record["obj_labels"]]
+    record["obj_aliases"] = [[label] * len(group) for group in record["obj_aliases"]]
     lines[0] = json.dumps(record)
     path.write_text("\n".join(lines) + "\n")
 
 
-def test_build_biolama_refuses_a_label_that_normalises_to_nothing(biolama_fx, tmp_path):
+def test_build_biolama_refuses_a_record_whose_labels_all_normalise_to_nothing(biolama_fx, tmp_path):
     release = _release(biolama_fx, tmp_path / "release")
     bad = release / "data" / "ctd" / "triples_processed" / "CD1" / "dev.jsonl"
-    _first_record_label(bad, ".")
+    _first_record_labels(bad, ".")
     line = one_error(medlama("build", "biolama", "--source", release, "--out", tmp_path / "out"))
-    assert line.startswith(f"medlama: error: {bad}, row 1, field 'obj_labels': object label '.'")
+    assert line.startswith(f"medlama: error: {bad}, row 1, field 'obj_labels': object labels ['.'")
+    assert "(and aliases) are all nothing once normalised" in line
     assert not (tmp_path / "out").exists()
 
 
@@ -127,8 +129,6 @@ def test_build_biolama_of_a_test_only_release_is_a_recorded_test_only_folder(bio
 
 
 def test_build_biolama_records_the_supplied_archive_digest(biolama_fx, tmp_path):
-    import hashlib
-
     release = _release(biolama_fx, tmp_path / "release")
     archive = biolama_fx.write_archive(tmp_path / "data.tar.gz", release / "data")
     run = medlama("build", "biolama", "--source", archive, "--out", tmp_path / "out")

@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import matplotlib.image
 import numpy as np
 import pytest
+from datasets import load_dataset
+from transformers import AutoTokenizer
 
 from medlama.cli import main
+from medlama.core.defaults import default_model_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
@@ -22,8 +26,6 @@ PROBE = ["--relations", *RELATIONS, "--candidates", "relation"]
 
 def png_size(path: Path) -> tuple[int, int]:
     """Width and height of a PNG, read by matplotlib (the file must be a whole image)."""
-    import matplotlib.image
-
     height, width = matplotlib.image.imread(str(path)).shape[:2]
     return width, height
 
@@ -42,11 +44,6 @@ def tiny_encoder(make_tiny_bert) -> Path:
 
 
 def test_tokens_figure_counts_by_hand_and_names_the_2_6_percent(medlama_dir, tmp_path, capsys):
-    from datasets import load_dataset
-    from transformers import AutoTokenizer
-
-    from medlama.core.defaults import default_model_path
-
     png = tmp_path / "tokens.png"
     assert main(["figure", "tokens", str(medlama_dir), "--out", str(png)]) == 0
     record = figure_record(png)

@@ -108,7 +108,8 @@ def test_queries_the_metric_cannot_score_are_refused_when_the_callback_is_made(b
     lines[1] = json.dumps(record)
     path.write_text("\n".join(lines) + "\n")
     with monkeypatch.context() as patched:
-        patched.setattr(builder, "check_labels", lambda records: None, raising=False)
+        patched.setattr(builder, "matchable_answers",  # a folder built before the build refused such records
+                        lambda record: (builder.gold_answers(record.obj_labels, record.obj_aliases), []))
         write_biolama(tmp_path / "old", tmp_path / "release", progress=False)
     with pytest.raises(MedlamaInputError, match=r"no gold answer left under --match normalized: \['\.'\]"):
         ProbeCallback(data=tmp_path / "old", dataset="biolama", method="mask-average", every=10)

@@ -57,3 +57,22 @@ def test_presets_are_recorded_by_name_and_approach():
     assert preset_of(MaskPredictSettings(max_masks=10, init="confidence", batch_size=3)) == "biolama"
     assert preset_of(MaskPredictSettings(max_masks=3)) is None
     assert approach_of(PRESETS["biolama"]).startswith("X-FACTR multi-token decoding (confidence")
+
+
+def test_allowing_train_overlap_keeps_the_preset(medlama_dir, tiny_mlm, tmp_path):
+    """Permission to probe learned prompts on their training facts changes no decoding: the run stays ``biolama``."""
+    out = tmp_path / "probe"
+    assert main(["probe", "--data", str(medlama_dir), "--relations", RELATION, "--limit", "1", "--model",
+                 str(tiny_mlm), "--method", "mask-predict", "--preset", "biolama", "--allow-train-overlap",
+                 "--quiet", "--out", str(out)]) == 0
+    (result,) = json.loads((out / "results.json").read_text())
+    assert result["settings"]["preset"] == "biolama"
+    assert preset_of(MaskPredictSettings(max_masks=10, init="confidence", allow_train_overlap=True)) == "biolama"
+
+
+def test_ucm_offers_no_train_overlap_flag(tmp_path, capsys):
+    """UCM's ranker asks no learned prompts: the flag is not offered, so it cannot be given and ignored."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["ucm", "--sets", str(tmp_path), "--allow-train-overlap", "--out", str(tmp_path / "out")])
+    assert exit_.value.code == 2
+    assert "unrecognized arguments: --allow-train-overlap" in capsys.readouterr().err

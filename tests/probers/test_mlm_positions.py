@@ -57,3 +57,15 @@ def test_the_batch_size_does_not_change_a_row(lm):
     finally:
         lm.batch_size = 2
     torch.testing.assert_close(together, alone, rtol=0, atol=1e-5)
+
+
+def test_a_second_axis_that_is_not_positions_is_refused_not_reindexed(lm):
+    """Only a positions axis is widened: a result whose second axis is something else (here the top 4 of the
+    first position) would have its entries shuffled by the widening, so it is an internal error, said so."""
+    rows, positions = rows_and_positions(lm)
+    with pytest.raises(RuntimeError, match=r"internal error: a reduce result of shape \(2, 4\) in "
+                                           r"MaskedLM.log_probs: its second axis must be the batch's 1 positions"):
+        lm.log_probs(rows, positions, lambda lp, _: lp[:, 0].topk(4, dim=-1).values)
+    # one axis per row (a sum over positions) is kept as it is
+    sums = lm.log_probs(rows, positions, lambda lp, _: lp.max(-1).values.sum(-1))
+    assert sums.shape == (4,)

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import AutoTokenizer, BertForMaskedLM, GPT2LMHeadModel
 
 from medlama.core.errors import MedlamaInputError
+from medlama.probers.mlm import MaskedLM
 from medlama.probers.query_set import QuerySet
 from medlama.probers.registry import make_prober
 from medlama.ucm_eval.rankers import make_ranker
@@ -22,8 +24,6 @@ REFUSED = r"the model's (embeddings|logits|log-probabilities) are not finite num
 
 def poisoned(source: Path, folder: Path, model_class) -> Path:
     """``source`` saved again into ``folder`` with every weight NaN."""
-    from transformers import AutoTokenizer
-
     model = model_class.from_pretrained(source)
     with torch.no_grad():
         for parameter in model.parameters():
@@ -35,15 +35,11 @@ def poisoned(source: Path, folder: Path, model_class) -> Path:
 
 @pytest.fixture(scope="module")
 def nan_bert(make_tiny_bert, tmp_path_factory) -> Path:
-    from transformers import BertForMaskedLM
-
     return poisoned(make_tiny_bert("healthy-mlm", mlm=True), tmp_path_factory.mktemp("nan-bert"), BertForMaskedLM)
 
 
 @pytest.fixture(scope="module")
 def nan_gpt2(tmp_path_factory) -> Path:
-    from transformers import GPT2LMHeadModel
-
     healthy = save_causal(tmp_path_factory.mktemp("healthy-gpt2"), "gpt2")
     return poisoned(healthy, tmp_path_factory.mktemp("nan-gpt2"), GPT2LMHeadModel)
 
@@ -75,3 +71,15 @@ def test_ucm_rankers_refuse_a_nan_model(method, model, request):
     ranker = make_ranker(method, folder, device="cpu")
     with pytest.raises(MedlamaInputError, match=rf"^{folder}: {REFUSED}"):
         ranker.scores(["the patient took aspirin . aspirin may treat [Y] ."], list(NAMES))
+
+
+def test_masked_likelihood_refuses_a_nan_model_after_its_first_pass(nan_bert, monkeypatch):
+    """The PLL of a whole relation runs in many passes: a NaN model is refused after the first, not after all."""
+
+    prober = make_prober("masked-likelihood", nan_bert, {"batch_size": 1}, device="cpu")
+    passes = []  # counted from here: loading the prober runs a pass of its own (its output head's check)
+    logits_at = MaskedLM.logits_at
+    monkeypatch.setattr(MaskedLM, "logits_at", lambda lm, *args: passes.append(1) or logits_at(lm, *args))
+    with pytest.raises(MedlamaInputError, match=rf"^{nan_bert}: {REFUSED}"):
+        prober.rank(query_set(), 10)
+    assert len(passes) == 1  # one copy per pass: every statement of every candidate would be dozens

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from transformers import AutoModel, AutoTokenizer
 
 from medlama.cli import main
 from medlama.probers.queries import load_medlama_queries
@@ -31,8 +32,6 @@ def sentence_files(corpus_head) -> list[Path]:
 
 def heldout_acc10_by_hand(model: Path, pairs) -> float:
     """[CLS] of one text at a time (no padding), exact L2, the pair's own span among the first 10."""
-    from transformers import AutoModel, AutoTokenizer
-
     tokenizer = AutoTokenizer.from_pretrained(str(model))
     encoder = AutoModel.from_pretrained(str(model)).eval()
 
@@ -64,11 +63,13 @@ def test_heldout_choice_probes_the_best_checkpoint_and_records_each(medlama_dir,
     assert sorted(figures, key=int) == ["2", "4"]
     pairs = heldout_queries(held_out)
     folder = tmp_path / "chosen" / f"rewired-0-{corpus.name}"
+    by_hand = {int(step): heldout_acc10_by_hand(folder / "checkpoints" / f"checkpoint-{step}", pairs)
+               for step in figures}
     for step, value in figures.items():  # each checkpoint's figure, against a hand computation
-        by_hand = heldout_acc10_by_hand(folder / "checkpoints" / f"checkpoint-{step}", pairs)
-        assert value == pytest.approx(by_hand, abs=1.5 / len(pairs))  # a near-tie at most
+        assert value == pytest.approx(by_hand[int(step)], abs=1.5 / len(pairs))  # a near-tie at most
+    # the chosen step is the best by the hand computation, the earlier step on a tie
+    assert record["chosen_step"] == min(by_hand, key=lambda step: (-by_hand[step], step))
     best = max(figures.values())
-    assert record["chosen_step"] == min(int(s) for s, v in figures.items() if v == best)  # ties: earlier step
     # the rewired row is the probe of the chosen checkpoint
     queries = load_medlama_queries(medlama_dir, "hard", relations=RELATIONS)
     chosen = folder / "checkpoints" / f"checkpoint-{record['chosen_step']}"

@@ -5,14 +5,20 @@ so. Each case runs through ``medlama probe`` / ``medlama optiprompt`` or their P
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
 import pytest
+from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 import medlama
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
+from medlama.core.loaded import LoadedModel
+from medlama.probers import learned_prompts, mlm
+from medlama.probers.learned_prompts import PromptSet
+from tiny_facts import build_fact_folder, train_fact_model  # tests/helpers (pytest pythonpath)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -25,8 +31,6 @@ ROTATED = ["test"] * 4 + ["train"] * 8 + ["dev"] * 4
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, one_thread):
-    from tiny_facts import build_fact_folder, train_fact_model  # tests/helpers (pytest pythonpath)
-
     root = tmp_path_factory.mktemp("records")
     model, data = train_fact_model(root / "model", steps=300), build_fact_folder(root)
     prompts = medlama.optiprompt(model, data, root / "prompts", epochs=0, **FAST)
@@ -108,8 +112,6 @@ def test_the_same_weights_under_another_config_are_another_model(trained, tmp_pa
 
 
 def test_training_data_is_fingerprinted_and_its_facts_are_not_probed_unseen(trained, tmp_path, capsys):
-    from tiny_facts import build_fact_folder
-
     model, data, prompts = trained
     train = prompts.record["training_data"]["train"]
     assert train["split"] == "train" and train["rows"] == 16 and len(train["sha256"]) == 64
@@ -149,14 +151,6 @@ def test_probing_the_split_that_chose_the_epochs_is_warned_and_recorded(trained,
 
 
 def test_a_probe_reads_the_prompts_once_and_a_model_in_memory_is_hashed_once(trained, tmp_path, monkeypatch):
-    import hashlib
-
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
-
-    from medlama.core.loaded import LoadedModel
-    from medlama.probers import learned_prompts, mlm
-    from medlama.probers.learned_prompts import PromptSet
-
     model, data, prompts = trained
     reads, read = [], PromptSet._read.__func__
     monkeypatch.setattr(PromptSet, "_read", classmethod(lambda cls, path: reads.append(path) or read(cls, path)))

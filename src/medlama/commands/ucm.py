@@ -35,7 +35,9 @@ def register(subparsers) -> None:
     parser.add_argument("--sets", required=True, type=Path, help="folder written by medlama build context-variance")
     add_settings_flags(parser, UcmModels)
     add_settings_flags(parser, UcmSettings, title="what to score")
-    add_settings_flags(parser, MaskPredictSettings, exclude=("batch_size", "prompts"), defaults=PAPER_DECODING,
+    # the ranker asks no learned prompts, so it has no train overlap to allow
+    add_settings_flags(parser, MaskPredictSettings, exclude=("batch_size", "prompts", "allow_train_overlap"),
+                       defaults=PAPER_DECODING,
                        title="mask-predict ranker (the paper's: BioLAMA's confidence decoding)",
                        helps={name: (lambda text: "mask-predict: " + text)
                               for name in ("max_masks", "beam_size", "init", "refine", "max_iterations", "rescore")})
