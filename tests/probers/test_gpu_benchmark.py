@@ -30,20 +30,45 @@ def gpu():
 def test_every_part_runs_small_on_the_cpu(gpu, medlama_source, tmp_path, capsys):
     out = tmp_path / "gpu.json"
     assert gpu.main(["--device", "cpu", "--queries", "2", "--candidates", "12", "--peak-tflops", "0.5",
-                     "--source", str(medlama_source), "--json", str(out)]) == 0
+                     "--source", str(medlama_source), "--repeat", "1", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "peak assumed (dense TFLOP/s): bf16 0.5, fp16 0.5, fp32 0.5" in printed
     record = json.loads(out.read_text())
     rows = {(row["part"], row["method"]): row for row in record["rows"]}
     assert set(rows) == {("causal", "causal-likelihood exhaustive"), ("causal", "causal-likelihood best-first"),
-                         ("masked", "masked-likelihood within-word-l2r"), ("retrieval", "retrieval reference")}
-    assert len(record["rows"]) == 6  # two causal models, both searches
+                         ("masked", "masked-likelihood within-word-l2r"), ("retrieval", "retrieval reference"),
+                         ("retrieval", "retrieval sentence-transformers")}
+    assert len(record["rows"]) == 7  # two causal models, both searches
     for row in record["rows"]:
         assert row["device"] == "cpu" and row["tokens"] > 0 and row["flops"] > 0 and row["seconds"] > 0
         assert row["MFU"] == pytest.approx(row["flops"] / row["seconds"] / 1e12 / 0.5)
         assert f"{100 * row['MFU']:.1f}%" in printed
     retrieval = rows["retrieval", "retrieval reference"]
     assert retrieval["queries"] == 19 and 12 <= retrieval["candidates"] <= 12 + 19 * 30  # one query per relation
+    # each retrieval row with its peer, timed beside it on the same inputs; the same model and the same exact
+    # search give the same top-10 lists (fp32 on a CPU), and the table prints the ratio and the agreement
+    for method, peer in (("retrieval reference", "plain torch"),
+                         ("retrieval sentence-transformers", "sentence-transformers encode + util.semantic_search")):
+        [measured] = rows["retrieval", method]["peers"]
+        assert measured["name"] == peer and measured["seconds"] > 0
+        assert measured["agreement"] == 1.0 and "top-1 agreement 100.0%" in measured["note"]
+        ratio = rows["retrieval", method]["seconds"] / measured["seconds"]
+        assert f"peer {peer}: {measured['seconds']:.2f} s; medlama/peer {ratio:.2f}x; top-k agreement 100.0%" \
+            in printed
+
+
+def test_plain_torch_peer_is_the_reference_computation(gpu, medlama_source):
+    """The plain-torch peer, written apart from medlama, finds medlama's top-10 on the small hard set: what it
+    is compared with is the same computation."""
+    from medlama.core.defaults import default_model_path
+    from medlama.probers.registry import make_prober
+
+    queries = gpu.hard_set(medlama_source, 1, 40)
+    prober = make_prober("retrieval", str(default_model_path()), device="cpu")
+    ours = prober.rank_scored(queries, top_k=10).names
+    search = gpu.plain_torch(default_model_path(), torch.device("cpu"), 128)
+    theirs = search(queries.with_mask(prober.encoder.mask_token), queries.candidates, 10)
+    assert gpu.agreement(ours, theirs, queries.candidates, 10) == 1.0
 
 
 def test_unknown_part_and_missing_release_are_refused(gpu, tmp_path, capsys):
