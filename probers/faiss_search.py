@@ -73,9 +73,9 @@ class PoolRanks:
     gold_scores: list[float | None]
 
 
-#: Scores held at once per block of queries (float32 elements): 64 MiB on a CPU, 1 GiB on a GPU.
+#: Scores held at once per block of queries (float32 elements): 64 MiB on a CPU, 512 MiB on a GPU.
 BLOCK_ELEMENTS = {"cpu": 1 << 24}
-GPU_BLOCK_ELEMENTS = 1 << 28
+GPU_BLOCK_ELEMENTS = 1 << 27
 #: Names beyond the top taken by float32 (torch) and ordered again by float64: names within float32's rounding
 #: of the k-th cross the cut only in the float64 order (unless more than this many tie there).
 MARGIN = 16
@@ -143,17 +143,36 @@ def rank_pool(name_vectors: np.ndarray, query_vectors: np.ndarray, top_k: int, d
 
 
 class _ExactScores:
-    """:func:`score_matrix`'s float64 scores of chosen (query, name) pairs."""
+    """:func:`score_matrix`'s float64 scores of chosen (query, name) pairs, each summed in one fixed order
+    (:func:`_dot`): the same pair gives the same bits in any call, whatever else it holds, so equal
+    vectors tie exactly, as in the whole matrix."""
 
     def __init__(self, names: Any, queries: Any, distance: Distance) -> None:
         self.names, self.queries, self.distance = names, queries, distance
-        self.names_sq, self.queries_sq = (names * names).sum(1), (queries * queries).sum(1)
+        self.names_sq, self.queries_sq = _dot(self.names, self.names), _dot(self.queries, self.queries)
 
     def scores(self, query: Any, name: Any) -> Any:
-        product = (self.queries[query] * self.names[name]).sum(-1)
-        if self.distance == "cosine":
-            return product
-        return -((self.queries_sq[query] - 2 * product) + self.names_sq[name])
+        shape = query.shape
+        query, name = query.reshape(-1), name.reshape(-1)
+        product = _dot(self.queries[query], self.names[name])
+        if self.distance == "l2":
+            product = -((self.queries_sq[query] - 2 * product) + self.names_sq[name])
+        return product.reshape(shape)
+
+
+def _dot(a: Any, b: Any) -> Any:
+    """Row-wise dot products of two float64 matrices, the products summed by halving (an odd column folded
+    into the first; elementwise additions only: no reduction kernel whose order could depend on the number of
+    rows or the device)."""
+    terms = a * b
+    width = terms.shape[1]
+    while width > 1:
+        if width % 2:
+            width -= 1
+            terms[:, 0] += terms[:, width]
+        width //= 2
+        terms[:, :width] += terms[:, width:2 * width]
+    return terms[:, 0].clone()
 
 
 def _rank_block(ranks: PoolRanks, exact: _ExactScores, keys: Any, rows: Any, picked: Any, picked_scores: Any,

@@ -73,3 +73,21 @@ def test_an_unknown_top_by_is_refused():
     names, queries, candidates, gold = pool()
     with pytest.raises(MedlamaInputError, match="unknown top_by 'gpu'"):
         rank_pool(names, queries, 5, "l2", gold_indices(gold, candidates), top_by="gpu")
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_batches_are_padded_as_the_tokenizer_pads_them(make_tiny_bert, side):
+    """The encoder pads its length-sorted batches itself, into the arrays ``tokenizer.pad`` gives."""
+    from medlama.probers.encoding import Encoder
+
+    encoder = Encoder(make_tiny_bert("padded-encoder"), device="cpu")
+    encoder.tokenizer.padding_side = side
+    texts = ["aspirin may treat [MASK] .", "a", "the longest text of these , cut at eight tokens here", ""]
+    encoded = encoder.tokenizer(texts, truncation=True, max_length=8, add_special_tokens=True)
+    rows = np.array([2, 0, 3])
+    ours = encoder._padded(encoded, rows)
+    theirs = encoder.tokenizer.pad({key: [encoded[key][i] for i in rows] for key in encoded.keys()},
+                                   return_tensors="np")
+    assert set(ours) == set(theirs)
+    for key in ours:
+        assert ours[key].dtype == np.int64 and np.array_equal(ours[key], theirs[key]), key
