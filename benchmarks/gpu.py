@@ -92,6 +92,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--encoder", type=Path, help="the retrieval part's encoder folder (default: the bundled "
                         "all-MiniLM-L6-v2; on a machine without its package, the same architecture with random "
                         "weights times the same: speed does not depend on the weights)")
+    parser.add_argument("--per-relation", type=int, default=None,
+                        help="the retrieval part's queries per relation (default: 1 with --small, else all)")
     parser.add_argument("--retrieval-batch-size", type=int, default=128, help="texts per encoder pass (default: "
                                                                                "the retrieval prober's, 128)")
     parser.add_argument("--source", type=Path, default=None,

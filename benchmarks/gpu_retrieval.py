@@ -115,7 +115,8 @@ def retrieval_part(args, device) -> list[Row]:
     from medlama.probers.query_set import QuerySet
     from medlama.probers.registry import make_prober
 
-    queries = hard_set(args.source, 1 if args.small else None, args.candidates if args.small else None)
+    per_relation = getattr(args, "per_relation", None) or (1 if args.small else None)
+    queries = hard_set(args.source, per_relation, args.candidates if args.small else None)
     encoder_path = Path(args.encoder or default_model_path())
     label = "all-MiniLM-L6-v2 (bundled)" if args.encoder is None else f"{Path(args.encoder).name} (--encoder)"
     repeat = max(1, getattr(args, "repeat", 3))
