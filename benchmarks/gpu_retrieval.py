@@ -136,7 +136,9 @@ def retrieval_part(args, device) -> list[Row]:
         model = encoder.model if preset == "reference" else encoder.model[0].auto_model
         dtype = {"float16": "fp16", "bfloat16": "bf16"}.get(str(model.dtype).split(".")[-1], "fp32")
         counter = FlopCounter()
-        counter.body(model, model.config, causal=False)
+        # sentence-transformers calls the model's forward itself, past its hooks: count where the embeddings run
+        counter.body(model if preset == "reference" else _CalledThrough(model, model.embeddings), model.config,
+                     causal=False)
         seconds = timed(device, lambda: prober.rank_scored(queries, top_k=10))
         counter.close()
         inputs = queries.with_mask(encoder.mask_token)
@@ -162,3 +164,17 @@ def _preset_fields(preset: str) -> dict:
     from medlama.probers.retrieval import PRESETS
 
     return {key: value for key, value in asdict(PRESETS[preset]).items() if key != "batch_size"}
+
+
+class _CalledThrough:
+    """``model`` as :meth:`FlopCounter.body` sees it, its hook on ``entry`` (a submodule every pass calls with
+    ``input_ids``), for a caller that runs ``model.forward`` directly, past the model's own hooks."""
+
+    def __init__(self, model, entry) -> None:
+        self.model, self.entry = model, entry
+
+    def named_parameters(self):
+        return self.model.named_parameters()
+
+    def register_forward_pre_hook(self, hook, *, with_kwargs: bool = False):
+        return self.entry.register_forward_pre_hook(hook, with_kwargs=with_kwargs)
