@@ -45,30 +45,35 @@ def test_every_part_runs_small_on_the_cpu(gpu, medlama_source, tmp_path, capsys)
         assert f"{100 * row['MFU']:.1f}%" in printed
     retrieval = rows["retrieval", "retrieval reference"]
     assert retrieval["queries"] == 19 and 12 <= retrieval["candidates"] <= 12 + 19 * 30  # one query per relation
-    # each retrieval row with its peer, timed beside it on the same inputs; the same model and the same exact
-    # search give the same top-10 lists (fp32 on a CPU), and the table prints the ratio and the agreement
+    # each retrieval row with its peer, timed beside it on the same inputs, and the table prints the ratio and
+    # the agreement (lists differ only in the order of names that tie: test_plain_torch_peer_... below)
     for method, peer in (("retrieval reference", "plain torch"),
                          ("retrieval sentence-transformers", "sentence-transformers encode + util.semantic_search")):
         [measured] = rows["retrieval", method]["peers"]
-        assert measured["name"] == peer and measured["seconds"] > 0
-        assert measured["agreement"] == 1.0 and "top-1 agreement 100.0%" in measured["note"]
+        assert measured["name"] == peer and measured["seconds"] > 0 and 0.5 <= measured["agreement"] <= 1.0
         ratio = rows["retrieval", method]["seconds"] / measured["seconds"]
-        assert f"peer {peer}: {measured['seconds']:.2f} s; medlama/peer {ratio:.2f}x; top-k agreement 100.0%" \
-            in printed
+        assert f"peer {peer}: {measured['seconds']:.2f} s; medlama/peer {ratio:.2f}x; top-k agreement " \
+               f"{100 * measured['agreement']:.1f}%" in printed
 
 
 def test_plain_torch_peer_is_the_reference_computation(gpu, medlama_source):
-    """The plain-torch peer, written apart from medlama, finds medlama's top-10 on the small hard set: what it
-    is compared with is the same computation."""
+    """The plain-torch peer, written apart from medlama, finds medlama's top 10 on the small hard set: per
+    query the same scores (medlama's float64 scores of the names each picked), so the lists differ at most in
+    the order of names that tie (names equal to this uncased model): what it is compared with is the same
+    computation."""
+    import numpy as np
+
     from medlama.core.defaults import default_model_path
     from medlama.probers.registry import make_prober
 
     queries = gpu.hard_set(medlama_source, 1, 40)
     prober = make_prober("retrieval", str(default_model_path()), device="cpu")
-    ours = prober.rank_scored(queries, top_k=10).names
+    ours = prober.rank_scored(queries, top_k=10, all_scores=True)
     search = gpu.plain_torch(default_model_path(), torch.device("cpu"), 128)
     theirs = search(queries.with_mask(prober.encoder.mask_token), queries.candidates, 10)
-    assert gpu.agreement(ours, theirs, queries.candidates, 10) == 1.0
+    for q, picked in enumerate(theirs):
+        assert np.allclose(sorted(ours.pools[q].scores[picked]), sorted(ours.scores[q]), rtol=1e-5, atol=1e-5)
+    assert gpu.agreement(ours.names, theirs, queries.candidates, 1) >= 0.9
 
 
 def test_unknown_part_and_missing_release_are_refused(gpu, tmp_path, capsys):
