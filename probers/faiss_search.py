@@ -130,7 +130,7 @@ def rank_pool(name_vectors: np.ndarray, query_vectors: np.ndarray, top_k: int, d
 
             # torch: a few more than the top by float32, then the top of those by float64, ties by pool order
             picked = top[rows] if by_faiss else keys(rows).topk(min(k + MARGIN, count), dim=1).indices
-            picked_scores = exact.scores(rows[:, None].expand_as(picked), picked)
+            picked_scores = exact.scores(rows[:, None], picked)
             if not by_faiss:
                 order = torch.sort(picked, dim=1, stable=True).indices
                 order = order.gather(1, torch.sort(-picked_scores.gather(1, order), dim=1, stable=True).indices)
@@ -152,27 +152,27 @@ class _ExactScores:
         self.names_sq, self.queries_sq = _dot(self.names, self.names), _dot(self.queries, self.queries)
 
     def scores(self, query: Any, name: Any) -> Any:
-        shape = query.shape
-        query, name = query.reshape(-1), name.reshape(-1)
+        """The scores of the pairs ``(query, name)``: index tensors of shapes that broadcast (a block's rows
+        as a column against its picked names: each query's vector is read once, not once per name)."""
         product = _dot(self.queries[query], self.names[name])
         if self.distance == "l2":
             product = -((self.queries_sq[query] - 2 * product) + self.names_sq[name])
-        return product.reshape(shape)
+        return product
 
 
 def _dot(a: Any, b: Any) -> Any:
-    """Row-wise dot products of two float64 matrices, the products summed by halving (an odd column folded
+    """Dot products along the last dimension of two float64 tensors (broadcast), the products summed by halving (an odd column folded
     into the first; elementwise additions only: no reduction kernel whose order could depend on the number of
     rows or the device)."""
     terms = a * b
-    width = terms.shape[1]
+    width = terms.shape[-1]
     while width > 1:
         if width % 2:
             width -= 1
-            terms[:, 0] += terms[:, width]
+            terms[..., 0] += terms[..., width]
         width //= 2
-        terms[:, :width] += terms[:, width:2 * width]
-    return terms[:, 0].clone()
+        terms[..., :width] += terms[..., width:2 * width]
+    return terms[..., 0].clone()
 
 
 def _rank_block(ranks: PoolRanks, exact: _ExactScores, keys: Any, rows: Any, picked: Any, picked_scores: Any,
