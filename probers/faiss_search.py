@@ -149,7 +149,8 @@ class _ExactScores:
 
     def __init__(self, names: Any, queries: Any, distance: Distance) -> None:
         self.names, self.queries, self.distance = names, queries, distance
-        self.names_sq, self.queries_sq = _dot(self.names, self.names), _dot(self.queries, self.queries)
+        # squared norms once per vector (every pair reads the same one): a plain sum serves
+        self.names_sq, self.queries_sq = (names * names).sum(-1), (queries * queries).sum(-1)
 
     def scores(self, query: Any, name: Any) -> Any:
         """The scores of the pairs ``(query, name)``: index tensors of shapes that broadcast (a block's rows
