@@ -1,10 +1,12 @@
 """Retrieval scoring, the one place that says how an embedded query is compared with embedded names.
 
-Two views of the same comparison:
+Three views of the same comparison:
 
+* :func:`rank_pool`: the top names per query and the exact rank of its gold over the whole pool, without the
+  whole score matrix (FAISS's top on a CPU, torch's on a GPU). MedLAMA and BioLAMA probing use it.
 * :func:`search`: the ``top_k`` nearest names per query by an exact FAISS search (``IndexFlatL2`` on the
   raw vectors, as the reference implementation, or inner product on L2-normalised vectors for
-  ``cosine``). MedLAMA and BioLAMA probing use it.
+  ``cosine``).
 * :func:`score_matrix`: every query against every name, as scores where higher is nearer (the negated
   squared L2 distance, or the cosine), in float64. UCM ranking uses it, since it needs the rank of every
   pool member, not only the top few, and its pools are small.
@@ -87,12 +89,13 @@ def rank_pool(name_vectors: np.ndarray, query_vectors: np.ndarray, top_k: int, d
     indices among the names) over the whole pool, without the whole score matrix.
 
     The top (``top_by``: ``faiss`` or ``torch``; default FAISS on a CPU, torch elsewhere): FAISS's exact search
-    (:func:`search`, as always), or ``torch.topk`` over float32
-    scores computed on ``device`` (TF32 off) of :data:`MARGIN` more than ``top_k``, the first ``top_k`` of those
-    by their float64 scores (ties by pool order): the whole matrix's float64 order. A gold outside the top is ranked as :class:`~medlama.probers.ranking.Ranking` ranks it (after the
-    top, counting the others that score higher, or equal and earlier in the pool) by a float32 matrix product a
-    block of queries at a time on ``device``: a name whose float32 score is above the gold's by more than the
-    product's rounding bound counts, one within the bound is scored again in float64 and compared exactly.
+    (:func:`search`, as always), or ``torch.topk`` over float32 scores computed on ``device`` (TF32 off) of
+    :data:`MARGIN` more than ``top_k``, the first ``top_k`` of those by their float64 scores (ties by pool
+    order): the whole matrix's float64 order. A gold outside the top is ranked as
+    :class:`~medlama.probers.ranking.Ranking` ranks it (after the top, counting the others that score higher,
+    or equal and earlier in the pool) by a float32 matrix product a block of queries at a time on ``device``: a
+    name whose float32 score is above the gold's by more than the product's rounding bound counts, one within
+    the bound is scored again in float64 and compared exactly.
     """
     import torch  # torch only when ranking; the vectors come from a model that torch ran
 
@@ -162,9 +165,9 @@ class _ExactScores:
 
 
 def _dot(a: Any, b: Any) -> Any:
-    """Dot products along the last dimension of two float64 tensors (broadcast), the products summed by halving (an odd column folded
-    into the first; elementwise additions only: no reduction kernel whose order could depend on the number of
-    rows or the device)."""
+    """Dot products along the last dimension of two float64 tensors (broadcast), the products summed by
+    halving (an odd column folded into the first; elementwise additions only: no reduction kernel whose order
+    could depend on the number of rows or the device)."""
     terms = a * b
     width = terms.shape[-1]
     while width > 1:
