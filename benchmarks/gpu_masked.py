@@ -52,7 +52,9 @@ def masked_part(args, device, dtype: str) -> list[Row]:
         ranked = prober.rank(queries, top_k=top_k)  # what the peer is compared with; counted once
         counter.close()
         run, scored = lm_pub_quiz_peer(prober, queries, args.batch_size, device)
-        seconds, theirs = best_of(device, lambda: prober.rank(queries, top_k=top_k), run)
+        best, _ = best_of(device, {"medlama": lambda: prober.rank(queries, top_k=top_k), "peer": run},
+                          args.repeats)
+        seconds, theirs = best["medlama"], best["peer"]
         names = list(queries.candidates)
         peer = Peer("lm-pub-quiz MaskedLMEvaluator", theirs,
                     agreement(ranked, [top_names(row, names, top_k) for row in scored]))

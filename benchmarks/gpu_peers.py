@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from gpu_common import timed
 
-#: Timed runs per measurement; the fastest counts (other work on the machine only ever slows a run down).
-REPEATS = 3
+def cpu_seconds(work) -> float:
+    """The process's CPU seconds of ``work`` (on a CPU with one torch thread, its own work whatever else runs)."""
+    start = time.process_time()
+    work()
+    return time.process_time() - start
 
 
-def best_of(device, ours, theirs, repeats: int = REPEATS) -> tuple[float, float]:
-    """The fastest of ``repeats`` timed runs of ``ours`` and of ``theirs`` (each a full run, warm-ups done by the
-    caller), the two alternated so that both meet the same load of a shared machine."""
-    times = [(timed(device, ours), timed(device, theirs)) for _ in range(repeats)]
-    return min(t for t, _ in times), min(t for _, t in times)
+def best_of(device, works: dict, repeats: int, clock: str = "wall") -> tuple[dict[str, float], dict]:
+    """Each of ``works`` (name -> callable, warm-ups done by the caller) run ``repeats`` times, the works in turn
+    within a round so that all meet the same load of a shared machine: the least seconds per name (other work
+    on the machine only ever slows a run down), and each work's last return value. ``clock`` ``cpu``: this
+    process's CPU seconds (a CPU device only), else wall seconds."""
+    seconds, results = {name: float("inf") for name in works}, {}
+    for _ in range(max(1, repeats)):
+        for name, work in works.items():
+            box = []
+            run = lambda: box.append(work())  # noqa: E731 - the return value kept beside the timing
+            seconds[name] = min(seconds[name], cpu_seconds(run) if clock == "cpu" else timed(device, run))
+            results[name] = box[0]
+    return seconds, results
 
 
 def agreement(ours: list[list[str]], theirs: list[list[str]]) -> float:

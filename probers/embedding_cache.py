@@ -8,7 +8,9 @@ rows batched otherwise round otherwise), the device (a GPU by its name and CUDA 
 precision, the threads, the versions of torch, transformers and sentence-transformers, and the names
 themselves. Any change gives another key. Entries live in medlama's cache (``$MEDLAMA_CACHE/embeddings``), one
 ``.npz`` per key, written atomically: two probes writing the same entry write the same bytes, and a reader sees
-a whole file or none. ``MEDLAMA_EMBEDDING_CACHE=0`` turns the cache off.
+a whole file or none. ``MEDLAMA_EMBEDDING_CACHE=0`` turns the cache off. A cache that cannot be written (a full
+disk, a read-only file system) is skipped with a one-line warning, and the probe goes on: its numbers do not
+depend on the cache.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import hashlib
 import io
 import json
 import os
+import sys
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +33,8 @@ from medlama.core.provenance import folder_hash, package_versions
 
 #: The cache's sub-folder, and the variable that turns it off.
 FOLDER, SWITCH = "embeddings", "MEDLAMA_EMBEDDING_CACHE"
+#: What ``results.json`` records when the vectors were encoded but the cache could not be written.
+NOT_STORED = "not stored"
 
 
 def cache_key(encoder: Any, texts: Sequence[str], max_length: int | None, loaded: Any = None) -> str | None:
@@ -61,7 +66,9 @@ def cache_key(encoder: Any, texts: Sequence[str], max_length: int | None, loaded
 def encode_cached(encoder: Any, texts: Sequence[str], max_length: int | None, *, progress: str | None = None,
                   role: str | None = None, loaded: Any = None) -> tuple[dict[int, np.ndarray], str]:
     """``encoder.encode(texts, ...)``, served from the cache when it holds them: ``(vectors, how)`` with ``how``
-    ``served`` (from the cache), ``stored`` (encoded and kept) or ``off`` (not cacheable)."""
+    ``served`` (from the cache), ``stored`` (encoded and kept), ``not stored`` (encoded, but the cache could not
+    be written: a full disk, a read-only or unwritable cache; a one-line warning says why and names
+    ``MEDLAMA_EMBEDDING_CACHE=0``) or ``off`` (not cacheable)."""
     key = cache_key(encoder, texts, max_length, loaded)
     if key is None:
         return encoder.encode(texts, max_length, progress=progress, role=role), "off"
@@ -76,6 +83,12 @@ def encode_cached(encoder: Any, texts: Sequence[str], max_length: int | None, *,
     vectors = encoder.encode(texts, max_length, progress=progress, role=role)
     buffer = io.BytesIO()
     np.savez(buffer, **{str(layer): array for layer, array in vectors.items()})
-    atomic_write_bytes(path, buffer.getvalue())
+    try:
+        atomic_write_bytes(path, buffer.getvalue())
+    except OSError as error:  # a full disk, a read-only cache: the probe needs no cache, so it goes on without
+        reason = error.strerror or str(error) or type(error).__name__
+        print(f"medlama: warning: the candidate embeddings were not stored in the cache ({path.parent}: {reason}); "
+              f"the probe goes on without it ({SWITCH}=0 turns the cache off)", file=sys.stderr)
+        return vectors, NOT_STORED
     return vectors, "stored"
 

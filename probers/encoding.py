@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -189,8 +190,8 @@ class Encoder:
         with torch.inference_mode():
             for start in progress_bar(starts, desc=progress, unit="batch", leave=False):
                 rows = order[start:start + self.batch_size]
-                batch = self.tokenizer.pad({key: [encoded[key][i] for i in rows] for key in encoded.keys()},
-                                           return_tensors="pt").to(self.device)
+                batch = {key: torch.from_numpy(array).to(self.device)
+                         for key, array in self._padded(encoded, rows).items()}
                 states = self.model(**batch, output_hidden_states=True, return_dict=True).hidden_states
                 mask = batch["attention_mask"].unsqueeze(-1).to(states[0].dtype)
                 for layer in self.layers:
@@ -198,6 +199,33 @@ class Encoder:
                     pooled = state[:, 0] if self.pooling == "cls" else (state * mask).sum(1) / mask.sum(1)
                     require_finite(pooled, model=self.model_path, what="embeddings")
                     out[layer][rows] = pooled.float().cpu().numpy()
+        return out
+
+
+    def _padded(self, encoded: Any, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """The tokenized ``rows`` padded to the longest of them, as ``tokenizer.pad`` pads (its side, pad id
+        and pad token type), straight into int64 arrays: no per-row conversion through the tokenizer's
+        Python padding; a tokenizer without a pad token goes through ``tokenizer.pad`` and its own error."""
+        tokenizer = self.tokenizer
+        if tokenizer.pad_token_id is None or not set(encoded.keys()) <= {"input_ids", "token_type_ids",
+                                                                            "attention_mask"}:
+            padded = tokenizer.pad({key: [encoded[key][i] for i in rows] for key in encoded.keys()},
+                                   return_tensors="np")
+            return {key: np.asarray(value, dtype=np.int64) for key, value in padded.items()}
+        lengths = np.fromiter((len(encoded["input_ids"][i]) for i in rows), dtype=np.int64, count=len(rows))
+        width = int(lengths.max())
+        positions = np.arange(width)[None, :]
+        filled = positions >= (width - lengths)[:, None] if tokenizer.padding_side == "left" else \
+            positions < lengths[:, None]  # row by row, in order: where each row's tokens go
+        fill = {"input_ids": tokenizer.pad_token_id, "token_type_ids": tokenizer.pad_token_type_id,
+                "attention_mask": 0}
+        out = {}
+        for key in encoded.keys():
+            out[key] = np.full((len(rows), width), fill[key], dtype=np.int64)
+            out[key][filled] = np.fromiter(chain.from_iterable(encoded[key][i] for i in rows), dtype=np.int64,
+                                           count=int(lengths.sum()))
+        if "attention_mask" not in out and "attention_mask" in tokenizer.model_input_names:
+            out["attention_mask"] = filled.astype(np.int64)
         return out
 
 

@@ -1,10 +1,12 @@
 """Retrieval scoring, the one place that says how an embedded query is compared with embedded names.
 
-Two views of the same comparison:
+Three views of the same comparison:
 
+* :func:`rank_pool`: the top names per query and the exact rank of its gold over the whole pool, without the
+  whole score matrix (FAISS's top on a CPU, torch's on a GPU). MedLAMA and BioLAMA probing use it.
 * :func:`search`: the ``top_k`` nearest names per query by an exact FAISS search (``IndexFlatL2`` on the
   raw vectors, as the reference implementation, or inner product on L2-normalised vectors for
-  ``cosine``). MedLAMA and BioLAMA probing use it.
+  ``cosine``).
 * :func:`score_matrix`: every query against every name, as scores where higher is nearer (the negated
   squared L2 distance, or the cosine), in float64. UCM ranking uses it, since it needs the rank of every
   pool member, not only the top few, and its pools are small.
@@ -12,7 +14,9 @@ Two views of the same comparison:
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
@@ -57,3 +61,174 @@ def score_matrix(name_vectors: np.ndarray, query_vectors: np.ndarray, distance: 
         queries = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
         return queries @ names.T
     return -((queries ** 2).sum(1)[:, None] - 2 * queries @ names.T + (names ** 2).sum(1)[None, :])
+
+
+@dataclass(frozen=True)
+class PoolRanks:
+    """What :func:`rank_pool` returns, per query in order: the top candidates' indices (nearest first) and
+    their scores, and the best-ranked gold's 1-based rank over the whole pool and its score (``None``: no gold
+    in the pool). Scores are :func:`score_matrix`'s, in float64."""
+
+    top: list[list[int]]
+    top_scores: list[list[float]]
+    gold_ranks: list[int | None]
+    gold_scores: list[float | None]
+
+
+#: Scores held at once per block of queries (float32 elements): 64 MiB on a CPU, 512 MiB on a GPU.
+BLOCK_ELEMENTS = {"cpu": 1 << 24}
+GPU_BLOCK_ELEMENTS = 1 << 27
+#: Names beyond the top taken by float32 (torch) and ordered again by float64: names within float32's rounding
+#: of the k-th cross the cut only in the float64 order (unless more than this many tie there).
+MARGIN = 16
+
+
+def rank_pool(name_vectors: np.ndarray, query_vectors: np.ndarray, top_k: int, distance: Distance,
+              gold_at: Sequence[Sequence[int]], *, device: Any = None, top_by: str | None = None) -> PoolRanks:
+    """The ``top_k`` nearest names per query and the rank of its best gold (``gold_at[q]``: the gold answers'
+    indices among the names) over the whole pool, without the whole score matrix.
+
+    The top (``top_by``: ``faiss`` or ``torch``; default FAISS on a CPU, torch elsewhere): FAISS's exact search
+    (:func:`search`, as always), or ``torch.topk`` over float32 scores computed on ``device`` (TF32 off) of
+    :data:`MARGIN` more than ``top_k``, the first ``top_k`` of those by their float64 scores (ties by pool
+    order): the whole matrix's float64 order. A gold outside the top is ranked as
+    :class:`~medlama.probers.ranking.Ranking` ranks it (after the top, counting the others that score higher,
+    or equal and earlier in the pool) by a float32 matrix product a block of queries at a time on ``device``: a
+    name whose float32 score is above the gold's by more than the product's rounding bound counts, one within
+    the bound is scored again in float64 and compared exactly.
+    """
+    import torch  # torch only when ranking; the vectors come from a model that torch ran
+
+    check_distance(distance)
+    if top_by not in (None, "faiss", "torch"):
+        raise MedlamaInputError(f"unknown top_by {top_by!r}; choose from ['faiss', 'torch']")
+    device = torch.device(device if device is not None else "cpu")
+    names64 = torch.from_numpy(np.asarray(name_vectors, dtype=np.float64)).to(device)
+    queries64 = torch.from_numpy(np.asarray(query_vectors, dtype=np.float64)).to(device)
+    if distance == "cosine":  # score_matrix's normalisation
+        names64 = names64 / names64.norm(dim=1, keepdim=True).clamp_min(1e-12)
+        queries64 = queries64 / queries64.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    exact = _ExactScores(names64, queries64, distance)
+    count, dim = names64.shape
+    k = min(top_k, count)
+    by_faiss = (top_by or ("faiss" if device.type == "cpu" else "torch")) == "faiss"
+    top = torch.from_numpy(search(name_vectors, query_vectors, top_k, distance).astype(np.int64)).to(device) \
+        if by_faiss else None
+    names32 = names64.float()
+    offset = exact.names_sq.float() if distance == "l2" else None
+    # float32 rounding of a product over ``dim`` terms, its operands' rounding, the offset and the subtraction
+    slack = 2 * (dim + 8) * 2.0 ** -24
+    largest = float(names64.norm(dim=1).max()) if count else 0.0
+    block = max(1, BLOCK_ELEMENTS.get(device.type, GPU_BLOCK_ELEMENTS) // max(count, 1))
+    ranks: PoolRanks = PoolRanks([], [], [], [])
+    precision = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")  # no TF32: the bound below is float32's
+    try:
+        for start in range(0, len(queries64), block):
+            rows = torch.arange(start, min(start + block, len(queries64)), device=device)
+
+            def keys(which: Any) -> Any:  # float32 scores plus the query's squared norm (higher is nearer)
+                product = queries64[which].float() @ names32.T
+                return product.mul_(2).sub_(offset) if offset is not None else product
+
+            # torch: a few more than the top by float32, then the top of those by float64, ties by pool order
+            picked = top[rows] if by_faiss else keys(rows).topk(min(k + MARGIN, count), dim=1).indices
+            picked_scores = exact.scores(rows[:, None], picked)
+            if not by_faiss:
+                order = torch.sort(picked, dim=1, stable=True).indices
+                order = order.gather(1, torch.sort(-picked_scores.gather(1, order), dim=1, stable=True).indices)
+                order = order[:, :k]
+                picked, picked_scores = picked.gather(1, order), picked_scores.gather(1, order)
+            _rank_block(ranks, exact, keys, rows, picked, picked_scores, gold_at, slack, largest)
+    finally:
+        torch.set_float32_matmul_precision(precision)
+    return ranks
+
+
+class _ExactScores:
+    """:func:`score_matrix`'s float64 scores of chosen (query, name) pairs, each summed in one fixed order
+    (:func:`_dot`): the same pair gives the same bits in any call, whatever else it holds, so equal
+    vectors tie exactly, as in the whole matrix."""
+
+    def __init__(self, names: Any, queries: Any, distance: Distance) -> None:
+        self.names, self.queries, self.distance = names, queries, distance
+        # squared norms once per vector (every pair reads the same one): a plain sum serves
+        self.names_sq, self.queries_sq = (names * names).sum(-1), (queries * queries).sum(-1)
+
+    def scores(self, query: Any, name: Any) -> Any:
+        """The scores of the pairs ``(query, name)``: index tensors of shapes that broadcast (a block's rows
+        as a column against its picked names: each query's vector is read once, not once per name)."""
+        product = _dot(self.queries[query], self.names[name])
+        if self.distance == "l2":
+            product = -((self.queries_sq[query] - 2 * product) + self.names_sq[name])
+        return product
+
+
+def _dot(a: Any, b: Any) -> Any:
+    """Dot products along the last dimension of two float64 tensors (broadcast), the products summed by
+    halving (an odd column folded into the first; elementwise additions only: no reduction kernel whose order
+    could depend on the number of rows or the device)."""
+    terms = a * b
+    width = terms.shape[-1]
+    while width > 1:
+        if width % 2:
+            width -= 1
+            terms[..., 0] += terms[..., width]
+        width //= 2
+        terms[..., :width] += terms[..., width:2 * width]
+    return terms[..., 0].clone()
+
+
+def _rank_block(ranks: PoolRanks, exact: _ExactScores, keys: Any, rows: Any, picked: Any, picked_scores: Any,
+                gold_at: Sequence[Sequence[int]], slack: float, largest: float) -> None:
+    """Append the block ``rows``' entries to ``ranks`` (see :func:`rank_pool`)."""
+    import torch  # as rank_pool
+
+    device = rows.device
+    tops, top_scores = picked.tolist(), picked_scores.tolist()
+    counted, golds, start = [], [], int(rows[0]) if len(rows) else 0
+    gold_ranks: list[int | None] = []
+    gold_scores: list[float | None] = []
+    for local, (row, row_scores) in enumerate(zip(tops, top_scores)):
+        answers = gold_at[start + local]
+        place = next((i for i, j in enumerate(row) if j in answers), None)
+        gold_ranks.append(None if place is None else place + 1)
+        gold_scores.append(None if place is None else row_scores[place])
+        if place is None and answers:
+            counted.append(local)
+            golds.append(answers)
+    if counted:
+        # the best gold of each counted query: the highest float64 score, the earliest in the pool among equals
+        which = torch.tensor([c for c, answers in zip(counted, golds) for _ in answers], device=device)
+        answer = torch.tensor([j for answers in golds for j in answers], device=device)
+        scores = exact.scores(rows[which], answer).tolist()
+        best: dict[int, tuple[float, int]] = {}
+        for c, j, s in zip(which.tolist(), answer.tolist(), scores):
+            if c not in best or (-s, j) < (-best[c][0], best[c][1]):
+                best[c] = (s, j)
+        local = torch.tensor(counted, device=device)
+        query = rows[local]
+        gold = torch.tensor([best[c][0] for c in counted], dtype=torch.float64, device=device)
+        gold_index = torch.tensor([best[c][1] for c in counted], device=device)
+        near = keys(query)
+        near.scatter_(1, picked[local], float("-inf"))  # the top is ranked already
+        # the gold's float32 key, and how far any float32 key may be from its float64 score
+        centre = gold + exact.queries_sq[query] if exact.distance == "l2" else gold
+        norm = exact.queries[query].norm(dim=1)
+        bound = slack * (2 * norm * largest + largest ** 2) if exact.distance == "l2" else \
+            torch.full_like(gold, 2 * slack)
+        bound = bound + centre.abs() * 2.0 ** -22  # the float32 rounding of the limits themselves
+        high, low = (centre + bound).float()[:, None], (centre - bound).float()[:, None]
+        ahead = (near > high).sum(1)
+        unsure = ((near >= low) & (near <= high)).nonzero()
+        if len(unsure):
+            at, name = unsure[:, 0], unsure[:, 1]
+            again = exact.scores(query[at], name)
+            beats = (again > gold[at]) | ((again == gold[at]) & (name < gold_index[at]))
+            ahead = ahead.index_add(0, at, beats.long())
+        for c, rank, score in zip(counted, (ahead + picked.shape[1] + 1).tolist(), gold.tolist()):
+            gold_ranks[c], gold_scores[c] = rank, score
+    ranks.top.extend(tops)
+    ranks.top_scores.extend(top_scores)
+    ranks.gold_ranks.extend(gold_ranks)
+    ranks.gold_scores.extend(gold_scores)

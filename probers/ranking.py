@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PoolScores", "Ranking", "finite_or_none"]
+__all__ = ["PoolScores", "Ranking", "finite_or_none", "gold_indices"]
 
 
 def finite_or_none(value: Any) -> float | None:
@@ -88,23 +88,32 @@ class Ranking:
         the prober ranked first, best first (its own order decides ``names``; the other candidates follow by
         score, ties by candidate order). ``all_scores``: keep every candidate's score and rank
         (:attr:`pools`)."""
-        index: dict[str, int] = {}
-        for i, name in enumerate(candidates):
-            index.setdefault(name, i)
+        golds = gold_indices(gold, candidates)
         names, scores, ranks, gold_scores, pools = [], [], [], [], []
         for q, picked in enumerate(top):
             row = np.asarray(rows[q], dtype=np.float64)
             picked = [int(j) for j in picked]
             names.append([candidates[j] for j in picked])
             scores.append([finite_or_none(row[j]) for j in picked])
-            gold_at = sorted({index[name] for name in gold[q] if name in index})
-            rank, score = _gold_rank(row, picked, gold_at)
+            rank, score = _gold_rank(row, picked, golds[q])
             ranks.append(rank)
             gold_scores.append(finite_or_none(score))
             if all_scores:
                 pools.append(PoolScores(candidates, row, _all_ranks(row, picked)))
         return cls(names, scores, list(inputs) if inputs is not None else [None] * len(names), ranks, gold_scores,
                    pools if all_scores else None)
+
+    @classmethod
+    def from_ranked(cls, candidates: Sequence[str], top: Sequence[Sequence[int]],
+                    top_scores: Sequence[Sequence[float]], gold_ranks: Sequence[int | None],
+                    gold_scores: Sequence[float | None], *, inputs: Sequence[str | None] | None = None) -> "Ranking":
+        """A ranking over the pool ``candidates`` whose gold ranks a scorer has found itself, as
+        :meth:`from_pool` would from the whole score rows (:func:`~medlama.probers.faiss_search.rank_pool`):
+        ``top[q]`` the candidate indices ranked first, ``top_scores[q]`` their scores."""
+        names = [[candidates[j] for j in row] for row in top]
+        scores = [[finite_or_none(s) for s in row] for row in top_scores]
+        return cls(names, scores, list(inputs) if inputs is not None else [None] * len(names), list(gold_ranks),
+                   [finite_or_none(s) for s in gold_scores])
 
     def rows(self) -> list[tuple]:
         """One tuple per query (names, scores, input, gold rank, gold score, pool scores or None)."""
@@ -118,6 +127,14 @@ class Ranking:
             ([], [], [], [], [], [])
         return cls(names, scores, inputs, ranks, gold_scores,
                    None if any(pool is None for pool in pools) or not pools else pools)
+
+
+def gold_indices(gold: Sequence[Sequence[str]], candidates: Sequence[str]) -> list[list[int]]:
+    """Per query, the pool indices of its gold answers (a name's first place in the pool), in pool order."""
+    index: dict[str, int] = {}
+    for i, name in enumerate(candidates):
+        index.setdefault(name, i)
+    return [sorted({index[name] for name in answers if name in index}) for answers in gold]
 
 
 def _gold_rank(row: np.ndarray, picked: list[int], gold_at: list[int]) -> tuple[int | None, float | None]:

@@ -2,7 +2,8 @@
 
 The query is the prompt with the model's own mask token at the object slot; candidates and queries
 are encoded once each (not once per relation, as the reference code does), then the one retrieval
-scorer (:func:`medlama.probers.faiss_search.search`, an exact FAISS search) returns the top candidates.
+scorer (:func:`medlama.probers.faiss_search.rank_pool`: an exact search, FAISS on a CPU and torch on a GPU)
+returns the top candidates and the gold's rank.
 
 Presets (:data:`PRESETS`):
 
@@ -26,8 +27,8 @@ from medlama.probers.prober import Prober, check_settings
 from medlama.probers.embedding_cache import encode_cached
 from medlama.probers.encoding import POOLINGS, SENTENCE_TRANSFORMERS, Encoder, SentenceTransformerEncoder
 from medlama.probers.query_set import QuerySet
-from medlama.probers.ranking import Ranking
-from medlama.probers.faiss_search import Distance, check_distance, score_matrix, search
+from medlama.probers.ranking import Ranking, gold_indices
+from medlama.probers.faiss_search import Distance, check_distance, rank_pool, score_matrix, search
 from medlama.core.settings import setting
 
 __all__ = ["PRESETS", "RetrievalProber", "RetrievalSettings"]
@@ -103,7 +104,8 @@ class RetrievalProber(Prober):
         return {"method": self.method, "model": self.encoder.model_path, **recorded,
                 "layer": self.encoder.layers[0] if len(self.encoder.layers) == 1 else self.encoder.layers,
                 # whether the candidates' vectors came from the embedding cache (served), were encoded and kept
-                # (stored) or encoded only (off); the numbers are the same either way
+                # (stored), encoded but the cache could not be written (not stored), or encoded only (off); the
+                # numbers are the same either way
                 "candidate_embeddings": getattr(self, "candidate_embeddings", None)}
 
     scores_pool = True
@@ -122,9 +124,10 @@ class RetrievalProber(Prober):
     def rank_layers_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False
                            ) -> dict[int, Ranking]:
         """The scored ranking (:class:`~medlama.probers.ranking.Ranking`) of every configured layer, from one
-        encoding pass. The top ``top_k`` come from the exact FAISS search; the scores (and the gold's rank
-        beyond the top) from :func:`~medlama.probers.faiss_search.score_matrix` in float64, a block of queries at
-        a time (the whole matrix is kept only with ``all_scores``)."""
+        encoding pass. The top ``top_k`` and the gold's rank beyond them come from
+        :func:`~medlama.probers.faiss_search.rank_pool` (the exact FAISS search on a CPU, ``torch.topk`` on a
+        GPU; the scores :func:`~medlama.probers.faiss_search.score_matrix`'s, in float64), without the whole
+        score matrix; with ``all_scores`` the whole matrix is scored, a block of queries at a time, and kept."""
         if not queries.candidates:
             raise MedlamaInputError(f"query set {queries.name!r} has no candidates")
         names, self.candidate_embeddings = encode_cached(self.encoder, queries.candidates,
@@ -137,11 +140,17 @@ class RetrievalProber(Prober):
                     for layer in self.encoder.layers}
         ranked = {}
         for layer in self.encoder.layers:
-            indices = search(names[layer], texts[layer], top_k, self.settings_.distance)
-            top = [[int(j) for j in row if j >= 0] for row in indices]
-            rows = _ScoreRows(names[layer], texts[layer], self.settings_.distance)
-            ranked[layer] = Ranking.from_pool(queries.gold, queries.candidates, rows, top, inputs=inputs,
-                                              all_scores=all_scores)
+            if all_scores:  # every candidate's score is kept: the whole matrix, a block of queries at a time
+                indices = search(names[layer], texts[layer], top_k, self.settings_.distance)
+                top = [[int(j) for j in row if j >= 0] for row in indices]
+                rows = _ScoreRows(names[layer], texts[layer], self.settings_.distance)
+                ranked[layer] = Ranking.from_pool(queries.gold, queries.candidates, rows, top, inputs=inputs,
+                                                  all_scores=True)
+                continue
+            found = rank_pool(names[layer], texts[layer], top_k, self.settings_.distance,
+                              gold_indices(queries.gold, queries.candidates), device=self.encoder.device)
+            ranked[layer] = Ranking.from_ranked(queries.candidates, found.top, found.top_scores, found.gold_ranks,
+                                                found.gold_scores, inputs=inputs)
         return ranked
 
     def rank_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False) -> Ranking:

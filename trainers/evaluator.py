@@ -4,7 +4,7 @@ trains (``medlama rewire --eval-steps N`` does).
 
 The model being trained is probed exactly as :class:`~medlama.probers.retrieval.RetrievalProber` probes a
 saved one (reference settings: ``[CLS]`` of the last layer, names cut at 25 tokens and queries at 50, exact
-L2 FAISS search, :func:`medlama.probers.faiss_search.search`), through the same code and the same shard plan (one ranking call per candidate pool, :func:`medlama.probers.workflow.probe`): on CPU the scores equal
+L2 search, :func:`medlama.probers.faiss_search.rank_pool`), through the same code and the same shard plan (one ranking call per candidate pool, :func:`medlama.probers.workflow.probe`): on CPU the scores equal
 ``medlama probe`` on the checkpoint saved at that step, to the last digit. The model is encoded as it is
 (its dtype and device; dropout off while encoding, then back to training mode): on a GPU ``medlama probe``
 encodes in half precision, so the last digits may differ there.

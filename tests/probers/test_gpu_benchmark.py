@@ -30,14 +30,16 @@ def gpu():
 def test_every_part_runs_small_on_the_cpu(gpu, medlama_source, tmp_path, capsys):
     out = tmp_path / "gpu.json"
     assert gpu.main(["--device", "cpu", "--queries", "2", "--candidates", "12", "--peak-tflops", "0.5",
-                     "--parts", "causal,masked,retrieval", "--source", str(medlama_source), "--json", str(out)]) == 0
+                     "--parts", "causal,masked,retrieval", "--source", str(medlama_source), "--repeats", "1",
+                     "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "peak assumed (dense TFLOP/s): bf16 0.5, fp16 0.5, fp32 0.5" in printed
     record = json.loads(out.read_text())
     rows = {(row["part"], row["method"]): row for row in record["rows"]}
     assert set(rows) == {("causal", "causal-likelihood exhaustive"), ("causal", "causal-likelihood best-first"),
-                         ("masked", "masked-likelihood within-word-l2r"), ("retrieval", "retrieval reference")}
-    assert len(record["rows"]) == 6  # two causal models, both searches
+                         ("masked", "masked-likelihood within-word-l2r"), ("retrieval", "retrieval reference"),
+                         ("retrieval", "retrieval sentence-transformers")}
+    assert len(record["rows"]) == 7  # two causal models, both searches
     for row in record["rows"]:
         assert row["device"] == "cpu" and row["tokens"] > 0 and row["flops"] > 0 and row["seconds"] > 0
         assert row["MFU"] == pytest.approx(row["flops"] / row["seconds"] / 1e12 / 0.5)
@@ -54,6 +56,35 @@ def test_every_part_runs_small_on_the_cpu(gpu, medlama_source, tmp_path, capsys)
                 in printed
     retrieval = rows["retrieval", "retrieval reference"]
     assert retrieval["queries"] == 19 and 12 <= retrieval["candidates"] <= 12 + 19 * 30  # one query per relation
+    # each retrieval row with its peer, timed beside it on the same inputs, and the table prints the ratio and
+    # the agreement (lists differ only in the order of names that tie: test_plain_torch_peer_... below)
+    for method, peer in (("retrieval reference", "plain torch"),
+                         ("retrieval sentence-transformers", "sentence-transformers encode + util.semantic_search")):
+        [measured] = rows["retrieval", method]["peers"]
+        assert measured["name"] == peer and measured["seconds"] > 0 and 0.5 <= measured["agreement"] <= 1.0
+        ratio = rows["retrieval", method]["seconds"] / measured["seconds"]
+        assert f"peer {peer}: {measured['seconds']:.2f} s; medlama/peer {ratio:.2f}x; top-k agreement " \
+               f"{100 * measured['agreement']:.1f}%" in printed
+
+
+def test_plain_torch_peer_is_the_reference_computation(gpu, medlama_source):
+    """The plain-torch peer, written apart from medlama, finds medlama's top 10 on the small hard set: per
+    query the same scores (medlama's float64 scores of the names each picked), so the lists differ at most in
+    the order of names that tie (names equal to this uncased model): what it is compared with is the same
+    computation."""
+    import numpy as np
+
+    from medlama.core.defaults import default_model_path
+    from medlama.probers.registry import make_prober
+
+    queries = gpu.hard_set(medlama_source, 1, 40)
+    prober = make_prober("retrieval", str(default_model_path()), device="cpu")
+    ours = prober.rank_scored(queries, top_k=10, all_scores=True)
+    search = gpu.plain_torch(default_model_path(), torch.device("cpu"), 128)
+    theirs = search(queries.with_mask(prober.encoder.mask_token), queries.candidates, 10)
+    for q, picked in enumerate(theirs):
+        assert np.allclose(sorted(ours.pools[q].scores[picked]), sorted(ours.scores[q]), rtol=1e-5, atol=1e-5)
+    assert gpu.agreement(ours.names, theirs, queries.candidates, 1) >= 0.9
 
 
 def test_the_peer_parts_run_small_on_the_cpu_beside_their_peers(gpu, tmp_path, capsys):
@@ -62,7 +93,7 @@ def test_the_peer_parts_run_small_on_the_cpu_beside_their_peers(gpu, tmp_path, c
     agreement; on these tiny models both rankings are the same lists."""
     out = tmp_path / "gpu.json"
     assert gpu.main(["--device", "cpu", "--queries", "2", "--candidates", "12", "--peak-tflops", "0.5",
-                     "--parts", "masked,mask-predict,rewire", "--json", str(out)]) == 0
+                     "--parts", "masked,mask-predict,rewire", "--repeats", "1", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     rows = {row["part"]: row for row in json.loads(out.read_text())["rows"]}
     assert set(rows) == {"masked", "mask-pred", "rewire"}
