@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from gpu_common import FlopCounter, Peer, Row, parameters, peak_for
 from gpu_models import synthetic_queries
-from gpu_peers import REPEATS
+
 from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 from sentence_transformers.losses import MultipleNegativesRankingLoss
 from transformers import TrainerCallback
@@ -117,7 +117,8 @@ def rewire_part(args, device, dtype: str) -> list[Row]:
                 counted_model.append(model)
 
         ours, theirs, build, steps_seen = [], [], None, 0
-        for round_ in range(REPEATS):  # medlama's run and the peer's alternate, so both meet the same load
+        repeats = max(1, args.repeats)
+        for round_ in range(repeats):  # medlama's run and the peer's alternate, so both meet the same load
             timer = step_timer()
             result = rewire(corpus, Path(tmp) / f"out{round_}", config, disable_tqdm=True,
                             callbacks=[timer] + ([CountFlops()] if round_ == 0 else []))
@@ -137,6 +138,6 @@ def rewire_part(args, device, dtype: str) -> list[Row]:
                     int(counted[0].tokens * share), 3 * counted[0].flops * share,
                     peak_for(device, precision, args.peak_tflops),
                     [Peer("sentence-transformers trainer + MultipleNegativesRankingLoss", peer,
-                          note=f"{timed_steps} steps each, median step x steps, best of {REPEATS} alternated runs "
+                          note=f"{timed_steps} steps each, median step x steps, best of {repeats} alternated runs "
                                f"(medlama {min(ours):.3f} s, peer {min(theirs):.3f} s a step); queries = pairs "
                                "trained")])]
