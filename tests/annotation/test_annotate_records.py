@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from annotation_runs import write_run
+from annotation_runs import rated_sheet, write_run
 from medlama.annotation.export import FORMULA_STARTS, sheet_csv
 from medlama.annotation.label_studio import choice_value
 from medlama.annotation.ratings import read_ratings
@@ -24,18 +24,6 @@ from medlama.cli import main
 #: starting with the guard and a formula character, a formula on a cell's second line, a tab, a plain formula.
 ODD = {"q1": ["fever\r=SUM(A1:A9)", "'-3 end", "pain"], "q2": ["cough\n+1", "\t@x", "=1+1"]}
 
-
-def fill(sheet_folder, file, level_of):
-    """``sheet.csv`` filled in: each row's rating ``level_of(row)``, written as a spreadsheet saves it."""
-    with open(sheet_folder / "sheet.csv", encoding="utf-8", newline="") as handle:
-        table = list(csv.DictReader(handle))
-    for row in table:
-        row["rating"] = level_of(row)
-    with open(file, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(table[0]))
-        writer.writeheader()
-        writer.writerows(table)
-    return file
 
 
 @pytest.fixture
@@ -61,7 +49,7 @@ def test_a_prediction_holding_a_line_break_stays_in_its_cell_and_scores(odd_shee
     for row in rows[1:]:
         for cell in row:
             assert not {start for start in starts_of_lines(cell) if start in FORMULA_STARTS}
-    rated = fill(root / "sheet", root / "alice.csv", lambda row: "3")
+    rated = rated_sheet(root / "sheet", root / "alice.csv", lambda row: "3")
     capsys.readouterr()
     assert main(["annotate", "score", str(run), "--sheet", str(root / "sheet"), str(rated), "--json",
                  "--resamples", "100"]) == 0
@@ -75,7 +63,7 @@ def test_a_name_starting_with_the_guard_comes_back_with_it(tmp_path, capsys):
     run = write_run(tmp_path / "guarded", "guarded", predictions=guarded)
     assert main(["annotate", "export", str(run), "--out", str(tmp_path / "sheet"), "--queries", "2", "--k", "3"]) == 0
     sheet, _ = read_manifest(tmp_path / "sheet")
-    rated = fill(tmp_path / "sheet", tmp_path / "bob.csv", lambda row: "4")
+    rated = rated_sheet(tmp_path / "sheet", tmp_path / "bob.csv", lambda row: "4")
     assert read_ratings(rated, sheet).ratings == {(q.id, p): 4 for _, q, p in sheet.items()}
     capsys.readouterr()
     assert main(["annotate", "score", str(run), "--sheet", str(tmp_path / "sheet"), str(rated), "--json",
@@ -114,7 +102,7 @@ def test_every_text_survives_the_csv_exactly(tmp_path, ids, texts):
 @pytest.mark.parametrize("given_rating", ["4.5", "2-3", "4)", "3 or 4", "five"])
 def test_a_csv_rating_that_is_not_a_whole_level_is_refused(odd_sheet, capsys, given_rating):
     root, run = odd_sheet
-    file = fill(root / "sheet", root / "carol.csv", lambda row: given_rating if row["item"] == "2" else "5")
+    file = rated_sheet(root / "sheet", root / "carol.csv", lambda row: given_rating if row["item"] == "2" else "5")
     assert main(["annotate", "score", str(run), "--sheet", str(root / "sheet"), str(file)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"medlama: error: {file}: row 3, column 'rating': query ")

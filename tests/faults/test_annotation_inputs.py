@@ -4,7 +4,6 @@ row, task or field, and a name a spreadsheet would split or run survives the rat
 
 from __future__ import annotations
 
-import csv
 import json
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from annotation_runs import write_run
+from annotation_runs import rated_sheet, write_run
 from medlama.annotation.label_studio import choice_value
 
 
@@ -27,18 +26,6 @@ def refused(result: subprocess.CompletedProcess) -> str:
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("medlama: error: "), result.stderr
     return lines[0]
 
-
-def filled(sheet: Path, file: Path, rating) -> Path:
-    """``sheet.csv`` with every row rated ``rating(row)``, saved as a spreadsheet saves it."""
-    with open(sheet / "sheet.csv", encoding="utf-8", newline="") as handle:
-        table = list(csv.DictReader(handle))
-    for row in table:
-        row["rating"] = rating(row)
-    with open(file, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(table[0]))
-        writer.writeheader()
-        writer.writerows(table)
-    return file
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +44,7 @@ def test_a_carriage_return_and_a_guarded_name_survive_the_csv(sheet):
     root, run, folder = sheet
     raw = (folder / "sheet.csv").read_bytes().decode("utf-8")
     assert "\r=" not in raw and "\n=" not in raw and "\n@" not in raw  # no line of the file starts a formula
-    rated = filled(folder, root / "alice.csv", lambda row: "5")
+    rated = rated_sheet(folder, root / "alice.csv", lambda row: "5")
     result = medlama("annotate", "score", run, "--sheet", folder, rated, "--json", "--resamples", "100")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["runs"]["run"]["alice"]["predictions"] == 6
@@ -66,7 +53,7 @@ def test_a_carriage_return_and_a_guarded_name_survive_the_csv(sheet):
 @pytest.mark.parametrize("rating", ["4.5", "2-3"])
 def test_a_csv_rating_between_levels(sheet, rating):
     root, run, folder = sheet
-    rated = filled(folder, root / "bob.csv", lambda row: rating if row["item"] == "4" else "3")
+    rated = rated_sheet(folder, root / "bob.csv", lambda row: rating if row["item"] == "4" else "3")
     line = refused(medlama("annotate", "score", run, "--sheet", folder, rated))
     assert line.startswith(f"medlama: error: {rated}: row 5, column 'rating': query ")
     assert f"is rated {rating!r}, not one of the levels 1-5" in line

@@ -7,6 +7,7 @@ as written and never run.
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -51,3 +52,16 @@ def write_run(folder: Path, label: str, ks=(1, 3), *, predictions: dict[str, lis
 
 def write_runs(root: Path) -> list[Path]:
     return [write_run(root / "base", "base"), write_run(root / "rewired", "rewired")]
+
+
+def rated_sheet(sheet_folder: Path, file: Path, rating) -> Path:
+    """``sheet.csv`` with every row rated ``rating(row)``, saved to ``file`` as a spreadsheet saves it."""
+    with open(sheet_folder / "sheet.csv", encoding="utf-8", newline="") as handle:
+        table = list(csv.DictReader(handle))
+    for row in table:
+        row["rating"] = rating(row)
+    with open(file, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(table[0]))
+        writer.writeheader()
+        writer.writerows(table)
+    return file
