@@ -10,7 +10,6 @@ command line, date; :func:`medlama.core.provenance.provenance`).
 from __future__ import annotations
 
 import json
-import statistics
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -49,12 +48,6 @@ def source_record(path: str | Path, record: Any = None) -> dict:
         entry["data"] = block.get("data")
         entry["command"] = block.get("command")
     return entry
-
-
-def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
-    """Mean and sample standard deviation (``None`` for one value): the spread over corpora every figure draws."""
-    values = [float(v) for v in values]
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
 
 
 def check_png(path: Path, *, overwrite: bool) -> None:

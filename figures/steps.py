@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from medlama.core.errors import MedlamaInputError
-from medlama.figures.output import STD_METHOD, check_png, mean_std, read_record, source_record, subplots, write_figure
+from medlama.figures.output import STD_METHOD, check_png, read_record, source_record, subplots, write_figure
 from medlama.figures.settings import POINT_FILE, SWEEP_FILE
 from medlama.probers.outputs import RESULTS_FILE
+from medlama.probers.tables import sample_mean_std
 
 #: What the figure's panels beside the micro average are, as the record says it.
 TOP_RULE = "the relations with the highest mean acc@k over the corpora at the last step all corpora reached"
@@ -94,7 +95,7 @@ def series(entries: Sequence[dict], key: str, *, relation: str | None = None, ba
         values = [_value(record, key, relation) for record in records]
         if any(v is None for v in values):
             continue
-        mean, std = mean_std(values)
+        mean, std = sample_mean_std(values)
         out.append({"step": step, "mean": mean, "std": std, "values": values,
                     "interval": _interval(records[0], key, relation) if len(records) == 1 else None})
     return out
@@ -104,7 +105,8 @@ def top_relations(entries: Sequence[dict], key: str, top: int) -> list[str]:
     """The ``top`` relations by :data:`TOP_RULE` (ties broken by name)."""
     last = str(common_steps(entries)[-1])
     relations = sorted(set.intersection(*(set(entry["steps"][last].get("per_relation") or {}) for entry in entries)))
-    means = {rel: mean_std([_value(entry["steps"][last], key, rel) for entry in entries])[0] for rel in relations}
+    means = {rel: sample_mean_std([_value(entry["steps"][last], key, rel) for entry in entries])[0]
+             for rel in relations}
     return sorted(relations, key=lambda rel: (-means[rel], rel))[:top]
 
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from medlama.core.defaults import default_model_path
-from medlama.core.errors import MedlamaInputError
+from medlama.core.models import load_tokenizer
 from medlama.figures.output import check_png, subplots, write_figure
 from medlama.probers.queries import load_medlama_queries
 
@@ -38,17 +38,6 @@ COUNTS = {
 SHORT = {"distinct_answers": "distinct answer names", "answer_occurrences": "every answer",
          "distinct_answers_macro": "distinct answer names per relation, mean over relations",
          "candidates": "every candidate name"}
-
-
-def load_tokenizer(name: str | None):
-    """The tokenizer of ``name`` (a folder or Hub name; default: the bundled model's), or one clear error."""
-    from transformers import AutoTokenizer  # transformers only when tokens are counted
-
-    path = str(default_model_path()) if name is None else name
-    try:
-        return AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError) as error:
-        raise MedlamaInputError(f"cannot load a tokenizer from it: {str(error).splitlines()[0]}", file=path) from None
 
 
 def tokenizer_record(tokenizer, name: str | None) -> dict:
@@ -104,7 +93,8 @@ def token_figure(data: str, out: Path, *, tokenizer: str | None = None, configs:
     """Draw figure 1 (right) of MedLAMA ``data`` (a built folder or Hub id) into ``out`` (PNG) and its JSON
     (an existing figure is refused unless ``overwrite``)."""
     check_png(Path(out), overwrite=overwrite)
-    loaded = load_tokenizer(tokenizer)
+    loaded = load_tokenizer(default_model_path() if tokenizer is None else tokenizer)
+    described = tokenizer_record(loaded, tokenizer)
     sets = {config: load_medlama_queries(data, config) for config in configs}
     counts = {config: token_counts(queries, loaded) for config, queries in sets.items()}
     nearest = min(((config, way) for config in counts for way in COUNTS
@@ -112,7 +102,7 @@ def token_figure(data: str, out: Path, *, tokenizer: str | None = None, configs:
                   key=lambda cw: abs(counts[cw[0]]["single_token"][cw[1]] - PAPER_SINGLE_TOKEN))
     share = counts[nearest[0]]["single_token"][nearest[1]]
     full = counts.get("full", next(iter(counts.values())))["single_token"]
-    caption = (f"Answers by number of tokens ({tokenizer_record(loaded, tokenizer)['name']}). The paper's 2.6% "
+    caption = (f"Answers by number of tokens ({described['name']}). The paper's 2.6% "
                f"single-token names is the {nearest[0]} set's {COUNTS[nearest[1]]}: {100 * share:.2f}%; pooled "
                f"over distinct answers {100 * full['distinct_answers']:.1f}% and over every answer "
                f"{100 * full['answer_occurrences']:.1f}% (the dataset card's two counts).")
@@ -130,7 +120,7 @@ def token_figure(data: str, out: Path, *, tokenizer: str | None = None, configs:
         ax.set_ylabel("answers (%)")
         ax.set_title(title, fontsize=9)
         ax.legend(fontsize=8)
-    record = {"tokenizer": tokenizer_record(loaded, tokenizer), "paper_single_token": PAPER_SINGLE_TOKEN,
+    record = {"tokenizer": described, "paper_single_token": PAPER_SINGLE_TOKEN,
               "counts_defined": COUNTS, "closest_to_paper": {"set": nearest[0], "count": nearest[1], "share": share},
               "sets": counts}
     sources = [{"data": queries.info} for queries in sets.values()]

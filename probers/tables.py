@@ -39,11 +39,16 @@ def scoring_plan(dataset: str = "medlama", ks: Sequence[int] | None = None,
     return benchmark(dataset).scoring_plan(ks, match)
 
 
-def mean_std(results: Sequence["ProbeResult"], k: int, average: str = "micro") -> tuple[float, float | None]:
-    """Mean and sample standard deviation of acc@k over repeated runs (table 5 of the paper); the standard
-    deviation is ``None`` for a single run (a sample std needs two)."""
-    values = [r.acc(k, average) for r in results]
+def sample_mean_std(values: Sequence[float]) -> tuple[float, float | None]:
+    """Mean and sample standard deviation of ``values``; the standard deviation is ``None`` for a single value
+    (a sample std needs two)."""
+    values = [float(v) for v in values]
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+
+
+def mean_std(results: Sequence["ProbeResult"], k: int, average: str = "micro") -> tuple[float, float | None]:
+    """Mean and sample standard deviation of acc@k over repeated runs (table 5 of the paper)."""
+    return sample_mean_std([r.acc(k, average) for r in results])
 
 
 def mean_std_text(mean: float | None, std: float | None) -> str:

@@ -50,7 +50,7 @@ def recipe_record(folder: Path, **changes) -> Path:
     (["figure", "steps", "no-checkpoints"], "no checkpoint probes recorded: run `medlama recipe --probe-checkpoints`"),
     (["figure", "steps", "broken"], "broken/results.json: cannot read it as JSON"),
     (["figure", "steps", "recipe", "--top", "0"], "setting 'top' must be at least 1"),
-    (["figure", "tokens", "data", "--tokenizer", "no-such-tokenizer"], "cannot load a tokenizer from it"),
+    (["figure", "tokens", "data", "--tokenizer", "no-such-tokenizer"], "cannot load the tokenizer"),
     (["sweep", "--corpus", "corpus.txt", "--mask-ratio", "0.5", "1.5"], "setting 'mask_ratio' must be at most 1"),
     (["sweep", "--corpus", "corpus.txt", "--tau", "0"], "temperature must be a positive number"),
     (["sweep", "--corpus", "missing.txt"], "missing.txt: corpus file not found"),
