@@ -136,9 +136,15 @@ def natural_key(name: str) -> tuple:
 # --------------------------------------------------------------------------- locating, fetching, verifying
 
 
+def _expected(sha256: str | None) -> tuple[str | None, str | None]:
+    """The first hash set, in order (given, ``$BIOLAMA_SHA256``, the pinned one), and where it comes from."""
+    return next(((value, source) for value, source in ((sha256, "given"), (os.environ.get(SHA256_ENV), "environment"),
+                                                       (ARCHIVE_SHA256, "pinned")) if value), (None, None))
+
+
 def expected_sha256(sha256: str | None = None) -> str | None:
     """The hash to check the archive against: given, else ``$BIOLAMA_SHA256``, else the pinned one."""
-    value = sha256 or os.environ.get(SHA256_ENV) or ARCHIVE_SHA256
+    value = _expected(sha256)[0]
     if value is None:
         return None
     value = value.strip().lower()
@@ -149,11 +155,7 @@ def expected_sha256(sha256: str | None = None) -> str | None:
 
 def expected_source(sha256: str | None = None) -> str | None:
     """Where :func:`expected_sha256`'s hash comes from: ``given``, ``environment`` or ``pinned`` (None: none)."""
-    if sha256:
-        return "given"
-    if os.environ.get(SHA256_ENV):
-        return "environment"
-    return "pinned" if ARCHIVE_SHA256 else None
+    return _expected(sha256)[1]
 
 
 def _is_data_root(folder: Path) -> bool:
