@@ -57,18 +57,20 @@ def batched_log_probs(lm: CausalLM, requests: Sequence[tuple[Sequence[int], Sequ
     prefixes = [lm.fit_prefix(prefix, max((len(row) for row in rows), default=0)) for prefix, rows in requests]
     live = sorted((q for q, (_, rows) in enumerate(requests) if any(rows)), key=lambda q: len(prefixes[q]))
     # queries per prefix pass: the rows' bound, and the first tokens' log-probabilities (queries x vocabulary)
-    step = max(1, min(lm.settings.batch_size, logprob_elements(lm.device) // max(1, lm.vocab_size)))
+    budget = logprob_elements(lm.device)  # once per call: on a GPU it asks the driver for free memory
+    step = max(1, min(lm.settings.batch_size, budget // max(1, lm.vocab_size)))
     with torch.inference_mode():
         for start in range(0, len(live), step):
             chunk = live[start:start + step]
             _score_chunk(lm, chunk, [prefixes[q] for q in chunk], [requests[q][1] for q in chunk],
-                         [out[q] for q in chunk], reduction)
+                         [out[q] for q in chunk], reduction, budget)
     return out
 
 
 def _score_chunk(lm: CausalLM, queries: list[int], prefixes: list[list[int]], rows: list, out: list,
-                 reduction: str) -> None:
-    """One prefix pass for ``queries`` (left-padded), then their rows in passes sorted by length."""
+                 reduction: str, budget: int) -> None:
+    """One prefix pass for ``queries`` (left-padded), then their rows in passes sorted by length, each pass's
+    log-probabilities within ``budget`` elements."""
     import torch  # torch only when a model runs
     from transformers import DynamicCache  # transformers only when a model loads or runs
 
@@ -84,7 +86,7 @@ def _score_chunk(lm: CausalLM, queries: list[int], prefixes: list[list[int]], ro
     # every row of every query, sorted by length (little padding), as many per pass as the budget allows
     order = sorted(((len(row), q, r) for q, query_rows in enumerate(rows) for r, row in enumerate(query_rows) if row))
     longest = order[-1][0] if order else 0
-    per_batch = max(1, min(lm.settings.batch_size, logprob_elements(device) // max(1, longest * lm.vocab_size)))
+    per_batch = max(1, min(lm.settings.batch_size, budget // max(1, longest * lm.vocab_size)))
     wide = sum_dtype(device)
     sums = []
     for begin in range(0, len(order), per_batch):

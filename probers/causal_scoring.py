@@ -319,9 +319,9 @@ class CausalLM:
             return out
         longest = max(len(rows[i]) for i in real)
         prefix = self.fit_prefix(prefix, longest)
+        budget = logprob_elements(self.device)  # once per call: on a GPU it asks the driver for free memory
         per_batch = max(1, min(self.settings.batch_size,
-                               logprob_elements(self.device) // max(1, (longest + (0 if kv_cache else len(prefix)))
-                                                           * self.vocab_size)))
+                               budget // max(1, (longest + (0 if kv_cache else len(prefix))) * self.vocab_size)))
         order = sorted(real, key=lambda i: len(rows[i]))
         wide = sum_dtype(self.device)
         sums = []
@@ -330,14 +330,11 @@ class CausalLM:
             layers = plain_layers(head[0]) if kv_cache else None
             if layers is not None:  # names sharing a first token share its position (causal_passes)
                 sums = [shared_first_scores(self.model, layers, head[1], [rows[i] for i in order],
-                                            batch_size=self.settings.batch_size, budget=logprob_elements(self.device),
+                                            batch_size=self.settings.batch_size, budget=budget,
                                             vocab=self.vocab_size, pad_id=self.pad_id)]
                 if reduction == "mean":
                     sums[0] = sums[0] / torch.tensor([len(rows[i]) for i in order], device=sums[0].device)
-                order_passes = []
-            else:
-                order_passes = range(0, len(order), per_batch)
-            for start in order_passes:
+            for start in range(0, len(order), per_batch) if layers is None else ():
                 chunk = order[start:start + per_batch]
                 width = len(rows[chunk[-1]])  # sorted by length: the last row is the longest
                 ids = torch.tensor([[*rows[i], *[self.pad_id] * (width - len(rows[i]))] for i in chunk],

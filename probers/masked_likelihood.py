@@ -99,9 +99,9 @@ class MaskedLikelihoodProber(Prober):
         # several queries' statements per call, so the passes stay full across queries (a statement's PLL
         # does not depend on the others scored beside it)
         group = max(1, STATEMENTS_PER_CALL // len(real))
+        kept = [names[i] for i in real]
         for first in range(0, len(queries), group):
             texts = queries.texts[first:first + group]
-            kept = [names[i] for i in real]
             sums, counts = self.scorer.pll([line for text in texts for line in self.statements(text, kept)])
             values = sums / counts.clamp(min=1) if self.settings_.reduction == "mean" else sums
             out[first:first + len(texts), real] = values.numpy().reshape(len(texts), len(real))

@@ -31,6 +31,7 @@ from typing import Literal
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import finite_tensor, nonfinite_output_error
+from medlama.probers.causal_passes import target_log_probs  # one logit-minus-logsumexp for every scorer
 from medlama.probers.mlm import MaskedLM, logprob_elements, padded
 
 #: Passes between two checks that the logits are finite (besides the first pass's, checked at once, and the end's):
@@ -157,8 +158,7 @@ class PllScorer:
                 if (start // step) % FINITE_CHECK_EVERY == 0 and not bool(finite):
                     raise nonfinite_output_error(self.lm.model_path, "logits")
                 # the target's log-probability, logit minus log-sum-exp: no rows x vocabulary log-softmax
-                chosen = logits.gather(1, ids[rows, at][:, None])[:, 0].float()
-                sums.index_add_(0, rows, (chosen - logits.float().logsumexp(-1)).double())
+                sums.index_add_(0, rows, target_log_probs(logits, ids[rows, at]).double())
         if not bool(finite):
             raise nonfinite_output_error(self.lm.model_path, "logits")
         return sums.cpu(), self.token_counts(statements)

@@ -139,6 +139,7 @@ class RetrievalProber(Prober):
             return {layer: self._rank_choices(queries, names[layer], texts[layer], inputs, top_k, all_scores)
                     for layer in self.encoder.layers}
         ranked = {}
+        gold = None if all_scores else gold_indices(queries.gold, queries.candidates)  # the same for every layer
         for layer in self.encoder.layers:
             if all_scores:  # every candidate's score is kept: the whole matrix, a block of queries at a time
                 indices = search(names[layer], texts[layer], top_k, self.settings_.distance)
@@ -147,8 +148,8 @@ class RetrievalProber(Prober):
                 ranked[layer] = Ranking.from_pool(queries.gold, queries.candidates, rows, top, inputs=inputs,
                                                   all_scores=True)
                 continue
-            found = rank_pool(names[layer], texts[layer], top_k, self.settings_.distance,
-                              gold_indices(queries.gold, queries.candidates), device=self.encoder.device)
+            found = rank_pool(names[layer], texts[layer], top_k, self.settings_.distance, gold,
+                              device=self.encoder.device)
             ranked[layer] = Ranking.from_ranked(queries.candidates, found.top, found.top_scores, found.gold_ranks,
                                                 found.gold_scores, inputs=inputs)
         return ranked
