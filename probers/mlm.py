@@ -274,6 +274,8 @@ class MaskedLM:
             left, right = text.split(MASK_PLACEHOLDER)
             found = SplitQuery(tuple(self.ids(left.rstrip())), tuple(self.ids(right)),
                                space_before=bool(left) and left[-1].isspace())
+            if len(self._splits) >= 10_000:
+                self._splits.clear()  # a cache per text would otherwise grow with every UCM input
             self._splits[text] = found
         return found
 

@@ -60,15 +60,10 @@ class MaskPredictRanker(ContextRanker):
         for j, name in enumerate(pool):
             where.setdefault(name, []).append(j)
         out = np.full((len(inputs), len(pool)), -math.inf, dtype=np.float64)
-        try:
-            for i, answers in enumerate(self.prober.decode(queries)):
-                for text, score in answers:
-                    for j in where.get(text, ()):
-                        out[i, j] = max(out[i, j], float(score))
-        finally:
-            splits = getattr(self.prober.lm, "_splits", None)
-            if isinstance(splits, dict) and len(splits) > 10_000:
-                splits.clear()  # the per-text tokenisation cache would otherwise grow with every input
+        for i, answers in enumerate(self.prober.decode(queries)):
+            for text, score in answers:
+                for j in where.get(text, ()):
+                    out[i, j] = max(out[i, j], float(score))
         return out
 
     def _fits(self, text: str, pool: list[str]) -> bool:

@@ -174,12 +174,7 @@ class MaskAverageRanker(ContextRanker):
     def _scores(self, inputs: list[str], pool: list[str]) -> np.ndarray:
         queries = QuerySet(ids=[str(i) for i in range(len(inputs))], relations=[""] * len(inputs), texts=inputs,
                            gold=[[] for _ in inputs], candidates=pool, name="context inputs")
-        try:
-            return self.prober.scores(queries).double().numpy()
-        finally:
-            splits = getattr(self.prober.lm, "_splits", None)
-            if isinstance(splits, dict) and len(splits) > 10_000:
-                splits.clear()  # the per-text tokenisation cache would otherwise grow with every input
+        return self.prober.scores(queries).double().numpy()
 
     def _fits(self, text: str, pool: list[str]) -> bool:
         # The longest name needs the most masks: if its template fits, every name's does.
