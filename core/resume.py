@@ -193,6 +193,14 @@ class ShardStore:
             atomic_write_text(self.folder / WORK_MARKER,
                               json.dumps({**record, "failed": reason}, ensure_ascii=False, default=plain) + "\n")
 
+    def stopped(self, error: BaseException, out: str | Path, *, kind: str) -> None:
+        """What a run into ``out`` stopped by ``error`` leaves: nothing, when no shard is complete (nothing to
+        continue); else, for an error (not an interrupt), the failure recorded (:meth:`failed`)."""
+        if self.empty():
+            discard_work_folder(out, kind=kind)
+        elif isinstance(error, Exception):
+            self.failed(error)
+
     def empty(self) -> bool:
         """Whether no shard is complete (a run that failed before finishing one leaves nothing to continue)."""
         return not any((self.folder / _SHARDS).glob("*.jsonl"))

@@ -35,7 +35,7 @@ from medlama.core.defaults import default_model_path
 from medlama.core.errors import MedlamaInputError
 from medlama.core.loaded import LoadedModel
 from medlama.core.models import LoadOptions, check_label, loading_with, resolve_model, unique_labels
-from medlama.core.resume import check_work_folder, discard_work_folder, ShardStore
+from medlama.core.resume import check_work_folder, ShardStore
 from medlama.probers import tables
 from medlama.probers.benchmarks import Benchmark, benchmark
 from medlama.probers.biolama_queries import print_source_table
@@ -260,10 +260,8 @@ def _probe_sharded(request: ProbeRequest, queries: QuerySet, runs: list[ModelRun
         return probe_models(queries, runs, scored=scored, match=match, top_k=request.top_k, device=device,
                             checkpoints=checkpoints, store=store, all_scores=request.all_scores)
     except BaseException as error:
-        if store is not None and distributed.is_main_process() and store.empty():
-            discard_shards(request.out)  # nothing done to continue: leave nothing beside OUT
-        elif store is not None and distributed.is_main_process() and isinstance(error, Exception):
-            store.failed(error)  # an error, not an interrupt: a rerun with other settings is not refused
+        if store is not None and distributed.is_main_process():
+            store.stopped(error, request.out, kind=OUTPUT_KIND)
         raise
     finally:
         if joined:  # the group this probe joined; a trainer's stays as it was
@@ -394,11 +392,6 @@ def shard_store(out: str | Path, queries: QuerySet, runs: Sequence[ModelRun], *,
     return store
 
 
-def discard_shards(out: str | Path) -> None:
-    """Remove the shards a probe into ``out`` kept (a user's folder in their place is never touched)."""
-    discard_work_folder(out, kind=OUTPUT_KIND)
-
-
 def aggregate(results: Sequence[ProbeResult], benchmark: Benchmark, ks: Sequence[int]) -> None:
     """Add the benchmark's own aggregation (BioLAMA: macro acc@k per source) to each result's ``extra``."""
     if benchmark.aggregation is not None:
@@ -429,4 +422,4 @@ def describe_pool(queries: QuerySet) -> str:
 
 
 __all__ = ["ModelRun", "ProbeOutcome", "ProbeRequest", "aggregate", "checkpoint_folders", "describe_pool",
-           "discard_shards", "model_runs", "print_report", "probe", "probe_models", "run_probe", "shard_store"]
+           "model_runs", "print_report", "probe", "probe_models", "run_probe", "shard_store"]

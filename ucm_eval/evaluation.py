@@ -129,10 +129,8 @@ def run_ucm(rankers: Sequence[tuple[str, ContextRanker]], sets_dir: str | Path, 
                                   skip_first_segment=not settings.include_first_segment, progress=progress,
                                   store=store) for label, ranker in rankers]
     except BaseException as error:
-        if store is not None and store.empty():  # nothing done to continue: leave nothing beside the output
-            discard_work_folder(resume[0], kind=OUTPUT_KIND)
-        elif store is not None and isinstance(error, Exception):
-            store.failed(error)  # an error, not an interrupt: a rerun with other settings is not refused
+        if store is not None:
+            store.stopped(error, resume[0], kind=OUTPUT_KIND)
         raise
     if show:
         print_tables(results, ks)
