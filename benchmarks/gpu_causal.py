@@ -24,7 +24,7 @@ from pathlib import Path
 
 from gpu_common import FlopCounter, Peer, Row, parameters, peak_for
 from gpu_models import CAUSAL, build_causal, synthetic_queries
-from gpu_peers import best_of
+from gpu_peers import agreement, best_of
 
 TOP = 10
 
@@ -42,10 +42,6 @@ def top_names(names: list[str], scores, k: int = TOP) -> list[str]:
     from medlama.probers.mlm import rank_unique
 
     return rank_unique(list(zip(names, [float(s) for s in scores])), k)
-
-
-def agreement(ours: list[list[str]], theirs: list[list[str]]) -> float:
-    return sum(a == b for a, b in zip(ours, theirs)) / len(ours)
 
 
 def medlama_rows(lm, queries) -> list[tuple[list[int], list[list[int]]]]:
