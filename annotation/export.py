@@ -39,9 +39,9 @@ from medlama.core.atomic_files import atomic_write_text
 from medlama.core.errors import MedlamaInputError
 from medlama.core.provenance import provenance
 from medlama.core.settings import check, did_you_mean, setting
-from medlama.probers.compare.comparison import input_record
-from medlama.probers.compare.runs import check_comparable, load_runs
-from medlama.probers.outputs import KEEP_PREDICTIONS
+from medlama.analysis.comparison import input_record
+from medlama.analysis.runs import check_comparable, load_runs
+from medlama.runs.outputs import KEEP_PREDICTIONS
 
 #: The owner recorded in a sheet's folder.
 KIND = "annotate export"

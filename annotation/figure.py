@@ -11,7 +11,7 @@ from typing import TextIO
 from medlama.annotation.sheet import LEVELS
 from medlama.core.display import print_table
 from medlama.core.settings import check, setting
-from medlama.probers.plots import save_figure
+from medlama.runs.plots import save_figure
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ For each run and rater, over the run's own top-k predictions of the sheet's quer
   and McNemar's exact test of the predictions on which the two disagree (``umls_only``: gold but rated below
   the threshold; ``expert_only``: rated correct but not gold);
 * ``acc_queries``: acc@c as ``medlama probe`` counts it, the share of queries with a correct answer in their
-  top c, under both, with the paired difference (:func:`medlama.probers.compare.statistics.paired_difference`);
+  top c, under both, with the paired difference (:func:`medlama.analysis.statistics.paired_difference`);
 * ``umls_below_threshold``: the gold answers the rater rated below the threshold, and ``expert_not_umls``: the
   predictions rated at or above it that are not gold.
 
@@ -36,9 +36,9 @@ from medlama.core.intervals import bootstrap_mean_ci
 from medlama.core.provenance import package_versions, provenance
 from medlama.core.settings import check, setting
 from medlama.metrics import load as load_metric
-from medlama.probers.compare.comparison import CompareSettings, input_record
-from medlama.probers.compare.runs import Run, load_runs
-from medlama.probers.compare.statistics import mcnemar_exact, paired_difference
+from medlama.analysis.comparison import CompareSettings, input_record
+from medlama.analysis.runs import Run, load_runs
+from medlama.analysis.statistics import mcnemar_exact, paired_difference
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.compare.runs import Run
+from medlama.analysis.runs import Run
 
 #: The paper's five levels, highest first (section 5.3; Figure 8's caption).
 LEVELS = {

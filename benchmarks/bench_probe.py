@@ -34,8 +34,8 @@ def main() -> None:
 
     from medlama.core.defaults import default_model_path
     from medlama.core.display import print_table
-    from medlama.probers.workflow import probe
-    from medlama.probers.queries import load_medlama_queries
+    from medlama.runs.workflow import probe
+    from medlama.runs.queries import load_medlama_queries
     from medlama.probers.registry import make_prober
 
     if args.data is None:

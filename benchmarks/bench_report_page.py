@@ -29,11 +29,11 @@ return performance.now() - start;"""
 def make_runs(root: Path, runs: int, queries: int, relations: int = 19, pool: int = 22923) -> list[Path]:
     import numpy as np
 
-    from medlama.probers.outputs import write_probe_results
+    from medlama.runs.outputs import write_probe_results
     from medlama.probers.query_set import QuerySet
     from medlama.probers.ranking import Ranking
-    from medlama.probers.result import ProbeResult
-    from medlama.probers.scores import score
+    from medlama.runs.result import ProbeResult
+    from medlama.runs.scores import score
 
     rng = np.random.default_rng(0)
     words = [f"{a}{b}" for a in ("cardio", "neuro", "hepato", "osteo", "derma", "gastro", "nephro", "pulmo")

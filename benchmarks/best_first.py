@@ -37,7 +37,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 def hard_set(folder: Path, source: Path):
     """MedLAMA's hard queries with per-relation pools (``folder`` built from ``source`` if it is missing)."""
     from medlama.datasets.medlama_folder import write_medlama
-    from medlama.probers.queries import QuerySource, load_queries
+    from medlama.runs.queries import QuerySource, load_queries
 
     if not (folder / BUILD_INFO).exists():
         write_medlama(folder, source, progress=False)
@@ -46,7 +46,7 @@ def hard_set(folder: Path, source: Path):
 
 def load_config(folder: Path, config: str):
     """The queries of ``config`` of the built folder (their cloze sentences to train on)."""
-    from medlama.probers.queries import QuerySource, load_queries
+    from medlama.runs.queries import QuerySource, load_queries
 
     return load_queries(QuerySource(data=folder, config=config, candidates="relation"))
 
@@ -102,8 +102,8 @@ def main() -> None:
 
     import torch
 
-    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
-    from medlama.probers.causal_search import best_first, exhaustive_token_forwards
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
+    from medlama.probers.causal.search import best_first, exhaustive_token_forwards
     from medlama.probers.mlm import rank_unique
 
     torch.set_num_threads(args.threads)

@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     import medlama
     from medlama.cli import main as medlama_main
     from medlama.core.defaults import BUILD_INFO
-    from medlama.probers.causal import LikelihoodSettings
-    from medlama.probers.queries import load_medlama_queries
+    from medlama.probers.causal.prober import LikelihoodSettings
+    from medlama.runs.queries import load_medlama_queries
 
     if args.threads:
         torch.set_num_threads(args.threads)

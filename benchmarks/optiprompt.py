@@ -1,4 +1,4 @@
-"""OptiPrompt training time of one relation (:func:`medlama.trainers.optiprompt.train_relation`, the code
+"""OptiPrompt training time of one relation (:func:`medlama.trainers.optiprompt.trainer.train_relation`, the code
 ``medlama optiprompt`` runs per relation), on a randomly initialised BERT (random weights time the same as
 trained ones; the numbers it learns are meaningless).
 
@@ -15,7 +15,7 @@ the training steps alone and the dev decodings alone, in seconds, with the devic
 
 Needs only torch, transformers and safetensors (the GPU machines' image has them; it has neither
 ``datasets`` nor ``evaluate`` nor medlama itself): medlama is imported from this checkout by pyproject's
-``package-dir`` map, installed or not (its ``core``, ``probers`` and ``trainers.optiprompt`` modules, which
+``package-dir`` map, installed or not (its ``core``, ``probers`` and ``trainers.optiprompt.trainer`` modules, which
 import no ``datasets``, ``evaluate``, ``faiss`` or ``spacy``; ``tqdm`` and ``numpy`` come with them), the
 tokenizer is made here (a WordPiece vocabulary of 30,522 made-up words, BERT's size), and the dev acc@1 is
 counted here from mask predict's answers (lower-cased exact match) rather than by medlama's ``evaluate``
@@ -113,7 +113,7 @@ def measure(args: argparse.Namespace) -> dict:
     use_this_checkout()
     from medlama.probers.mask_predict import PRESETS, MaskPredictProber
     from medlama.trainers import optiprompt
-    from medlama.trainers.optiprompt import OptiPromptSettings, train_relation
+    from medlama.trainers.optiprompt.trainer import OptiPromptSettings, train_relation
 
     with tempfile.TemporaryDirectory() as tmp:
         model = random_model(Path(tmp) / "model", args.size, args.seed)

@@ -9,7 +9,7 @@ A macro average (the mean over relations of each relation's mean) gets its inter
 bootstrap (:func:`bootstrap_macro_ci`): each relation's items are resampled within the relation, so every
 resample keeps every relation and its size, as the macro average is a mean over that fixed set of relations.
 :func:`bootstrap_group_cis` gives each group (relation) its own interval. A paired comparison of two runs on
-the same items is the interval of the per-item differences (:mod:`medlama.probers.compare.statistics`): one
+the same items is the interval of the per-item differences (:mod:`medlama.analysis.statistics`): one
 resampling of the items for both runs.
 """
 

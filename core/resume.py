@@ -5,7 +5,7 @@ completed shards it continues from.
 shards): :func:`setting_differences` lists each setting whose value differs, as ``name: <then> then, <now>
 now``, so the refusal names what changed.
 
-**Completed shards** (``probe`` and ``ucm``; the probe's shard plan is :mod:`medlama.probers.resume`), kept
+**Completed shards** (``probe`` and ``ucm``; the probe's shard plan is :mod:`medlama.runs.resume`), kept
 so that a rerun continues where a killed one stopped. A run that computes its output in independent pieces (``probe``: a relation, or a block of its queries, per
 model; ``ucm``: a pool of context sequences per model) writes each piece, a *shard*, as soon as it is done,
 into a work folder that belongs to its output: the hidden ``.NAME.work`` beside ``OUT`` (on the same file

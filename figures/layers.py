@@ -2,7 +2,7 @@
 
 The numbers come from a ``medlama probe --layers`` output: each layer is a run of its ``results.json`` (its
 settings name the ``layer``) and its per-query hits are in ``predictions.jsonl``, read and checked by
-:func:`medlama.probers.compare.runs.load_runs` (a hand-edited hit is refused). Each cell is the share of the
+:func:`medlama.analysis.runs.load_runs` (a hand-edited hit is refused). Each cell is the share of the
 relation's queries with a gold answer in the top k, with its 95% percentile-bootstrap interval over those queries
 (:func:`medlama.core.intervals.bootstrap_group_cis`) in the figure's JSON; the last column is the micro average.
 """
@@ -17,8 +17,8 @@ import numpy as np
 from medlama.core.errors import MedlamaInputError
 from medlama.core.intervals import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_group_cis, bootstrap_mean_ci
 from medlama.figures.output import check_png, source_record, subplots, write_figure
-from medlama.probers.compare.runs import load_runs
-from medlama.probers.outputs import RESULTS_FILE
+from medlama.analysis.runs import load_runs
+from medlama.runs.outputs import RESULTS_FILE
 
 #: How every cell's interval is computed, as the record says it.
 INTERVAL = {"kind": "percentile bootstrap over the relation's queries", "level": DEFAULT_LEVEL,

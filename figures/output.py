@@ -18,8 +18,8 @@ from typing import Any
 from medlama.core.checksums import sha256_of
 from medlama.core.errors import MedlamaInputError
 from medlama.core.provenance import provenance
-from medlama.probers.outputs import write_results
-from medlama.probers.plots import save_figure
+from medlama.runs.outputs import write_results
+from medlama.runs.plots import save_figure
 
 #: The spread drawn around a mean over repeated runs (corpora or seeds), as the record names it.
 STD_METHOD = ("sample standard deviation (n - 1) over the rewiring corpora; where there is one value (one corpus, "

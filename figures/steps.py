@@ -16,8 +16,8 @@ from pathlib import Path
 from medlama.core.errors import MedlamaInputError
 from medlama.figures.output import STD_METHOD, check_png, read_record, source_record, subplots, write_figure
 from medlama.figures.settings import POINT_FILE, SWEEP_FILE
-from medlama.probers.outputs import RESULTS_FILE
-from medlama.probers.tables import sample_mean_std
+from medlama.runs.outputs import RESULTS_FILE
+from medlama.runs.tables import sample_mean_std
 
 #: What the figure's panels beside the micro average are, as the record says it.
 TOP_RULE = "the relations with the highest mean acc@k over the corpora at the last step all corpora reached"
@@ -34,7 +34,7 @@ def check_mapping(value: object, where: str, *, file: Path) -> dict:
 
 
 def check_step_record(record: object, where: str, *, file: Path) -> dict:
-    """One probe's record (:func:`~medlama.probers.result.step_record`) whose intervals and per-relation table,
+    """One probe's record (:func:`~medlama.runs.result.step_record`) whose intervals and per-relation table,
     where recorded, are JSON objects (``where``: which probe, for the message)."""
     record = check_mapping(record, where, file=file)
     check_mapping(record.get("intervals"), f"{where}, `intervals`", file=file)

@@ -27,12 +27,12 @@ from medlama.core.models import resolve_model
 from medlama.core.provenance import model_identity, provenance
 from medlama.core.settings import as_dict
 from medlama.figures.output import read_record
-from medlama.probers.result import step_record
+from medlama.runs.result import step_record
 from medlama.figures.settings import AXES, POINT_FILE, SWEEP_FILE, SWEEP_KIND, SweepSettings, point_key
-from medlama.probers.outputs import write_results
+from medlama.runs.outputs import write_results
 from medlama.probers.query_set import QuerySet
 from medlama.probers.retrieval import RetrievalProber, RetrievalSettings
-from medlama.probers.workflow import probe
+from medlama.runs.workflow import probe
 from medlama.trainers.config import QUICK_PRESET, RewireConfig
 
 __all__ = ["run_sweep"]

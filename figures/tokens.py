@@ -20,7 +20,7 @@ from pathlib import Path
 from medlama.core.defaults import default_model_path
 from medlama.core.models import load_tokenizer
 from medlama.figures.output import check_png, subplots, write_figure
-from medlama.probers.queries import load_medlama_queries
+from medlama.runs.queries import load_medlama_queries
 
 #: The paper's single-token share of MedLAMA's entity names (section 2, footnote 4: bert-base-uncased).
 PAPER_SINGLE_TOKEN = 0.026

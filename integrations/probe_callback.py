@@ -2,7 +2,7 @@
 
 sentence-transformers' ``SentenceTransformerTrainer`` is a ``transformers.Trainer`` subclass, so the one callback
 serves both (retrieval probing of the encoder being trained; any method of a masked, causal or
-sequence-to-sequence LM). Each probe goes through :func:`medlama.probers.workflow.run_probe`, the one entry point
+sequence-to-sequence LM). Each probe goes through :func:`medlama.runs.workflow.run_probe`, the one entry point
 of ``medlama probe``, with the model in memory (:class:`medlama.core.loaded.LoadedModel`): the same queries,
 candidate pools, prober, scoring and output folder, so its numbers are those of ``medlama probe`` on the
 checkpoint saved at that step (tested on CPU, where the model is probed in the precision it trains in).
@@ -40,14 +40,14 @@ from medlama.core.batching import is_auto, starting_size
 from medlama.core.defaults import TRAINING_PROBE_LIMIT
 from medlama.core.errors import MedlamaInputError
 from medlama.core.loaded import LoadedModel
-from medlama.probers.arguments import ProbeArguments, relation_names
-from medlama.probers.benchmarks import benchmark
+from medlama.runs.arguments import ProbeArguments, relation_names
+from medlama.runs.benchmarks import benchmark
 from medlama.probers.pools import check_rule
-from medlama.probers.queries import queries_from
+from medlama.runs.queries import queries_from
 from medlama.probers.registry import METHODS, method_name, settings_for
-from medlama.probers.result import ProbeResult
-from medlama.probers.outputs import OUTPUT_KIND, RESULTS_FILE
-from medlama.probers.workflow import ModelRun, ProbeRequest, run_probe
+from medlama.runs.result import ProbeResult
+from medlama.runs.outputs import OUTPUT_KIND, RESULTS_FILE
+from medlama.runs.workflow import ModelRun, ProbeRequest, run_probe
 
 #: The folder of ``args.output_dir`` the probes are written under (one ``step-N`` folder each) unless told.
 FOLDER = "medlama-probe"
@@ -94,7 +94,7 @@ class ProbeCallback(TrainerCallback):
     Where: ``trainer`` (to log through it; see the module docstring), ``out`` (default
     ``<output_dir>/medlama-probe``; ``write=False``: log only, nothing written), ``tokenizer`` (default: the
     trainer's ``processing_class``), ``prefix`` of the logged names. :attr:`results` holds every probe's
-    :class:`~medlama.probers.result.ProbeResult` by step.
+    :class:`~medlama.runs.result.ProbeResult` by step.
     """
 
     def __init__(self, data: Any = None, *, config: str | None = None, method: str = "retrieval",

@@ -214,7 +214,7 @@ def load_config(folder: str | Path, config: str, split: str = "test"):
         loaded = load_dataset(formats.pop(), data_files={split: [str(path) for path in files]}, split=split)
     records.check_unique_ids(folder, config, loaded, record)
     # Which folder and config the rows are: selections, shuffles and filters keep a Dataset's info, so a
-    # part of it can still be ranked against its config's candidate pool (medlama.probers.queries).
+    # part of it can still be ranked against its config's candidate pool (medlama.runs.queries).
     loaded.info.description = json.dumps({_LOADED_FROM: {"folder": str(folder), "config": config}})
     return loaded
 

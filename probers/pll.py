@@ -31,7 +31,7 @@ from typing import Literal
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import finite_tensor, nonfinite_output_error
-from medlama.probers.causal_passes import target_log_probs  # one logit-minus-logsumexp for every scorer
+from medlama.probers.causal.passes import target_log_probs  # one logit-minus-logsumexp for every scorer
 from medlama.probers.mlm import MaskedLM, logprob_elements, padded
 
 #: Passes between two checks that the logits are finite (besides the first pass's, checked at once, and the end's):

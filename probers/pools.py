@@ -5,7 +5,7 @@
 * The pools a rule gives: from a MedLAMA folder's ``candidates_<set>[_<relation>]`` configs
   (:func:`medlama_pools`), or from whole rows (:func:`row_pools`).
 * Splitting a query set by pool (:func:`pool_parts`): one ranking call per pool, the one split every probe
-  path takes (:func:`medlama.probers.resume.plan` cuts its shards from it).
+  path takes (:func:`medlama.runs.resume.plan` cuts its shards from it).
 * What a result records of its pool (:func:`pool_record`, :func:`pool_hash`: rule, size, SHA-256 of the
   sorted names), so that two results can be checked for comparability.
 * Multiple choice (the ``_mc`` configs; rule :data:`CHOICES`): each query is ranked against its own choices
@@ -64,7 +64,7 @@ def row_pools(rows, rule: str) -> tuple[list[str], dict[str, list[str]] | None]:
 
 
 def pool_parts(queries: Any) -> list[tuple[list[int], Any]]:
-    """``(positions, query set)`` per ranking call of a :class:`~medlama.probers.queries.QuerySet`: the whole
+    """``(positions, query set)`` per ranking call of a :class:`~medlama.runs.queries.QuerySet`: the whole
     set with one pool; with per-relation pools (the ``relation`` rule), each relation's queries with their own
     pool as candidates."""
     if queries.pools is None:

@@ -33,7 +33,7 @@ class Prober(ABC):
     method: str = "prober"
     #: Whether a query's ranking is the same whatever other queries are ranked in the same call (no batching
     #: of queries together): a probe may then be cut into blocks of queries, resumed and split across processes
-    #: block by block (:mod:`medlama.probers.resume`); otherwise each candidate pool's queries are one shard.
+    #: block by block (:mod:`medlama.runs.resume`); otherwise each candidate pool's queries are one shard.
     independent_queries: bool = False
     #: Whether :meth:`rank_scored` scores every candidate of the pool (so ``all_scores`` can be given).
     scores_pool: bool = False

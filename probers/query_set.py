@@ -1,6 +1,6 @@
 """A probe's queries (:class:`QuerySet`): cloze texts with the object slot as ``[Y]``, their gold answers, and
 the candidate names each is ranked against (with the rule that chose them). Where they come from is
-:mod:`medlama.probers.queries`."""
+:mod:`medlama.runs.queries`."""
 
 from __future__ import annotations
 

@@ -15,9 +15,9 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.loaded import LoadedModel
 from medlama.core.models import read_config, resolve_model
 from medlama.probers.prober import Prober
-from medlama.probers.causal_scoring import check_causal_config
+from medlama.probers.causal.scoring import check_causal_config
 from medlama.probers.mlm import check_masked_config, check_seq2seq_config
-from medlama.probers.causal import CausalConstrainedProber, CausalGenerateProber, CausalLikelihoodProber, \
+from medlama.probers.causal.prober import CausalConstrainedProber, CausalGenerateProber, CausalLikelihoodProber, \
     ConstrainedSettings, GenerateSettings, LikelihoodSettings
 from medlama.probers.generative import GenerativeProber, GenerativeSettings
 from medlama.probers.mask_average import MaskAverageProber, MaskAverageSettings

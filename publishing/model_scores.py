@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.outputs import RESULTS_FILE
+from medlama.runs.outputs import RESULTS_FILE
 from medlama.core.provenance import folder_hash
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from medlama.core.errors import MedlamaInputError
 from medlama.core.integrity import check_vouched
 from medlama.core.public_paths import LOCAL_PATH, public_command_line, public_path, public_word
-from medlama.probers.outputs import PREDICTIONS_FILE, RESULTS_FILE
+from medlama.runs.outputs import PREDICTIONS_FILE, RESULTS_FILE
 from medlama.publishing.dataset_push import gate_mode
 from medlama.publishing.upload import check_repo_id, finish
 from medlama.datasets.card import gate as gate_card

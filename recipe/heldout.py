@@ -21,7 +21,7 @@ from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.query_set import QuerySet
 from medlama.trainers.cloze import build_cloze_dataset
-from medlama.probers.workflow import probe
+from medlama.runs.workflow import probe
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
 from medlama.core.settings import settings_from
 
@@ -32,7 +32,7 @@ MAX_LENGTH = 48
 
 
 def heldout_queries(corpus: str | Path, *, pairs: int = DEFAULT_PAIRS, mask_ratio: float = 0.5, seed: int = 7):
-    """A :class:`~medlama.probers.queries.QuerySet` of ``pairs`` cloze pairs sampled from ``corpus``.
+    """A :class:`~medlama.runs.queries.QuerySet` of ``pairs`` cloze pairs sampled from ``corpus``.
 
     Lines too short to mask and pairs whose span is blank (a double space in the line) are left out: they
     have no answer to retrieve.

@@ -13,19 +13,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from medlama.core.checkpoints import checkpoint_step, list_checkpoints
-from medlama.probers.outputs import PREDICTIONS_FILE, RESULTS_FILE, write_predictions
-from medlama.probers.result import ProbeResult, step_record
-from medlama.probers.scores import REPORT_KS
-from medlama.probers.workflow import probe
+from medlama.runs.outputs import PREDICTIONS_FILE, RESULTS_FILE, write_predictions
+from medlama.runs.result import ProbeResult, step_record
+from medlama.runs.scores import REPORT_KS
+from medlama.runs.workflow import probe
 from medlama.probers.query_set import QuerySet
-from medlama.probers.tables import mean_std
+from medlama.runs.tables import mean_std
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
 from medlama.core.models import resolve_model
 from medlama.trainers.config import RewireConfig
 from medlama.trainers.model_card import update_model_card_scores
-from medlama.probers.result import is_bundled as _is_bundled
+from medlama.runs.result import is_bundled as _is_bundled
 from medlama.core.provenance import provenance, public_word
-from medlama.probers.outputs import write_results
+from medlama.runs.outputs import write_results
 from medlama.core.errors import MedlamaInputError
 from medlama.recipe.heldout import cloze_self_retrieval, heldout_queries as make_heldout
 from medlama.recipe.settings import CHECKPOINT_CHOICES

@@ -1,5 +1,5 @@
 """What the results page shows, as one JSON-ready value (:func:`page_data`), from the runs ``medlama compare``
-reads and the record it computes (:mod:`medlama.probers.compare`): nothing is scored or resampled another way.
+reads and the record it computes (:mod:`medlama.analysis`): nothing is scored or resampled another way.
 
 * ``leaderboard``, ``comparisons``, ``ks``, ``method``: ``compare``'s record as it is (micro and macro acc@k with
   their bootstrap intervals; each run minus the first with its paired interval and McNemar's p);
@@ -23,8 +23,8 @@ import numpy as np
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.intervals import bootstrap_group_cis
-from medlama.probers.compare import Run
-from medlama.probers.outputs import PREDICTIONS_FILE
+from medlama.analysis import Run
+from medlama.runs.outputs import PREDICTIONS_FILE
 
 
 def _score(value: Any) -> float | None:

@@ -1,6 +1,6 @@
 """``medlama report``'s one entry point (:func:`write_report`): the runs of probe or recipe output folders,
-read and checked as ``medlama compare`` reads them (:func:`medlama.probers.compare.load_runs`), their comparison
-(:func:`medlama.probers.compare.compare_runs`: the leaderboard with its intervals), and one self-contained HTML
+read and checked as ``medlama compare`` reads them (:func:`medlama.analysis.load_runs`), their comparison
+(:func:`medlama.analysis.compare_runs`: the leaderboard with its intervals), and one self-contained HTML
 page of both (:mod:`medlama.reports.page_data`, :mod:`medlama.reports.page`), written atomically.
 
 Everything is checked before the runs are read: the page's file name (``.html``), its folder, and an existing
@@ -16,8 +16,8 @@ from medlama.core.atomic_files import atomic_write_text
 from medlama.core.errors import MedlamaInputError
 from medlama.core.provenance import provenance
 from medlama.core.settings import check, setting
-from medlama.probers.compare import CompareSettings, compare_runs, input_record, load_runs
-from medlama.probers.outputs import KEEP_PREDICTIONS
+from medlama.analysis import CompareSettings, compare_runs, input_record, load_runs
+from medlama.runs.outputs import KEEP_PREDICTIONS
 from medlama.reports.page import render_page
 from medlama.reports.page_data import page_data
 

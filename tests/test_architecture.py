@@ -116,6 +116,85 @@ def test_no_import_cycle_between_packages():
     assert _cycles(packages) == []
 
 
+#: The layer order, bottom floor first: a package imports only from floors below its own (never sideways, never
+#: up). The README's chart and its "Installed" list, and ``medlama``'s docstring, are drawn from this table.
+LAYERS: list[tuple[str, dict[str, str]]] = [
+    ("shared helpers", {"medlama.core": "settings, errors, atomic writes + locks, ownership, provenance, models"}),
+    ("sources", {"medlama.loaders": "raw releases and corpora",
+                 "medlama.metrics": "acc@k and UCM as evaluate modules",
+                 "medlama.dataset_cards": "the cards' templates"}),
+    ("datasets", {"medlama.datasets": "builders, cards, built folders"}),
+    ("methods", {"medlama.probers": "the probing methods and what scores with a model (causal/ a sub-package)"}),
+    ("the probe run", {"medlama.runs": "queries in, one probe run, its result, tables, plots and files"}),
+    ("built on runs", {"medlama.trainers": "Contrastive-Probe rewiring and OptiPrompt (probing as they train)",
+                       "medlama.analysis": "comparing runs: pairing, paired statistics",
+                       "medlama.ucm_eval": "UCM: sets -> rank -> records",
+                       "medlama.integrations": "MTEB, lm-eval and the trainer callback"}),
+    ("workflows and outputs", {"medlama.recipe": "rewire -> probe -> report",
+                               "medlama.figures": "the papers' figures and the sweep driver",
+                               "medlama.reports": "the results page",
+                               "medlama.annotation": "expert rating sheets and their scores",
+                               "medlama.publishing": "pushes to the Hub"}),
+    ("Python API", {"medlama.api": "medlama.probe, load_medlama, rewire, ucm, compare, ..."}),
+    ("entry points", {"medlama": "the package (its API loaded on first use)",
+                      "medlama.commands": "one module per command; flags from the settings dataclasses"}),
+    ("command line", {"medlama.cli": "the medlama command"}),
+    ("python -m", {"medlama.__main__": "python -m medlama"}),
+]
+FLOOR = {package: floor for floor, (_, packages) in enumerate(LAYERS) for package in packages}
+
+
+def test_every_package_has_a_floor():
+    assert sorted({_package(name) for name in MODULES}) == sorted(FLOOR)
+
+
+def _upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``module -> target`` for each import of a package on the same floor or above the importer's."""
+    return sorted(f"{name} -> {target}" for name, targets in graph.items() for target in targets
+                  if _package(target) != _package(name) and FLOOR[_package(target)] >= FLOOR[_package(name)])
+
+
+def test_imports_run_down_the_layers():
+    assert _upward_imports(GRAPH) == []
+
+
+def test_an_upward_import_is_found():
+    graph = {"medlama.core.errors": {"medlama.runs.workflow"}, "medlama.runs.workflow": {"medlama.core.errors"},
+             "medlama.trainers.loss": {"medlama.analysis.runs"}}
+    assert _upward_imports(graph) == ["medlama.core.errors -> medlama.runs.workflow",
+                                      "medlama.trainers.loss -> medlama.analysis.runs"]
+
+
+def render_layers() -> str:
+    """The README's chart of the layers, top floor first."""
+    lines = []
+    for floor, (title, packages) in reversed(list(enumerate(LAYERS))):
+        for index, (package, job) in enumerate(packages.items()):
+            lines.append(f"{f'{floor} {title}' if index == 0 else '':<26}{package:<24}{job}".rstrip())
+    return "\n".join(lines)
+
+
+def _readme_block(marker: str) -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    begin, end = f"<!-- {marker}: begin -->", f"<!-- {marker}: end -->"
+    assert begin in text and end in text, f"README.md has no {marker} block"
+    return text.split(begin, 1)[1].split(end, 1)[0]
+
+
+def test_the_readme_chart_is_the_layer_table():
+    assert _readme_block("layers").strip().strip("`").strip() == render_layers()
+
+
+def test_the_installed_list_and_the_package_docstring_name_every_part():
+    import medlama
+
+    parts = [package for _, packages in LAYERS for package in packages if package.count(".") == 1
+             and package not in ("medlama.api", "medlama.cli", "medlama.commands", "medlama.__main__")]
+    installed = _readme_block("installed")
+    assert [part for part in parts if f"`{part}`" not in installed] == []
+    assert [part for part in parts if f"``{part}``" not in (medlama.__doc__ or "")] == []
+
+
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.settings import as_dict, check, fields_of, flag_of, setting, settings_from
-from medlama.probers.arguments import check_release_relations
+from medlama.runs.arguments import check_release_relations
 
 #: The preset of ``medlama rewire``, of :meth:`RewireConfig.preset` and of the recipe workflow's rewiring when
 #: no config is given: the published run, so that a rewiring reproduces the paper unless asked otherwise.

@@ -4,7 +4,7 @@ trains (``medlama rewire --eval-steps N`` does).
 
 The model being trained is probed exactly as :class:`~medlama.probers.retrieval.RetrievalProber` probes a
 saved one (reference settings: ``[CLS]`` of the last layer, names cut at 25 tokens and queries at 50, exact
-L2 search, :func:`medlama.probers.faiss_search.rank_pool`), through the same code and the same shard plan (one ranking call per candidate pool, :func:`medlama.probers.workflow.probe`): on CPU the scores equal
+L2 search, :func:`medlama.probers.faiss_search.rank_pool`), through the same code and the same shard plan (one ranking call per candidate pool, :func:`medlama.runs.workflow.probe`): on CPU the scores equal
 ``medlama probe`` on the checkpoint saved at that step, to the last digit. The model is encoded as it is
 (its dtype and device; dropout off while encoding, then back to training mode): on a GPU ``medlama probe``
 encodes in half precision, so the last digits may differ there.
@@ -22,10 +22,10 @@ except ImportError:  # pragma: no cover - older sentence-transformers
     from sentence_transformers.evaluation import SentenceEvaluator as _Base
 
 from medlama.core.defaults import TRAINING_PROBE_LIMIT
-from medlama.probers.queries import queries_from
+from medlama.runs.queries import queries_from
 from medlama.probers.query_set import QuerySet
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
-from medlama.probers.workflow import probe
+from medlama.runs.workflow import probe
 import json
 
 #: Queries per relation the evaluator probes by default (:data:`medlama.core.defaults.TRAINING_PROBE_LIMIT`).
@@ -45,7 +45,7 @@ def mrr_at_k(predictions: Sequence[Sequence[str]], gold: Sequence[Sequence[str]]
 class MedLAMAEvaluator(_Base):
     """acc@1, acc@10 and MRR@10 of retrieval probing on MedLAMA, for ``SentenceTransformerTrainer``.
 
-    ``queries``: a :class:`~medlama.probers.queries.QuerySet`; or, without it, ``data`` (a built folder, a
+    ``queries``: a :class:`~medlama.runs.queries.QuerySet`; or, without it, ``data`` (a built folder, a
     Hub dataset id or a ``Dataset``; ``None``: the cached build), ``config`` (``hard``), ``relations`` and
     ``limit`` (the first ``limit`` queries per relation; default :data:`DEFAULT_LIMIT`, ``None`` for all).
     Returns ``{"medlama_acc@1", "medlama_acc@10", "medlama_mrr@10"}`` (the prefix is ``name``); the primary

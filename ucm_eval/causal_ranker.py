@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
 from medlama.probers.query_set import QuerySet
 from medlama.ucm_eval.context_ranker import ContextRanker
 

@@ -36,7 +36,7 @@ The methods carry the names ``medlama probe --method`` gives the same techniques
 Each method's settings are a dataclass: the probers' own for mask-predict
 (:class:`~medlama.probers.mask_predict.MaskPredictSettings`, default its ``biolama`` preset), mask-average
 (:class:`~medlama.probers.mask_average.MaskAverageSettings`) and causal-likelihood
-(:class:`~medlama.probers.causal.LikelihoodSettings`), and :class:`RetrievalRankerSettings` for retrieval
+(:class:`~medlama.probers.causal.prober.LikelihoodSettings`), and :class:`RetrievalRankerSettings` for retrieval
 (a context input is cut to the model's limit from its start, where the prober cuts a query to 50 tokens);
 :class:`RankerSettings` holds all four, for ``auto``. The method names are the probers'
 (:mod:`medlama.probers.registry`), and :func:`make_ranker` builds a ranker from a method name and
@@ -63,8 +63,8 @@ import numpy as np
 
 from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.causal import LikelihoodSettings
-from medlama.probers.causal_scoring import is_causal_lm
+from medlama.probers.causal.prober import LikelihoodSettings
+from medlama.probers.causal.scoring import is_causal_lm
 from medlama.probers.encoding import POOLINGS, Encoder
 from medlama.probers.mask_average import MaskAverageProber, MaskAverageSettings
 from medlama.probers.mask_predict import MaskPredictSettings

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import numpy as np
 
-from medlama.probers.outputs import RESULTS_FILE
-from medlama.probers.plots import save_figure
+from medlama.runs.outputs import RESULTS_FILE
+from medlama.runs.plots import save_figure
 from medlama.ucm_eval.scores import SHARES, ModelResult
 from medlama.ucm_eval.sets import ContextSets
 from medlama.core.atomic import atomic_write_text
 from medlama.core.display import print_table
 from medlama.core.provenance import folder_hash, provenance
 from medlama.core.public_paths import with_public_model
-from medlama.probers.result import is_bundled as _is_bundled  # the probe reports' rule for the bundled encoder
+from medlama.runs.result import is_bundled as _is_bundled  # the probe reports' rule for the bundled encoder
 
 
 def _f(value, digits: int = 3) -> str:

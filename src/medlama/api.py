@@ -24,12 +24,12 @@ from medlama.core.models import LoadOptions, resolve_model
 from medlama.core.progress import showing
 from medlama.core.settings import settings_from
 from medlama.datasets.folders import folder_configs, load_config, resolve_folder
-from medlama.probers.arguments import ProbeArguments, check_relations, check_release_relations, relation_names
-from medlama.probers.benchmarks import benchmark, resolve_data
-from medlama.probers.compare import CompareSettings, compare_folders
-from medlama.probers.queries import QuerySource, check_rule
+from medlama.runs.arguments import ProbeArguments, check_relations, check_release_relations, relation_names
+from medlama.runs.benchmarks import benchmark, resolve_data
+from medlama.analysis import CompareSettings, compare_folders
+from medlama.runs.queries import QuerySource, check_rule
 from medlama.probers.registry import METHODS, method_name, settings_for
-from medlama.probers.workflow import ProbeRequest, run_probe
+from medlama.runs.workflow import ProbeRequest, run_probe
 from medlama.reports import ReportSettings, write_report
 from medlama.trainers.cloze import check_corpus_files
 from medlama.trainers.config import QUICK_PRESET, RewireConfig
@@ -216,9 +216,9 @@ def optiprompt(model: str | Path, data: str | Path, out: str | Path, *, config: 
     by default). Returns the OptiPromptResult (``path``, ``record``, ``identity``); probe with
     ``medlama.probe(model, data, dataset="biolama", method="mask-predict", prompts=out)``."""
     # the trainer's modules load (torch, transformers) when this runs, not when medlama.api is imported
-    from medlama.trainers.optiprompt import OptiPromptSettings
+    from medlama.trainers.optiprompt.trainer import OptiPromptSettings
     # (as above)
-    from medlama.trainers.optiprompt_run import DECODING, OptiPromptRun, train_prompts
+    from medlama.trainers.optiprompt.run import DECODING, OptiPromptRun, train_prompts
 
     relations = relation_names(relations)
     run = OptiPromptRun(model=str(model), data=str(data), out=Path(out), config=config,
@@ -297,13 +297,13 @@ def mteb_task(data: Any = None, config: str = "hard", relations: Sequence[str] |
               limit: int | None = None, mask_token: str | None = None):
     """MedLAMA as an MTEB retrieval task, one subset per relation, main score ``hit_rate_at_10`` (acc@10):
     what ``medlama probe --preset sentence-transformers --candidates relation`` scores, for MTEB to run
-    (``mteb.evaluate(model, task)``); see medlama.integrations.mteb_task. Needs the ``mteb`` extra.
+    (``mteb.evaluate(model, task)``); see medlama.integrations.mteb.task. Needs the ``mteb`` extra.
 
     ``data``: as probe's; ``config``: ``hard`` or ``full``; ``relations``: the subsets (default all);
     ``limit``: the first ``limit`` queries of each relation; ``mask_token``: the object slot's filler
     (default: the model's mask token, else the neutral blank ``___``).
     """
-    # integrations.mteb_task loads (it imports datasets, huggingface_hub) when this runs, not when medlama.api is imported
-    from medlama.integrations.mteb_task import mteb_task as make_task
+    # integrations.mteb.task loads (it imports datasets, huggingface_hub) when this runs, not when medlama.api is imported
+    from medlama.integrations.mteb.task import mteb_task as make_task
 
     return make_task(data, config, relations, limit=limit, mask_token=mask_token)

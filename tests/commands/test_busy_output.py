@@ -49,7 +49,7 @@ COMMANDS = {"probe": probe_args, "ucm": ucm_args, "recipe": recipe_args, "rewire
 
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_a_busy_output_folder_is_refused_before_any_work(command, tmp_path, capsys, monkeypatch):
-    import medlama.probers.queries as queries
+    import medlama.runs.queries as queries
     import medlama.recipe.workflow as workflow
     import medlama.trainers.trainer as trainer
     import medlama.ucm_eval.evaluation as evaluation

@@ -144,7 +144,7 @@ def test_limit_probes_the_first_queries_of_each_relation(probe_args, biolama_dir
     rows = predictions(out, result["label"])
     counts = Counter(row["relation"] for row in rows)
     assert counts == {"umls_UR44": 2, "umls_UR116": 2}
-    from medlama.probers.biolama_queries import load_biolama_queries
+    from medlama.runs.biolama_queries import load_biolama_queries
 
     queries = load_biolama_queries(biolama_dir, "umls")
     assert result["query_set"] == f"{queries.name}[first 2 per relation]" and len(queries) == 8
@@ -196,7 +196,7 @@ def test_device_reaches_the_prober_and_a_missing_one_is_refused(probe_args, tmp_
 
 # ---------------------------------------------------------------------------------------- outputs
 def test_a_rerun_is_refused_before_any_work_unless_overwrite(probe_args, tmp_path, capsys, monkeypatch):
-    import medlama.probers.queries as queries_module
+    import medlama.runs.queries as queries_module
 
     out = tmp_path / "run"
     assert main(probe_args(out)) == 0
@@ -224,7 +224,7 @@ def test_a_rerun_is_refused_before_any_work_unless_overwrite(probe_args, tmp_pat
 @pytest.mark.parametrize("kind", ["file", "foreign"])
 def test_an_out_that_is_not_a_probe_output_is_refused_before_any_work(kind, probe_args, tmp_path, capsys,
                                                                       monkeypatch):
-    import medlama.probers.queries as queries_module
+    import medlama.runs.queries as queries_module
 
     out = tmp_path / "taken"
     if kind == "file":

@@ -10,7 +10,7 @@ import pytest
 import medlama
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.causal_scoring import load_causal_lm
+from medlama.probers.causal.scoring import load_causal_lm
 from medlama.probers.encoding import load_encoder
 from medlama.probers.mlm import load_masked_lm
 from medlama.probers.query_set import QuerySet

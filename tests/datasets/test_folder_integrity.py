@@ -15,7 +15,7 @@ import pytest
 import medlama
 from medlama.datasets.folders import load_config
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.queries import queries_from
+from medlama.runs.queries import queries_from
 
 
 @pytest.fixture

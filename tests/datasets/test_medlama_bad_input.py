@@ -232,7 +232,7 @@ def test_archive_source(copy, tmp_path):
 
 
 def test_probe_unknown_method_refused_before_loading_queries(monkeypatch, tmp_path, capsys):
-    import medlama.probers.queries as queries_module
+    import medlama.runs.queries as queries_module
 
     def load_queries(source):
         raise AssertionError("queries loaded (maybe MedLAMA built) before the method names were checked")

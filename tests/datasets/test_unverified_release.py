@@ -10,7 +10,7 @@ import shutil
 
 import medlama
 from medlama.loaders import medlama_release as release
-from medlama.probers.queries import queries_from
+from medlama.runs.queries import queries_from
 
 
 def test_the_loader_lists_what_differs_without_stopping(medlama_source, tmp_path):

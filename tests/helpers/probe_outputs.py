@@ -42,8 +42,8 @@ def toy_result(queries, label: str, skill: float, seed: int, *, match: str = "ex
     :class:`ProbeResult` fields."""
     import numpy as np
 
-    from medlama.probers.result import ProbeResult
-    from medlama.probers.scores import score
+    from medlama.runs.result import ProbeResult
+    from medlama.runs.scores import score
 
     rng = np.random.default_rng(seed)
     predictions = []

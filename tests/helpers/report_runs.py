@@ -27,8 +27,8 @@ def ranked_result(queries, label: str, skill: float, seed: int):
     import numpy as np
 
     from medlama.probers.ranking import Ranking
-    from medlama.probers.result import ProbeResult
-    from medlama.probers.scores import score
+    from medlama.runs.result import ProbeResult
+    from medlama.runs.scores import score
 
     rng = np.random.default_rng(seed)
     predictions, scores = [], []
@@ -51,7 +51,7 @@ def ranked_result(queries, label: str, skill: float, seed: int):
 def written_runs(root: Path, specs=(("base", 0.3, 1), ("better", 0.6, 2)), per_relation: int = 12) -> list[Path]:
     """One probe output folder per ``(label, skill, seed)`` under ``root`` (``results.json`` and
     ``predictions.jsonl`` by the probe's own writer, without its plots)."""
-    from medlama.probers.outputs import write_probe_results
+    from medlama.runs.outputs import write_probe_results
 
     queries = ranked_queries(per_relation)
     folders = []

@@ -21,7 +21,7 @@ def test_require_names_the_extra_of_a_missing_module(monkeypatch):
 
 def test_mteb_task_without_mteb_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "mteb", None)
-    monkeypatch.delitem(sys.modules, "medlama.integrations.mteb_task", raising=False)
+    monkeypatch.delitem(sys.modules, "medlama.integrations.mteb.task", raising=False)
     with pytest.raises(MedlamaInputError, match=r'pip install "medlama\[mteb\]"'):
         medlama.mteb_task(data=None)
-    monkeypatch.delitem(sys.modules, "medlama.integrations.mteb_task", raising=False)  # not kept half-imported
+    monkeypatch.delitem(sys.modules, "medlama.integrations.mteb.task", raising=False)  # not kept half-imported

@@ -33,9 +33,9 @@ def test_lm_eval_acc_equals_medlama_acc_at_1(tmp_path, medlama_dir, capsys):
     from lm_eval.tasks import TaskManager
 
     import medlama
-    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
     from medlama.probers.pools import one_choice_pool
-    from medlama.probers.queries import load_medlama_queries
+    from medlama.runs.queries import load_medlama_queries
 
     tasks = tmp_path / "tasks"
     assert main(["export", "lm-eval", "--data", str(medlama_dir), "--out", str(tasks), "--config", "hard_mc",

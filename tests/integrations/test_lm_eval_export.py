@@ -68,7 +68,7 @@ def flat_gpt2(tmp_path_factory):
 @pytest.fixture(scope="module")
 def picked(medlama_dir):
     """The picked queries as one ``QuerySet``, in relation order, each relation's pool kept (rule ``relation``)."""
-    from medlama.probers.queries import load_medlama_queries
+    from medlama.runs.queries import load_medlama_queries
 
     queries = load_medlama_queries(medlama_dir, "hard", relations=list(RELATIONS), candidates="relation")
     start = {relation: queries.relations.index(relation) for relation in RELATIONS}
@@ -96,7 +96,7 @@ def ranked(sample, pool) -> list[str]:
 
 def check_ranking(tasks, model, queries, *, check_scores: bool):
     import medlama
-    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
 
     samples = {f"medlama_hard_{relation}": PICKED[relation] for relation in RELATIONS}
     out = lm_eval_run(tasks, model, ["medlama_hard"], samples)
@@ -145,7 +145,7 @@ def test_ties_are_broken_as_medlama_breaks_them(tasks, flat_gpt2, picked):
 def test_sentencepiece_tokenizer_with_bos_scores_equal(tasks, tmp_path, picked):
     """A Llama-style model (SentencePiece word-start marks, a BOS before every text): lm-eval's log-likelihoods
     are still causal-likelihood's, so the token boundaries agree beyond GPT-2's byte-level BPE."""
-    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
 
     llama = save_causal(tmp_path / "llama", "llama", positions=512)
     relation = RELATIONS[0]
@@ -162,7 +162,7 @@ def test_sentencepiece_tokenizer_with_bos_scores_equal(tasks, tmp_path, picked):
 
 def test_generation_equals_causal_generate(tasks, gpt2, picked):
     import medlama
-    from medlama.probers.causal import CausalGenerateProber, GenerateSettings
+    from medlama.probers.causal.prober import CausalGenerateProber, GenerateSettings
 
     sizes = json.loads((tasks / "medlama_export.json").read_text())["tasks"]
     offset = {item["relation"]: sum(t["queries"] for t in sizes[:n]) for n, item in enumerate(sizes)}
@@ -192,7 +192,7 @@ def _utils(tasks):
 
 
 def test_task_folder_is_self_contained(tasks, picked):
-    from medlama.probers.causal import _normalize
+    from medlama.probers.causal.prober import _normalize
 
     tree = ast.parse((tasks / "utils.py").read_text(encoding="utf-8"))
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)

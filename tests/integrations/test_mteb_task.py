@@ -13,8 +13,8 @@ import medlama
 from medlama.cli import main
 from medlama.core.defaults import default_model_path
 from medlama.core.errors import MedlamaInputError
-from medlama.integrations.mteb_data import BLANK, corpus_id, fill_slot, model_mask_token
-from medlama.probers.queries import queries_from
+from medlama.integrations.mteb.data import BLANK, corpus_id, fill_slot, model_mask_token
+from medlama.runs.queries import queries_from
 
 try:
     import mteb

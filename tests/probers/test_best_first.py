@@ -83,7 +83,7 @@ def check_equal(prober, queries: QuerySet, ks=(1, 5, 10), cutoff: int | None = 1
 
 
 def test_best_first_equals_exhaustive_on_random_queries(tiny_causal):
-    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
 
     prober = CausalLikelihoodProber(tiny_causal, LikelihoodSettings(search="exhaustive", batch_size=8))
     for seed in range(3):
@@ -99,7 +99,7 @@ def test_best_first_equals_exhaustive_on_random_queries(tiny_causal):
 
 def test_names_ending_inside_other_names(tiny_causal, tmp_path):
     """Nothing after the slot: a name that starts another ends inside its path, and is complete once only."""
-    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
 
     pool = ["asthma", "asthma attack", "diabetes", "diabetes mellitus", "pain", "back pain", "kidney disease",
             "kidney", "cough"]
@@ -112,7 +112,7 @@ def test_names_ending_inside_other_names(tiny_causal, tmp_path):
 
 @pytest.mark.parametrize("batch_size", [1, 3, 64])
 def test_every_batch_size_gives_the_same_ranking(tiny_causal, batch_size):
-    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
 
     prober = CausalLikelihoodProber(tiny_causal, LikelihoodSettings(search="exhaustive", batch_size=batch_size))
     check_equal(prober, random_queries(11, 4), ks=(1, 10), cutoff=3)
@@ -121,7 +121,7 @@ def test_every_batch_size_gives_the_same_ranking(tiny_causal, batch_size):
 def test_ties_keep_pool_order(tmp_path):
     """A flat head: every token has log-probability -log(vocabulary), so names of as many tokens tie exactly
     and the top-k boundary cuts through ties; the search must order them by pool place as exhaustive does."""
-    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
 
     flat = save_causal(tmp_path / "flat", "gpt2", flat=True)
     prober = CausalLikelihoodProber(flat, LikelihoodSettings(search="exhaustive", batch_size=4))
@@ -138,8 +138,8 @@ def test_peaked_model_scores_fewer_tokens(tmp_path):
     """A tiny GPT-2 trained a few seconds on the sentences: the same ranking, far fewer tokens fed."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
-    from medlama.probers.causal_search import exhaustive_token_forwards
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
+    from medlama.probers.causal.search import exhaustive_token_forwards
 
     folder = save_causal(tmp_path / "peaked", "gpt2")
     tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModelForCausalLM.from_pretrained(folder)
@@ -170,7 +170,7 @@ def test_peaked_model_scores_fewer_tokens(tmp_path):
 
 
 def test_best_first_with_mean_is_refused_before_loading(tmp_path, capsys):
-    from medlama.probers.causal import LikelihoodSettings
+    from medlama.probers.causal.prober import LikelihoodSettings
     from medlama.probers.registry import make_prober
 
     with pytest.raises(MedlamaInputError, match="search 'best-first' needs reduction 'sum'.*use search 'exhaustive'"):
@@ -197,8 +197,8 @@ def test_every_way_of_the_switch_equals_exhaustive(tmp_path, monkeypatch, flat):
     """The search forced to go on to the end (no switch), forced to switch after its seeds, and forced to switch
     from the prefix pass alone (every name scored at once, no more tokens fed than the exhaustive method feeds)
     gives the exhaustive top-k, scores and exact gold ranks, on a spread and on a flat model (ties by length)."""
-    from medlama.probers import causal_search
-    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+    from medlama.probers.causal import search as causal_search
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
 
     folder = save_causal(tmp_path / "m", "gpt2", flat=flat)
     prober = CausalLikelihoodProber(folder, LikelihoodSettings(search="exhaustive", batch_size=4))
@@ -221,7 +221,7 @@ def test_prefix_switch_rule_counts():
     """The switch from the prefix pass alone, by counts: each name's score predicted as its first token's
     log-probability plus ``per_token`` a later token (suffix included), the limit the n-th best prediction or the
     gold's when lower, then :func:`predicted_work` to that limit."""
-    from medlama.probers.causal_budget import predicted_work, prefix_predicted_work
+    from medlama.probers.causal.budget import predicted_work, prefix_predicted_work
 
     first = {1: -1.0, 2: -4.0}
     expansions = {1: [(1, 10), (2, 20), (3, 30)], 2: [(1, 7), (2, 9)]}
@@ -242,7 +242,7 @@ def test_prefix_switch_rule_counts():
 def test_switch_rule_counts():
     """The rule by counts: a pass's work (padded tokens + twice the batch size), the exhaustive work, the
     predicted work of a search (expansions whose predicted bound reaches the limit) and the decision."""
-    from medlama.probers.causal_budget import keep_searching, pass_cost, predicted_work, scoring_cost
+    from medlama.probers.causal.budget import keep_searching, pass_cost, predicted_work, scoring_cost
 
     assert pass_cost(3, 5, 4) == 3 * 5 + 8
     assert scoring_cost(9, 40, 4) == 40 + 3 * 8  # 9 rows in passes of 4: three passes

@@ -12,9 +12,9 @@ from datasets import load_dataset
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.prober import Prober
-from medlama.probers.workflow import probe
-from medlama.probers.benchmarks import by_source
-from medlama.probers.biolama_queries import load_biolama_queries
+from medlama.runs.workflow import probe
+from medlama.runs.benchmarks import by_source
+from medlama.runs.biolama_queries import load_biolama_queries
 from medlama.probers.registry import METHODS
 from probe_outputs import predictions
 

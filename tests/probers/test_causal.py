@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.workflow import probe
+from medlama.runs.workflow import probe
 from medlama.probers.query_set import QuerySet
 
 from fp32 import fp32_sum_atol  # tests/helpers (pytest pythonpath)
@@ -65,7 +65,7 @@ def reference_log_prob(folder, text: str, answer: str) -> float:
 
 
 def test_split_is_the_tokenisation_of_the_whole_sentence(tiny_causal):
-    from medlama.probers.causal_scoring import CausalLM
+    from medlama.probers.causal.scoring import CausalLM
 
     lm = CausalLM(tiny_causal, "causal-likelihood")
     tok = lm.tokenizer
@@ -83,8 +83,8 @@ def test_split_is_the_tokenisation_of_the_whole_sentence(tiny_causal):
 def test_wrong_models_and_tokenizers_get_clear_errors(tmp_path, tiny_gpt2):
     from transformers import BertConfig, BertForMaskedLM, BertModel, T5Config, T5ForConditionalGeneration
 
-    from medlama.probers.causal import CausalConstrainedProber, CausalGenerateProber, CausalLikelihoodProber
-    from medlama.probers.causal_scoring import CausalLM
+    from medlama.probers.causal.prober import CausalConstrainedProber, CausalGenerateProber, CausalLikelihoodProber
+    from medlama.probers.causal.scoring import CausalLM
 
     tokenizer = gpt2_tokenizer()
     small = {"vocab_size": len(tokenizer), "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
@@ -139,7 +139,7 @@ def _settings(method, **values):
 
 
 def test_likelihood_by_hand_on_three_candidates(tiny_causal):
-    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
 
     text, names = "aspirin may treat [Y] .", ["pain", "asthma attack", "diabetes mellitus"]
     expected = [reference_log_prob(tiny_causal, text, name) for name in names]
@@ -156,7 +156,7 @@ def test_likelihood_by_hand_on_three_candidates(tiny_causal):
 
 
 def test_kv_cached_scores_equal_full_passes(tiny_causal):
-    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
 
     qs = queries(["aspirin may treat [Y] .", "[Y] may cause cough .", "the cold may cause [Y] and headache ."])
     cached = CausalLikelihoodProber(tiny_causal, LikelihoodSettings(batch_size=3))
@@ -173,7 +173,7 @@ def test_kv_cached_scores_equal_full_passes(tiny_causal):
 
 
 def test_prefix_candidates_and_cut_prefixes(tiny_gpt2):
-    from medlama.probers.causal import CausalLikelihoodProber
+    from medlama.probers.causal.prober import CausalLikelihoodProber
 
     prober = CausalLikelihoodProber(tiny_gpt2)
     text = "the patient had [Y] ."
@@ -195,7 +195,7 @@ def test_prefix_candidates_and_cut_prefixes(tiny_gpt2):
 
 @pytest.mark.parametrize("reduction", ["sum", "mean"])
 def test_constrained_beam_search_equals_the_exhaustive_ranking(tiny_causal, reduction):
-    from medlama.probers.causal import CausalConstrainedProber, CausalLikelihoodProber, ConstrainedSettings, \
+    from medlama.probers.causal.prober import CausalConstrainedProber, CausalLikelihoodProber, ConstrainedSettings, \
         LikelihoodSettings
 
     exhaustive = CausalLikelihoodProber(tiny_causal, LikelihoodSettings(reduction=reduction))
@@ -223,7 +223,7 @@ def flat_causal(request, tmp_path_factory):
 
 @pytest.mark.parametrize("reduction", ["sum", "mean"])
 def test_constrained_breaks_ties_as_the_exhaustive_ranking(flat_causal, reduction):
-    from medlama.probers.causal import CausalConstrainedProber, CausalLikelihoodProber, ConstrainedSettings, \
+    from medlama.probers.causal.prober import CausalConstrainedProber, CausalLikelihoodProber, ConstrainedSettings, \
         LikelihoodSettings
 
     exhaustive = CausalLikelihoodProber(flat_causal, LikelihoodSettings(reduction=reduction))
@@ -251,7 +251,7 @@ def test_constrained_breaks_ties_as_the_exhaustive_ranking(flat_causal, reductio
 
 
 def test_constrained_predictions_are_candidates_with_narrow_beams_and_eos(tiny_causal):
-    from medlama.probers.causal import CausalConstrainedProber, ConstrainedSettings
+    from medlama.probers.causal.prober import CausalConstrainedProber, ConstrainedSettings
 
     prober = CausalConstrainedProber(tiny_causal, ConstrainedSettings(num_beams=2))
     qs = QuerySet(["a", "b"], ["r", "r"], ["aspirin may treat [Y] .", "the patient had [Y]"], [["pain"]] * 2,
@@ -262,9 +262,9 @@ def test_constrained_predictions_are_candidates_with_narrow_beams_and_eos(tiny_c
 
 
 def test_candidate_trie_keeps_prefix_candidates():
-    from medlama.probers.causal_trie import candidate_trie
+    from medlama.probers.causal.trie import candidate_trie
 
-    from medlama.probers.causal_trie import END, walk
+    from medlama.probers.causal.trie import END, walk
 
     trie = candidate_trie([(5,), (5, 7), (8, 3), ()], close=(3,))
     assert trie == {5: {3: {END: (5,)}, 7: {3: {END: (5, 7)}}}, 8: {3: {3: {END: (8, 3)}}}}
@@ -276,7 +276,7 @@ def test_candidate_trie_keeps_prefix_candidates():
 
 
 def test_generate_matches_answers_to_candidates(tiny_causal, monkeypatch):
-    from medlama.probers.causal import CausalGenerateProber, GenerateSettings
+    from medlama.probers.causal.prober import CausalGenerateProber, GenerateSettings
 
     prober = CausalGenerateProber(tiny_causal, GenerateSettings(num_beams=3, max_answer_tokens=6))
     qs = queries(["aspirin may treat [Y] .", "the patient had [Y]"])
@@ -296,7 +296,7 @@ def test_generate_matches_answers_to_candidates(tiny_causal, monkeypatch):
 
 
 def test_generate_with_no_candidates_fails_unless_raw(tiny_gpt2):
-    from medlama.probers.causal import CausalGenerateProber, GenerateSettings
+    from medlama.probers.causal.prober import CausalGenerateProber, GenerateSettings
 
     empty = queries(["aspirin may treat [Y] ."], candidates=[])
     prober = CausalGenerateProber(tiny_gpt2, GenerateSettings(num_beams=2, max_answer_tokens=3))
@@ -308,7 +308,7 @@ def test_generate_with_no_candidates_fails_unless_raw(tiny_gpt2):
 
 
 def test_greedy_generation_is_the_argmax_continuation(tiny_gpt2):
-    from medlama.probers.causal import CausalGenerateProber, GenerateSettings
+    from medlama.probers.causal.prober import CausalGenerateProber, GenerateSettings
 
     prober = CausalGenerateProber(tiny_gpt2, GenerateSettings(num_beams=1, max_answer_tokens=4))
     lm = prober.lm
@@ -352,7 +352,7 @@ def test_probe_end_to_end_scores_every_method(tiny_gpt2):
 
 
 def test_causal_ranker_ranks_pools_and_counts_long_inputs(tiny_gpt2):
-    from medlama.probers.causal import CausalLikelihoodProber
+    from medlama.probers.causal.prober import CausalLikelihoodProber
     from medlama.ucm_eval.causal_ranker import CausalRanker
 
     ranker = CausalRanker(tiny_gpt2, batch_size=4)

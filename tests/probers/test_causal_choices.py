@@ -33,7 +33,7 @@ def _choice_set() -> QuerySet:
 @pytest.mark.parametrize("reduction", ["sum", "mean"])
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 def test_choices_scored_together_equal_full_sequences_one_query_at_a_time(tmp_path, kind, reduction):
-    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
     from medlama.probers.pools import one_choice_pool, rank_choices
 
     path = str(save_causal(tmp_path / kind, kind))
@@ -88,7 +88,7 @@ def test_a_sliding_window_cache_is_scored_one_query_at_a_time_with_the_same_numb
     from tiny_causal import llama_tokenizer
     from transformers import MistralConfig, MistralForCausalLM
 
-    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
     from medlama.probers.pools import one_choice_pool, rank_choices
 
     tokenizer = llama_tokenizer()

@@ -15,8 +15,8 @@ import torch
 
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.workflow import probe
-from medlama.probers.queries import load_queries
+from medlama.runs.workflow import probe
+from medlama.runs.queries import load_queries
 from medlama.probers.query_set import QuerySet
 from medlama.probers.registry import make_prober
 
@@ -70,7 +70,7 @@ def test_search_flag_is_recorded_and_changes_no_prediction(tiny_gpt2, medlama_ti
     assert runs["best-first"][1:] == runs["exhaustive"][1:] == runs[None][1:]
 
 def _source(folder):
-    from medlama.probers.queries import QuerySource
+    from medlama.runs.queries import QuerySource
 
     return QuerySource(data=folder, config="full")
 
@@ -114,7 +114,7 @@ def test_wrong_model_class_and_foreign_flags_exit_2(make_tiny_bert, tiny_gpt2, m
 
 def test_biolama_with_causal_methods(biolama_fx, tiny_gpt2, tmp_path_factory, tmp_path):
     from medlama.datasets.biolama_folder import write_biolama
-    from medlama.probers.biolama_queries import load_biolama_queries
+    from medlama.runs.biolama_queries import load_biolama_queries
 
     release = tmp_path_factory.mktemp("causal-biolama-release")
     biolama_fx.write_release(release)
@@ -194,7 +194,7 @@ CHAT = ("{% for message in messages %}<|{{ message['role'] }}|> {{ message['cont
 def test_chat_template_prefix_is_the_template_then_the_body(tmp_path, monkeypatch):
     from transformers import AutoTokenizer
 
-    from medlama.probers.causal_scoring import CHAT_INSTRUCTION
+    from medlama.probers.causal.scoring import CHAT_INSTRUCTION
 
     folder = save_causal(tmp_path / "chat", "gpt2")
     for method in ("causal-likelihood", "causal-generate"):

@@ -1,4 +1,4 @@
-"""``causal-likelihood``'s exhaustive passes after a prefix's KV cache (``probers/causal_passes.py``): the names'
+"""``causal-likelihood``'s exhaustive passes after a prefix's KV cache (``probers/causal/passes.py``): the names'
 distinct first tokens run once, each name's later tokens after its first token's cache, the prefix's cache is
 broadcast (never deep-copied) and left as it was, and the scores are those of every full sequence run from
 scratch (the reference path) on tiny GPT-2 and Llama models, both reductions."""
@@ -21,8 +21,8 @@ TEXTS = ["aspirin may treat [Y] .", "[Y] may cause cough .", "the patient had [Y
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 def test_shared_first_tokens_score_as_full_sequences_and_feed_each_position_once(tmp_path, kind, reduction,
                                                                                  monkeypatch):
-    import medlama.probers.causal_scoring as scoring
-    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+    import medlama.probers.causal.scoring as scoring
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
 
     path = str(save_causal(tmp_path / kind, kind))
     queries = QuerySet([f"q{i}" for i in range(len(TEXTS))], ["r"] * len(TEXTS), TEXTS, [["pain"]] * len(TEXTS),
@@ -54,7 +54,7 @@ def test_shared_first_tokens_score_as_full_sequences_and_feed_each_position_once
 def test_the_prefix_cache_is_left_as_it_was(tmp_path):
     import torch
 
-    from medlama.probers.causal_scoring import CausalLM
+    from medlama.probers.causal.scoring import CausalLM
 
     lm = CausalLM(str(save_causal(tmp_path / "gpt2", "gpt2")), "causal-likelihood")
     prefix = lm.split("aspirin may treat [Y] .").prefix

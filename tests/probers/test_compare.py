@@ -15,16 +15,16 @@ from probe_outputs import TOY_NAMES, TOY_RELATIONS, toy_queries, toy_result  # t
 
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.result import ProbeResult
-from medlama.probers.compare import CompareSettings, compare_runs, load_runs
-from medlama.probers.workflow import write_outputs
+from medlama.runs.result import ProbeResult
+from medlama.analysis import CompareSettings, compare_runs, load_runs
+from medlama.runs.workflow import write_outputs
 
 RELATIONS, NAMES = TOY_RELATIONS, list(TOY_NAMES)
 
 
 def written(folder, *results):
     """``results.json`` and ``predictions.jsonl`` as the probe writes them (without its plots: quicker)."""
-    from medlama.probers.outputs import write_probe_results
+    from medlama.runs.outputs import write_probe_results
 
     folder.mkdir()
     write_probe_results(folder, results)
@@ -160,7 +160,7 @@ def test_a_recipe_output_gives_its_un_rewired_and_rewired_runs(folders, tmp_path
 
 def test_per_relation_plot_draws_each_relations_interval(folders, monkeypatch):
     from medlama.core.intervals import bootstrap_mean_ci
-    from medlama.probers import plots
+    from medlama.runs import plots
 
     res = folders["better-result"]
     drawn = {}

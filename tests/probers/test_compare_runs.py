@@ -13,8 +13,8 @@ from probe_outputs import toy_queries, toy_result
 
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.compare import CompareSettings, compare_runs, load_runs
-from medlama.probers.queries import queries_from
+from medlama.analysis import CompareSettings, compare_runs, load_runs
+from medlama.runs.queries import queries_from
 
 #: The same relations asked in other words: the queries, gold answers and pool stay the same.
 OTHER_PROMPTS = {FINDING: "[X] is often seen with [Y] .", TREAT: "[X] is a treatment of [Y] ."}
@@ -23,7 +23,7 @@ QUICK = CompareSettings(resamples=100)
 
 def probed(queries, out, label: str, seed: int):
     """``out`` holding one run on ``queries``, written by the probe's writer (without its plots: quicker)."""
-    from medlama.probers.outputs import write_probe_results
+    from medlama.runs.outputs import write_probe_results
 
     out.mkdir()
     write_probe_results(out, [toy_result(queries, label, 0.5, seed)])
@@ -108,8 +108,8 @@ def test_hits_swapped_by_hand_are_refused_naming_the_file_and_line(tmp_path, cap
 
 def test_hits_beyond_the_kept_predictions_are_checked_only_where_they_can_be(tmp_path):
     """A row keeps the top 10: hit@20 may be true with no gold among them, never false with one."""
-    from medlama.probers.scores import score
-    from medlama.probers.outputs import write_probe_results
+    from medlama.runs.scores import score
+    from medlama.runs.outputs import write_probe_results
     queries = toy_queries()
     for label, seed in (("first", 1), ("b", 2)):
         result = toy_result(queries, label, 0.5, seed)

@@ -8,7 +8,7 @@ import pytest
 from scipy.stats import binomtest
 
 from medlama.core.intervals import bootstrap_group_cis, bootstrap_macro_ci, bootstrap_mean_ci
-from medlama.probers.compare.statistics import holm, mcnemar_exact, paired_difference
+from medlama.analysis.statistics import holm, mcnemar_exact, paired_difference
 
 
 def test_mcnemar_exact_is_scipys_two_sided_binomial_test_of_the_discordant_pairs():

@@ -11,7 +11,7 @@ import torch
 
 from medlama.cli import main
 from medlama.probers.mask_predict import PRESETS, MaskPredictSettings, approach_of, preset_of
-from medlama.probers.queries import load_medlama_queries
+from medlama.runs.queries import load_medlama_queries
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
 

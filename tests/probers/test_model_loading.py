@@ -153,7 +153,7 @@ def test_trust_remote_code_reaches_from_pretrained_only_when_asked(tiny_gpt2, mo
     from transformers import AutoModelForCausalLM
 
     from medlama.core.models import LoadOptions, loading_with
-    from medlama.probers.causal_scoring import load_causal_lm
+    from medlama.probers.causal.scoring import load_causal_lm
 
     seen = []
     original = AutoModelForCausalLM.from_pretrained.__func__

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from medlama.core.intervals import bootstrap_group_cis
-from medlama.probers import plots
+from medlama.runs import plots
 from probe_outputs import toy_queries, toy_result  # tests/helpers
 
 

@@ -12,9 +12,9 @@ import medlama
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
 from medlama.core.intervals import bootstrap_mean_ci
-from medlama.probers.workflow import probe
-from medlama.probers.queries import load_medlama_queries, queries_from_dataset
-from medlama.probers.tables import mean_std, mean_std_text
+from medlama.runs.workflow import probe
+from medlama.runs.queries import load_medlama_queries, queries_from_dataset
+from medlama.runs.tables import mean_std, mean_std_text
 from medlama.probers.retrieval import RetrievalProber
 
 RELATION = "associated_morphology_of"
@@ -148,8 +148,8 @@ def test_load_medlama_reads_each_folder_by_its_files(tmp_path, monkeypatch):
 
 
 def test_a_query_set_as_data_and_the_scoring_plan(medlama_dir):
-    from medlama.probers.queries import queries_from
-    from medlama.probers.tables import scoring_plan
+    from medlama.runs.queries import queries_from
+    from medlama.runs.tables import scoring_plan
 
     queries = load_medlama_queries(medlama_dir, "hard", relations=[RELATION, "may_treat"])
     picked = queries_from(queries, relations=[RELATION])

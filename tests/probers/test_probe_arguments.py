@@ -11,7 +11,7 @@ import pytest
 import medlama
 from medlama.core.errors import MedlamaInputError
 from medlama.probers import registry, retrieval
-from medlama.probers.queries import load_medlama_queries, queries_from
+from medlama.runs.queries import load_medlama_queries, queries_from
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.workflow import probe
+from medlama.runs.workflow import probe
 from medlama.probers.query_set import QuerySet
 from fp32 import fp32_sum_atol
 from probe_outputs import predictions

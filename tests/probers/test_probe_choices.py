@@ -71,9 +71,9 @@ def test_probe_of_hard_mc_with_causal_likelihood(medlama_dir, tmp_path, capsys):
     from tiny_causal import save_causal  # tests/helpers
 
     from medlama.cli import main
-    from medlama.probers.causal import CausalLikelihoodProber, LikelihoodSettings
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
     from medlama.probers.pools import one_choice_pool
-    from medlama.probers.queries import load_medlama_queries
+    from medlama.runs.queries import load_medlama_queries
 
     gpt2 = save_causal(tmp_path / "gpt2", "gpt2", positions=512)
     out = tmp_path / "probe"

@@ -12,8 +12,8 @@ import pytest
 
 from medlama.cli import main
 from medlama.core.resume import WORK_MARKER, work_folder
-from medlama.probers import resume as sharding
-from medlama.probers.causal import CausalLikelihoodProber
+from medlama.runs import resume as sharding
+from medlama.probers.causal.prober import CausalLikelihoodProber
 from medlama.probers.mask_predict import MaskPredictProber
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)

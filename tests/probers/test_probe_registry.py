@@ -58,7 +58,7 @@ def test_make_prober_refuses_a_misspelt_setting(tiny_encoder):
      "--max-tokens applies to mask-average, not mask-predict or generative"),
 ])
 def test_a_flag_the_chosen_methods_do_not_take_is_refused(flags, message, monkeypatch, tmp_path, capsys):
-    import medlama.probers.queries as queries_module
+    import medlama.runs.queries as queries_module
 
     def load_queries(source):
         raise AssertionError("queries loaded before the flags were checked")

@@ -12,8 +12,8 @@ import pytest
 
 from medlama.cli import main
 from medlama.core.resume import work_folder
-from medlama.probers import resume as sharding
-from medlama.probers.causal import CausalLikelihoodProber
+from medlama.runs import resume as sharding
+from medlama.probers.causal.prober import CausalLikelihoodProber
 from medlama.probers.retrieval import RetrievalProber
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)

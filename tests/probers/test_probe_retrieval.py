@@ -12,8 +12,8 @@ import torch
 
 from medlama.core.defaults import default_model_path
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.workflow import probe
-from medlama.probers.queries import load_medlama_queries
+from medlama.runs.workflow import probe
+from medlama.runs.queries import load_medlama_queries
 from medlama.probers.query_set import QuerySet
 from medlama.probers.registry import settings_for
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings

@@ -15,7 +15,7 @@ from medlama.core.atomic import owner_kind, write_owner
 from medlama.cli import main
 from medlama.datasets.folders import load_config
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.queries import load_medlama_queries, queries_from_dataset
+from medlama.runs.queries import load_medlama_queries, queries_from_dataset
 
 RELATION, OTHER = "associated_morphology_of", "may_treat"
 pytestmark = pytest.mark.usefixtures("one_thread")

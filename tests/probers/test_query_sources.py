@@ -14,7 +14,7 @@ from huggingface_hub.errors import LocalEntryNotFoundError
 
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.queries import QuerySource, load_medlama_queries, load_queries
+from medlama.runs.queries import QuerySource, load_medlama_queries, load_queries
 from medlama.publishing.hub import push_dataset
 from probe_outputs import predictions
 

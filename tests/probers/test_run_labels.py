@@ -12,7 +12,7 @@ import medlama
 from annotation_runs import write_run
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.workflow import probe
+from medlama.runs.workflow import probe
 
 #: The bound README states (``core.intervals.MAX_RESAMPLES``).
 MAX_RESAMPLES = 100_000

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from medlama.cli import main
-from medlama.probers.queries import QuerySource, load_queries
+from medlama.runs.queries import QuerySource, load_queries
 from medlama.probers.registry import make_prober
 
 from probe_outputs import predictions  # tests/helpers: per-query rows of predictions.jsonl
@@ -68,9 +68,9 @@ def test_causal_likelihood_rows_and_all_scores(tiny_gpt2, medlama_tiny, tmp_path
 
 
 def test_gold_ranks_beyond_the_top_k_come_from_the_whole_pool(tiny_gpt2, medlama_tiny):
-    from medlama.probers.workflow import probe
+    from medlama.runs.workflow import probe
 
-    from medlama.probers.causal import LikelihoodSettings
+    from medlama.probers.causal.prober import LikelihoodSettings
 
     queries = load_queries(QuerySource(data=str(medlama_tiny), config="full"))
     prober = make_prober("causal-likelihood", tiny_gpt2, LikelihoodSettings(search="exhaustive"))
@@ -97,7 +97,7 @@ def test_generation_methods_refuse_all_scores_before_loading(tmp_path, capsys):
 
 def test_constrained_rows_rank_the_gold_among_its_answers(tiny_gpt2, medlama_tiny, tmp_path):
     """A method that does not score the pool ranks the gold among the names it returned (null beyond)."""
-    from medlama.probers.workflow import probe
+    from medlama.runs.workflow import probe
 
     queries = load_queries(QuerySource(data=str(medlama_tiny), config="full"))
     result = probe(make_prober("causal-constrained", tiny_gpt2, {"num_beams": 3}), queries, top_k=3)
@@ -111,7 +111,7 @@ def test_constrained_rows_rank_the_gold_among_its_answers(tiny_gpt2, medlama_tin
 def test_retrieval_rows_rank_the_gold_among_the_whole_pool(make_tiny_bert, medlama_tiny):
     """Retrieval: scores are the cosines of the query and name vectors, the gold ranked over every candidate
     (the exhaustive float64 score matrix as reference), and the Parquet's pool has every candidate once."""
-    from medlama.probers.workflow import probe
+    from medlama.runs.workflow import probe
     from medlama.probers.retrieval import RetrievalProber, RetrievalSettings
 
     queries = load_queries(QuerySource(data=str(medlama_tiny), config="full"))

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from medlama.cli import main
-from medlama.probers.workflow import probe
+from medlama.runs.workflow import probe
 from medlama.probers.retrieval import PRESETS, RetrievalProber
-from medlama.probers.queries import load_medlama_queries
+from medlama.runs.queries import load_medlama_queries
 from medlama.recipe.heldout import MAX_LENGTH, heldout_queries
 
 RELATIONS = ["associated_morphology_of"]

@@ -11,7 +11,7 @@ from probe_outputs import predictions  # tests/helpers
 from report_runs import MARKUP_NAMES, written_runs  # tests/helpers
 
 from medlama.cli import main
-from medlama.probers.compare import CompareSettings, compare_runs, load_runs
+from medlama.analysis import CompareSettings, compare_runs, load_runs
 
 #: What the page shows of every query card in view, read from the page itself.
 SHOWN = """return Array.from(document.querySelectorAll('#queries article.query')).map((card) => ({

@@ -16,7 +16,7 @@ from report_runs import MARKUP_NAMES, written_runs  # tests/helpers
 import medlama
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.compare import CompareSettings, compare_runs, load_runs
+from medlama.analysis import CompareSettings, compare_runs, load_runs
 from medlama.reports import ReportSettings, report_record
 
 DATA = re.compile(r'<script type="application/json" id="page-data">(.*?)</script>', re.S)

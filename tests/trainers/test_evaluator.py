@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from medlama.cli import main
-from medlama.probers.workflow import probe
-from medlama.probers.queries import load_medlama_queries
+from medlama.runs.workflow import probe
+from medlama.runs.queries import load_medlama_queries
 from medlama.probers.retrieval import PRESETS, RetrievalProber
 from medlama.trainers.evaluator import MedLAMAEvaluator, mrr_at_k
 
@@ -67,9 +67,9 @@ def test_evaluator_on_a_loaded_model_leaves_it_training(make_tiny_bert, medlama_
 
 
 def test_evaluator_reads_data_as_the_probe_command(medlama_dir):
-    """``data`` goes through :func:`medlama.probers.queries.queries_from`, the CLI's route (config names such
+    """``data`` goes through :func:`medlama.runs.queries.queries_from`, the CLI's route (config names such
     as ``hard_<relation>`` included); the trainers never import the top-level ``medlama.api``."""
-    from medlama.probers.queries import QuerySource, load_queries
+    from medlama.runs.queries import QuerySource, load_queries
     from medlama.trainers import evaluator as module
 
     evaluator = MedLAMAEvaluator(data=medlama_dir, config=f"hard_{RELATION}", limit=5)

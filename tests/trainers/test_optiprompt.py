@@ -29,7 +29,7 @@ def facts(tmp_path_factory, one_thread):
 
 def probe(model, data, *, prompts=None, split="test", relations=None):
     """``medlama.probe`` of BioLAMA's ``split`` (a QuerySet, as the API takes one) with mask predict."""
-    from medlama.probers.queries import QuerySource, load_queries
+    from medlama.runs.queries import QuerySource, load_queries
 
     queries = load_queries(QuerySource(dataset="biolama", data=data, split=split,
                                        relations=tuple(relations) if relations else None))
@@ -84,7 +84,7 @@ def test_learned_prompts_raise_dev_and_test_acc_well_above_the_manual_prompts(fa
 
 def test_the_same_seed_gives_identical_prompts_and_a_killed_run_resumes_at_the_next_relation(facts, tmp_path,
                                                                                              monkeypatch):
-    from medlama.trainers import optiprompt_run
+    from medlama.trainers.optiprompt import run as optiprompt_run
 
     model, data = facts
     options = dict(epochs=2, lr=3e-2, init="random", prompt_tokens=2, **FAST)

@@ -11,7 +11,7 @@ import pytest
 
 from medlama.probers.mask_predict import PRESETS, MaskPredictProber
 from medlama.probers.query_set import QuerySet
-from medlama.trainers.optiprompt import dev_accuracy
+from medlama.trainers.optiprompt.trainer import dev_accuracy
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

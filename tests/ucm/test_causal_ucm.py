@@ -7,7 +7,7 @@ import json
 
 from medlama.cli import main
 from medlama.datasets.context_variance import with_inputs
-from medlama.probers.causal import LikelihoodSettings
+from medlama.probers.causal.prober import LikelihoodSettings
 from medlama.ucm_eval.causal_ranker import CausalRanker
 from medlama.ucm_eval.rankers import make_ranker
 from medlama.ucm_eval.sets import load_sets

@@ -28,7 +28,7 @@ from medlama.commands.flags import add_settings_flags, given_settings, plain_tex
 from medlama.commands.output import check_plot_file
 from medlama.core.errors import MedlamaInputError
 from medlama.core.settings import settings_from
-from medlama.probers.compare import CompareSettings
+from medlama.analysis import CompareSettings
 
 RUNS_HELP = "output folders of `medlama probe` or `medlama recipe` (every run in each)"
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from medlama.commands.flags import add_settings_flags, given_settings, plain_text
 from medlama.commands.output import check_plot_file
 from medlama.core.settings import settings_from
-from medlama.probers.compare import CompareSettings, compare_folders
-from medlama.probers.compare.report import CompareOutput, plot_leaderboard, render
+from medlama.analysis import CompareSettings, compare_folders
+from medlama.analysis.report import CompareOutput, plot_leaderboard, render
 
 
 def register(subparsers) -> None:

@@ -1,5 +1,5 @@
 """``medlama export lm-eval [--data DIR_OR_HUB_ID] --out TASKS``: MedLAMA as lm-evaluation-harness tasks
-(:mod:`medlama.integrations.lm_eval_tasks`), run with ``lm_eval --include_path TASKS --tasks medlama_hard``."""
+(:mod:`medlama.integrations.lm_eval.tasks`), run with ``lm_eval --include_path TASKS --tasks medlama_hard``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.core.settings import settings_from
-from medlama.integrations.lm_eval_tasks import LmEvalExportSettings, export_lm_eval
+from medlama.integrations.lm_eval.tasks import LmEvalExportSettings, export_lm_eval
 
 
 def register(formats) -> None:

@@ -1,6 +1,6 @@
 """``medlama export mteb --data DIR --out DIR``: MedLAMA in MTEB's retrieval layout (one subset per relation).
 
-See :mod:`medlama.integrations.mteb_export` for the layout; in Python, ``medlama.mteb_task(...)`` gives MTEB
+See :mod:`medlama.integrations.mteb.export` for the layout; in Python, ``medlama.mteb_task(...)`` gives MTEB
 the same task without writing anything.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from medlama.integrations.mteb_export import describe, export_mteb
+from medlama.integrations.mteb.export import describe, export_mteb
 
 
 def register(formats: argparse._SubParsersAction) -> None:

@@ -13,11 +13,11 @@ from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.core.errors import MedlamaInputError
 from medlama.core.settings import check, setting, settings_from
 from medlama.core.display import console as make_console
-from medlama.probers.benchmarks import BENCHMARKS, CONTEXT_VARIANCE
+from medlama.runs.benchmarks import BENCHMARKS, CONTEXT_VARIANCE
 from medlama.probers.registry import METHODS
 from medlama.trainers.config import DEFAULT_PRESET, PRESETS
-from medlama.probers.benchmarks import benchmark
-from medlama.probers.queries import QuerySource, load_queries
+from medlama.runs.benchmarks import benchmark
+from medlama.runs.queries import QuerySource, load_queries
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ import sys
 from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.core.settings import settings_from
 from medlama.probers.mask_predict import MaskPredictSettings
-from medlama.trainers.optiprompt import OptiPromptSettings
-from medlama.trainers.optiprompt_run import DECODING, OptiPromptRun
+from medlama.trainers.optiprompt.trainer import OptiPromptSettings
+from medlama.trainers.optiprompt.run import DECODING, OptiPromptRun
 
 DECODE_PREFIX = "decode-"
 _NOT_DECODING = ("batch_size", "prompts", "allow_train_overlap")  # a probe's, not the dev decoding's
@@ -36,7 +36,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # the trainer (torch, transformers) loads when this runs, not when the CLI parses its flags
-    from medlama.trainers.optiprompt_run import train_prompts
+    from medlama.trainers.optiprompt.run import train_prompts
 
     request = settings_from(OptiPromptRun, given_settings(args, OptiPromptRun))
     settings = settings_from(OptiPromptSettings, given_settings(args, OptiPromptSettings))

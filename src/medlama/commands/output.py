@@ -26,7 +26,7 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.models import DEVICE_PATTERN, DEVICE_WORDS
 from medlama.core.models import check_device as check_model_device
 from medlama.core.settings import check, setting
-from medlama.probers.outputs import RESULTS_FILE
+from medlama.runs.outputs import RESULTS_FILE
 from medlama.core.atomic import check_finished
 from medlama.core.atomic import claimed_output as claimed
 from medlama.core.atomic import OWNER_NAME, check_replaceable

@@ -9,19 +9,19 @@ from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.commands.method_flags import PRESET_HELP, add_method_arguments, method_settings
 from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, check_device, human_output,
                                      print_results)
-from medlama.probers.outputs import RESULTS_FILE
-from medlama.probers.queries import QuerySource
+from medlama.runs.outputs import RESULTS_FILE
+from medlama.runs.queries import QuerySource
 from medlama.probers.retrieval import RetrievalSettings
 from medlama.probers.registry import METHODS, method_names, settings_for
 from medlama.core import distributed
 from medlama.core.models import LoadOptions
 from medlama.core.settings import settings_from
-from medlama.probers.queries import load_queries as load
+from medlama.runs.queries import load_queries as load
 from medlama.core.errors import MedlamaInputError
 
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    """Where the queries come from (:class:`~medlama.probers.queries.QuerySource`); shared by every command
+    """Where the queries come from (:class:`~medlama.runs.queries.QuerySource`); shared by every command
     that probes MedLAMA or BioLAMA."""
     add_settings_flags(parser, QuerySource)
 
@@ -92,11 +92,11 @@ def load_queries(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    """Turn the flags into a :class:`~medlama.probers.workflow.ProbeRequest` and run it
-    (:func:`~medlama.probers.workflow.run_probe`, the path ``medlama.probe`` takes too): the checks, one claim
+    """Turn the flags into a :class:`~medlama.runs.workflow.ProbeRequest` and run it
+    (:func:`~medlama.runs.workflow.run_probe`, the path ``medlama.probe`` takes too): the checks, one claim
     of OUT, the shards kept beside it (a rerun of a killed probe continues it; under torchrun / accelerate
     launch every process ranks its share), the tables, and OUT written once everything is done."""
-    from medlama.probers.workflow import ProbeRequest, run_probe  # the probers (torch) only once flags parse
+    from medlama.runs.workflow import ProbeRequest, run_probe  # the probers (torch) only once flags parse
 
     methods = list(dict.fromkeys(method_names(args.method)))
     settings = method_settings(args, methods)

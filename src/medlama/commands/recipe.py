@@ -15,14 +15,14 @@ from medlama.commands.output import (add_output_arguments, check_device, check_f
                                      print_results)
 from medlama.commands.probe import add_data_arguments, add_retrieval_arguments, load_queries, retrieval_settings
 from medlama.core.settings import settings_from
-from medlama.probers.outputs import RESULTS_FILE
+from medlama.runs.outputs import RESULTS_FILE
 from medlama.recipe.settings import RecipeSettings
 import shutil
 from medlama.core.atomic import OWNER_NAME, lock_directory, write_owner
 from medlama.core.errors import MedlamaInputError
 from medlama.core.models import resolve_model
 from medlama.trainers.config import RewireConfig
-from medlama.probers import plots, tables
+from medlama.runs import plots, tables
 
 
 def register(subparsers) -> None:

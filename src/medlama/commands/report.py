@@ -21,7 +21,7 @@ import sys
 from medlama.commands.compare import add_compared_runs
 from medlama.commands.flags import add_settings_flags, given_settings, plain_text
 from medlama.core.settings import settings_from
-from medlama.probers.compare import CompareSettings
+from medlama.analysis import CompareSettings
 from medlama.reports import ReportSettings, write_report
 
 

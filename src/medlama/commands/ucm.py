@@ -10,8 +10,8 @@ from pathlib import Path
 
 from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.commands.output import BATCH_SIZE_LEAD, add_output_arguments, human_output, print_results
-from medlama.probers.outputs import RESULTS_FILE
-from medlama.probers.causal import LikelihoodSettings
+from medlama.runs.outputs import RESULTS_FILE
+from medlama.probers.causal.prober import LikelihoodSettings
 from medlama.probers.mask_average import MaskAverageSettings
 from medlama.probers.mask_predict import MaskPredictSettings
 from medlama.core.progress import enabled as progress_enabled

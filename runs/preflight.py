@@ -1,0 +1,37 @@
+"""Every model of a probe checked before any is ranked: ``probe --model A B`` with a ``B`` its method cannot
+use, or that its learned prompts were not trained for, is refused at once, not after ``A``'s ranking (and
+nothing is left beside ``--out`` that a corrected rerun would have to get past).
+
+* The model's kind, from its config alone (no weights load): what its method's loader would refuse
+  (:func:`medlama.probers.registry.check_model`), for each model folder or Hub id and each checkpoint of a
+  ``--checkpoints`` sweep.
+* Learned prompts (``mask-predict --prompts``): trained for one model's weights and tokenizer, which only the
+  loaded model can show; each such model is loaded once here and let go (a masked LM of BERT size: seconds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from medlama.core.batching import is_auto, starting_size
+from medlama.core.models import loading_with
+from medlama.probers import registry
+
+__all__ = ["check_units"]
+
+
+def check_units(units: Sequence[Any], device: str | None = None) -> None:
+    """Refuse, before anything is ranked, a unit (:class:`medlama.runs.resume.Unit`) whose model its method
+    cannot probe, or that its learned prompts were not trained for (:class:`MedlamaInputError` naming it). A
+    model in memory was checked when its prober was made."""
+    for unit in units:
+        if not isinstance(unit.model, (str, Path)):
+            continue
+        with loading_with(unit.run.load):
+            registry.check_model(unit.run.method, unit.model)
+    for unit in units:
+        if isinstance(unit.model, (str, Path)) and getattr(unit.run.settings, "prompts", None) is not None:
+            size = starting_size(unit.run.settings) if is_auto(unit.run.settings) else None
+            unit.prober(device, size)  # its loader checks the prompts' base model and tokenizer

@@ -1,0 +1,425 @@
+"""The probe workflow: one path from queries and models to scores, tables and files, for ``medlama probe`` and
+``medlama.probe`` alike (as :mod:`medlama.ucm_eval.evaluation` is for UCM), so the two cannot disagree.
+
+* :func:`run_probe`: the one entry point. It takes a :class:`ProbeRequest` (what the CLI's flags or the
+  Python API's arguments ask for) and owns the row labels (:func:`medlama.core.models.unique_labels`),
+  every check before the queries are read, the one claim of the output folder, the shard plan, the ranking,
+  scoring, the benchmark's aggregation, the tables and the output folder.
+* :func:`checkpoint_folders`: the ``checkpoint-N`` folders of a ``--checkpoints`` sweep, checked before any
+  probing (a model without them fails at once, not after its base probe).
+* :func:`probe_models`: every (method, model) run, its layer sweep and checkpoint sweep, each ranked against
+  the pool its query set's rule gives, shard by shard (:mod:`medlama.runs.resume`: kept by
+  :func:`shard_store` beside the output, so a rerun continues a killed probe; split across the processes of
+  a ``torchrun`` run; in memory without an output folder), and scored as the benchmark declares
+  (:mod:`medlama.runs.benchmarks`).
+* :func:`print_report`: the tables; the output folder is :func:`medlama.runs.outputs.write_outputs`'.
+* :func:`probe`: a prober made by hand, ranked through the same shard plan (the rewiring evaluator's path).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from medlama.core import distributed
+from medlama.core.atomic import check_finished, claimed_output
+from medlama.core.batching import is_auto, starting_size
+from medlama.core.checkpoints import checkpoint_step, list_checkpoints
+from medlama.core.defaults import default_model_path
+from medlama.core.errors import MedlamaInputError
+from medlama.core.loaded import LoadedModel
+from medlama.core.models import LoadOptions, check_label, loading_with, resolve_model, unique_labels
+from medlama.core.resume import check_work_folder, ShardStore
+from medlama.runs import tables
+from medlama.runs.benchmarks import Benchmark, benchmark
+from medlama.runs.biolama_queries import print_source_table
+from medlama.probers.learned_prompts import PromptSet
+from medlama.runs.outputs import API_HINT, OUTPUT_KIND, RESULTS_FILE, write_outputs
+from medlama.runs.preflight import check_units
+from medlama.probers.prober import check_all_scores, Prober, ProberNote
+from medlama.runs import queries as sources  # looked up on each call: tests patch its loader
+from medlama.runs.queries import QuerySource
+from medlama.probers.query_set import QuerySet
+from medlama.probers import registry  # looked up on each call: tests patch make_prober
+from medlama.probers.registry import METHODS
+from medlama.runs.result import ProbeResult, result_of
+from medlama.runs.resume import manifest, rank_prober, rank_units, resumed, units_of
+from medlama.probers.retrieval import RetrievalProber
+from medlama.runs.scores import REPORT_KS
+
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """One model probed by one method: its row ``label``, the ``model`` (a folder or Hub id, or a loaded
+    object for retrieval), the method's ``settings``, the ``tokenizer`` of a loaded model, and how the model
+    is loaded (``load``: revision, LoRA adapter, remote code)."""
+
+    label: str
+    method: str
+    model: Any
+    settings: Any
+    tokenizer: Any = None
+    load: LoadOptions | None = None
+
+    def prober(self, device: str | None = None, model: Any = None) -> Prober:
+        """The prober of this run (of ``model``, a checkpoint folder, instead of the run's own model). Its
+        ``loaded`` attribute records what was loaded (:func:`~medlama.core.models.loading_with`), which
+        :func:`~medlama.runs.result.result_of` puts in the run's settings."""
+        model = self.model if model is None else model
+        with loading_with(self.load) as loaded:
+            if isinstance(model, (str, Path)):
+                prober = registry.make_prober(self.method, str(model), self.settings, device=device)
+            elif self.method == "retrieval":
+                prober = RetrievalProber(model, self.settings, device=device, tokenizer=self.tokenizer)
+            else:  # a model in memory (one being trained), probed as it is
+                prober = registry.make_prober(self.method, LoadedModel(model, self.tokenizer), self.settings,
+                                              device=device)
+        prober.loaded = loaded
+        return prober
+
+
+@dataclass
+class ProbeOutcome:
+    """Every result of a probe, in row order, with the layer and checkpoint sweeps by run label."""
+
+    results: list[ProbeResult] = field(default_factory=list)
+    by_layer: dict[str, dict[int, ProbeResult]] = field(default_factory=dict)
+    by_step: dict[str, dict[int, ProbeResult]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProbeRequest:
+    """One probe, as ``medlama probe``'s flags or ``medlama.probe``'s arguments ask for it (:func:`run_probe`).
+
+    ``methods``: current method names; ``settings``: each method's settings dataclass; ``models``: folders,
+    Hub ids or one loaded model with its ``tokenizer`` (none: the bundled encoder; a loaded masked, causal or
+    sequence-to-sequence LM is probed as it is: :class:`~medlama.core.loaded.LoadedModel`); ``labels``:
+    their row names (none: :func:`unique_labels`). The queries: ``source`` (the CLI's data flags), else
+    ``data`` read by :func:`~medlama.runs.queries.queries_from` with ``dataset``, ``config``,
+    ``relations`` and ``candidates``; ``limit``: the first queries of each relation. Scoring: ``ks`` and
+    ``match`` as given (the benchmark fills in its own), ``top_k`` predictions kept. ``load``: how models are
+    loaded; ``checkpoints``: also every ``checkpoint-N`` folder; ``all_scores``: keep every candidate's score.
+    ``out``: the output folder (claimed once, for the whole run; its resume shards kept beside it), with
+    ``overwrite``, ``reads`` (what it may not be, nor hold), ``argv`` and the ``hint`` of a refusal; none:
+    nothing is written and the rankings stay in memory. ``report``: print the pool, the tables and what was
+    written."""
+
+    methods: Sequence[str]
+    settings: Mapping[str, Any]
+    models: Sequence[Any] = ()
+    labels: Sequence[str] | None = None
+    source: QuerySource | None = None
+    data: Any = None
+    dataset: str = "medlama"
+    config: str | None = None
+    relations: Sequence[str] | None = None
+    candidates: str = "evaluated"
+    limit: int | None = None
+    ks: Sequence[int] | None = None
+    match: str | None = None
+    top_k: int | None = None
+    device: str | None = None
+    load: LoadOptions | None = None
+    checkpoints: bool = False
+    all_scores: bool = False
+    tokenizer: Any = None
+    out: Path | None = None
+    overwrite: bool = False
+    reads: Sequence[str] = ()
+    argv: Sequence[str] | None = None
+    hint: str = API_HINT
+    report: bool = False
+
+
+def run_probe(request: ProbeRequest) -> ProbeOutcome | None:
+    """The one probe path, for ``medlama probe`` and ``medlama.probe`` alike: the row labels and every check
+    (before the queries are read: loading them may build MedLAMA first, minutes lost to a typo), the output
+    folder claimed once for the whole run, the queries, the shard plan and its ranking
+    (:func:`probe_models`), the scores and the benchmark's aggregation, the tables (``report``) and the
+    output folder (:func:`write_outputs`). Under several processes, the main process gets the outcome, the
+    others ``None``."""
+    bundled = not request.models
+    models = list(request.models) or [str(default_model_path())]
+    loaded = [model for model in models if not isinstance(model, (str, Path))]
+    probers: dict[str, Prober] = {}
+    names = [model if isinstance(model, (str, Path)) else None for model in models]
+    if loaded:  # a loaded model is named by what its prober reads (and inspected once)
+        method = request.methods[0]
+        check_all_scores(METHODS[method].prober, request.all_scores)
+        if method != "retrieval" and request.tokenizer is None:  # a loaded object (its loader checks which)
+            raise MedlamaInputError(f"a loaded model object probed by {method} needs its tokenizer (tokenizer=)")
+        settings = request.settings[method]
+        sized = replace(settings, batch_size=starting_size(settings)) if is_auto(settings) else settings
+        prober = ModelRun("", method, loaded[0], sized, request.tokenizer).prober(request.device)
+        names = [Path(str(prober.settings().get("model", method))).name if name is None else name for name in names]
+    labels = unique_labels(names, request.labels, bundled=bundled and request.labels is None)
+    for method in request.methods:
+        check_all_scores(METHODS[method].prober, request.all_scores)
+    bench = benchmark(request.source.dataset if request.source is not None else request.dataset)
+    ks, scored, match = bench.scoring_plan(request.ks, request.match)
+    for model in models:
+        if isinstance(model, (str, Path)):
+            resolve_model(model)  # a missing model folder is an error now, not after the queries are built
+    runs = model_runs(request.methods, labels, models, request.settings, tokenizer=request.tokenizer,
+                      load=request.load)  # checks the loading options
+    if loaded:
+        probers = {runs[0].label: prober}
+    checkpoints = checkpoint_folders(runs) if request.checkpoints else None  # before any probing
+    check_units(units_of(runs, checkpoints), distributed.device_for(request.device))  # before any ranking
+    if request.out is None:
+        return _probe(request, runs, checkpoints, probers, bench, ks, scored, match)
+    out = Path(request.out)
+    claim = dict(marker=RESULTS_FILE, kind=OUTPUT_KIND, overwrite=request.overwrite, hint=request.hint,
+                 reads=list(request.reads))
+    if not distributed.is_main_process():  # under torchrun: the same checks, then a share of the work, silently
+        check_finished(out, **claim)
+        with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
+            return _probe(request, runs, checkpoints, probers, bench, ks, scored, match)
+    with claimed_output(out, **claim):  # the one claim of the folder, held until it is written
+        return _probe(request, runs, checkpoints, probers, bench, ks, scored, match)
+
+
+def _probe(request: ProbeRequest, runs: list[ModelRun], checkpoints: dict | None, probers: dict[str, Prober],
+           bench: Benchmark, ks: Sequence[int], scored: Sequence[int], match: str) -> ProbeOutcome | None:
+    """Read the queries, rank (shard by shard, kept beside ``request.out`` so a rerun of a killed probe
+    continues it; under torchrun / accelerate launch, every process ranks its share on its own device),
+    score, aggregate, and (main process) print the tables and write ``request.out``."""
+    if request.source is not None:
+        queries = sources.load_queries(request.source)
+    else:
+        queries = sources.queries_from(request.data, dataset=request.dataset, config=request.config,
+                               relations=request.relations, candidates=request.candidates)
+    queries = queries.limit_per_relation(request.limit) if request.limit else queries
+    queries.check_gold(match)  # a query acc@k cannot score, refused before anything is ranked
+    probed = _check_prompts(runs, queries)  # before any model loads
+    if request.report:
+        print(describe_pool(queries))
+    if request.out is None:
+        outcome = probe_models(queries, runs, scored=scored, match=match, top_k=request.top_k, device=request.device,
+                               checkpoints=checkpoints, probers=probers, all_scores=request.all_scores)
+    else:
+        outcome = _probe_sharded(request, queries, runs, checkpoints, scored, match)
+    if outcome is None:  # another process's share: the main process writes OUT
+        return None
+    _record_probed(outcome, probed)
+    aggregate(outcome.results, bench, ks)
+    if request.report:
+        print_report(outcome, bench, ks)
+    if request.out is not None:
+        plots = write_outputs(request.out, outcome.results, by_layer=outcome.by_layer, by_step=outcome.by_step,
+                              overwrite=request.overwrite, reads=request.reads, hint=request.hint, k=ks[-1],
+                              argv=request.argv, claimed=True)
+        if request.report:
+            print(f"wrote {Path(request.out) / RESULTS_FILE} and {', '.join(p.name for p in plots)}")
+    return outcome
+
+
+def _check_prompts(runs: list[ModelRun], queries: QuerySet) -> dict[str, dict]:
+    """Check the queries against every run's learned prompts (relations, split, facts they were trained on) and
+    warn where the scores will be optimistic; ``{prompts identity: what results record of the probe}``."""
+    probed = {}
+    for run in runs:
+        prompts = getattr(run.settings, "prompts", None)
+        if prompts is None:
+            continue
+        learned = PromptSet.read(prompts)
+        if learned.identity not in probed:
+            probed[learned.identity] = learned.check_queries(
+                queries, allow_train_overlap=getattr(run.settings, "allow_train_overlap", False))
+            for line in learned.warnings(probed[learned.identity]):
+                print(f"medlama: warning: {line}", file=sys.stderr)
+    return probed
+
+
+def _record_probed(outcome: ProbeOutcome, probed: Mapping[str, dict]) -> None:
+    """Record beside each result's learned prompts what :func:`_check_prompts` found of the probed queries."""
+    sweeps = [result for runs in (*outcome.by_layer.values(), *outcome.by_step.values()) for result in runs.values()]
+    for result in [*outcome.results, *sweeps]:
+        note = result.settings.get("learned_prompts")
+        if isinstance(note, dict) and note.get("identity") in probed:
+            result.settings["learned_prompts"] = {**note, "probed": probed[note["identity"]]}
+
+
+def _probe_sharded(request: ProbeRequest, queries: QuerySet, runs: list[ModelRun], checkpoints: dict | None,
+                   scored: Sequence[int], match: str) -> ProbeOutcome | None:
+    """:func:`probe_models` with its completed shards kept beside ``request.out`` (:func:`shard_store`)."""
+    device = distributed.device_for(request.device)
+    joined = distributed.start(device)  # False when alone, or inside a group already joined (a trainer's)
+    store = None
+    try:
+        store = shard_store(request.out, queries, runs, top_k=max(scored), checkpoints=checkpoints,
+                            overwrite=request.overwrite, hint=_start_over(request.hint),
+                            all_scores=request.all_scores)
+        return probe_models(queries, runs, scored=scored, match=match, top_k=request.top_k, device=device,
+                            checkpoints=checkpoints, store=store, all_scores=request.all_scores)
+    except BaseException as error:
+        if store is not None and distributed.is_main_process():
+            store.stopped(error, request.out, kind=OUTPUT_KIND)
+        raise
+    finally:
+        if joined:  # the group this probe joined; a trainer's stays as it was
+            distributed.stop()
+
+
+def _start_over(hint: str) -> str:
+    """``give --overwrite to start over`` from ``give --overwrite to replace them, ...``: how a refused resume
+    is told to proceed, with the same flag or keyword."""
+    return hint.split(" to ")[0] + " to start over"
+
+
+def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k: int = 10, ks=REPORT_KS,
+          match: str = "exact", all_scores: bool = False) -> ProbeResult:
+    """Run a ``prober`` made by hand on ``queries`` (against the pool their rule gives, through the shard plan
+    every probe takes: :func:`medlama.runs.resume.rank_prober`) and score its top ``top_k`` predictions;
+    ``all_scores``: keep every candidate's score (``scores.parquet``). Nothing is written."""
+    check_all_scores(prober, all_scores)
+    if label is not None:
+        check_label(label, what="label")
+    if getattr(getattr(prober, "settings_", None), "batch_size", None) == "auto":
+        raise MedlamaInputError("batch size 'auto' is resolved by medlama probe and medlama.probe (the largest that "
+                                "fits); a prober used on its own needs a number")
+    start = time.perf_counter()
+    ranking = rank_prober(prober, queries, top_k=top_k, all_scores=all_scores)
+    return result_of(ProberNote.of(prober), queries, ranking, time.perf_counter() - start,
+                     label=prober.method if label is None else label, ks=ks, match=match)
+
+
+def model_runs(methods: Sequence[str], labels: Sequence[str], models: Sequence[Any], settings: dict[str, Any],
+               *, tokenizer: Any = None, load: LoadOptions | None = None) -> list[ModelRun]:
+    """One run per method and model, labelled ``label`` (one method) or ``method:label`` (several); ``load``
+    (checked against every model here, before anything loads) says how the models are loaded."""
+    if load is not None:
+        for model in models:
+            load.check(model)
+    return [ModelRun(label if len(methods) == 1 else f"{method}:{label}", method, model, settings[method], tokenizer,
+                     load) for method in methods for label, model in zip(labels, models)]
+
+
+def checkpoint_folders(runs: Sequence[ModelRun]) -> dict[str, dict[int, Path]]:
+    """``{run label: {step: checkpoint folder}}`` of every run, checked before anything is probed: a model
+    without ``checkpoint-N`` folders (or a loaded model object) is an error naming it."""
+    out = {}
+    for run in runs:
+        if not isinstance(run.model, (str, Path)):
+            raise MedlamaInputError("a checkpoint sweep needs a model folder (its checkpoint-N folders), not a "
+                                    "loaded model object")
+        steps = {checkpoint_step(path): path for path in list_checkpoints(run.model)}
+        if not steps:
+            raise MedlamaInputError("no checkpoint-N folders to probe", file=run.model)
+        out[run.label] = steps
+    return out
+
+
+def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequence[int], match: str,
+                 top_k: int | None = None, device: str | None = None,
+                 checkpoints: dict[str, dict[int, Path]] | None = None,
+                 probers: dict[str, Prober] | None = None, store: Any = None,
+                 all_scores: bool = False) -> ProbeOutcome | None:
+    """Probe each run on ``queries`` (a retrieval run with ``layers`` set: one result per layer), then each of
+    its ``checkpoints`` (:func:`checkpoint_folders`), scoring the cut-offs ``scored`` with ``match``.
+    ``probers``: probers already made, by run label (a loaded model is inspected once). ``all_scores``: keep
+    every candidate's score (``scores.parquet``; refused, before any model loads, for methods that generate
+    their answers). The ranking goes shard by shard (:mod:`medlama.runs.resume`): ``store`` keeps the
+    completed ones (a :class:`~medlama.core.resume.ShardStore` beside the output: a rerun continues from them),
+    and under several processes each ranks its share; the main process gets the outcome, the others ``None``."""
+    top_k = max(top_k or 0, max(scored))
+    for run in runs:
+        check_all_scores(METHODS[run.method].prober, all_scores)
+    units = units_of(runs, checkpoints)
+    started = time.perf_counter()
+    ranked = rank_units(queries, units, store, top_k=top_k, device=device, probers=probers, all_scores=all_scores)
+    if ranked is None:
+        return None
+    # `seconds` of a result adds up its shards' ranking time over every process; what a reader of a parallel
+    # run also needs is how many processes ranked and how long the ranking took on the clock.
+    parallel = {"processes": distributed.world_size(), "wall_seconds": round(time.perf_counter() - started, 3)}
+    outcome = ProbeOutcome()
+    for unit in units:
+        predictions, prober, seconds = ranked[unit.label]
+        if unit.layers:
+            sweep = outcome.by_layer.setdefault(unit.run.label, {})
+            for layer, layered in predictions.items():
+                sweep[layer] = result_of(prober, queries, layered, seconds, label=f"{unit.label} L{layer}", ks=scored,
+                                         match=match, layer=layer)
+                sweep[layer].extra.update(parallel)
+                outcome.results.append(sweep[layer])
+            continue
+        result = result_of(prober, queries, predictions, seconds, label=unit.label, ks=scored, match=match)
+        result.extra.update(parallel)
+        if unit.step is not None:
+            outcome.by_step.setdefault(unit.run.label, {})[unit.step] = result
+        outcome.results.append(result)
+    return outcome
+
+
+def shard_store(out: str | Path, queries: QuerySet, runs: Sequence[ModelRun], *, top_k: int,
+                checkpoints: dict[str, dict[int, Path]] | None = None, overwrite: bool = False,
+                hint: str = "give overwrite=True to start over", all_scores: bool = False):
+    """The store of the completed shards of a probe into ``out`` (:class:`~medlama.core.resume.ShardStore`):
+    an earlier run's with the same settings is continued (said on stderr), another's refused, ``overwrite``
+    starts over. Every process checks alike; the main process, holding ``out``'s lock, opens it; a refusal any
+    process meets is raised by all."""
+    units = units_of(runs, checkpoints)
+    record = manifest(queries, units, top_k=top_k, all_scores=all_scores)
+    def together(step) -> None:  # every process raises the first refusal any of them met
+        error: MedlamaInputError | None = None
+        try:
+            step()
+        except MedlamaInputError as met:
+            error = met
+        message = distributed.agree(error)
+        if error is not None:
+            raise error
+        if message is not None:
+            raise MedlamaInputError(message)
+
+    # All check (reading only) before the main process may discard or start the folder.
+    together(lambda: check_work_folder(out, kind=OUTPUT_KIND, manifest=record, overwrite=overwrite, hint=hint))
+    together(lambda: ShardStore.open(out, kind=OUTPUT_KIND, manifest=record, overwrite=overwrite, hint=hint)
+             if distributed.is_main_process() else None)
+    store = ShardStore.joined(out)
+    done, total = resumed(store, queries, units)
+    if done and distributed.is_main_process():
+        print(f"medlama: continuing an interrupted probe: {done} of {total} shards already done "
+              f"({store.folder.name})", file=sys.stderr)
+    return store
+
+
+def aggregate(results: Sequence[ProbeResult], benchmark: Benchmark, ks: Sequence[int]) -> None:
+    """Add the benchmark's own aggregation (BioLAMA: macro acc@k per source) to each result's ``extra``."""
+    if benchmark.aggregation is not None:
+        name, function = benchmark.aggregation
+        for result in results:
+            result.extra[name] = function(result.metrics, ks)
+
+
+def print_report(outcome: ProbeOutcome, benchmark: Benchmark, ks: Sequence[int]) -> None:
+    """The summary table, acc@k per relation (up to four runs) and the benchmark's aggregation table."""
+    results = outcome.results
+    tables.print_summary(results, ks=ks)
+    if len(results) <= 4:
+        tables.print_per_relation(results, k_values=tuple(dict.fromkeys((ks[0], ks[-1]))))
+    if benchmark.aggregation is not None and benchmark.aggregation[0] == "by_source":
+        print_source_table(results, ks)
+
+
+def describe_pool(queries: QuerySet) -> str:
+    """``hard: 15,329 queries, 17,532 candidates (pool: evaluated)``: what the run ranks against, printed; for a
+    multiple-choice set, the choices per query and the chance level (``results.json``: ``data.candidates``)."""
+    if queries.choices is not None:
+        record = queries.pool_record()
+        return (f"{queries.name}: {len(queries):,} queries, multiple choice: each ranked against its own choices "
+                f"({record['mean_choices']:.2f} per query; chance level acc@1 {100 * record['chance_level']:.2f}%)")
+    return (f"{queries.name}: {len(queries):,} queries, {len(queries.candidates):,} candidates "
+            f"(pool: {queries.rule})")
+
+
+__all__ = ["ModelRun", "ProbeOutcome", "ProbeRequest", "aggregate", "checkpoint_folders", "describe_pool",
+           "model_runs", "print_report", "probe", "probe_models", "run_probe", "shard_store"]
