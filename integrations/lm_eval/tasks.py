@@ -37,7 +37,7 @@ break them. No generation task is written for it.
 
 from __future__ import annotations
 
-from importlib.metadata import version  # not medlama.__version__: the top package imports api.py, which imports this
+from importlib.metadata import version  # the distribution's version: `medlama` itself sits above this layer
 
 import json
 import shutil

@@ -82,7 +82,7 @@ def test_refusals(tmp_path):
         export_sheet(runs, tmp_path / "sheet", ExportSettings(relations=("may_treats",)))
     with pytest.raises(MedlamaInputError, match="--queries 3 but the runs have 2 queries"):
         export_sheet(runs, tmp_path / "sheet", ExportSettings(queries=3))
-    with pytest.raises(MedlamaInputError, match="k"):
+    with pytest.raises(MedlamaInputError, match=r"setting 'k' must be at most 10, got 11"):
         ExportSettings(k=11)  # predictions.jsonl keeps the top 10
     assert not (tmp_path / "sheet").exists()
     export_sheet(runs, tmp_path / "sheet", ExportSettings(queries=1))

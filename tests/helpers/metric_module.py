@@ -5,7 +5,10 @@ the repository root; its script is self-contained (it is published alone); its c
 from __future__ import annotations
 
 import doctest
+import json
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -49,3 +52,24 @@ def assert_card_sections(card: str) -> None:
     for section in ("## Metric Description", "## How to Use", "### Inputs", "### Output Values", "### Examples",
                     "## Limitations and Bias", "## Citation"):
         assert section in card, section
+
+
+#: Run in a fresh interpreter: medlama made unimportable, the copied folder loaded by path, the result printed.
+_ALONE = """
+import json, sys
+sys.modules["medlama"] = None  # any import of medlama by the script now raises ImportError
+import evaluate
+module = evaluate.load(sys.argv[1], keep_in_memory=True, cache_dir=sys.argv[2])
+print(json.dumps(module.compute(**json.loads(sys.argv[3]))))
+"""
+
+
+def compute_alone(module_dir: Path, tmp_path: Path, args: dict) -> dict:
+    """``compute(**args)`` of the metric folder copied on its own, as after a push to the Hub: loaded by path in
+    a fresh interpreter, from a folder away from the repository, with ``medlama`` unimportable."""
+    alone = tmp_path / "alone" / module_dir.name
+    shutil.copytree(module_dir, alone)
+    done = subprocess.run([sys.executable, "-c", _ALONE, str(alone), str(tmp_path / "cache"), json.dumps(args)],
+                          cwd=alone.parent, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

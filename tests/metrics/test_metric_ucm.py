@@ -49,15 +49,16 @@ def test_loads_by_path_and_through_the_toolkit(ucm, ucm_by_path):
     assert ucm.compute(**FIGURE_1) == ucm_by_path.compute(**FIGURE_1)
 
 
-def test_loads_alone_outside_the_repository(tmp_path, cache_dir, ucm):
-    """As after a push to the Hub: the folder on its own, away from the medlama package."""
-    import shutil
+def test_loads_alone_outside_the_repository(tmp_path):
+    """As after a push to the Hub: the folder on its own, away from the medlama package (not importable)."""
+    from metric_module import compute_alone
 
-    alone = tmp_path / "ucm"
-    shutil.copytree(MODULE_DIR, alone)
-    module = evaluate.load(str(alone), keep_in_memory=True, cache_dir=cache_dir)
-    args = FIGURE_1
-    assert module.compute(**args) == ucm.compute(**args)
+    results = compute_alone(MODULE_DIR, tmp_path, FIGURE_1)
+    # the paper's figure 1, by hand (as test_figure_1_worked_example)
+    assert results["rank_change"]["added_correct"] == {"target": -1.0, "added": -18.0, "correct": -3.0,
+                                                       "incorrect": 4.0, "num_target": 1, "num_added": 1,
+                                                       "num_correct": 1, "num_incorrect": 1}
+    assert (results["understand"], results["confuse"], results["misunderstand"]) == (1.0, 0.0, 0.0)
 
 
 def test_info(ucm):
