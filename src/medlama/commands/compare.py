@@ -24,7 +24,7 @@ import json
 import sys
 from pathlib import Path
 
-from medlama.commands.flags import add_settings_flags, given_settings, plain_text
+from medlama.commands.flags import add_command, add_settings_flags, given_settings
 from medlama.commands.output import check_plot_file
 from medlama.core.settings import settings_from
 from medlama.analysis import CompareSettings, compare_folders
@@ -32,13 +32,12 @@ from medlama.analysis.report import CompareOutput, plot_leaderboard, render
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "compare", help="compare probe runs of the same queries: leaderboard with intervals, paired differences, "
-                        "McNemar's exact test (Holm-corrected per relation), tables for a paper, a plot",
-        description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = add_command(subparsers, "compare", run, doc=__doc__,
+                         help="compare probe runs of the same queries: leaderboard with intervals, paired "
+                              "differences, McNemar's exact test (Holm-corrected per relation), tables for a "
+                              "paper, a plot")
     add_settings_flags(parser, CompareOutput)
     add_compared_runs(parser)
-    parser.set_defaults(func=run)
 
 
 def add_compared_runs(parser: argparse.ArgumentParser) -> None:

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+from medlama.commands.flags import add_command
 from medlama.integrations.mteb.export import describe, export_mteb
 
 
 def register(formats: argparse._SubParsersAction) -> None:
-    parser = formats.add_parser(
-        "mteb", help="MedLAMA in MTEB's retrieval layout (corpus, queries, qrels per relation)",
-        description="Write MedLAMA as MTEB retrieval data: one subset per relation, its candidate pool as corpus, "
-                    "its queries, every gold name as relevant (BEIR files plus a README whose configs MTEB 2.x "
-                    "loads). The names derive from the UMLS Metathesaurus: share the folder only gated.")
+    parser = add_command(formats, "mteb", run,
+                         help="MedLAMA in MTEB's retrieval layout (corpus, queries, qrels per relation)")
     parser.add_argument("--data", type=Path, default=None,
                         help="the built MedLAMA folder (medlama build medlama --out DIR), a push-dataset dry run or "
                              "a Hub dataset id; default: the build kept in the cache")
@@ -28,10 +27,13 @@ def register(formats: argparse._SubParsersAction) -> None:
     parser.add_argument("--mask-token", metavar="TOKEN", default=None,
                         help="what fills the queries' object slot, e.g. [MASK] for BERT-like models (default: the "
                              "neutral blank ___; medlama.mteb_task fills it with each model's own mask token)")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Write MedLAMA as MTEB retrieval data: one subset per relation, its candidate pool as corpus, its queries, every
+    gold name as relevant (BEIR files plus a README whose configs MTEB 2.x loads). The names derive from the UMLS
+    Metathesaurus: share the folder only gated."""
+
     data = str(args.data) if args.data is not None else None
     record = export_mteb(data, args.out, config=args.config, relations=args.relations, mask_token=args.mask_token)
     print(describe(record, args.out))

@@ -17,22 +17,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from medlama.commands.flags import add_settings_flags, given_settings, plain_text
+from medlama.commands.flags import add_command, add_settings_flags, given_settings
 from medlama.core.errors import MedlamaInputError
 from medlama.core.settings import settings_from
 from medlama.figures.settings import FIGURES, FigureSettings
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "figure", help="draw one of the papers' figures (tokens, steps, layers, sweep) from runs' records: PNG + JSON",
-        description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = add_command(subparsers, "figure", run, doc=__doc__,
+                         help="draw one of the papers' figures (tokens, steps, layers, sweep) from runs' records: "
+                              "PNG + JSON")
     parser.add_argument("name", choices=list(FIGURES), metavar="NAME",
                         help="; ".join(f"{name}: {what}" for name, (what, _) in FIGURES.items()).replace("%", "%%"))
     parser.add_argument("inputs", nargs="+", metavar="INPUT",
                         help="; ".join(f"{name}: {inputs}" for name, (_, inputs) in FIGURES.items()))
     add_settings_flags(parser, FigureSettings)
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ written by hand in the commands.
 from __future__ import annotations
 
 import argparse
+import inspect
 import re
 import dataclasses
 import types
@@ -175,3 +176,13 @@ def plain_text(doc: str) -> str:
     plain words."""
     text = re.sub(r":[a-z]+:`~?([^`]+)`", lambda found: found.group(1).split(".")[-1], doc)
     return text.replace("``", "")
+
+
+def add_command(subparsers: Any, name: str, run: Any, *, help: str, doc: str | None = None) -> argparse.ArgumentParser:
+    """One sub-command: its parser, its one-line ``help``, and the function it runs. ``--help``'s description is
+    ``doc`` (a command module's docstring) or else ``run``'s own docstring, shown as written (plain words for
+    reST)."""
+    parser = subparsers.add_parser(name, help=help, description=plain_text(inspect.cleandoc(doc or run.__doc__ or help)),
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.set_defaults(func=run)
+    return parser

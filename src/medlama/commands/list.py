@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.commands.flags import add_command, add_settings_flags, given_settings
 from medlama.core.errors import MedlamaInputError
 from medlama.core.settings import check, setting, settings_from
 from medlama.core.display import console as make_console
@@ -37,16 +37,12 @@ class ListSettings:
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "list", help="list datasets, configs, relations (query and candidate counts), methods and presets",
-        description="List what medlama can probe: the datasets and their configs, the relations of a dataset "
-                    "with their query and candidate counts (read from --data, else from the build probe uses "
-                    "by default), the probing methods and the named presets.")
+    parser = add_command(subparsers, "list", run,
+                         help="list datasets, configs, relations (query and candidate counts), methods and presets")
     parser.add_argument("what", nargs="?", default="all",
                         choices=("all", "datasets", "relations", "methods", "presets"),
                         help="what to list (default: all)")
     add_settings_flags(parser, ListSettings)
-    parser.set_defaults(func=run)
 
 
 def datasets() -> list[dict]:
@@ -101,6 +97,10 @@ def _first_line(doc: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    """List what medlama can probe: the datasets and their configs, the relations of a dataset with their query and
+    candidate counts (read from --data, else from the build probe uses by default), the probing methods and the
+    named presets."""
+
     want = args.what
     settings = settings_from(ListSettings, given_settings(args, ListSettings))
     if settings.config is not None and want not in ("all", "relations"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from medlama.commands.flags import add_settings_flags, given_settings, plain_text
+from medlama.commands.flags import add_command, add_settings_flags, given_settings
 from medlama.commands.output import (add_output_arguments, check_device, check_folder_output, human_output,
                                      print_results)
 from medlama.commands.probe import add_data_arguments, add_retrieval_arguments, load_queries, retrieval_settings
@@ -26,9 +26,8 @@ from medlama.runs import plots, tables
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "recipe", help="probe, rewire with Contrastive-Probe, probe again: before/after table, JSON, plots",
-        description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = add_command(subparsers, "recipe", run, doc=__doc__,
+                         help="probe, rewire with Contrastive-Probe, probe again: before/after table, JSON, plots")
     add_settings_flags(parser, RecipeSettings, filled=True)
     add_data_arguments(parser)
     add_retrieval_arguments(parser)
@@ -40,7 +39,6 @@ def register(subparsers) -> None:
                   "rewiring with the same settings resumes or is kept, one with other settings is refused); "
                   "without it, a rerun into a folder that holds results.json is refused before any work; an "
                   "interrupted run always resumes (default: refuse)")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

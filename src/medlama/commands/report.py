@@ -19,20 +19,18 @@ import argparse
 import sys
 
 from medlama.commands.compare import add_compared_runs
-from medlama.commands.flags import add_settings_flags, given_settings, plain_text
+from medlama.commands.flags import add_command, add_settings_flags, given_settings
 from medlama.core.settings import settings_from
 from medlama.analysis import CompareSettings
 from medlama.reports import ReportSettings, write_report
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "report", help="one self-contained HTML page of probe runs: leaderboard with intervals, acc@k per "
-                       "relation, and a browser of every query's predictions side by side",
-        description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = add_command(subparsers, "report", run, doc=__doc__,
+                         help="one self-contained HTML page of probe runs: leaderboard with intervals, acc@k per "
+                              "relation, and a browser of every query's predictions side by side")
     add_settings_flags(parser, ReportSettings)
     add_compared_runs(parser)
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.commands.flags import add_command, add_settings_flags, given_settings
 from medlama.core.settings import fields_of, settings_from
 from medlama.trainers.config import DEFAULT_PRESET, PRESETS, RewireConfig, RewireRun
 from medlama.trainers.config import PRESETS, RewireConfig
@@ -18,12 +18,8 @@ from medlama.core.distributed import is_main_process
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "rewire", help="rewire an encoder for probing (Contrastive-Probe self-retrieval training)",
-        description="Train an encoder on cloze pairs made from corpus sentences (Contrastive-Probe, Meng et al. "
-                    "2022). OUT receives the final model (SentenceTransformer(OUT), AutoModel.from_pretrained(OUT)), "
-                    "README.md, rewire_config.json and checkpoints/checkpoint-<step>. Running again into the same "
-                    "OUT resumes from its last complete checkpoint. Settings left out come from the preset.")
+    parser = add_command(subparsers, "rewire", run_rewire,
+                         help="rewire an encoder for probing (Contrastive-Probe self-retrieval training)")
     add_settings_flags(parser, RewireRun, only=("corpus", "out", "preset"), filled=True)
     settings = parser.add_argument_group(
         "rewiring settings", "each defaults to the preset's value (shown: the paper preset's); an optional "
@@ -39,7 +35,6 @@ def register(subparsers) -> None:
     add_settings_flags(parser.add_mutually_exclusive_group(), RewireRun, only=("no_resume", "resume_from"),
                        filled=True)
     parser.add_argument("--json", action="store_true", help="print the run record as JSON")
-    parser.set_defaults(func=run_rewire)
 
 
 def config_from_args(args: argparse.Namespace):
@@ -52,6 +47,10 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run_rewire(args: argparse.Namespace) -> int:
+    """Train an encoder on cloze pairs made from corpus sentences (Contrastive-Probe, Meng et al. 2022). OUT receives
+    the final model (SentenceTransformer(OUT), AutoModel.from_pretrained(OUT)), README.md, rewire_config.json and
+    checkpoints/checkpoint-<step>. Running again into the same OUT resumes from its last complete checkpoint.
+    Settings left out come from the preset."""
     # trainers.cloze loads when this runs, not when the CLI parses its flags
     from medlama.trainers.cloze import check_corpus_files
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from medlama.commands.flags import add_settings_flags, given_settings, plain_text
+from medlama.commands.flags import add_command, add_settings_flags, given_settings
 from medlama.commands.output import OutputSettings, check_device, human_output
 from medlama.commands.probe import add_data_arguments, add_retrieval_arguments, load_queries, retrieval_settings
 from medlama.core.atomic import check_replaceable
@@ -25,9 +25,8 @@ from medlama.figures.settings import FIGURE_FILE, SWEEP_KIND, SweepSettings
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "sweep", help="rewire then probe over a grid (lr, tau, mask ratio, corpus size), resumable; figure 9",
-        description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = add_command(subparsers, "sweep", run, doc=__doc__,
+                         help="rewire then probe over a grid (lr, tau, mask ratio, corpus size), resumable; figure 9")
     add_settings_flags(parser, SweepSettings, filled=True)
     add_data_arguments(parser)
     add_retrieval_arguments(parser)
@@ -37,7 +36,6 @@ def register(subparsers) -> None:
                        helps={"out": lambda _: "folder for the points' rewired models and records, and the figure",
                               "device": lambda text: text.replace("the models", "the probes (the rewiring picks its own)", 1),
                               "limit": lambda _: "probe only the first N queries of each relation (a quick check)"})
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
