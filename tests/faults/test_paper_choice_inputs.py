@@ -25,19 +25,15 @@ def refused(result: subprocess.CompletedProcess, message: str) -> None:
     assert len(lines) == 1 and message in lines[0], result.stderr
 
 
-def test_heldout_checkpoint_choice_needs_a_heldout_file(tmp_path):
+@pytest.mark.parametrize("flags, message", [
+    (("--checkpoint-choice", "heldout"),
+     "--checkpoint-choice heldout chooses by the held-out cloze check: give --heldout FILE"),
+    (("--tau", "-0.03"), "temperature must be a positive number"),
+], ids=["heldout choice without a held-out file", "negative temperature"])
+def test_recipe_refuses_a_bad_paper_choice(tmp_path, flags, message):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the patients were treated with aspirin for pain \n" * 20, encoding="utf-8")
-    refused(medlama("recipe", "--corpus", str(corpus), "--checkpoint-choice", "heldout", "--out", "o", cwd=tmp_path),
-            "--checkpoint-choice heldout chooses by the held-out cloze check: give --heldout FILE")
-    assert not (tmp_path / "o").exists()
-
-
-def test_recipe_temperature_must_be_positive(tmp_path):
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("the patients were treated with aspirin for pain \n" * 20, encoding="utf-8")
-    refused(medlama("recipe", "--corpus", str(corpus), "--tau", "-0.03", "--out", "o", cwd=tmp_path),
-            "temperature must be a positive number")
+    refused(medlama("recipe", "--corpus", str(corpus), *flags, "--out", "o", cwd=tmp_path), message)
     assert not (tmp_path / "o").exists()
 
 

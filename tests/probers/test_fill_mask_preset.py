@@ -23,14 +23,19 @@ def tiny_mlm(make_tiny_bert):
     return make_tiny_bert("fill-mask-tiny-mlm", mlm=True)
 
 
+def _mask_predict(medlama_dir, tiny_mlm, out, *flags: str) -> dict:
+    """``medlama probe --method mask-predict`` of the tiny MLM on one relation; its one run's record."""
+    assert main(["probe", "--data", str(medlama_dir), "--relations", RELATION, "--model", str(tiny_mlm),
+                 "--method", "mask-predict", *flags, "--quiet", "--out", str(out)]) == 0
+    (result,) = json.loads((out / "results.json").read_text())
+    return result
+
+
 def test_fill_mask_preset_predicts_the_ten_best_single_tokens(medlama_dir, tiny_mlm, tmp_path):
     from transformers import AutoTokenizer, BertForMaskedLM
 
     out = tmp_path / "probe"
-    assert main(["probe", "--data", str(medlama_dir), "--relations", RELATION, "--limit", "4", "--model",
-                 str(tiny_mlm), "--method", "mask-predict", "--preset", "fill-mask", "--raw-predictions",
-                 "--quiet", "--out", str(out)]) == 0
-    (result,) = json.loads((out / "results.json").read_text())
+    result = _mask_predict(medlama_dir, tiny_mlm, out, "--limit", "4", "--preset", "fill-mask", "--raw-predictions")
     settings = result["settings"]
     assert (settings["preset"], settings["max_masks"], settings["beam_size"]) == ("fill-mask", 1, 10)
     assert settings["approach"].startswith("fill-mask (one token")
@@ -61,11 +66,8 @@ def test_presets_are_recorded_by_name_and_approach():
 
 def test_allowing_train_overlap_keeps_the_preset(medlama_dir, tiny_mlm, tmp_path):
     """Permission to probe learned prompts on their training facts changes no decoding: the run stays ``biolama``."""
-    out = tmp_path / "probe"
-    assert main(["probe", "--data", str(medlama_dir), "--relations", RELATION, "--limit", "1", "--model",
-                 str(tiny_mlm), "--method", "mask-predict", "--preset", "biolama", "--allow-train-overlap",
-                 "--quiet", "--out", str(out)]) == 0
-    (result,) = json.loads((out / "results.json").read_text())
+    result = _mask_predict(medlama_dir, tiny_mlm, tmp_path / "probe", "--limit", "1", "--preset", "biolama",
+                           "--allow-train-overlap")
     assert result["settings"]["preset"] == "biolama"
     assert preset_of(MaskPredictSettings(max_masks=10, init="confidence", allow_train_overlap=True)) == "biolama"
 
