@@ -251,6 +251,25 @@ def read_consistency(folder: str | Path) -> dict | None:
     return record
 
 
+def page_entries(folders: Sequence[str | Path], runs: Sequence[Run]) -> list[dict]:
+    """What a results page shows of the folders' consistency records (each run's ``by_k``, without the facts):
+    one entry per run of a folder holding one, refused when the record is of other files than the run's now."""
+    entries = []
+    current = {(run.folder.resolve(), run.label): input_record(run) for run in runs}
+    for folder in map(Path, folders):
+        record = read_consistency(folder)
+        if record is None:
+            continue
+        now = {entry["run"]: entry for (where, _), entry in current.items() if where == folder.resolve()}
+        for made_from, entry in zip(record.get("inputs") or [], record.get("runs") or []):
+            if now.get(made_from.get("run"), {}).get("predictions_sha256") != made_from.get("predictions_sha256"):
+                raise MedlamaInputError("the consistency record is of other predictions than the run's now: run "
+                                        "`medlama consistency` again (with --overwrite)", file=folder / CONSISTENCY_FILE)
+            entries.append({"label": now[made_from["run"]]["label"], "ks": entry["ks"], "by_k": entry["by_k"],
+                            "not_probed": entry["not_probed"], "level": record["method"]["settings"]["level"]})
+    return entries
+
+
 def render(record: dict) -> str:
     """The terminal table: per run, k and pair, the facts and each share (with its interval) in percent."""
     level = record["method"]["settings"]["level"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import csv
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -130,3 +131,27 @@ def test_a_real_probe_of_both_directions(medlama_dir, tmp_path, capsys):
         assert entry["neither"]["count"] == int((~right[:, 0] & ~right[:, 1]).sum())
         assert entry["forward"]["count"] == int(right[:, 0].sum())
         assert [f[f"right@{k}"] for f in run["facts"]] == right.tolist()
+
+
+PAGE_DATA = re.compile(r'<script type="application/json" id="page-data">(.*?)</script>', re.S)
+
+
+def test_the_report_page_shows_the_run_s_record(tmp_path):
+    run = write_fact_run(tmp_path / "run")
+    plain = medlama.report(run, out=tmp_path / "plain.html", resamples=100)
+    assert json.loads(PAGE_DATA.search(plain.read_text()).group(1))["consistency"] == []
+    record = medlama.consistency(run, resamples=100)
+    page = medlama.report(run, out=tmp_path / "page.html", resamples=100)
+    shown = json.loads(PAGE_DATA.search(page.read_text()).group(1))["consistency"]
+    assert [entry["label"] for entry in shown] == ["run"]
+    assert shown[0]["by_k"] == record["runs"][0]["by_k"]
+    assert 'id="consistency-section"' in page.read_text()
+
+
+def test_the_report_refuses_a_record_of_other_predictions(tmp_path):
+    run = write_fact_run(tmp_path / "run")
+    medlama.consistency(run, resamples=100)
+    write_fact_run(run, drop="input")  # the run's rows change after the record was written
+    with pytest.raises(medlama.core.errors.MedlamaInputError, match="consistency.json: the consistency record is of "
+                                                                    "other predictions"):
+        medlama.report(run, out=tmp_path / "page.html", resamples=100)
