@@ -6,7 +6,9 @@ by CUI, from what each ``predictions.jsonl`` row names (``head_cui``, and ``answ
 ``gold``): the query (s, r) holding o among its answers, and the query (o, r') holding s among its. A fact is
 *right in r* when o's name (its ``gold`` entry) is among the top k predictions of the query (s, r), by the
 run's own answer matching (the acc@k module, the name scored alone); *right in r'* likewise for s's name and
-the query (o, r'). A fact whose subject is its object (s = o) is not a fact about two concepts and is left out.
+the query (o, r'). A fact whose subject is its object (s = o) is not a fact about two concepts and is left out;
+a concept the release asks twice in one relation, under two of its names (e.g. C0812287, "MYCN Gene" and
+"Oncogene MYCN"), pairs once per query asking it, each query being its own probe.
 
 For each run, each k it scored (up to the :data:`~medlama.runs.outputs.KEEP_PREDICTIONS` names a row keeps)
 and each pair probed in both directions (and all pairs together, ``"all"``): the facts paired, the share right
@@ -78,12 +80,13 @@ def pair_name(pair: tuple[str, str]) -> str:
     return f"{pair[0]} <-> {pair[1]}"
 
 
-def _fact_rows(run: Run) -> dict[tuple[str, str], tuple[int, dict]]:
-    """``{(relation, head CUI): (line, row)}`` of the rows of the relations of an inverse pair, checked."""
+def _fact_rows(run: Run) -> dict[tuple[str, str], list[dict]]:
+    """``{(relation, head CUI): [row, ...]}`` of the rows of the relations of an inverse pair, checked (a
+    concept the release asks twice, under two of its names, has two rows)."""
     wanted = {relation for pair in INVERSE_PAIRS for relation in pair}
     file = run.folder / PREDICTIONS_FILE
-    index: dict[tuple[str, str], tuple[int, dict]] = {}
-    for number, row in enumerate(run.rows, start=1):
+    index: dict[tuple[str, str], list[dict]] = {}
+    for row in run.rows:
         if row["relation"] not in wanted:
             continue
         cui, answers = row.get("head_cui"), row.get("answer_cuis")
@@ -92,17 +95,14 @@ def _fact_rows(run: Run) -> dict[tuple[str, str], tuple[int, dict]]:
                 f"run {run.label!r}: query {row['id']!r} does not name its fact (`head_cui`, and `answer_cuis` "
                 "aligned with `gold`), which pairs a fact with its inverse: probe the MedLAMA data again with "
                 "this medlama, which writes them", file=file)
-        key = (row["relation"], cui)
-        if key in index:
-            raise MedlamaInputError(f"run {run.label!r}: queries {index[key][1]['id']!r} and {row['id']!r} both ask "
-                                    f"for {cui} in {row['relation']}, so its facts cannot be paired", file=file)
-        index[key] = (number, row)
+        index.setdefault((row["relation"], cui), []).append(row)
     return index
 
 
 def paired_facts(run: Run) -> tuple[list[Fact], list[str]]:
-    """The facts of ``run`` probed in both directions (module docstring), pair by pair in the declared order,
-    and the declared pairs the run did not probe both ways (by name)."""
+    """The facts of ``run`` probed in both directions (module docstring), pair by pair in the declared order
+    (by subject CUI, then query id), and the declared pairs the run did not probe both ways (by name). A fact
+    whose subject or object the release asks under two names is paired once per pair of queries asking it."""
     index = _fact_rows(run)
     present = set(run.relations)
     facts, missing = [], []
@@ -111,16 +111,18 @@ def paired_facts(run: Run) -> tuple[list[Fact], list[str]]:
         if not {forward, backward} <= present:
             missing.append(pair_name(pair))
             continue
-        for (relation, subject), (_, row) in sorted(index.items()):
+        for (relation, subject), rows in sorted(index.items()):
             if relation != forward:
                 continue
-            for object_cui, object_name in zip(row["answer_cuis"], row["gold"]):
-                inverse = index.get((backward, str(object_cui)))
-                if object_cui == subject or inverse is None or subject not in inverse[1]["answer_cuis"]:
-                    continue
-                subject_name = inverse[1]["gold"][inverse[1]["answer_cuis"].index(subject)]
-                facts.append(Fact(pair_name(pair), subject, str(object_cui), row, inverse[1], str(subject_name),
-                                  str(object_name)))
+            for row in sorted(rows, key=lambda r: str(r["id"])):
+                for object_cui, object_name in zip(row["answer_cuis"], row["gold"]):
+                    if object_cui == subject:
+                        continue
+                    for inverse in sorted(index.get((backward, str(object_cui)), ()), key=lambda r: str(r["id"])):
+                        if subject in inverse["answer_cuis"]:
+                            subject_name = inverse["gold"][inverse["answer_cuis"].index(subject)]
+                            facts.append(Fact(pair_name(pair), subject, str(object_cui), row, inverse,
+                                              str(subject_name), str(object_name)))
     return facts, missing
 
 

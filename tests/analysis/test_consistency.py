@@ -116,12 +116,17 @@ def test_a_real_probe_of_both_directions(medlama_dir, tmp_path, capsys):
     rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert all({"head_cui", "head_name", "answer_cuis"} <= set(row) for row in rows)
     data = load_dataset(str(medlama_dir), "hard", split="test")
-    by_key = {(r["relation"], r["head_cui"]): r for r in data if r["relation"] in (R, R_INV)}
-    expected = sorted((s, o) for (rel, s), row in by_key.items() if rel == R for o in row["answer_cuis"]
-                      if o != s and (R_INV, o) in by_key and s in by_key[(R_INV, o)]["answer_cuis"])
+    by_key = defaultdict(list)  # a concept asked under two of its names has two queries
+    for query in data:
+        if query["relation"] in (R, R_INV):
+            by_key[(query["relation"], query["head_cui"])].append(query)
+    expected = sorted((s, o, q["id"], p["id"]) for (rel, s), queries in list(by_key.items()) if rel == R
+                      for q in queries for o in q["answer_cuis"] if o != s for p in by_key.get((R_INV, o), ())
+                      if s in p["answer_cuis"])
     record = medlama.consistency(out, resamples=200)
     (run,) = record["runs"]
-    assert sorted((f["subject"], f["object"]) for f in run["facts"]) == expected and expected
+    assert sorted((f["subject"], f["object"], f["forward_query"], f["backward_query"]) for f in run["facts"]) == \
+        expected and expected
     top = {row["id"]: row["predictions"] for row in rows}
     for k in run["ks"]:
         right = np.array([[f["object_name"] in top[f["forward_query"]][:k], f["subject_name"] in
