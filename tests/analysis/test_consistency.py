@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import medlama
+from browser import browser, wait_for  # noqa: F401 - tests/helpers: the fixture and its wait
 from consistency_runs import EXPECTED, R, R_INV, write_fact_run
 from medlama.cli import main
 from medlama.core.intervals import bootstrap_mean_ci
@@ -160,3 +161,23 @@ def test_the_report_refuses_a_record_of_other_predictions(tmp_path):
     with pytest.raises(medlama.core.errors.MedlamaInputError, match="consistency.json: the consistency record is of "
                                                                     "other predictions"):
         medlama.report(run, out=tmp_path / "page.html", resamples=100)
+
+
+def test_the_page_draws_the_section_in_a_browser(tmp_path, browser):
+    run = write_fact_run(tmp_path / "run")
+    bare = medlama.report(run, out=tmp_path / "bare.html", resamples=100)
+    medlama.consistency(run, resamples=100)
+    page = medlama.report(run, out=tmp_path / "page.html", resamples=100)
+    browser.get(bare.as_uri())
+    wait_for(browser, lambda d: d.find_element("tag name", "body").get_attribute("data-ready") == "true")
+    assert not browser.find_elements("id", "consistency-section")  # no record: no section
+    browser.get(page.as_uri())
+    wait_for(browser, lambda d: d.find_element("tag name", "body").get_attribute("data-ready") == "true")
+    rows = browser.execute_script("return Array.from(document.querySelectorAll('#consistency tr')).map("
+                                  "(tr) => Array.from(tr.children).map((c) => c.textContent));")
+    assert rows[0][:4] == ["run", "k", "pair", "facts"]
+    by_k = {(row[1], row[2]): row for row in rows[1:]}
+    assert set(by_k) == {(k, p) for k in ("1", "3") for p in (PAIR, "all")}
+    assert by_k[("3", PAIR)][3] == "3" and by_k[("3", PAIR)][4].endswith("(2/3)")  # both: 2 of 3
+    assert by_k[("3", PAIR)][8].startswith("100.00") and by_k[("3", PAIR)][8].endswith("(2/2)")  # P(r'|r)
+    assert by_k[("1", PAIR)][8] == "0.00 (0/1)"  # one fact conditioned on: no interval
