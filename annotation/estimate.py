@@ -60,6 +60,16 @@ class EstimateSettings:
 
 
 @dataclass(frozen=True)
+class EstimateOutput:
+    """How ``medlama annotate estimate`` shows its record."""
+
+    json: bool = setting(False, switch=True, help="print the record as JSON instead of the table")
+
+    def __post_init__(self) -> None:
+        check(self)
+
+
+@dataclass(frozen=True)
 class Estimate:
     """A PPI estimate: its value, standard error, interval and the parts it came from."""
 

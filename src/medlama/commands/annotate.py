@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from medlama.annotation import ExportSettings, ScoreSettings, export_sheet, score_sheet
-from medlama.annotation.estimate import EstimateSettings, estimate_sheet, render_estimate
+from medlama.annotation.estimate import EstimateOutput, EstimateSettings, estimate_sheet, render_estimate
 from medlama.annotation.figure import ScoreOutput, plot_confusion, render
 from medlama.annotation.sheet import CSV_SHEET, LS_TASKS, PAGE
 from medlama.commands.flags import add_settings_flags, given_settings, plain_text
@@ -55,10 +55,7 @@ def register(subparsers) -> None:
     export.set_defaults(func=run_export)
     score = actions.add_parser("score", help="score the raters' ratings against the UMLS answers (Figure 8)",
                                description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
-    score.add_argument("runs", nargs="+", type=Path, metavar="RUN", help=RUNS_HELP + ", as given to export")
-    score.add_argument("--sheet", required=True, nargs="+", type=Path, metavar=("SHEET", "RATINGS"),
-                       help="the sheet's folder, then one ratings file per rater (the page's .json export, the "
-                            "filled .csv, or Label Studio's .json export)")
+    add_rated_runs(score)
     add_settings_flags(score, ScoreSettings)
     add_settings_flags(score, ScoreOutput)
     add_settings_flags(score, CompareSettings, title="intervals")
@@ -66,13 +63,20 @@ def register(subparsers) -> None:
     estimate = actions.add_parser("estimate", help="estimate the whole run's expert-judged acc@k from the rated "
                                                    "sample (prediction-powered inference)",
                                   description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
-    estimate.add_argument("runs", nargs="+", type=Path, metavar="RUN", help=RUNS_HELP + ", as given to export")
-    estimate.add_argument("--sheet", required=True, nargs="+", type=Path, metavar=("SHEET", "RATINGS"),
-                          help="the sheet's folder, then one ratings file per rater")
+    add_rated_runs(estimate)
     add_settings_flags(estimate, ScoreSettings)
     add_settings_flags(estimate, EstimateSettings)
-    estimate.add_argument("--json", action="store_true", help="print the record as JSON instead of the table")
+    add_settings_flags(estimate, EstimateOutput)
     estimate.set_defaults(func=run_estimate)
+
+
+def add_rated_runs(parser: argparse.ArgumentParser) -> None:
+    """``RUN ... --sheet SHEET RATINGS...``: the runs a sheet was made from, the sheet and its ratings files
+    (``score``'s and ``estimate``'s)."""
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN", help=RUNS_HELP + ", as given to export")
+    parser.add_argument("--sheet", required=True, nargs="+", type=Path, metavar=("SHEET", "RATINGS"),
+                        help="the sheet's folder, then one ratings file per rater (the page's .json export, the "
+                             "filled .csv, or Label Studio's .json export)")
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -110,8 +114,9 @@ def run_estimate(args: argparse.Namespace) -> int:
     sheet, *ratings = args.sheet
     if not ratings:
         raise MedlamaInputError("--sheet SHEET RATINGS...: give one ratings file per rater after the sheet's folder")
+    output = settings_from(EstimateOutput, given_settings(args, EstimateOutput))
     record = estimate_sheet(args.runs, sheet, ratings, settings, estimate, argv=sys.argv)
-    if args.json:
+    if output.json:
         print(json.dumps(record, indent=2, ensure_ascii=False))
     else:
         sys.stdout.write(render_estimate(record))
