@@ -6,7 +6,9 @@ leaderboard, paired differences and per-relation tests.
 * :mod:`~medlama.analysis.comparison`: the leaderboard, the paired differences and the per-relation
   tests, with how every number was computed;
 * :mod:`~medlama.analysis.statistics`: the paired bootstrap, McNemar's exact test and Holm's correction;
-* :mod:`~medlama.analysis.report`: the tables (terminal, Markdown, LaTeX) and the plot.
+* :mod:`~medlama.analysis.report`: the tables (terminal, Markdown, LaTeX) and the plot;
+* :mod:`~medlama.analysis.consistency`: inverse consistency of one run (``medlama consistency``), facts of the
+  release's inverse relation pairs right in both, one or neither direction.
 """
 
 from medlama.analysis.comparison import (CompareSettings, compare_folders, compare_runs, input_record,

@@ -11,7 +11,11 @@ their scoring (``medlama annotate export`` and ``medlama annotate score``).
   export), checked against the sheet;
 * :mod:`~medlama.annotation.scoring`: Figure 8's confusion matrix, acc@k under UMLS and expert answers with
   paired intervals and McNemar's test, and inter-rater agreement;
-* :mod:`~medlama.annotation.figure`: the tables and Figure 8's plot.
+* :mod:`~medlama.annotation.figure`: the tables and Figure 8's plot;
+* :mod:`~medlama.annotation.design`: which queries a sheet holds (``--strategy stratified|uncertainty``) and
+  each one's inclusion probability;
+* :mod:`~medlama.annotation.estimate`: the whole run's expert acc@k from a rated sheet, by prediction-powered
+  inference (``medlama annotate estimate``).
 """
 
 from medlama.annotation.export import ExportSettings, export_sheet

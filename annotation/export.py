@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from medlama.annotation import label_studio
+from medlama.annotation.design import STRATEGIES, stratified_probabilities, uncertainty_sample
 from medlama.annotation.page import page_html
 from medlama.annotation.sheet import (CSV_SHEET, FORMAT, FORMAT_KEY, LEVELS, LS_CONFIG, LS_TASKS, MANIFEST, PAGE,
                                       Sheet, build_sheet, sample_queries)
@@ -45,6 +46,15 @@ from medlama.runs.outputs import KEEP_PREDICTIONS
 
 #: The owner recorded in a sheet's folder.
 KIND = "annotate export"
+#: How each design draws the sheet's queries, as the manifest records it.
+SAMPLING = {
+    "stratified": "stratified by relation: relations in a seeded order, one query each per round (drawn without "
+                  "replacement) until the sample is full; predictions pooled over the runs' top k, deduplicated, "
+                  "shuffled with the seed",
+    "uncertainty": "by the first run's uncertainty (one minus its top prediction's softmax share of its kept "
+                   "scores): inclusion probabilities half uniform, half proportional to it, capped at 1, drawn by "
+                   "systematic sampling in a seeded order; predictions pooled and shuffled as for stratified",
+}
 #: The columns of ``sheet.csv``.
 CSV_COLUMNS = ("item", "query_id", "relation", "query", "prediction", "rating", "comment", "sheet")
 #: What a spreadsheet reads as the start of a formula.
@@ -60,6 +70,9 @@ class ExportSettings:
     k: int = setting(10, min=1, max=KEEP_PREDICTIONS, help="top predictions of each run to pool per query")
     relations: tuple[str, ...] | None = setting(None, metavar="RELATION", show_default="all",
                                                 help="sample only these relations")
+    strategy: str = setting("stratified", choices=STRATEGIES,
+                            help="which queries to rate: stratified (equal numbers per relation) or uncertainty (more "
+                                 "of those the model is least sure of, each with its recorded probability)")
     overwrite: bool = setting(False, switch=True, show_default="refuse",
                               help="replace an earlier sheet in --out (its raters' ratings then no longer fit)")
 
@@ -136,15 +149,20 @@ def export_sheet(folders: Sequence[str | Path], out: str | Path, settings: Expor
         if settings.queries > len(eligible):
             raise MedlamaInputError(f"--queries {settings.queries} but the runs have {len(eligible)} queries"
                                     + (f" of the relations {', '.join(relations)}" if settings.relations else ""))
-        picked = [eligible[i] for i in sample_queries([first.relations[i] for i in eligible], settings.queries,
-                                                       settings.seed)]
+        if settings.strategy == "uncertainty":
+            picked, inclusion = uncertainty_sample(first, eligible, settings.queries, settings.seed)
+        else:
+            picked = [eligible[i] for i in sample_queries([first.relations[i] for i in eligible], settings.queries,
+                                                           settings.seed)]
+            inclusion = stratified_probabilities({i: first.relations[i] for i in eligible}, picked)
         sheet = build_sheet(runs, picked, settings.k, settings.seed)
         manifest = {
             FORMAT_KEY: FORMAT, "sheet": sheet.id, "k": sheet.k, "levels": {str(k): v for k, v in LEVELS.items()},
             "items": len(sheet.items()),
-            "sampling": {"method": "stratified by relation: relations in a seeded order, one query each per round "
-                                   "(drawn without replacement) until the sample is full; predictions pooled "
-                                   "over the runs' top k, deduplicated, shuffled with the seed",
+            "sampling": {"method": SAMPLING[settings.strategy], "strategy": settings.strategy,
+                         # what `annotate estimate` weighs the rated queries by: the queries drawn from, and each
+                         # sheet query's chance of being drawn (in the sheet's order)
+                         "population": len(eligible), "inclusion": [inclusion[i] for i in picked],
                          "seed": settings.seed, "queries": settings.queries, "relations": relations,
                          "per_relation": dict(sorted(Counter(q.relation for q in sheet.queries).items()))},
             "runs": [input_record(run) for run in runs],

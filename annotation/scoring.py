@@ -180,7 +180,7 @@ def agreement(raters: Sequence[RaterRatings], sheet: Sheet) -> dict:
     return record
 
 
-def _check_runs(runs: Sequence[Run], manifest: dict, sheet_folder: Path) -> None:
+def check_runs(runs: Sequence[Run], manifest: dict, sheet_folder: Path) -> None:
     """Each run must be one the sheet was made from, its files unchanged since (their SHA-256)."""
     entries = [entry for entry in manifest.get("runs") or [] if isinstance(entry, dict)]
     made_from = {entry.get("label"): entry for entry in entries}
@@ -215,7 +215,7 @@ def score_sheet(folders: Sequence[str | Path], sheet_folder: str | Path, ratings
             raise MedlamaInputError(f"two ratings files are of the rater {rater.rater!r}; name each file (or the page's "
                                     "rater field) for its rater", file=rater.file)
     runs = load_runs(folders, at_least=1, purpose="scoring a sheet")
-    _check_runs(runs, manifest, Path(sheet_folder))
+    check_runs(runs, manifest, Path(sheet_folder))
     on_sheet = [run_on_sheet(run, sheet) for run in runs]
     return {
         "sheet": sheet.id, "k": sheet.k, "ks": cutoffs(sheet.k), "threshold": settings.threshold,

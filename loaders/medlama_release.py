@@ -93,6 +93,18 @@ SHA256 = {
 
 #: The 19 relations with data files (``prompts.csv`` has a 20th prompt without data).
 RELATIONS = tuple(sorted(path[len(RELEASE) + 1:-len("_1000.csv")] for path in SHA256 if path.endswith("_1000.csv")))
+#: The release's inverse relation pairs ``(r, r')``: (s, r, o) holds exactly when (o, r', s) does, so a fact
+#: probed in both directions tells whether a model knows it both ways (``medlama consistency``). Found in the
+#: full-set files of 2021AA by pairing facts by CUI: 134 facts of gene_encodes_gene_product recur reversed in
+#: gene_product_encoded_by_gene, 3 of disease_mapped_to_gene in gene_associated_with_disease, and no other two
+#: relations share a reversed fact. Within one relation, disease_may_have_associated_disease holds 4 reversed
+#: pairs among its 1,537 facts (and associated_morphology_of, gene_encodes_gene_product and
+#: gene_product_encoded_by_gene some facts with s = o): nothing declares those relations symmetric, so they are
+#: not paired. The card lists these pairs (:mod:`medlama.datasets.card`).
+INVERSE_PAIRS: tuple[tuple[str, str], ...] = (
+    ("gene_encodes_gene_product", "gene_product_encoded_by_gene"),
+    ("disease_mapped_to_gene", "gene_associated_with_disease"),
+)
 
 COLUMNS = ("head_cui", "head_name", "rel", "tail_cuis_list", "tail_names_list", "tail_names", "tail_cuis",
            "tail_cuis_len", "tail_names_len", "avg_match", "avg_rouge_l")

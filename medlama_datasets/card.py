@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from medlama.dataset_cards import card_path
+from medlama.loaders import medlama_release as release
 from medlama.datasets.licences import GATED_FIELDS, GATED_PROMPT, MIMIC_TAG, UMLS_TAG, licence_lines
 
 STATS_BLOCK = re.compile(r"(<!-- statistics:start -->\n).*?(\n<!-- statistics:end -->)", re.DOTALL)
@@ -152,7 +153,17 @@ def render_medlama_card(build, layout: Mapping[str, Mapping[str, Sequence[str]]]
     return render_card("medlama", folder=folder, configs=layout, default_config=DEFAULT_CONFIG,
                        statistics=statistics_markdown(stats), split=SPLIT,
                        replacements={VERIFICATION_MARKER: medlama_verification(build.report),
-                                     CHOICES_MARKER: choices_paragraph(build.choices_record)})
+                                     CHOICES_MARKER: choices_paragraph(build.choices_record),
+                                     INVERSE_MARKER: inverse_pairs_list()})
+
+
+#: Where MedLAMA's card lists the release's inverse relation pairs.
+INVERSE_MARKER = "<!-- inverse-pairs -->"
+
+
+def inverse_pairs_list() -> str:
+    """The release's inverse relation pairs (:data:`medlama.loaders.medlama_release.INVERSE_PAIRS`), one a line."""
+    return "\n".join(f"- `{forward}` <-> `{backward}`" for forward, backward in release.INVERSE_PAIRS)
 
 
 #: Where a template says how its multiple-choice configs were drawn.

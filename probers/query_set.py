@@ -37,10 +37,14 @@ class QuerySet:
     #: Rule ``choices`` (a multiple-choice config): each query's own pool, its choices (``candidates`` is then
     #: their union); probers rank each query against its choices (:func:`medlama.probers.pools.rank_choices`).
     choices: list[list[str]] | None = None
+    #: What names each query's fact, where the data has it (MedLAMA: ``head_cui``, ``head_name`` and
+    #: ``answer_cuis``, aligned with ``gold``): written into each ``predictions.jsonl`` row, so that a fact and
+    #: its inverse can be paired afterwards (``medlama consistency``).
+    facts: list[dict] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         sizes = {len(self.ids), len(self.relations), len(self.texts), len(self.gold)}
-        if len(sizes) != 1 or (self.choices is not None and len(self.choices) != len(self.ids)):
+        if len(sizes) != 1 or any(part is not None and len(part) != len(self.ids) for part in (self.choices, self.facts)):
             raise ValueError(f"query set columns differ in length: {sorted(sizes)}")
         for index, text in enumerate(self.texts):
             if text.count(MASK_PLACEHOLDER) != 1:
@@ -70,7 +74,8 @@ class QuerySet:
         return QuerySet([self.ids[i] for i in pick], [self.relations[i] for i in pick],
                         [self.texts[i] for i in pick], [self.gold[i] for i in pick], self.candidates,
                         name or self.name, {**self.info, "subset": len(pick)} if self.info else {},
-                        self.rule, self.pools, None if self.choices is None else [self.choices[i] for i in pick])
+                        self.rule, self.pools, None if self.choices is None else [self.choices[i] for i in pick],
+                        None if self.facts is None else [self.facts[i] for i in pick])
 
     def pool_record(self) -> dict:
         """The candidate pool as a result records it: rule, size and SHA-256 of the sorted names
@@ -97,7 +102,7 @@ class QuerySet:
         subset = self.subset(pick, name=f"{self.name}[first {limit} per relation]")
         return QuerySet(subset.ids, subset.relations, subset.texts, subset.gold, subset.candidates, subset.name,
                         {**self.info, "limit_per_relation": limit} if self.info else {}, self.rule, self.pools,
-                        subset.choices)
+                        subset.choices, subset.facts)
 
 
 def choice_queries(rows, texts: list[str], gold, candidates: str, *, name: str, info: dict,
@@ -111,4 +116,16 @@ def choice_queries(rows, texts: list[str], gold, candidates: str, *, name: str, 
     choices = [list(row) for row in rows["choices"]]
     return QuerySet(ids=list(rows["id"]), relations=relations or list(rows["relation"]), texts=texts,
                     gold=[list(g) for g in gold], candidates=sorted({n for row in choices for n in row}), name=name,
-                    info=info, rule=CHOICES, choices=choices)
+                    info=info, rule=CHOICES, choices=choices, facts=fact_columns(rows))
+
+
+#: The columns naming a MedLAMA query's fact (:attr:`QuerySet.facts`).
+FACT_COLUMNS = ("head_cui", "head_name", "answer_cuis")
+
+
+def fact_columns(rows) -> list[dict] | None:
+    """Each row's :data:`FACT_COLUMNS` (rows: a ``datasets.Dataset``), or ``None`` when it lacks one."""
+    if not set(FACT_COLUMNS) <= set(getattr(rows, "column_names", None) or ()):
+        return None
+    columns = [rows[name] for name in FACT_COLUMNS]
+    return [{"head_cui": cui, "head_name": name, "answer_cuis": list(answers)} for cui, name, answers in zip(*columns)]

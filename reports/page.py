@@ -35,6 +35,11 @@ BODY = """<header>
 <div id="chart"></div>
 <p id="chart-caption" class="caption"></p>
 </section>
+<section id="consistency-section">
+<h2>Inverse consistency</h2>
+<div class="table-wrap"><table id="consistency"></table></div>
+<p id="consistency-caption" class="caption"></p>
+</section>
 <section id="browser-section">
 <h2>Queries</h2>
 <div class="controls" id="filters">

@@ -17,6 +17,7 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.provenance import provenance
 from medlama.core.settings import check, setting
 from medlama.analysis import CompareSettings, compare_runs, input_record, load_runs
+from medlama.analysis.consistency import page_entries
 from medlama.runs.outputs import KEEP_PREDICTIONS
 from medlama.reports.page import render_page
 from medlama.reports.page_data import page_data
@@ -62,7 +63,9 @@ def report_record(folders: Sequence[str | Path], settings: ReportSettings,
     record = compare_runs(runs, intervals)
     record["inputs"] = [input_record(run) for run in runs]
     record["provenance"] = provenance(argv=argv)
-    return page_data(runs, record, top=settings.top, title=settings.title)
+    data = page_data(runs, record, top=settings.top, title=settings.title)
+    data["consistency"] = page_entries(folders, runs)  # the runs' `medlama consistency` records, where written
+    return data
 
 
 def write_report(folders: Sequence[str | Path], settings: ReportSettings,

@@ -16,7 +16,7 @@ from medlama.runs.benchmarks import BENCHMARKS, BIOLAMA, MEDLAMA, benchmark, res
 from medlama.runs.biolama_queries import load_biolama_source
 from medlama.probers.pools import CANDIDATE_RULES, check_rule, medlama_pools, row_pools
 from medlama.datasets.choices import is_mc, mc_config, ranking_config
-from medlama.probers.query_set import QuerySet, choice_queries
+from medlama.probers.query_set import QuerySet, choice_queries, fact_columns
 from medlama.core.settings import check, setting
 from medlama.datasets.prompts import DEFAULT_PROMPT_COLUMN
 
@@ -56,7 +56,7 @@ def load_medlama_queries(data: str | Path | DataFolder, config: str = "hard", *,
                                  whole=not relations)
     return QuerySet(ids=list(rows["id"]), relations=list(rows["relation"]), texts=list(rows[prompt_column]),
                     gold=[list(g) for g in rows["answer_names"]], candidates=names, name=name, info=info,
-                    rule=candidates, pools=pools)
+                    rule=candidates, pools=pools, facts=fact_columns(rows))
 
 
 def _whole(data) -> bool:
@@ -124,7 +124,7 @@ def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt
             "fingerprint": getattr(data, "_fingerprint", None)}
     return QuerySet(ids=list(data["id"]), relations=list(data["relation"]), texts=list(data[prompt_column]),
                     gold=[list(g) for g in data["answer_names"]], candidates=names, name=name, info=info,
-                    rule=candidates, pools=pools)
+                    rule=candidates, pools=pools, facts=fact_columns(data))
 
 
 # -- which queries to probe: the dataset, its built folder, config, split and relations ------------------

@@ -51,6 +51,8 @@ class ProbeResult:
     model: str | None = None
     device: str | None = None
     ranking: Ranking | None = field(default=None, repr=False, compare=False)
+    #: Each query's fact (:attr:`QuerySet.facts <medlama.probers.query_set.QuerySet.facts>`), or ``None``.
+    facts: list[dict] | None = field(default=None, repr=False, compare=False)
 
     def acc(self, k: int, average: str = "micro") -> float:
         """acc@k in [0, 1]; ``average`` is ``micro`` (over queries) or ``macro`` (mean over relations). ``k``
@@ -128,7 +130,8 @@ class ProbeResult:
         from the :attr:`ranking`: ``input`` (the text as fed to the model), ``scores`` (aligned with
         ``predictions``; ``null`` where the method gives none), ``gold_rank`` (1-based; ``null``: not in the
         pool, or not among a generation method's answers) and ``gold_score``. Without a ranking (a result
-        built by hand) those four are ``null``."""
+        built by hand) those four are ``null``. Where the queries name their facts (MedLAMA), ``head_cui``,
+        ``head_name`` and ``answer_cuis`` (aligned with ``gold``) too."""
         hits = {k: self.hits(k) for k in self.ks}
         rows = self.ranking.rows() if self.ranking is not None else [None] * len(self.ids)
         for i, (qid, relation, gold, ranked) in enumerate(zip(self.ids, self.relations, self.gold, self.predictions)):
@@ -138,7 +141,8 @@ class ProbeResult:
                    **{f"hit@{k}": hits[k][i] for k in self.ks},
                    "input": text,
                    "scores": [finite_or_none(s) for s in scores[:len(kept)]] if scores is not None else None,
-                   "gold_rank": gold_rank, "gold_score": finite_or_none(gold_score)}
+                   "gold_rank": gold_rank, "gold_score": finite_or_none(gold_score),
+                   **(self.facts[i] if self.facts is not None else {})}
 
     def pool_scores(self) -> Iterator[tuple[str, str, PoolScores]]:
         """``(query id, relation, every candidate's score and rank)`` per query, when the run kept them."""
@@ -153,6 +157,7 @@ class ProbeResult:
         data = asdict(replace(self, ranking=None))
         data.pop("model")
         data.pop("ranking")
+        data.pop("facts")  # per query, as the predictions are: in predictions.jsonl
         data["settings"] = with_public_model(data["settings"])
         data["intervals"] = self.intervals
         ids, relations, gold, predictions = (data.pop(key) for key in ("ids", "relations", "gold", "predictions"))
@@ -218,4 +223,4 @@ def result_of(prober: ProberNote, queries: QuerySet, predictions: list[list[str]
                        ids=queries.ids, relations=queries.relations, gold=queries.gold, predictions=names,
                        metrics=score(queries, names, ks=ks, match=match), seconds=seconds, extra=extra,
                        data={**queries.info, "candidates": queries.pool_record()}, model=settings.get("model"),
-                       device=prober.device, ranking=ranking)
+                       device=prober.device, ranking=ranking, facts=queries.facts)

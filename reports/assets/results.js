@@ -76,6 +76,25 @@
     diff.remove();
   }
 
+  // ------------------------------------------------------------------ inverse consistency (medlama consistency)
+  const consistency = data.consistency || [];
+  if (consistency.length) {
+    const table = document.getElementById("consistency");
+    const share = (s) => withCi(s) + " (" + s.count + "/" + s.of + ")";
+    row(table, ["run", "k", "pair", "facts", "both", "r only", "r' only", "neither", "P(r'|r)", "P(r|r')"], true);
+    consistency.forEach((entry) => Object.entries(entry.by_k).forEach(([k, pairs]) =>
+      Object.entries(pairs).forEach(([pair, s]) => row(table, [entry.label, k, pair, String(s.facts),
+        share(s.both), share(s.forward_only), share(s.backward_only), share(s.neither),
+        share(s.backward_given_forward), share(s.forward_given_backward)]))));
+    document.getElementById("consistency-caption").textContent =
+      "Facts (s, r, o) of an inverse relation pair whose inverse (o, r', s) was probed too, paired by CUI: right " +
+      "in r when o is in the top k of (s, r), in r' when s is in the top k of (o, r'); % with [" +
+      (100 * consistency[0].level) + "% bootstrap interval] (facts resampled), counts in brackets. From each " +
+      "run's consistency.json.";
+  } else {
+    document.getElementById("consistency-section").remove();
+  }
+
   // ------------------------------------------------------------------ acc@k per relation (inline SVG)
   const chartK = document.getElementById("chart-k"), chartOrder = document.getElementById("chart-order");
   ks.forEach((k) => chartK.appendChild(el("option", {value: String(k)}, "acc@" + k)));

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from medlama.annotation import ExportSettings, ScoreSettings, export_sheet, score_sheet
+from medlama.annotation.estimate import EstimateSettings, estimate_sheet
 from medlama.core.errors import MedlamaInputError
 from medlama.core.models import LoadOptions, resolve_model
 from medlama.core.progress import showing
@@ -27,6 +28,7 @@ from medlama.datasets.folders import folder_configs, load_config, resolve_folder
 from medlama.runs.arguments import ProbeArguments, check_relations, check_release_relations, relation_names
 from medlama.runs.benchmarks import benchmark, resolve_data
 from medlama.analysis import CompareSettings, compare_folders
+from medlama.analysis.consistency import ConsistencyOutput, write_consistency
 from medlama.runs.queries import QuerySource, check_rule
 from medlama.probers.registry import METHODS, method_name, settings_for
 from medlama.runs.workflow import ProbeRequest, run_probe
@@ -264,6 +266,18 @@ def compare(*runs: str | Path, **settings: Any) -> dict:
     return compare_folders(runs, settings_from(CompareSettings, settings))
 
 
+def consistency(run: str | Path, *, out: str | Path | None = None, overwrite: bool = False,
+                **intervals: Any) -> dict:
+    """``medlama consistency RUN --json``'s record: per run of the probe output folder ``run`` and per k, the
+    facts of each inverse relation pair probed both ways (paired by CUI), the share right in both directions, in
+    one, in neither, and the conditional accuracies, with bootstrap intervals (medlama.analysis.consistency).
+    Written, as the command writes it, to ``RUN/consistency.json`` or ``out`` (an existing file is replaced
+    only with ``overwrite``). ``intervals``: fields of CompareSettings (``resamples``, ``seed``, ``level``)."""
+    output = settings_from(ConsistencyOutput, {"overwrite": overwrite, "out": None if out is None else Path(out)})
+    record, _ = write_consistency(run, settings_from(CompareSettings, intervals), output)
+    return record
+
+
 def report(*runs: str | Path, out: str | Path, **settings: Any) -> Path:
     """``medlama report RUN ... --out PAGE.html``: one self-contained HTML page of the runs in the output
     folders ``runs`` (``medlama probe`` or ``medlama recipe``; one or more; the first is the baseline): the
@@ -291,6 +305,14 @@ def annotate_score(*runs: str | Path, sheet: str | Path, ratings: Sequence[str |
     ``level``)."""
     return score_sheet(runs, sheet, ratings, ScoreSettings(threshold=threshold),
                        settings_from(CompareSettings, intervals))
+
+
+def annotate_estimate(*runs: str | Path, sheet: str | Path, ratings: Sequence[str | Path], threshold: int = 5,
+                      level: float = 0.95) -> dict:
+    """``medlama annotate estimate RUN ... --sheet SHEET RATINGS... --json``'s record: per run and rater, the whole
+    run's expert-judged acc@k (rated >= ``threshold``) estimated from the rated sample by prediction-powered
+    inference, with its CLT interval at ``level`` (medlama.annotation.estimate)."""
+    return estimate_sheet(runs, sheet, ratings, ScoreSettings(threshold=threshold), EstimateSettings(level=level))
 
 
 def mteb_task(data: Any = None, config: str = "hard", relations: Sequence[str] | str | None = None, *,

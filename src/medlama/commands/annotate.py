@@ -12,6 +12,14 @@ x level), acc@k under UMLS and under the experts' answers (rated >= --threshold)
 and McNemar's exact test, the UMLS answers rated below the threshold, and the raters' agreement (quadratic-
 weighted Cohen's kappa for two, ordinal Krippendorff's alpha for more). Ratings of another sheet, or missing,
 duplicated or out-of-range ones, are refused, naming the query and prediction.
+
+``medlama annotate estimate RUN [RUN ...] --sheet SHEET RATINGS...``: the whole run's expert-judged acc@k
+(a top-k prediction rated >= --threshold), estimated from the rated sample by prediction-powered inference
+(Angelopoulos et al. 2023): the UMLS hits of every query as the prediction, the ratings as its correction on the
+sample; per relation on a stratified sheet, weighted by the recorded probabilities on an uncertainty sheet
+(`annotate export --strategy uncertainty` draws more of the queries the model is least sure of). Prints the
+estimate with its CLT interval at --level beside the UMLS acc@k; --json the record (method, design, sample
+size, level, each ratings file's SHA-256).
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import sys
 from pathlib import Path
 
 from medlama.annotation import ExportSettings, ScoreSettings, export_sheet, score_sheet
+from medlama.annotation.estimate import EstimateOutput, EstimateSettings, estimate_sheet, render_estimate
 from medlama.annotation.figure import ScoreOutput, plot_confusion, render
 from medlama.annotation.sheet import CSV_SHEET, LS_TASKS, PAGE
 from medlama.commands.flags import add_settings_flags, given_settings, plain_text
@@ -46,14 +55,28 @@ def register(subparsers) -> None:
     export.set_defaults(func=run_export)
     score = actions.add_parser("score", help="score the raters' ratings against the UMLS answers (Figure 8)",
                                description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
-    score.add_argument("runs", nargs="+", type=Path, metavar="RUN", help=RUNS_HELP + ", as given to export")
-    score.add_argument("--sheet", required=True, nargs="+", type=Path, metavar=("SHEET", "RATINGS"),
-                       help="the sheet's folder, then one ratings file per rater (the page's .json export, the "
-                            "filled .csv, or Label Studio's .json export)")
+    add_rated_runs(score)
     add_settings_flags(score, ScoreSettings)
     add_settings_flags(score, ScoreOutput)
     add_settings_flags(score, CompareSettings, title="intervals")
     score.set_defaults(func=run_score)
+    estimate = actions.add_parser("estimate", help="estimate the whole run's expert-judged acc@k from the rated "
+                                                   "sample (prediction-powered inference)",
+                                  description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_rated_runs(estimate)
+    add_settings_flags(estimate, ScoreSettings)
+    add_settings_flags(estimate, EstimateSettings)
+    add_settings_flags(estimate, EstimateOutput)
+    estimate.set_defaults(func=run_estimate)
+
+
+def add_rated_runs(parser: argparse.ArgumentParser) -> None:
+    """``RUN ... --sheet SHEET RATINGS...``: the runs a sheet was made from, the sheet and its ratings files
+    (``score``'s and ``estimate``'s)."""
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN", help=RUNS_HELP + ", as given to export")
+    parser.add_argument("--sheet", required=True, nargs="+", type=Path, metavar=("SHEET", "RATINGS"),
+                        help="the sheet's folder, then one ratings file per rater (the page's .json export, the "
+                             "filled .csv, or Label Studio's .json export)")
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -82,4 +105,19 @@ def run_score(args: argparse.Namespace) -> int:
         render(record)
     if output.plot is not None:
         print(f"wrote {output.plot}", file=sys.stderr)
+    return 0
+
+
+def run_estimate(args: argparse.Namespace) -> int:
+    settings = settings_from(ScoreSettings, given_settings(args, ScoreSettings))
+    estimate = settings_from(EstimateSettings, given_settings(args, EstimateSettings))
+    sheet, *ratings = args.sheet
+    if not ratings:
+        raise MedlamaInputError("--sheet SHEET RATINGS...: give one ratings file per rater after the sheet's folder")
+    output = settings_from(EstimateOutput, given_settings(args, EstimateOutput))
+    record = estimate_sheet(args.runs, sheet, ratings, settings, estimate, argv=sys.argv)
+    if output.json:
+        print(json.dumps(record, indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(render_estimate(record))
     return 0
