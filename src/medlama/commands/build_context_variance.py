@@ -30,7 +30,7 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.progress import enabled as progress_enabled
 from medlama.core.settings import check, setting, settings_from
 from medlama.datasets.context_variance.settings import BuildSettings, CorpusSpec, IndexEngine, KnowledgeSpec
-from medlama.datasets.registry import Declaration
+from medlama.datasets.registry import Declaration, declared
 from medlama.loaders.corpus_files import FORMATS
 from medlama.loaders.mimic_notes import ON_BAD_RECORD
 
@@ -104,9 +104,10 @@ class RunSettings:
         check(self)
 
 
-def register(builders, declaration: Declaration) -> None:
+def register(builders, declaration: Declaration | None = None) -> None:
     """Add the ``context-variance`` parser to ``medlama build``'s sub-parsers (its name, help and description
-    are its declaration's, :mod:`medlama.datasets.declared.context_variance`)."""
+    are its declaration's, :mod:`medlama.datasets.declared.context_variance`, which ``medlama build`` passes)."""
+    declaration = declaration or declared("context-variance")
     parser = builders.add_parser(declaration.name, help=declaration.build.help,
                                  description=declaration.build.description)
     parser.add_argument("--out", required=True, type=Path, help="output folder; load it with medlama.datasets.folders.load_config(OUT, 'ehr_real')")
