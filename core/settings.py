@@ -43,7 +43,7 @@ def setting(default: Any = dataclasses.MISSING, *, help: str, choices: Sequence[
     """A dataclass field with what a user needs to know about it.
 
     ``help``: one line for ``--help`` and error messages. ``choices``: the allowed values (a ``Literal``
-    annotation gives them too). ``min``/``max``: inclusive bounds of a number. ``flag``: the command-line
+    annotation gives them too; a sequence that reads them when asked, as the declared datasets' names, is kept). ``min``/``max``: inclusive bounds of a number. ``flag``: the command-line
     spelling (default ``--field-name``); ``short``: a one-letter spelling beside it (``-q``). ``metavar``: the
     value's name in ``--help``. ``cli=False``: not a command-line flag (set from Python only). ``switch``: a
     bool flag with one spelling that flips the default (``--overwrite``; ``--no-verify`` for a true default),
@@ -54,7 +54,9 @@ def setting(default: Any = dataclasses.MISSING, *, help: str, choices: Sequence[
     resumed run may change), read back with ``field.metadata[name]``; ``nonfinite=True`` lets a float
     setting be infinite (NaN never is: it passes every bound).
     """
-    metadata = {"help": help, "choices": tuple(choices) if choices is not None else None, "min": min, "max": max,
+    if choices is not None and (isinstance(choices, list) or not isinstance(choices, Sequence)):
+        choices = tuple(choices)  # a copy; a read-only sequence stays itself (one read when asked stays live)
+    metadata = {"help": help, "choices": choices, "min": min, "max": max,
                 "flag": flag, "short": short, "metavar": metavar, "cli": cli, "switch": switch,
                 "show_default": show_default, "parse": parse, **extra}
     if default_factory is not dataclasses.MISSING:

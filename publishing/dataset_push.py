@@ -17,6 +17,7 @@ from medlama.publishing.public_names import public_build_info
 from medlama.publishing.upload import check_repo_id, finish
 from medlama.core.defaults import BUILD_INFO
 from medlama.datasets.card import gate as gate_card, name_repository
+from medlama.datasets.registry import declarations
 
 GATE_MODES = ("auto", "manual")
 DATASET_EXTRA_FILES = ("README.md", BUILD_INFO)
@@ -150,13 +151,9 @@ def plan_dataset(path: str | Path) -> tuple[list[str], list[str]]:
 
 
 def dataset_kinds() -> tuple[str, ...]:
-    """The commands whose output folders ``push-dataset`` uploads (their ownership records name them)."""
-    # datasets.biolama_folder, datasets.context_variance.export and datasets.medlama_folder load (they import datasets, datatrove, pyarrow) when this runs, not when medlama.publishing.dataset_push is imported
-    from medlama.datasets.biolama_folder import KIND as BIOLAMA
-    from medlama.datasets.context_variance.export import KIND as CONTEXT_VARIANCE
-    from medlama.datasets.medlama_folder import KIND as MEDLAMA
-
-    return MEDLAMA, BIOLAMA, CONTEXT_VARIANCE
+    """The commands whose output folders ``push-dataset`` uploads (their ownership records name them): one
+    ``build <name>`` per declared dataset (:func:`medlama.datasets.registry.declarations`)."""
+    return tuple(declaration.kind for declaration in declarations())
 
 
 def _pushed_card_text(card, gate: str | None, repo_id: str) -> str:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from medlama.core.errors import MedlamaInputError
 from medlama.core.models import check_device
 from medlama.core.settings import check, did_you_mean, setting
+from medlama.datasets.registry import declarations
 
 MATCHES = ("exact", "normalized")
 
@@ -68,12 +69,11 @@ def check_relations(wanted: Sequence[str] | None, known: Iterable[str], *, file:
 
 
 def check_release_relations(dataset: str, data: Any, relations: Sequence[str] | None) -> None:
-    """Before MedLAMA is built from its release (no ``data`` folder given), refuse relations the release does not
-    have: its relations are known without reading it."""
-    if dataset == "medlama" and data is None and relations:
-        from medlama.loaders.medlama_release import RELATIONS  # the release loader only when a relation is checked
-
-        check_relations(relations, RELATIONS)
+    """Before a dataset is built from its release (no ``data`` folder given), refuse relations the release does not
+    have, where its declaration knows them without reading it (MedLAMA's)."""
+    known = next((d.release_relations for d in declarations() if d.name == dataset), None)
+    if known is not None and data is None and relations:
+        check_relations(relations, known())
 
 
 def _text_problem(value: Any) -> str | None:

@@ -23,7 +23,8 @@ from pathlib import Path
 from medlama.core.display import print_table
 from medlama.datasets.folders import DataFolder, load_config, resolve_folder
 from medlama.core.errors import MedlamaInputError
-from medlama.runs.benchmarks import BIOLAMA, SOURCES, by_source, group_of, resolve_data
+from medlama.datasets.declared.biolama import BIOLAMA, SOURCES, by_source, group_of
+from medlama.runs.benchmarks import resolve_data
 from medlama.probers.pools import check_rule
 from medlama.probers.query_set import QuerySet, choice_queries
 from medlama.runs.tables import percent
@@ -83,7 +84,7 @@ def load_biolama_queries(data: str | Path | DataFolder, config: str = "all", *, 
 
 
 def load_biolama_source(source) -> QuerySet:
-    """BioLAMA's loader (:data:`~medlama.runs.benchmarks.BIOLAMA`) for a
+    """BioLAMA's loader (:data:`~medlama.datasets.declared.biolama.BIOLAMA`) for a
     :class:`~medlama.runs.queries.QuerySource`."""
     if source.prompt_column != DEFAULT_PROMPT_COLUMN:
         raise MedlamaInputError("--prompt-column is a MedLAMA option; BioLAMA queries use its manual prompts")

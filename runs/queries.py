@@ -5,6 +5,7 @@ Where the data is, and what identifies it, is :mod:`medlama.datasets.folders`' j
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,15 +13,16 @@ from pathlib import Path
 from medlama.datasets.folders import DataFolder, folder_configs, load_config, loaded_from, resolve_folder
 from medlama.core.errors import MedlamaInputError
 from medlama.runs.arguments import check_query_rows, check_relations, check_release_relations, relation_names
-from medlama.runs.benchmarks import BENCHMARKS, BIOLAMA, MEDLAMA, benchmark, resolve_data
-from medlama.runs.biolama_queries import load_biolama_source
+from medlama.runs.benchmarks import benchmark, resolve_data
 from medlama.probers.pools import CANDIDATE_RULES, check_rule, medlama_pools, row_pools
 from medlama.datasets.choices import is_mc, mc_config, ranking_config
 from medlama.probers.query_set import QuerySet, choice_queries, fact_columns
 from medlama.core.settings import check, setting
 from medlama.datasets.prompts import DEFAULT_PROMPT_COLUMN
+from medlama.datasets.declared.medlama import MEDLAMA
+from medlama.datasets.registry import PROBED_NAMES, declared
 
-#: MedLAMA's prompt columns (its declaration's, :data:`~medlama.runs.benchmarks.MEDLAMA`).
+#: MedLAMA's prompt columns (its declaration's, :data:`~medlama.datasets.declared.medlama.MEDLAMA`).
 PROMPT_COLUMNS = MEDLAMA.prompt_columns
 
 
@@ -129,9 +131,9 @@ def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt
 
 # -- which queries to probe: the dataset, its built folder, config, split and relations ------------------
 
-DATASETS = tuple(BENCHMARKS)
-#: Query sets each dataset offers (and one per relation: MedLAMA ``hard_<relation>``, BioLAMA ``<source>_<PID>``).
-CONFIGS = {name: bench.configs for name, bench in BENCHMARKS.items()}
+#: The datasets ``--dataset`` takes: the declared ones with a query reader (read when asked, so a dataset
+#: registered later is among them).
+DATASETS = PROBED_NAMES
 
 
 @dataclass(frozen=True)
@@ -172,8 +174,8 @@ def medlama_config(config: str, relations: Sequence[str] | None = None) -> tuple
     ``full_<relation>`` (the folder's per-relation configs), which selects that relation; the same with ``_mc``
     (multiple choice) gives the same set and relations."""
     set_name, _, relation = ranking_config(config).partition("_")
-    if set_name not in CONFIGS["medlama"]:
-        raise MedlamaInputError(f"unknown MedLAMA config {config!r}; choose from {list(CONFIGS['medlama'])} or "
+    if set_name not in MEDLAMA.configs:
+        raise MedlamaInputError(f"unknown MedLAMA config {config!r}; choose from {list(MEDLAMA.configs)} or "
                                 "hard_<relation> / full_<relation> (e.g. hard_may_treat)")
     if not relation:
         return set_name, list(relations) if relations else None
@@ -197,14 +199,15 @@ def load_queries(source: QuerySource) -> QuerySet:
     """The :class:`QuerySet` that ``source`` describes, loaded by its benchmark's loader (config, relations,
     prompt column and candidate rule applied)."""
     benchmark(source.dataset)  # an unknown dataset is refused by name
-    if source.dataset == BIOLAMA.name:
-        return load_biolama_source(source)
-    return load_medlama_source(source)
+    module, _, function = declared(source.dataset).query_reader.partition(":")
+    # The reader is named by its declaration (a floor below, which may not import it) and imported here.
+    return getattr(importlib.import_module(module), function)(source)
 
 
 def load_medlama_source(source: QuerySource) -> QuerySet:
-    """MedLAMA's loader (:data:`~medlama.runs.benchmarks.MEDLAMA`): config, relations and pool of ``source``."""
-    config = source.config or CONFIGS["medlama"][0]
+    """MedLAMA's loader (:data:`~medlama.datasets.declared.medlama.MEDLAMA`): config, relations and pool of
+    ``source``."""
+    config = source.config or MEDLAMA.default_config
     set_name, relations = medlama_config(config, list(source.relations) if source.relations else None)
     if source.split != "test":
         raise MedlamaInputError("MedLAMA has one split, test")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from medlama.runs.benchmarks import ALWAYS_SCORED
+from medlama.datasets.benchmark import ALWAYS_SCORED
 from medlama.probers.query_set import QuerySet
 
-#: The cut-offs every report shows (every probe scores them: :data:`~medlama.runs.benchmarks.ALWAYS_SCORED`).
+#: The cut-offs every report shows (every probe scores them: :data:`~medlama.datasets.benchmark.ALWAYS_SCORED`).
 REPORT_KS = ALWAYS_SCORED
 
 

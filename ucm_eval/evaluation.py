@@ -31,7 +31,7 @@ from medlama.core.provenance import folder_hash, model_identity
 from medlama.core.settings import check, setting
 from medlama.core.resume import ShardStore, discard_work_folder
 from medlama.runs.outputs import RESULTS_FILE
-from medlama.runs.benchmarks import CONTEXT_VARIANCE
+from medlama.datasets.declared.context_variance import CONTEXT_VARIANCE
 from medlama.ucm_eval.context_ranker import ContextRanker
 from medlama.ucm_eval.rankers import RankerSettings, canonical_method
 from medlama.ucm_eval.records import rank_sequences, sequence_records
@@ -39,7 +39,8 @@ from medlama.ucm_eval.report import print_tables, write_outputs
 from medlama.ucm_eval.scores import ModelResult, accuracy, by_context, share_intervals, ucm, ucm_k_macro
 from medlama.ucm_eval.sets import ContextSets, load_sets, read_build_info
 
-#: The UCM cut-offs (acc@k of table 2): the context-variance benchmark's declaration (medlama.runs.benchmarks),
+#: The UCM cut-offs (acc@k of table 2): the context-variance benchmark's declaration
+#: (medlama.datasets.declared.context_variance),
 #: not the probe reports' :data:`medlama.runs.scores.REPORT_KS`.
 UCM_KS = CONTEXT_VARIANCE.ks
 

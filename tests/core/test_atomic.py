@@ -541,7 +541,7 @@ def test_an_interrupted_run_ends_on_its_own_line(monkeypatch, capsys):
         writer.itself = writer  # a cycle, as a writer held by its dataset: freed by the collector, not at return
         raise Terminated()
 
-    monkeypatch.setattr(build, "run_biolama", cut_off)
+    monkeypatch.setattr(build, "run_build", cut_off)
     import sys
 
     # Python's own hook (it prints to stderr), in place of pytest's; put back after the test

@@ -13,7 +13,7 @@ from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.prober import Prober
 from medlama.runs.workflow import probe
-from medlama.runs.benchmarks import by_source
+from medlama.datasets.declared.biolama import by_source
 from medlama.runs.biolama_queries import load_biolama_queries
 from medlama.probers.registry import METHODS
 from probe_outputs import predictions

@@ -25,7 +25,7 @@ from medlama.core.provenance import model_identity, package_versions, provenance
 from medlama.core.resume import ShardStore, discard_work_folder
 from medlama.core.settings import check, setting
 from medlama.datasets.folders import DataFolder, folder_configs, load_config, resolve_folder
-from medlama.runs.benchmarks import group_of
+from medlama.datasets.declared.biolama import group_of
 from medlama.runs.biolama_queries import load_biolama_queries
 from medlama.probers.learned_prompts import (FORMAT, OUTPUT_KIND, PROMPTS_FILE, LearnedPrompt, base_identity,
                                              check_manual, subject_of, write_prompts)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from medlama.core.errors import MedlamaInputError
 from medlama.core.progress import bar
 from medlama.core.settings import check, setting
-from medlama.runs.benchmarks import BIOLAMA
+from medlama.datasets.declared.biolama import BIOLAMA
 from medlama.probers.learned_prompts import INITS, LearnedPrompt, initial_template, vector_count
 from medlama.probers.mask_predict import MaskPredictProber
 from medlama.probers.query_set import QuerySet

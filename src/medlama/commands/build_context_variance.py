@@ -1,5 +1,5 @@
 """``medlama build context-variance``: the context-variance sets of a built MedLAMA / BioLAMA folder as a dataset
-folder (registered by :mod:`medlama.commands.build`).
+folder (added to ``medlama build`` by :mod:`medlama.commands.build`, as its declaration names this module).
 
 This module turns the command line into typed settings and nothing more. Every flag but the paths (``--out``,
 ``--medlama`` / ``--biolama``), the repeatable ``--corpus`` / ``--corpus-licence`` and ``--json`` is made by
@@ -30,6 +30,7 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.progress import enabled as progress_enabled
 from medlama.core.settings import check, setting, settings_from
 from medlama.datasets.context_variance.settings import BuildSettings, CorpusSpec, IndexEngine, KnowledgeSpec
+from medlama.datasets.registry import Declaration, declared
 from medlama.loaders.corpus_files import FORMATS
 from medlama.loaders.mimic_notes import ON_BAD_RECORD
 
@@ -103,14 +104,12 @@ class RunSettings:
         check(self)
 
 
-def register(builders) -> None:
-    """Add the ``context-variance`` parser to ``medlama build``'s sub-parsers."""
-    parser = builders.add_parser(
-        "context-variance", help="context-variance probing sets (EHR / PMC / other corpora) for UCM",
-        description="Build context-variance sets (Yao et al. 2023): triples of a built MedLAMA or BioLAMA folder, "
-                    "contexts retrieved from corpora (MIMIC-III / MIMIC-IV notes CSV, PMC JATS XML / text, JSON Lines, "
-                    "plain text), cut into segments around the target, in every context type with its "
-                    "negative-target counterpart. Each corpus is indexed once and the index reused.")
+def register(builders, declaration: Declaration | None = None) -> None:
+    """Add the ``context-variance`` parser to ``medlama build``'s sub-parsers (its name, help and description
+    are its declaration's, :mod:`medlama.datasets.declared.context_variance`, which ``medlama build`` passes)."""
+    declaration = declaration or declared("context-variance")
+    parser = builders.add_parser(declaration.name, help=declaration.build.help,
+                                 description=declaration.build.description)
     parser.add_argument("--out", required=True, type=Path, help="output folder; load it with medlama.datasets.folders.load_config(OUT, 'ehr_real')")
     kb = parser.add_mutually_exclusive_group(required=True)
     kb.add_argument("--medlama", type=Path, metavar="DIR", help="a built MedLAMA folder (pool: the relation's answers) "

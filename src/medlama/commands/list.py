@@ -7,13 +7,12 @@ import argparse
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from medlama.commands.flags import add_command, add_settings_flags, given_settings
 from medlama.core.errors import MedlamaInputError
 from medlama.core.settings import check, setting, settings_from
 from medlama.core.display import console as make_console
-from medlama.runs.benchmarks import BENCHMARKS, CONTEXT_VARIANCE
+from medlama.datasets.registry import PROBED_NAMES, declarations
 from medlama.probers.registry import METHODS
 from medlama.trainers.config import DEFAULT_PRESET, PRESETS
 from medlama.runs.benchmarks import benchmark
@@ -24,7 +23,7 @@ from medlama.runs.queries import QuerySource, load_queries
 class ListSettings:
     """Whose relations ``medlama list`` counts, in which folder and config, and how it prints."""
 
-    dataset: Literal["medlama", "biolama"] = setting("medlama", help="whose relations to count")
+    dataset: str = setting("medlama", choices=PROBED_NAMES, help="whose relations to count")
     data: Path | None = setting(None, parse=Path, show_default=False,
                                 help="the dataset folder to count relations in (a built folder, a push-dataset dry "
                                      "run or a Hub dataset id), as probe --data; default: the build probe uses")
@@ -49,8 +48,7 @@ def datasets() -> list[dict]:
     """Every dataset with its configs, per-relation config spelling, splits and what its candidates are."""
     return [{"dataset": b.name, "configs": list(b.configs), "relation_configs": b.relation_configs,
              "splits": list(b.splits), "candidates": b.candidates, "ks": list(b.ks), "match": b.match,
-             "command": "medlama ucm" if b is CONTEXT_VARIANCE else "medlama probe"}
-            for b in (*BENCHMARKS.values(), CONTEXT_VARIANCE)]
+             "command": d.scored_by} for d in declarations() if (b := d.benchmark) is not None]
 
 
 def methods() -> list[dict]:
