@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
@@ -55,6 +56,11 @@ class MaskAverageProber(Prober):
                  device: str | None = None) -> None:
         self.settings_ = settings
         self.lm = MaskedLM(model_path, device=device, batch_size=settings.batch_size)
+
+    @property
+    def device(self) -> Any:
+        """The masked LM's device."""
+        return self.lm.device
 
     def settings(self) -> dict:
         return {"method": self.method, "model": self.lm.model_path, **asdict(self.settings_)}

@@ -53,6 +53,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
@@ -209,6 +210,11 @@ class MaskPredictProber(Prober):
             at += prompt.vectors.shape[0]
         self._prompts = dict(prompts or {})
         self.lm.vectors = torch.cat(stacked).to(self.lm.device) if stacked else None
+
+    @property
+    def device(self) -> Any:
+        """The masked LM's device."""
+        return self.lm.device
 
     def settings(self) -> dict:
         out = {"method": self.method, "model": self.lm.model_path, "decoding": self.settings_.name,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -74,6 +74,11 @@ class MaskedLikelihoodProber(Prober):
         if not isinstance(model_path, LoadedModel):
             self.lm.model.to(torch_dtype(settings.dtype))
         self.scorer = PllScorer(self.lm, settings.pll, batch_size=settings.batch_size)
+
+    @property
+    def device(self) -> Any:
+        """The masked LM's device."""
+        return self.lm.device
 
     def settings(self) -> dict:
         return {"method": self.method, "model": self.lm.model_path, **as_dict(self.settings_)}

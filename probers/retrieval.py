@@ -85,6 +85,7 @@ class RetrievalProber(Prober):
         ``sentence-transformers``, a folder, Hub id or ``SentenceTransformer`` that
         :class:`~medlama.probers.encoding.SentenceTransformerEncoder` encodes."""
         self.settings_ = settings
+        self.candidate_embeddings: str | None = None  # what the embedding cache did, once candidates are encoded
         self.encoder: Encoder | SentenceTransformerEncoder
         if settings.pooling == SENTENCE_TRANSFORMERS:
             if tokenizer is not None:
@@ -106,7 +107,12 @@ class RetrievalProber(Prober):
                 # whether the candidates' vectors came from the embedding cache (served), were encoded and kept
                 # (stored), encoded but the cache could not be written (not stored), or encoded only (off); the
                 # numbers are the same either way
-                "candidate_embeddings": getattr(self, "candidate_embeddings", None)}
+                "candidate_embeddings": self.candidate_embeddings}
+
+    @property
+    def device(self) -> Any:
+        """The encoder's device."""
+        return self.encoder.device
 
     scores_pool = True
     #: A multiple-choice query set is ranked in one call: the choices' union encoded once, each query scored
@@ -132,7 +138,7 @@ class RetrievalProber(Prober):
             raise MedlamaInputError(f"query set {queries.name!r} has no candidates")
         names, self.candidate_embeddings = encode_cached(self.encoder, queries.candidates,
                                                          self.settings_.name_max_length, progress="candidates",
-                                                         role="document", loaded=getattr(self, "loaded", None))
+                                                         role="document", loaded=self.loaded)
         inputs = queries.with_mask(self.encoder.mask_token)
         texts = self.encoder.encode(inputs, self.settings_.query_max_length, progress="queries", role="query")
         if queries.choices is not None:

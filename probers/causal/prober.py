@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -122,6 +122,11 @@ class _CausalProber(Prober):
     def __init__(self, model_path: str | Path, settings: CausalModelSettings, *, device: str | None = None) -> None:
         self.settings_ = settings
         self.lm = CausalLM(model_path, self.method, settings, device=device)
+
+    @property
+    def device(self) -> Any:
+        """The causal LM's device."""
+        return self.lm.device
 
     def settings(self) -> dict:
         return {"method": self.method, "model": self.lm.model_path, **as_dict(self.settings_)}
