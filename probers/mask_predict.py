@@ -55,7 +55,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from medlama.core.batching import BatchSize
+from medlama.core.batching import BatchSize, batch_size_setting
 from medlama.core.errors import MedlamaInputError
 from medlama.core.public_paths import public_word
 from medlama.probers.prober import Prober, check_all_scores, check_settings
@@ -84,7 +84,7 @@ class MaskPredictSettings:
                                         "log-probabilities at fill time")
     to_candidates: bool = setting(True, help="report a decoded answer whose token ids equal a candidate name's "
                                              "as that name (--raw-predictions: as decoded)", cli=False)
-    batch_size: BatchSize = setting(16, metavar="N", help="queries decoded together (x beam size rows per forward pass)", min=1)
+    batch_size: BatchSize = batch_size_setting(16, help="queries decoded together (x beam size rows per forward pass)")
     prompts: str | None = setting(None, metavar="PROMPTS", help="decode with learned prompts: a folder of medlama "
                                   "optiprompt or a Hub repo id (none: the manual prompts)")
     allow_train_overlap: bool = setting(False, switch=True, help="probe learned prompts on queries that ask facts "

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from medlama.core.batching import BatchSize
+from medlama.core.batching import BatchSize, batch_size_setting
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.prober import Prober, check_settings
 from medlama.probers.embedding_cache import encode_cached
@@ -52,7 +52,7 @@ class RetrievalSettings:
                                                     "its max_seq_length for sentence-transformers)", min=1)
     name_max_length: int | None = setting(25, help="tokens a candidate name is cut to (none: the model's own "
                                                    "maximum, as for queries)", min=1)
-    batch_size: BatchSize = setting(128, metavar="N", help="texts per forward pass", min=1)
+    batch_size: BatchSize = batch_size_setting(128, help="texts per forward pass")
 
     def __post_init__(self) -> None:
         if isinstance(self.distance, str):

@@ -149,7 +149,7 @@ def shard_store(out: str | Path, sets_dir: str | Path, sets: ContextSets, ranker
     manifest = {"sets": folder_hash(sets_dir), "selection": sets.selection,
                 "rankers": {label: {"model": model_identity(ranker.model_path or label),
                                     "settings": {k: v for k, v in ranker.settings().items()
-                                                 if k not in ("batch_size", "model")}}
+                                                 if k not in ("batch_size", "resolved_batch_size", "model")}}
                             for label, ranker in rankers}}
     store = ShardStore.open(out, kind=OUTPUT_KIND, manifest=manifest, overwrite=overwrite, hint=hint)
     if not store.empty():

@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from medlama.core.batching import BatchSize
+from medlama.core.batching import BatchSize, batch_size_setting
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import FiniteScores
 from medlama.core.defaults import MASK_PLACEHOLDER
@@ -60,7 +60,7 @@ REDUCTION_HELP = "a candidate's score: the sum of its (and the suffix's) token l
 
 @dataclass(frozen=True)
 class LikelihoodSettings(CausalModelSettings):
-    batch_size: BatchSize = setting(32, metavar="N", help="candidate continuations per forward pass", min=1)
+    batch_size: BatchSize = batch_size_setting(32, help="candidate continuations per forward pass")
     reduction: Literal["sum", "mean"] = setting("sum", help=REDUCTION_HELP)
     kv_cache: bool = setting(True, help="run each query's prefix once and reuse its KV cache for every candidate "
                                         "(off: score every full sequence from scratch; same scores, more work)")
@@ -94,7 +94,7 @@ class LikelihoodSettings(CausalModelSettings):
 
 @dataclass(frozen=True)
 class ConstrainedSettings(CausalModelSettings):
-    batch_size: BatchSize = setting(8, metavar="N", help="queries per beam search", min=1)
+    batch_size: BatchSize = batch_size_setting(8, help="queries per beam search")
     num_beams: int | None = setting(None, help="beam width (none: top_k); at least the number of candidates "
                                                "gives the exact likelihood ranking", min=1, metavar="N")
     reduction: Literal["sum", "mean"] = setting("sum", help=REDUCTION_HELP)
@@ -105,7 +105,7 @@ class ConstrainedSettings(CausalModelSettings):
 
 @dataclass(frozen=True)
 class GenerateSettings(CausalModelSettings):
-    batch_size: BatchSize = setting(16, metavar="N", help="queries per generate call", min=1)
+    batch_size: BatchSize = batch_size_setting(16, help="queries per generate call")
     num_beams: int | None = setting(None, help="beams (none: top_k, one answer per beam; 1: greedy)", min=1,
                                        metavar="N")
     max_answer_tokens: int = setting(16, help="most tokens generated for an answer", min=1)

@@ -11,7 +11,7 @@ from pathlib import Path
 from medlama.integrations.mteb.export import describe, export_mteb
 
 
-def register(formats: argparse._SubParsersAction) -> None:
+def register(formats) -> None:
     parser = formats.add_parser(
         "mteb", help="MedLAMA in MTEB's retrieval layout (corpus, queries, qrels per relation)",
         description="Write MedLAMA as MTEB retrieval data: one subset per relation, its candidate pool as corpus, "
