@@ -321,7 +321,7 @@ def make_ranker(method: str, model_path: str | Path, settings: AnySettings | Non
     ``auto``: causal-likelihood when the model's config is a decoder-only causal LM, else mask-predict (the
     UCM paper's confidence decoding) when the model has an MLM head, else retrieval. ``settings``: the
     method's settings dataclass, or :class:`RankerSettings` (each method takes its part); ``None``: the
-    defaults.
+    defaults. Settings with ``batch_size="auto"`` give an :class:`AutoBatchRanker` (the largest size that fits).
     """
     name = canonical_method(method)
     if name != "auto":
