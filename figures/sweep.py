@@ -31,8 +31,8 @@ from medlama.runs.result import step_record
 from medlama.figures.settings import AXES, POINT_FILE, SWEEP_FILE, SWEEP_KIND, SweepSettings, point_key
 from medlama.runs.outputs import write_results
 from medlama.probers.query_set import QuerySet
-from medlama.probers.retrieval import RetrievalProber, RetrievalSettings
-from medlama.runs.workflow import probe
+from medlama.probers.retrieval import RetrievalSettings
+from medlama.runs.model_probe import probe_model
 from medlama.trainers.config import QUICK_PRESET, RewireConfig
 
 __all__ = ["run_sweep"]
@@ -83,8 +83,8 @@ def run_sweep(settings: SweepSettings, queries: QuerySet, out: str | Path, *,
         base = (earlier or {}).get("base")
         if base is None:
             progress(f"probing the un-rewired model (step 0) on {queries.name} ({len(queries):,} queries)")
-            base = step_record(probe(RetrievalProber(resolve_model(settings.model), probe_settings,
-                                                     device=device), queries, label="un-rewired"))
+            base = step_record(probe_model("retrieval", resolve_model(settings.model), probe_settings, queries,
+                                           label="un-rewired", device=device))
         done = [key for key in (earlier or {}).get("points", []) if (out / "points" / key / POINT_FILE).is_file()]
         record = {"plan": plan, "grid": {name: list(getattr(settings, name)) for name, _, _ in AXES},
                   "base": base, "points": done}
@@ -117,8 +117,8 @@ def _run_point(point: dict, config: RewireConfig, settings: SweepSettings, queri
         for checkpoint in list_checkpoints(rewired.path):
             step = checkpoint_step(checkpoint)
             progress(f"probing {Path(corpus).name} at step {step}")
-            steps[str(step)] = step_record(probe(RetrievalProber(checkpoint, probe_settings, device=device), queries,
-                                                 label=f"{Path(corpus).name}@{step}"))
+            steps[str(step)] = step_record(probe_model("retrieval", checkpoint, probe_settings, queries,
+                                                       label=f"{Path(corpus).name}@{step}", device=device))
         entries.append({"corpus": Path(corpus).name, "rewire_seconds": round(seconds, 3), "steps": steps})
     record = {"point": point, "key": point_key(point), "rewire_config": config.to_dict(),
               "checkpoints": entries,

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from medlama.core.defaults import MASK_PLACEHOLDER
-from medlama.core.batching import BatchSize
+from medlama.core.batching import BatchSize, batch_size_setting
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import FiniteScores
 from medlama.core.loaded import LoadedModel
@@ -52,7 +52,7 @@ class GenerativeSettings:
     max_answer_tokens: int = setting(32, help="most tokens generated for the answer", min=1, metavar="N")
     to_candidates: bool = setting(True, help="report an answer whose token ids equal a candidate name's as that "
                                              "name (--raw-predictions: as decoded)", cli=False)
-    batch_size: BatchSize = setting(16, metavar="N", help="queries per generate call (each expanded to top-k beams)", min=1)
+    batch_size: BatchSize = batch_size_setting(16, help="queries per generate call (each expanded to top-k beams)")
 
     def __post_init__(self) -> None:
         check_settings(self)

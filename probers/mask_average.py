@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-from medlama.core.batching import BatchSize
+from medlama.core.batching import BatchSize, batch_size_setting
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.prober import Prober, check_settings
 from medlama.probers.mlm import MaskedLM
@@ -40,7 +41,7 @@ class MaskAverageSettings:
     max_tokens: int | None = setting(None, help="most masks per candidate (none: the longest candidate's token "
                                                 "count); longer candidates are scored on their first N tokens",
                                      min=1, metavar="N")
-    batch_size: BatchSize = setting(32, metavar="N", help="queries per forward pass (one row each, per candidate length)", min=1)
+    batch_size: BatchSize = batch_size_setting(32, help="queries per forward pass (one row each, per candidate length)")
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -55,6 +56,11 @@ class MaskAverageProber(Prober):
                  device: str | None = None) -> None:
         self.settings_ = settings
         self.lm = MaskedLM(model_path, device=device, batch_size=settings.batch_size)
+
+    @property
+    def device(self) -> Any:
+        """The masked LM's device."""
+        return self.lm.device
 
     def settings(self) -> dict:
         return {"method": self.method, "model": self.lm.model_path, **asdict(self.settings_)}

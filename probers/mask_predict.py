@@ -53,8 +53,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-from medlama.core.batching import BatchSize
+from medlama.core.batching import BatchSize, batch_size_setting
 from medlama.core.errors import MedlamaInputError
 from medlama.core.public_paths import public_word
 from medlama.probers.prober import Prober, check_all_scores, check_settings
@@ -83,7 +84,7 @@ class MaskPredictSettings:
                                         "log-probabilities at fill time")
     to_candidates: bool = setting(True, help="report a decoded answer whose token ids equal a candidate name's "
                                              "as that name (--raw-predictions: as decoded)", cli=False)
-    batch_size: BatchSize = setting(16, metavar="N", help="queries decoded together (x beam size rows per forward pass)", min=1)
+    batch_size: BatchSize = batch_size_setting(16, help="queries decoded together (x beam size rows per forward pass)")
     prompts: str | None = setting(None, metavar="PROMPTS", help="decode with learned prompts: a folder of medlama "
                                   "optiprompt or a Hub repo id (none: the manual prompts)")
     allow_train_overlap: bool = setting(False, switch=True, help="probe learned prompts on queries that ask facts "
@@ -209,6 +210,11 @@ class MaskPredictProber(Prober):
             at += prompt.vectors.shape[0]
         self._prompts = dict(prompts or {})
         self.lm.vectors = torch.cat(stacked).to(self.lm.device) if stacked else None
+
+    @property
+    def device(self) -> Any:
+        """The masked LM's device."""
+        return self.lm.device
 
     def settings(self) -> dict:
         out = {"method": self.method, "model": self.lm.model_path, "decoding": self.settings_.name,

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
-from medlama.core.batching import BatchSize
+from medlama.core.batching import BatchSize, batch_size_setting
 from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
 from medlama.core.loaded import LoadedModel
@@ -49,7 +49,7 @@ class MaskedLikelihoodSettings:
                                 "2020)")
     reduction: Literal["sum", "mean"] = setting("sum", help="a candidate's score: the statement's PLL (the sum of "
                                                             "its tokens' masked log-probabilities) or their mean")
-    batch_size: BatchSize = setting(128, metavar="N", help="masked copies of statements per forward pass", min=1)
+    batch_size: BatchSize = batch_size_setting(128, help="masked copies of statements per forward pass")
     dtype: Literal["fp32", "bf16", "fp16"] = setting("fp32", help="weights' dtype (bf16/fp16 halve memory on a GPU; "
                                                                    "scores are summed in float64)")
 
@@ -74,6 +74,11 @@ class MaskedLikelihoodProber(Prober):
         if not isinstance(model_path, LoadedModel):
             self.lm.model.to(torch_dtype(settings.dtype))
         self.scorer = PllScorer(self.lm, settings.pll, batch_size=settings.batch_size)
+
+    @property
+    def device(self) -> Any:
+        """The masked LM's device."""
+        return self.lm.device
 
     def settings(self) -> dict:
         return {"method": self.method, "model": self.lm.model_path, **as_dict(self.settings_)}

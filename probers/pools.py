@@ -111,10 +111,11 @@ def one_choice_pool(queries: Any, index: int) -> Any:
 def rank_choices(prober: Any, queries: Any, top_k: int, *, all_scores: bool = False,
                  layers: bool = False) -> Ranking | dict[int, Ranking]:
     """Each query of a multiple-choice ``queries`` ranked against its own choices: ``prober``'s own ranking where it
-    ranks per-query pools in one call (``ranks_choices``), else one query at a time, each as a query set whose
-    candidates are its choices (so every method ranks them as it ranks a pool). ``layers``: a layer sweep's
-    ``{layer: Ranking}``."""
-    if getattr(prober, "ranks_choices", False):
+    ranks per-query pools in one call (its :attr:`~medlama.probers.prober.Prober.ranks_choices`), else one query
+    at a time, each as a query set whose candidates are its choices (so every method ranks them as it ranks a
+    pool). ``prober``: a :class:`~medlama.probers.prober.Prober` (typed ``Any``: that module imports this one).
+    ``layers``: a layer sweep's ``{layer: Ranking}``."""
+    if prober.ranks_choices:
         if layers:
             return prober.rank_layers_scored(queries, top_k, all_scores=all_scores)
         return prober.rank_scored(queries, top_k=top_k, all_scores=all_scores)

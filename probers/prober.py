@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from abc import ABC
 from dataclasses import asdict, dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.settings import check, choices_of, fields_of, type_hints
@@ -27,6 +27,10 @@ class Prober(ABC):
     ``scores.parquet``), methods that generate answers with :meth:`Ranking.from_names
     <medlama.probers.ranking.Ranking.from_names>` (the gold ranked among the answers returned only).
     :attr:`score_meaning` says what the scores are; it is recorded in the run's settings (``score``).
+
+    Every member a method may lack is declared here with its default, so callers read it and never probe for
+    it: :attr:`ranks_choices`, :meth:`rank_layers_scored` (a layer sweep), :attr:`settings_`, :attr:`loaded`,
+    :attr:`device`.
     """
 
     #: Short method name, as ``medlama probe --method`` spells it.
@@ -37,6 +41,19 @@ class Prober(ABC):
     independent_queries: bool = False
     #: Whether :meth:`rank_scored` scores every candidate of the pool (so ``all_scores`` can be given).
     scores_pool: bool = False
+    #: Whether :meth:`rank_scored` ranks a multiple-choice query set whole (each query against its own choices)
+    #: in one call; otherwise :func:`medlama.probers.pools.rank_choices` ranks it one query at a time, that
+    #: query's choices as its pool.
+    ranks_choices: bool = False
+    #: The method's typed settings (its dataclass in :data:`medlama.probers.registry.METHODS`); ``None`` for a
+    #: prober that has none.
+    settings_: Any = None
+    #: How the prober's model was loaded (:func:`~medlama.core.models.loading_with`'s record), set by the probe
+    #: workflow that made it; ``None`` for a prober made by hand.
+    loaded: dict | None = None
+    #: The device the prober computes on (a ``torch.device`` or a name); ``None``: not known. Methods whose
+    #: model sits in an encoder or language model give that one's.
+    device: Any = None
 
     @property
     def score_meaning(self) -> str | None:
@@ -58,6 +75,14 @@ class Prober(ABC):
             raise NotImplementedError(f"{type(self).__name__} implements neither rank nor rank_scored")
         check_all_scores(self, all_scores)
         return Ranking.from_names(queries.gold, self.rank(queries, top_k))
+
+    def rank_layers_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False
+                           ) -> dict[int, Ranking]:
+        """``{layer: Ranking}``: the scored ranking at every layer the settings sweep (a layer sweep, asked for by
+        settings ``layers``), as :meth:`rank_scored` ranks one. By default the method has no layer sweep: an
+        error naming it."""
+        raise MedlamaInputError(f"--method {self.method} has no layer sweep: it ranks with the model's output "
+                                "only (layers is retrieval's)")
 
     def settings(self) -> dict:
         """Everything that determines the predictions, for the JSON output and model cards."""
@@ -85,7 +110,7 @@ class ProberNote:
 
     @classmethod
     def of(cls, prober: "Prober") -> "ProberNote":
-        return cls(prober.settings(), device_of(prober), prober.score_meaning, dict(getattr(prober, "loaded", {})))
+        return cls(prober.settings(), device_of(prober), prober.score_meaning, dict(prober.loaded or {}))
 
     def record(self) -> dict:
         """As JSON (a resume shard's note)."""
@@ -118,9 +143,5 @@ def check_settings(settings: S) -> S:
 
 
 def device_of(prober: Prober) -> str | None:
-    """The device a prober computes on (its encoder's, language model's or own ``device``), as a string."""
-    for owner in (getattr(prober, "encoder", None), getattr(prober, "lm", None), prober):
-        device = getattr(owner, "device", None)
-        if device is not None:
-            return str(device)
-    return None
+    """The device a prober computes on (:attr:`Prober.device`), as a string; ``None`` when not known."""
+    return None if prober.device is None else str(prober.device)

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from medlama.core.batching import BatchSize
+from medlama.core.batching import BatchSize, batch_size_setting
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.prober import Prober, check_settings
 from medlama.probers.embedding_cache import encode_cached
@@ -52,7 +52,7 @@ class RetrievalSettings:
                                                     "its max_seq_length for sentence-transformers)", min=1)
     name_max_length: int | None = setting(25, help="tokens a candidate name is cut to (none: the model's own "
                                                    "maximum, as for queries)", min=1)
-    batch_size: BatchSize = setting(128, metavar="N", help="texts per forward pass", min=1)
+    batch_size: BatchSize = batch_size_setting(128, help="texts per forward pass")
 
     def __post_init__(self) -> None:
         if isinstance(self.distance, str):
@@ -85,6 +85,7 @@ class RetrievalProber(Prober):
         ``sentence-transformers``, a folder, Hub id or ``SentenceTransformer`` that
         :class:`~medlama.probers.encoding.SentenceTransformerEncoder` encodes."""
         self.settings_ = settings
+        self.candidate_embeddings: str | None = None  # what the embedding cache did, once candidates are encoded
         self.encoder: Encoder | SentenceTransformerEncoder
         if settings.pooling == SENTENCE_TRANSFORMERS:
             if tokenizer is not None:
@@ -106,7 +107,12 @@ class RetrievalProber(Prober):
                 # whether the candidates' vectors came from the embedding cache (served), were encoded and kept
                 # (stored), encoded but the cache could not be written (not stored), or encoded only (off); the
                 # numbers are the same either way
-                "candidate_embeddings": getattr(self, "candidate_embeddings", None)}
+                "candidate_embeddings": self.candidate_embeddings}
+
+    @property
+    def device(self) -> Any:
+        """The encoder's device."""
+        return self.encoder.device
 
     scores_pool = True
     #: A multiple-choice query set is ranked in one call: the choices' union encoded once, each query scored
@@ -132,7 +138,7 @@ class RetrievalProber(Prober):
             raise MedlamaInputError(f"query set {queries.name!r} has no candidates")
         names, self.candidate_embeddings = encode_cached(self.encoder, queries.candidates,
                                                          self.settings_.name_max_length, progress="candidates",
-                                                         role="document", loaded=getattr(self, "loaded", None))
+                                                         role="document", loaded=self.loaded)
         inputs = queries.with_mask(self.encoder.mask_token)
         texts = self.encoder.encode(inputs, self.settings_.query_max_length, progress="queries", role="query")
         if queries.choices is not None:

@@ -16,10 +16,10 @@ from medlama.core.checkpoints import checkpoint_step, list_checkpoints
 from medlama.runs.outputs import PREDICTIONS_FILE, RESULTS_FILE, write_predictions
 from medlama.runs.result import ProbeResult, step_record
 from medlama.runs.scores import REPORT_KS
-from medlama.runs.workflow import probe
+from medlama.runs.model_probe import probe_model
 from medlama.probers.query_set import QuerySet
 from medlama.runs.tables import mean_std
-from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
+from medlama.probers.retrieval import PRESETS, RetrievalSettings
 from medlama.core.models import resolve_model
 from medlama.trainers.config import RewireConfig
 from medlama.trainers.model_card import update_model_card_scores
@@ -163,7 +163,7 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
         config = RewireConfig(**{**config.to_dict(), "model": str(model)})
     progress(f"probing the un-rewired model on {queries.name} ({len(queries):,} queries, "
              f"{len(queries.candidates):,} candidates)")
-    base = probe(RetrievalProber(base_model, probe_settings, device=device), queries, label="un-rewired")
+    base = probe_model("retrieval", base_model, probe_settings, queries, label="un-rewired", device=device)
     result = RecipeResult(base=base, rewired=[], models=[], rewire_config=config.to_dict(),
                           corpora=[str(corpus) for corpus in corpora],
                           heldout=str(heldout) if heldout is not None else None,
@@ -198,7 +198,7 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
                 chosen = path
         result.checkpoint_choice["models"].append(record)
         progress(f"probing the model rewired on {name}")
-        probed = probe(RetrievalProber(chosen, probe_settings, device=device), queries, label=f"rewired ({name})")
+        probed = probe_model("retrieval", chosen, probe_settings, queries, label=f"rewired ({name})", device=device)
         result.rewired.append(probed)
         result.models.append(chosen)
         if heldout_result is not None:  # scored while choosing: the same model, the same pairs
@@ -211,8 +211,8 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
                                      source="medlama recipe (Contrastive-Probe retrieval, reference settings)")
         if probe_checkpoints:
             result.checkpoints.append({
-                checkpoint_step(path): probe(RetrievalProber(path, probe_settings, device=device), queries,
-                                             label=f"{name}@{checkpoint_step(path)}")
+                checkpoint_step(path): probe_model("retrieval", path, probe_settings, queries,
+                                                   label=f"{name}@{checkpoint_step(path)}", device=device)
                 for path in list_checkpoints(rewired.path)})
     return result
 

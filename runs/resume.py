@@ -94,12 +94,12 @@ class Shard:
                 "count": len(self.indices), "ids": ids}
 
 
-def independent(method_or_prober: Any) -> bool:
+def independent(method_or_prober: str | Prober) -> bool:
     """Whether the method ranks each query on its own (its shards may then be blocks of queries)."""
     if isinstance(method_or_prober, str):
         entry = METHODS.get(method_or_prober)
-        return bool(entry and getattr(entry.prober, "independent_queries", False))
-    return bool(getattr(method_or_prober, "independent_queries", False))
+        return bool(entry and entry.prober.independent_queries)
+    return method_or_prober.independent_queries
 
 
 def plan(queries: QuerySet, *, blocks: bool, size: int | None = None) -> list[Shard]:

@@ -282,7 +282,7 @@ def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k:
     check_all_scores(prober, all_scores)
     if label is not None:
         check_label(label, what="label")
-    if getattr(getattr(prober, "settings_", None), "batch_size", None) == "auto":
+    if is_auto(prober.settings_):
         raise MedlamaInputError("batch size 'auto' is resolved by medlama probe and medlama.probe (the largest that "
                                 "fits); a prober used on its own needs a number")
     start = time.perf_counter()

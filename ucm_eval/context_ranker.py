@@ -52,6 +52,8 @@ class ContextRanker(ABC):
     #: Whether every pool entity gets a score (False: a decoding ranker, whose ``-inf`` means "not ranked",
     #: each such entity ranked ``len(pool) + 1``; see :func:`ranks_from_scores`).
     ranks_all: bool = True
+    #: The model's folder or Hub id (``None``: a model not known by one); a resumed run's shards are keyed by it.
+    model_path: str | None = None
 
     def scores(self, inputs: Sequence[str], pool: Sequence[str]) -> np.ndarray:
         """Scores ``(len(inputs), len(pool))`` as float64, higher is better (``-inf``: cannot be scored)."""

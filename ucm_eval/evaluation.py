@@ -148,9 +148,9 @@ def shard_store(out: str | Path, sets_dir: str | Path, sets: ContextSets, ranker
     keyed by what decides the ranks: the sets' content and selection, each ranker's settings (but its batch
     size) and model."""
     manifest = {"sets": folder_hash(sets_dir), "selection": sets.selection,
-                "rankers": {label: {"model": model_identity(getattr(ranker, "model_path", None) or label),
+                "rankers": {label: {"model": model_identity(ranker.model_path or label),
                                     "settings": {k: v for k, v in ranker.settings().items()
-                                                 if k not in ("batch_size", "model")}}
+                                                 if k not in ("batch_size", "resolved_batch_size", "model")}}
                             for label, ranker in rankers}}
     store = ShardStore.open(out, kind=OUTPUT_KIND, manifest=manifest, overwrite=overwrite, hint=hint)
     if not store.empty():

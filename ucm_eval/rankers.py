@@ -54,13 +54,14 @@ The interface is :mod:`medlama.ucm_eval.context_ranker`; the causal ranker, with
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
+from medlama.core.batching import AUTO, BatchSize, batch_size_setting, fit_batch, is_auto, starting_size
 from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.causal.prober import LikelihoodSettings
@@ -107,7 +108,7 @@ class RetrievalRankerSettings:
                                            help="retrieval: most tokens of an input, longer inputs lose their "
                                                 "start; none: the model's limit")
     name_max_length: int = setting(25, min=1, cli=False, help="retrieval: most tokens of a pool name")
-    batch_size: int = setting(64, help="retrieval: texts per forward pass", min=1)
+    batch_size: BatchSize = batch_size_setting(64, help="texts per forward pass")
 
     def __post_init__(self) -> None:
         check(self)
@@ -247,6 +248,48 @@ class RetrievalRanker(ContextRanker):
                 "truncation": "inputs lose their start"}
 
 
+class AutoBatchRanker(ContextRanker):
+    """A ranker whose settings ask ``batch_size="auto"``, resolved as ``medlama probe`` resolves it: the ranker
+    ``build(size)`` makes, first at ``start`` (:func:`~medlama.core.batching.starting_size`) and, when a call runs
+    out of memory, made again at half the size (:func:`~medlama.core.batching.fit_batch`); a later call starts
+    at the size the last one used. Its settings record ``"auto"`` and the size it resolved to
+    (``resolved_batch_size``)."""
+
+    def __init__(self, build: Callable[[int], ContextRanker], start: int) -> None:
+        self._build, self.size = build, start
+        self.ranker: ContextRanker | None = build(start)
+        self._built = start
+        self.method, self.ranks_all, self.model_path = self.ranker.method, self.ranker.ranks_all, self.ranker.model_path
+
+    def _at(self, size: int) -> ContextRanker:
+        if self.ranker is None or size != self._built:
+            self.ranker = None  # let go of the model before loading it again
+            self.ranker = self._build(size)
+            self._built = size
+        return self.ranker
+
+    def _scores(self, inputs: list[str], pool: list[str]) -> np.ndarray:
+        scores, self.size = fit_batch(lambda size: self._at(size).scores(inputs, pool), self.size)
+        return scores
+
+    def whole(self, inputs: Sequence[str], pool: Sequence[str]) -> np.ndarray:
+        return self._at(self.size).whole(inputs, pool)
+
+    def _fits(self, text: str, pool: list[str]) -> bool:
+        return bool(self.whole([text], pool)[0])
+
+    def settings(self) -> dict:
+        return {**self._at(self.size).settings(), "batch_size": AUTO, "resolved_batch_size": self.size}
+
+
+def _build(cls: type[ContextRanker], model_path: str | Path, settings: Any, device: str | None) -> ContextRanker:
+    """``cls``'s ranker of ``model_path`` with ``settings``; with ``batch_size="auto"``, an :class:`AutoBatchRanker`."""
+    if not is_auto(settings):
+        return cls(model_path, settings, device=device)
+    return AutoBatchRanker(lambda size: cls(model_path, replace(settings, batch_size=size), device=device),
+                           starting_size(settings))
+
+
 # ------------------------------------------------------------------------------------------ by name
 _CLASSES: dict[str, type[ContextRanker]] = {"mask-predict": MaskPredictRanker, "mask-average": MaskAverageRanker,
                                             "retrieval": RetrievalRanker, "causal-likelihood": CausalRanker}
@@ -278,14 +321,11 @@ def make_ranker(method: str, model_path: str | Path, settings: AnySettings | Non
     ``auto``: causal-likelihood when the model's config is a decoder-only causal LM, else mask-predict (the
     UCM paper's confidence decoding) when the model has an MLM head, else retrieval. ``settings``: the
     method's settings dataclass, or :class:`RankerSettings` (each method takes its part); ``None``: the
-    defaults.
+    defaults. Settings with ``batch_size="auto"`` give an :class:`AutoBatchRanker` (the largest size that fits).
     """
     name = canonical_method(method)
-    parts = [settings.of(m) for m in METHODS] if isinstance(settings, RankerSettings) else [settings]
-    if any(getattr(part, "batch_size", None) == "auto" for part in parts):
-        raise MedlamaInputError("batch size 'auto' is resolved by medlama probe only; give the UCM rankers a number")
     if name != "auto":
-        return ranker_class(name)(model_path, _settings_for(name, settings), device=device)
+        return _build(ranker_class(name), model_path, _settings_for(name, settings), device)
     if not isinstance(settings, RankerSettings):  # one method's settings: the other methods take their defaults
         part = next(({key: settings} for key, cls in (("mask_predict", MaskPredictSettings),
                                                       ("mask_average", MaskAverageSettings),
@@ -297,11 +337,11 @@ def make_ranker(method: str, model_path: str | Path, settings: AnySettings | Non
                                     f"got {type(settings).__name__}")
         settings = RankerSettings(**part)
     if is_causal_lm(model_path):
-        return ranker_class("causal-likelihood")(model_path, settings.causal_likelihood, device=device)
+        return _build(ranker_class("causal-likelihood"), model_path, settings.causal_likelihood, device)
     try:
-        return MaskPredictRanker(model_path, settings.mask_predict, device=device)
+        return _build(MaskPredictRanker, model_path, settings.mask_predict, device)
     except MedlamaInputError as error:
         try:
-            return RetrievalRanker(model_path, settings.retrieval, device=device)
+            return _build(RetrievalRanker, model_path, settings.retrieval, device)
         except MedlamaInputError as second:
             raise MedlamaInputError(f"neither a masked LM ({error}) nor an encoder ({second})") from None

@@ -33,11 +33,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
-from medlama.core.batching import BatchSize
+from medlama.core.batching import BatchSize, batch_size_setting
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import FiniteScores
 from medlama.core.defaults import MASK_PLACEHOLDER
@@ -60,7 +60,7 @@ REDUCTION_HELP = "a candidate's score: the sum of its (and the suffix's) token l
 
 @dataclass(frozen=True)
 class LikelihoodSettings(CausalModelSettings):
-    batch_size: BatchSize = setting(32, metavar="N", help="candidate continuations per forward pass", min=1)
+    batch_size: BatchSize = batch_size_setting(32, help="candidate continuations per forward pass")
     reduction: Literal["sum", "mean"] = setting("sum", help=REDUCTION_HELP)
     kv_cache: bool = setting(True, help="run each query's prefix once and reuse its KV cache for every candidate "
                                         "(off: score every full sequence from scratch; same scores, more work)")
@@ -94,7 +94,7 @@ class LikelihoodSettings(CausalModelSettings):
 
 @dataclass(frozen=True)
 class ConstrainedSettings(CausalModelSettings):
-    batch_size: BatchSize = setting(8, metavar="N", help="queries per beam search", min=1)
+    batch_size: BatchSize = batch_size_setting(8, help="queries per beam search")
     num_beams: int | None = setting(None, help="beam width (none: top_k); at least the number of candidates "
                                                "gives the exact likelihood ranking", min=1, metavar="N")
     reduction: Literal["sum", "mean"] = setting("sum", help=REDUCTION_HELP)
@@ -105,7 +105,7 @@ class ConstrainedSettings(CausalModelSettings):
 
 @dataclass(frozen=True)
 class GenerateSettings(CausalModelSettings):
-    batch_size: BatchSize = setting(16, metavar="N", help="queries per generate call", min=1)
+    batch_size: BatchSize = batch_size_setting(16, help="queries per generate call")
     num_beams: int | None = setting(None, help="beams (none: top_k, one answer per beam; 1: greedy)", min=1,
                                        metavar="N")
     max_answer_tokens: int = setting(16, help="most tokens generated for an answer", min=1)
@@ -122,6 +122,11 @@ class _CausalProber(Prober):
     def __init__(self, model_path: str | Path, settings: CausalModelSettings, *, device: str | None = None) -> None:
         self.settings_ = settings
         self.lm = CausalLM(model_path, self.method, settings, device=device)
+
+    @property
+    def device(self) -> Any:
+        """The causal LM's device."""
+        return self.lm.device
 
     def settings(self) -> dict:
         return {"method": self.method, "model": self.lm.model_path, **as_dict(self.settings_)}

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Literal
 
 from medlama.core.defaults import MASK_PLACEHOLDER
-from medlama.core.batching import BatchSize
+from medlama.core.batching import BatchSize, batch_size_setting
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_log_probs
 from medlama.core.loaded import LoadedModel
@@ -61,8 +61,8 @@ ENCODER_HINT = ("use --method mask-predict or mask-average for masked LMs (BERT/
 class CausalModelSettings:
     """How a causal LM is loaded and fed; shared by every causal method (and the UCM causal ranker)."""
 
-    batch_size: BatchSize = setting(32, metavar="N", help="rows per forward pass: candidate continuations (likelihood) or "
-                                       "queries (beam search, generation)", min=1)
+    batch_size: BatchSize = batch_size_setting(32, help="rows per forward pass: candidate continuations (likelihood) "
+                                                    "or queries (beam search, generation)")
     dtype: Literal["fp32", "bf16", "fp16"] = setting("fp32", help="weights' dtype (bf16/fp16 halve memory on "
                                                                    "a GPU; scores are summed in float32)")
     device_map: Literal["auto"] | None = setting(None, help="'auto': shard a model larger than one GPU over "

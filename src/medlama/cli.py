@@ -22,6 +22,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from medlama import __version__
 from medlama.core.errors import MedlamaInputError
@@ -48,8 +49,23 @@ COMMAND_MODULES = (
 )
 
 
+class CommandParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that keeps the subcommand groups it makes (:attr:`subcommands`), so that the CLI
+    walks its commands through public members only. Its subcommands' parsers are of this class too (argparse
+    makes them of the parent's class)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.subcommands: list[Any] = []  # what add_subparsers returned: each one's .choices are its parsers
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        action = super().add_subparsers(**kwargs)
+        self.subcommands.append(action)
+        return action
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="medlama", description="Probe what pre-trained language models know about biomedicine.")
     parser.add_argument("--version", action="version", version=f"medlama {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -62,13 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _commands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+def _commands(parser: CommandParser) -> list[CommandParser]:
     """The parsers that run something (``probe``, ``build medlama``...): those without subcommands."""
     found = []
-    for action in parser._actions:  # noqa: SLF001 - argparse has no public walk over subparsers
-        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
-            for child in dict.fromkeys(action.choices.values()):
-                found += _commands(child) or [child]
+    for action in parser.subcommands:
+        for child in dict.fromkeys(action.choices.values()):
+            found += _commands(child) or [child]
     return found
 
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from medlama.cli import _commands, build_parser
-from medlama.commands.output import BATCH_SIZE_LEAD
+from medlama.core.batching import BATCH_SIZE_HELP
 from medlama.probers.registry import METHODS
 from medlama.ucm_eval.rankers import METHODS as UCM_METHODS
 
@@ -59,8 +59,8 @@ def test_preset_and_batch_size_mean_one_thing_each():
     for name in ("probe", "recipe", "rewire"):
         assert "a named bundle of" in flag_help(parsers[name], "--preset"), name
     assert "a named bundle of the rewiring's settings" in flag_help(parsers["recipe"], "--rewire-preset")
-    for name in ("probe", "ucm", "recipe"):
-        assert flag_help(parsers[name], "--batch-size").startswith(BATCH_SIZE_LEAD), name
+    for name in ("probe", "ucm", "recipe", "sweep"):  # one flag (BatchSizeFlag), auto included
+        assert flag_help(parsers[name], "--batch-size").startswith(BATCH_SIZE_HELP), name
     rewire = flag_help(parsers["rewire"], "--batch-size")
     assert rewire.startswith("pairs per optimiser step") and "not inputs per forward pass" in rewire
     assert "pairs per optimiser step" in flag_help(parsers["recipe"], "--rewire-batch-size")

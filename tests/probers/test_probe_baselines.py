@@ -20,6 +20,7 @@ from medlama.runs.workflow import probe
 from medlama.probers.query_set import QuerySet
 from fp32 import fp32_sum_atol
 from probe_outputs import predictions
+from tiny_t5 import save_t5
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "aspirin", "may", "treat", "pain", "fever", "head", "##ache",
          "headache", "back", "chronic", "cold", ".", "the", "relieve", "##s"]
@@ -80,22 +81,6 @@ def tiny_encoder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny-encoder")
     BertModel(bert_config(V)).save_pretrained(folder)
     small_bert_tokenizer().save_pretrained(folder)
-    return folder
-
-
-T5_PIECES = ["<pad>", "</s>", "<unk>", "▁aspirin", "▁may", "▁treat", "▁pain", "▁fever", "▁head", "ache", "▁back",
-             "▁.", "▁the", "▁cold", "▁relieve", "▁chronic"]
-
-
-def save_t5(folder, extra_ids: int = 3):
-    from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
-
-    tokenizer = T5Tokenizer(vocab=[(piece, -float(i)) for i, piece in enumerate(T5_PIECES)], extra_ids=extra_ids)
-    config = T5Config(vocab_size=len(tokenizer), d_model=16, d_ff=32, num_layers=1, num_heads=2, d_kv=8,
-                      decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
-    torch.manual_seed(0)
-    T5ForConditionalGeneration(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
     return folder
 
 

@@ -62,7 +62,7 @@ def test_retrieval_and_mask_average_rank_each_query_among_its_choices(make_tiny_
     _check_restricted(retrieval, queries)
     mlm = str(make_tiny_bert("choices-mlm", mlm=True))
     mask_average = MaskAverageProber(mlm, MaskAverageSettings())
-    assert not getattr(mask_average, "ranks_choices", False)  # one query at a time, its choices as its pool
+    assert not mask_average.ranks_choices  # one query at a time, its choices as its pool
     _check_restricted(mask_average, queries)
     _check_restricted(MaskedLikelihoodProber(mlm, MaskedLikelihoodSettings()), queries)  # the PLL of each statement
 

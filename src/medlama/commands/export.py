@@ -6,7 +6,6 @@ Each format lives in its own command module (listed in :data:`FORMAT_MODULES`), 
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import importlib.util
 
@@ -17,7 +16,7 @@ FORMAT_MODULES = (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers) -> None:
     parser = subparsers.add_parser("export", help="write a benchmark for another evaluation harness",
                                    description="Write a benchmark in the layout another evaluation harness reads.")
     formats = parser.add_subparsers(dest="format", required=True, metavar="FORMAT")

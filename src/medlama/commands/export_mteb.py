@@ -13,7 +13,7 @@ from medlama.commands.flags import add_command
 from medlama.integrations.mteb.export import describe, export_mteb
 
 
-def register(formats: argparse._SubParsersAction) -> None:
+def register(formats) -> None:
     parser = add_command(formats, "mteb", run,
                          help="MedLAMA in MTEB's retrieval layout (corpus, queries, qrels per relation)")
     parser.add_argument("--data", type=Path, default=None,

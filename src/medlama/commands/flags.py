@@ -19,7 +19,7 @@ import dataclasses
 import types
 import typing
 from pathlib import Path
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from medlama.core import settings as S
@@ -72,17 +72,19 @@ def _union_parser(options: tuple, optional: bool) -> Any:
     return parse
 
 
-def add_settings_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, *,
+def add_settings_flags(parser: Any, cls: type, *,
                        exclude: tuple[str, ...] = (), only: tuple[str, ...] | None = None, defaults: Any = None,
                        title: str | None = None, prefix: str = "",
-                       helps: Mapping[str, Callable[[str], str]] | None = None, filled: bool = False) -> None:
+                       helps: Mapping[str, Callable[[str], str]] | None = None, said: Collection[str] = (),
+                       filled: bool = False) -> None:
     """Add a flag for every command-line field of the settings class ``cls`` (less ``exclude``; with ``only``,
-    just those fields).
+    just those fields) to ``parser``, an ``argparse.ArgumentParser`` or one of its argument groups.
 
     ``defaults``: an instance (a preset) whose values ``--help`` shows as the defaults; by default the
     class's own. ``title``: put the flags in an argument group. ``prefix``: prepended to each flag name
     (``--rewire-`` for the recipe's rewiring flags); the namespace keys become ``prefix_field``. ``helps``:
-    field name -> a function rewording that field's help for this command (its default is still appended).
+    field name -> a function rewording that field's help for this command (its default is still appended, but
+    for the fields in ``said``, whose reworded help says their defaults itself: one per method).
     ``filled``: a flag not given still sets its default in the namespace (for commands that read every
     value); by default it stays out, so that :func:`given_settings` sees only what was typed. A field without
     a default is a required flag.
@@ -102,7 +104,8 @@ def add_settings_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         help_text = S.help_of(field)
         if helps and field.name in helps:
             help_text = helps[field.name](help_text)
-        help_text += _default_text(field, default)
+        if field.name not in said:
+            help_text += _default_text(field, default)
         help_text = help_text.replace("%", "%%")  # argparse formats help with %
         kwargs: dict[str, Any] = {"dest": dest, "help": help_text,
                                   "default": default if filled else argparse.SUPPRESS}

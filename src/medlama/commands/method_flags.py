@@ -1,7 +1,8 @@
 """``medlama probe``'s method flags, made from the probers' settings dataclasses (``medlama.probers.registry``).
 
-* Each method's flags sit in their own argument group; a flag several methods share (``--batch-size``) is
-  added once, its help listing each method's default.
+* Each method's flags sit in their own argument group; a flag several methods share (``--reduction``) is
+  added once, its help listing each method's default. ``--batch-size`` is :class:`~medlama.core.batching.BatchSizeFlag`'s,
+  as every command that offers it makes it.
 * ``--preset`` names a preset of a chosen method (retrieval: reference, cosine, sentence-transformers;
   mask-predict: paper, paper-order+order, biolama, fill-mask).
 * ``--raw-predictions`` is the one flag that is not a field: it sets ``to_candidates`` to false.
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from medlama.commands.flags import add_settings_flags, given_settings, shown_default
-from medlama.commands.output import BATCH_SIZE_LEAD
+from medlama.core.batching import BatchSizeFlag
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.registry import METHODS, settings_for
 from medlama.core.settings import default_of, fields_of, flag_of
@@ -31,10 +32,6 @@ PRESET_HELP = {
                     "fill-mask baseline of the paper's table 3 (one mask, the 10 best vocabulary tokens)",
 }
 RAW_PREDICTIONS = "--raw-predictions"  # to_candidates=False: a negated field, so not made by add_settings_flags
-
-
-LEADS = {"batch_size": f"{BATCH_SIZE_LEAD} (or auto: the largest batch that fits, halved on out-of-memory), for "
-                       "every method"}
 
 
 def _field(cls: type, name: str):
@@ -59,6 +56,18 @@ def takers(field: str) -> list[str]:
     return [name for name, method in METHODS.items() if field in {f.name for f in fields_of(method.settings)}]
 
 
+def method_defaults(field: str, settings: dict[str, type]) -> str:
+    """What ``field`` is and defaults to in each settings class of ``settings`` (``{name: class}``), one entry for
+    the names that say the same: ``causal-likelihood, causal-constrained: ... (default: 32); ...``."""
+    said: dict[str, list[str]] = {}
+    for owner, cls in settings.items():
+        if field in {f.name for f in fields_of(cls)}:
+            known = _field(cls, field)
+            said.setdefault(f"{known.metadata.get('help')} (default: {shown_default(default_of(known))})",
+                            []).append(owner)
+    return "; ".join(f"{', '.join(names)}: {text}" for text, names in said.items())
+
+
 def add_method_arguments(parser: argparse.ArgumentParser) -> None:
     """``--preset``, the shared flags, and one group of flags per method."""
     presets = [(name, preset) for name, method in METHODS.items() for preset in method.presets]
@@ -68,18 +77,16 @@ def add_method_arguments(parser: argparse.ArgumentParser) -> None:
                              + "; ".join(f"{name}: {text}" for name, text in PRESET_HELP.items()))
     shared = shared_fields()
     group = parser.add_argument_group("options of several methods")
+    classes = {name: method.settings for name, method in METHODS.items()}
+    add_settings_flags(group, BatchSizeFlag,
+                       helps={"batch_size": lambda lead: f"{lead}, for every method; "
+                                                         + method_defaults("batch_size", classes)})
     for name in shared:
-        owners = takers(name)
-        cls = METHODS[owners[0]].settings
-        add_settings_flags(group, cls, exclude=tuple(n for n in _names(cls) if n != name))
-        said: dict[str, list[str]] = {}  # one entry for the methods that say the same (the causal ones)
-        for owner in owners:
-            field = _field(METHODS[owner].settings, name)
-            said.setdefault(f"{field.metadata.get('help')} (default: {shown_default(default_of(field))})",
-                            []).append(owner)
-        parts = [f"{', '.join(names)}: {text}" for text, names in said.items()]
-        action = parser._option_string_actions[flag_of(field)]  # noqa: SLF001 - the help made just above
-        action.help = f"{LEADS.get(name, 'by method')}; " + "; ".join(parts)
+        if name == "batch_size":  # BatchSizeFlag's, just above
+            continue
+        cls = METHODS[takers(name)[0]].settings
+        text = "by method; " + method_defaults(name, classes)
+        add_settings_flags(group, cls, only=(name,), helps={name: lambda _, text=text: text}, said=(name,))
     owners = takers("to_candidates")
     group.add_argument(RAW_PREDICTIONS, action="store_true", default=argparse.SUPPRESS,
                        help=f"{' and '.join(owners)}: report decoded strings as they are, not as the candidate "

@@ -31,8 +31,6 @@ from medlama.core.atomic import check_finished
 from medlama.core.atomic import claimed_output as claimed
 from medlama.core.atomic import OWNER_NAME, check_replaceable
 
-#: ``--batch-size``'s meaning for every command that runs a model forward (not ``rewire``'s).
-BATCH_SIZE_LEAD = "inputs per forward pass"
 
 def device_word(word: str) -> str:
     """argparse type of ``--device``: ``cpu``, ``cuda``, ``cuda:N`` or ``mps``."""

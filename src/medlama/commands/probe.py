@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 
 from medlama.commands.flags import add_settings_flags, given_settings
-from medlama.commands.method_flags import PRESET_HELP, add_method_arguments, method_settings
-from medlama.commands.output import (BATCH_SIZE_LEAD, add_output_arguments, check_device, human_output,
-                                     print_results)
+from medlama.commands.method_flags import PRESET_HELP, add_method_arguments, method_defaults, method_settings
+from medlama.commands.output import add_output_arguments, check_device, human_output, print_results
+from medlama.core.batching import BatchSizeFlag
 from medlama.runs.outputs import RESULTS_FILE
 from medlama.runs.queries import QuerySource
 from medlama.probers.retrieval import RetrievalSettings
@@ -17,7 +17,6 @@ from medlama.core import distributed
 from medlama.core.models import LoadOptions
 from medlama.core.settings import settings_from
 from medlama.runs.queries import load_queries as load
-from medlama.core.errors import MedlamaInputError
 
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,16 +43,15 @@ def add_retrieval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", choices=list(method.presets), default=argparse.SUPPRESS,
                         help="a named bundle of the probe's retrieval settings; the flags given replace its values. "
                              + PRESET_HELP["retrieval"] + " (default: reference)")
-    add_settings_flags(parser, method.settings, exclude=("layers",), helps={"batch_size": lambda _: BATCH_SIZE_LEAD})
+    add_settings_flags(parser, method.settings, exclude=("layers", "batch_size"))
+    add_settings_flags(parser, BatchSizeFlag, helps={
+        "batch_size": lambda lead: f"{lead}; " + method_defaults("batch_size", {"retrieval": method.settings})})
 
 
 def retrieval_settings(args: argparse.Namespace) -> RetrievalSettings:
     """The retrieval settings that :func:`add_retrieval_arguments`' flags give."""
-    settings = settings_for("retrieval", given_settings(args, METHODS["retrieval"].settings),
-                            preset=vars(args).get("preset"))
-    if settings.batch_size == "auto":
-        raise MedlamaInputError("--batch-size auto is for medlama probe and medlama ucm; give this command a number")
-    return settings
+    return settings_for("retrieval", given_settings(args, METHODS["retrieval"].settings),
+                        preset=vars(args).get("preset"))
 
 
 def register(subparsers) -> None:

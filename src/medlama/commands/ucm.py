@@ -9,7 +9,9 @@ import argparse
 from pathlib import Path
 
 from medlama.commands.flags import add_settings_flags, given_settings
-from medlama.commands.output import BATCH_SIZE_LEAD, add_output_arguments, human_output, print_results
+from medlama.commands.method_flags import method_defaults
+from medlama.commands.output import add_output_arguments, human_output, print_results
+from medlama.core.batching import BatchSizeFlag
 from medlama.runs.outputs import RESULTS_FILE
 from medlama.probers.causal.prober import LikelihoodSettings
 from medlama.probers.mask_average import MaskAverageSettings
@@ -47,11 +49,10 @@ def register(subparsers) -> None:
     add_settings_flags(parser, RetrievalRankerSettings, exclude=("batch_size",), title="retrieval ranker")
     add_settings_flags(parser, LikelihoodSettings, exclude=("batch_size", "search"),
                        title="causal-likelihood ranker")
-    parser.add_argument("--batch-size", type=int, metavar="N",
-                        help=f"{BATCH_SIZE_LEAD} (default: mask-predict {PAPER_DECODING.batch_size} queries, "
-                             f"mask-average {MaskAverageSettings().batch_size}"
-                             f", retrieval {RetrievalRankerSettings().batch_size}); causal-likelihood: candidate "
-                             f"continuations per forward pass (default: {LikelihoodSettings().batch_size})")
+    rankers = {"mask-predict": MaskPredictSettings, "mask-average": MaskAverageSettings,
+               "retrieval": RetrievalRankerSettings, "causal-likelihood": LikelihoodSettings}
+    add_settings_flags(parser, BatchSizeFlag, helps={
+        "batch_size": lambda lead: f"{lead}, for every ranker; " + method_defaults("batch_size", rankers)})
     # --limit (first N triples per relation) is a field of UcmSettings, among "what to score".
     add_output_arguments(parser, default_out=Path("out/ucm"), writes="results.json and ucm.png (and records.jsonl)")
     parser.set_defaults(func=run)
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
     models = settings_from(UcmModels, given_settings(args, UcmModels))
     settings = settings_from(UcmSettings, given_settings(args, UcmSettings))
-    batch = {"batch_size": args.batch_size} if args.batch_size is not None else {}
+    batch = given_settings(args, BatchSizeFlag)  # one value for every ranker, each one's default where not given
     ranker_settings = RankerSettings(
         mask_predict=settings_from(MaskPredictSettings, {**given_settings(args, MaskPredictSettings), **batch},
                                    base=PAPER_DECODING),
