@@ -19,6 +19,7 @@ from medlama.probers.prober import ProberNote
 from medlama.probers.query_set import QuerySet
 from medlama.probers.ranking import PoolScores, Ranking, finite_or_none
 from medlama.runs.scores import REPORT_KS, acc_at_k_module, score
+from medlama.runs.calibration import calibration
 
 #: How :meth:`ProbeResult.acc` averages: over queries, or the mean over relations.
 AVERAGES = ("micro", "macro")
@@ -128,17 +129,19 @@ class ProbeResult:
         from the :attr:`ranking`: ``input`` (the text as fed to the model), ``scores`` (aligned with
         ``predictions``; ``null`` where the method gives none), ``gold_rank`` (1-based; ``null``: not in the
         pool, or not among a generation method's answers) and ``gold_score``. Without a ranking (a result
-        built by hand) those four are ``null``."""
+        built by hand) those four are ``null``. ``confidence``: the top-1 confidence
+        (:mod:`medlama.runs.calibration`), only where the method scores the whole pool."""
         hits = {k: self.hits(k) for k in self.ks}
         rows = self.ranking.rows() if self.ranking is not None else [None] * len(self.ids)
         for i, (qid, relation, gold, ranked) in enumerate(zip(self.ids, self.relations, self.gold, self.predictions)):
-            names, scores, text, gold_rank, gold_score, _ = rows[i] or (None, None, None, None, None, None)
+            names, scores, text, gold_rank, gold_score, _, confidence = rows[i] or (None,) * 7
             kept = list(ranked[:KEEP_PREDICTIONS])
             yield {"id": qid, "relation": relation, "gold": list(gold), "predictions": kept,
                    **{f"hit@{k}": hits[k][i] for k in self.ks},
                    "input": text,
                    "scores": [finite_or_none(s) for s in scores[:len(kept)]] if scores is not None else None,
-                   "gold_rank": gold_rank, "gold_score": finite_or_none(gold_score)}
+                   "gold_rank": gold_rank, "gold_score": finite_or_none(gold_score),
+                   **({"confidence": confidence} if confidence is not None else {})}
 
     def pool_scores(self) -> Iterator[tuple[str, str, PoolScores]]:
         """``(query id, relation, every candidate's score and rank)`` per query, when the run kept them."""
@@ -171,9 +174,9 @@ class ProbeResult:
 
     def results_json(self, *, argv: Sequence[str] | None = None) -> dict:
         """What ``results.json`` holds for this run: :meth:`to_json` without the per-query predictions, with
-        ``per_relation`` and ``provenance``."""
+        ``per_relation``, ``calibration`` (:func:`medlama.runs.calibration.calibration`) and ``provenance``."""
         return {**self.to_json(queries=False), "per_relation": self.per_relation(),
-                "provenance": self.provenance(argv=argv)}
+                "calibration": calibration(self), "provenance": self.provenance(argv=argv)}
 
     def save(self, folder: str | Path, *, argv: Sequence[str] | None = None, overwrite: bool = False) -> Path:
         """Write this result into ``folder`` as ``medlama probe --out`` writes its runs, by the same writer
