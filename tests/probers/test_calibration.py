@@ -142,3 +142,50 @@ def test_a_method_without_pool_scores_records_why(tiny_gpt2, medlama_tiny, tmp_p
     assert main([*flags, "--method", "causal-likelihood", "--search", "exhaustive", "--out", str(out)]) == 0
     (result,) = json.loads((out / "results.json").read_text())
     assert math.isfinite(result["calibration"]["ece"]) and (out / "reliability.png").exists()
+
+
+@pytest.fixture(scope="module")
+def two_pll_runs(make_tiny_bert, medlama_tiny, tmp_path_factory):
+    """masked-likelihood with two PLL variants on the same queries: two calibrated runs to compare."""
+    model = make_tiny_bert("calibration-compare", mlm=True)
+    out = tmp_path_factory.mktemp("calibration-compare")
+    for variant in ("original", "sentence-l2r"):
+        assert main(["probe", "--data", str(medlama_tiny), "--config", "full", "--model", str(model), "--device",
+                     "cpu", "--method", "masked-likelihood", "--pll", variant, "--label", variant,
+                     "--out", str(out / variant)]) == 0
+    return out / "original", out / "sentence-l2r"
+
+
+def test_compare_gives_the_paired_bootstrap_difference_of_brier_and_ece(two_pll_runs, capsys):
+    """The differences equal the two runs' own numbers subtracted; the Brier interval is the percentile
+    bootstrap of the per-query differences, the ECE interval the same resamples binned again for both runs
+    (both recomputed here from the rows, with the seed's draws)."""
+    assert main(["compare", *map(str, two_pll_runs), "--json", "--resamples", "300", "--seed", "3"]) == 0
+    record = json.loads(capsys.readouterr().out)["calibration"]
+    rows = {folder.name: {r["id"]: r for r in predictions(folder)} for folder in two_pll_runs}
+    ids = sorted(rows["original"])
+    conf = {name: np.array([rows[name][q]["confidence"] for q in ids]) for name in rows}
+    hits = {name: np.array([rows[name][q]["hit@1"] for q in ids], dtype=float) for name in rows}
+    for entry, name in zip(record["leaderboard"], ("original", "sentence-l2r")):
+        (result,) = json.loads((two_pll_runs[0].parent / name / "results.json").read_text())
+        assert entry["brier"]["value"] == pytest.approx(result["calibration"]["brier"], rel=1e-12)
+        assert entry["ece"]["value"] == pytest.approx(result["calibration"]["ece"], rel=1e-12, abs=1e-15)
+    (diff,) = record["comparisons"]
+    assert (diff["baseline"], diff["run"], diff["queries"]) == ("original", "sentence-l2r", len(ids))
+    delta = (conf["sentence-l2r"] - hits["sentence-l2r"]) ** 2 - (conf["original"] - hits["original"]) ** 2
+    assert diff["brier"]["difference"] == pytest.approx(delta.mean(), rel=1e-12, abs=1e-15)
+    rng = np.random.default_rng(3)
+    brier_means = [delta[rng.integers(0, len(ids), size=len(ids))].mean() for _ in range(300)]
+    assert diff["brier"]["interval"] == pytest.approx(list(np.percentile(brier_means, [2.5, 97.5])), rel=1e-12)
+    rng = np.random.default_rng(3)
+    ece_differences = []
+    for _ in range(300):
+        picks = rng.integers(0, len(ids), size=len(ids))
+        ece_differences.append(hand_ece(conf["sentence-l2r"][picks], hits["sentence-l2r"][picks])
+                               - hand_ece(conf["original"][picks], hits["original"][picks]))
+    assert diff["ece"]["difference"] == pytest.approx(
+        hand_ece(conf["sentence-l2r"], hits["sentence-l2r"]) - hand_ece(conf["original"], hits["original"]), abs=1e-12)
+    assert diff["ece"]["interval"] == pytest.approx(list(np.percentile(ece_differences, [2.5, 97.5])), abs=1e-12)
+    assert "top-1 binary" in record["method"]["brier"]
+    assert main(["compare", *map(str, two_pll_runs)]) == 0
+    assert "Calibration: difference from original" in capsys.readouterr().out
