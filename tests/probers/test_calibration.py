@@ -24,6 +24,7 @@ from medlama.probers.registry import make_prober
 from medlama.runs.calibration import BINS, brier_score, expected_calibration_error, reliability
 from medlama.runs.queries import QuerySource, load_queries
 
+from browser import browser  # noqa: F401 - tests/helpers: the headless Chromium fixture
 from probe_outputs import predictions  # tests/helpers: per-query rows of predictions.jsonl
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
@@ -189,3 +190,29 @@ def test_compare_gives_the_paired_bootstrap_difference_of_brier_and_ece(two_pll_
     assert "top-1 binary" in record["method"]["brier"]
     assert main(["compare", *map(str, two_pll_runs)]) == 0
     assert "Calibration: difference from original" in capsys.readouterr().out
+
+
+def test_the_report_page_shows_compares_calibration(two_pll_runs, tmp_path, browser):
+    """``medlama report``'s page carries compare's calibration record and shows it: each run's Brier and ECE
+    with their intervals, and the paired differences."""
+    import re
+
+    from browser import wait_for  # tests/helpers
+    from medlama.analysis import CompareSettings, compare_runs, load_runs
+
+    page = tmp_path / "page.html"
+    assert main(["report", *map(str, two_pll_runs), "--out", str(page), "--resamples", "100"]) == 0
+    data = json.loads(re.search(r'<script type="application/json" id="page-data">(.*?)</script>',
+                                page.read_text(), re.S).group(1))
+    record = compare_runs(load_runs(two_pll_runs), CompareSettings(resamples=100))["calibration"]
+    assert data["calibration"] == record
+    browser.get(page.as_uri())
+    wait_for(browser, lambda d: d.find_element("tag name", "body").get_attribute("data-ready") == "true")
+    cells = browser.execute_script("return ['calibration', 'calibration-differences'].map((id) => Array.from("
+                                   "document.querySelectorAll('#' + id + ' tr')).slice(1).map((tr) => "
+                                   "Array.from(tr.cells).map((td) => td.textContent)))")
+    for row, entry in zip(cells[0], record["leaderboard"], strict=True):
+        brier, (low, high) = entry["brier"]["value"], entry["brier"]["interval"]
+        assert row[0] == entry["label"] and row[2] == f"{brier:.4f} [{low:.4f}, {high:.4f}]"
+    (row,) = cells[1]
+    assert row[0] == "sentence-l2r" and row[3].startswith(f"{record['comparisons'][0]['ece']['difference']:+.4f}")
