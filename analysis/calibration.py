@@ -127,9 +127,10 @@ def compare_calibration(runs: Sequence[Run], *, resamples: int, seed: int, level
 
 def calibration_tables(record: dict, table: Any) -> list:
     """``medlama compare``'s calibration tables (``table``: the report's table type): each run's Brier and ECE
-    with intervals, and the paired differences from the baseline; none when the record has no calibration."""
+    with intervals, and the paired differences from the baseline; none when no run has a calibration (the
+    record says why of each)."""
     calibration = record.get("calibration")
-    if not calibration:
+    if not calibration or all("absent" in entry for entry in calibration["leaderboard"]):
         return []
     level = f"{100 * record['method']['settings']['level']:g}%"
 
