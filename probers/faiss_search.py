@@ -168,8 +168,9 @@ class _ExactScores:
 
 
 def _log_normalizers(exact: _ExactScores, rows: Any) -> list[float]:
-    """The log-sum-exp over the whole pool of each query of ``rows``' float64 scores (one more matrix product
-    of the block, in float64: the softmax's normaliser, which the top alone does not give)."""
+    """The log-sum-exp over the whole pool of each query of ``rows``' float64 scores (the softmax's normaliser,
+    which the top alone does not give): one more matrix product of the block, in float64, so the confidence
+    is exact (float32 keys would be off by up to 1e-4 on vectors of norm 20)."""
     import torch  # as rank_pool
 
     scores = exact.queries[rows] @ exact.names.T
