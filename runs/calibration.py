@@ -172,6 +172,6 @@ def plot_reliability(results: Sequence[Any], path: str | Path) -> Path | None:
     ax.set_ylim(0, 1)
     ax.set_xlabel(f"mean top-1 confidence in the bin ({BINS} equal-width bins)")
     ax.set_ylabel("acc@1 in the bin")
-    ax.set_title(f"{records[0][0].query_set}: reliability of the top-1 prediction", fontsize=9)
+    ax.set_title(f"{records[0][0].query_set}:\nreliability of the top-1 prediction", fontsize=8)  # long set names
     ax.legend(fontsize=7)
     return save_figure(fig, Path(path))
