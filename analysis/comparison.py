@@ -29,6 +29,7 @@ from medlama.core.settings import check, setting
 from medlama.runs.outputs import PREDICTIONS_FILE, RESULTS_FILE
 from medlama.analysis.runs import Run, check_comparable, load_runs
 from medlama.analysis.statistics import holm, paired_difference
+from medlama.analysis.calibration import compare_calibration
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,8 @@ def compare_runs(runs: Sequence[Run], settings: CompareSettings = CompareSetting
                 entry["per_relation"][r][f"acc@{k}"] = {**per[r], "p_holm": adjusted}
         comparisons.append(entry)
     return {"ks": ks, "queries": len(base.ids), "relations": {r: int((relations == r).sum()) for r in names},
-            "leaderboard": leaderboard, "comparisons": comparisons, "method": method_record(settings)}
+            "leaderboard": leaderboard, "comparisons": comparisons, "method": method_record(settings),
+            "calibration": compare_calibration(runs, **options)}  # Brier and ECE (medlama.analysis.calibration)
 
 
 def method_record(settings: CompareSettings) -> dict:

@@ -12,6 +12,7 @@ import numpy as np
 from medlama.core.display import latex_table, markdown_table, print_table
 from medlama.core.settings import check, setting
 from medlama.runs.plots import bar_with_errors, save_figure
+from medlama.analysis.calibration import calibration_tables
 
 #: The output formats of the tables.
 FORMATS = ("table", "markdown", "latex", "json")
@@ -98,11 +99,11 @@ def tables(record: dict) -> list[Table]:
 def render(record: dict, fmt: str) -> str | None:
     """The tables as Markdown or LaTeX text; ``table`` prints them to the terminal and returns ``None``."""
     if fmt == "table":
-        for table in tables(record):
+        for table in [*tables(record), *calibration_tables(record, Table)]:
             print_table(table.title, table.columns, table.rows, caption=table.caption)
         return None
     parts = []
-    for table in tables(record):
+    for table in [*tables(record), *calibration_tables(record, Table)]:
         if fmt == "markdown":
             parts.append(f"**{table.title}**\n\n{markdown_table(table.columns, table.rows)}\n{table.caption}\n")
         elif fmt == "latex":

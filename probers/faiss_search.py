@@ -15,7 +15,7 @@ Three views of the same comparison:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -67,12 +67,14 @@ def score_matrix(name_vectors: np.ndarray, query_vectors: np.ndarray, distance: 
 class PoolRanks:
     """What :func:`rank_pool` returns, per query in order: the top candidates' indices (nearest first) and
     their scores, and the best-ranked gold's 1-based rank over the whole pool and its score (``None``: no gold
-    in the pool). Scores are :func:`score_matrix`'s, in float64."""
+    in the pool), and the log-sum-exp of its scores over the whole pool (``log_normalizers``: the softmax's
+    normaliser, for the top-1 confidence). Scores are :func:`score_matrix`'s, in float64."""
 
     top: list[list[int]]
     top_scores: list[list[float]]
     gold_ranks: list[int | None]
     gold_scores: list[float | None]
+    log_normalizers: list[float] = field(default_factory=list)
 
 
 #: Scores held at once per block of queries (float32 elements): 64 MiB on a CPU, 512 MiB on a GPU.
@@ -140,6 +142,7 @@ def rank_pool(name_vectors: np.ndarray, query_vectors: np.ndarray, top_k: int, d
                 order = order[:, :k]
                 picked, picked_scores = picked.gather(1, order), picked_scores.gather(1, order)
             _rank_block(ranks, exact, keys, rows, picked, picked_scores, gold_at, slack, largest)
+            ranks.log_normalizers.extend(_log_normalizers(exact, rows))
     finally:
         torch.set_float32_matmul_precision(precision)
     return ranks
@@ -162,6 +165,18 @@ class _ExactScores:
         if self.distance == "l2":
             product = -((self.queries_sq[query] - 2 * product) + self.names_sq[name])
         return product
+
+
+def _log_normalizers(exact: _ExactScores, rows: Any) -> list[float]:
+    """The log-sum-exp over the whole pool of each query of ``rows``' float64 scores (the softmax's normaliser,
+    which the top alone does not give): one more matrix product of the block, in float64, so the confidence
+    is exact (float32 keys would be off by up to 1e-4 on vectors of norm 20)."""
+    import torch  # as rank_pool
+
+    scores = exact.queries[rows] @ exact.names.T
+    if exact.distance == "l2":
+        scores = -((exact.queries_sq[rows][:, None] - 2 * scores) + exact.names_sq[None, :])
+    return torch.logsumexp(scores, dim=1).tolist()
 
 
 def _dot(a: Any, b: Any) -> Any:

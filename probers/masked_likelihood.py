@@ -4,7 +4,9 @@ A candidate's score is the PLL (:mod:`medlama.probers.pll`) of the query with th
 slot, the whole statement scored (every token but the special ones, template words included: they read
 the candidate as context), summed (``reduction="sum"``) or averaged per token (``"mean"``). With
 ``pll="within-word-l2r"`` (the default; Kauf & Ivanova, 2023) a token is scored with the later tokens of its
-word masked too; ``pll="original"`` masks one token at a time (Salazar et al., 2020). This is the score BEAR
+word masked too; ``pll="original"`` masks one token at a time (Salazar et al., 2020); ``"sentence-l2r"`` every
+later token; ``"answer-l2r-word-l2r"`` the later tokens of the answer for the candidate's own tokens and of the
+word for the others (:mod:`medlama.probers.pll`, the four ``pll_metric`` values of lm-pub-quiz). This is the score BEAR
 (Wiland et al., 2024; ``lm-pub-quiz``) gives masked LMs; ``causal-likelihood`` gives causal LMs the log-
 likelihood of the statement's answer and what follows it, so the pair puts both families on one scale.
 
@@ -43,10 +45,13 @@ STATEMENTS_PER_CALL = 1 << 16
 class MaskedLikelihoodSettings:
     """How statements are scored: the PLL variant, its reduction, masked copies per pass, the weights' dtype."""
 
-    pll: Literal["within-word-l2r", "original"] = setting(
+    pll: Literal["within-word-l2r", "original", "sentence-l2r", "answer-l2r-word-l2r"] = setting(
         "within-word-l2r", help="which tokens a scored token's copy masks: it and the later tokens of its word "
-                                "(within-word-l2r, Kauf & Ivanova 2023) or it alone (original, Salazar et al. "
-                                "2020)")
+                                "(within-word-l2r, Kauf & Ivanova 2023), it alone (original, Salazar et al. "
+                                "2020), it and every later token of the statement (sentence-l2r, read left to "
+                                "right), or, for a token of the candidate, it and the candidate's later tokens "
+                                "and, for any other, within-word-l2r (answer-l2r-word-l2r); lm-pub-quiz's "
+                                "pll_metric of the same name")
     reduction: Literal["sum", "mean"] = setting("sum", help="a candidate's score: the statement's PLL (the sum of "
                                                             "its tokens' masked log-probabilities) or their mean")
     batch_size: BatchSize = batch_size_setting(128, help="masked copies of statements per forward pass")
@@ -93,6 +98,12 @@ class MaskedLikelihoodProber(Prober):
         """The statements of query ``text`` (one ``[Y]``, as a ``QuerySet`` checks): each name in the slot."""
         return [text.replace(MASK_PLACEHOLDER, name) for name in names]
 
+    @staticmethod
+    def answer_spans(text: str, names: list[str]) -> list[tuple[int, int]]:
+        """Where each name lies in its statement of :meth:`statements` (characters ``[start, end)``)."""
+        start = text.index(MASK_PLACEHOLDER)
+        return [(start, start + len(name)) for name in names]
+
     def scores(self, queries: QuerySet) -> np.ndarray:
         """Scores ``(len(queries), len(candidates))`` as float64, higher is better (every candidate scored;
         ``-inf`` for an empty name)."""
@@ -107,7 +118,8 @@ class MaskedLikelihoodProber(Prober):
         kept = [names[i] for i in real]
         for first in range(0, len(queries), group):
             texts = queries.texts[first:first + group]
-            sums, counts = self.scorer.pll([line for text in texts for line in self.statements(text, kept)])
+            spans = [span for text in texts for span in self.answer_spans(text, kept)]
+            sums, counts = self.scorer.pll([line for text in texts for line in self.statements(text, kept)], spans)
             values = sums / counts.clamp(min=1) if self.settings_.reduction == "mean" else sums
             out[first:first + len(texts), real] = values.numpy().reshape(len(texts), len(real))
         return out

@@ -11,7 +11,10 @@ Per query, in query order:
   name match). Methods that score the whole candidate pool (:meth:`Ranking.from_pool`) rank the gold among
   all candidates, so a gold outside the top-k still gets its rank; methods that generate answers
   (:meth:`Ranking.from_names`) rank it among the names they returned only: ``None`` when it is not there;
-* ``pools`` (only when asked, ``all_scores=True``): every candidate's score and rank (:class:`PoolScores`).
+* ``pools`` (only when asked, ``all_scores=True``): every candidate's score and rank (:class:`PoolScores`);
+* ``confidences``: the top-1 prediction's confidence, the softmax over the query's scored pool (or its own
+  choices) of the scores, at the top-1 candidate (:func:`top1_confidence`); ``None`` for a method that does not
+  score every candidate (it generates or searches its answers), or a query with nothing ranked.
 
 Ties between equal scores are broken as the probers break them: by candidate order (the pool's order), so
 the ranks agree with ``names``. A score that is not finite (a candidate a method cannot rank scores
@@ -27,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PoolScores", "Ranking", "finite_or_none", "gold_indices"]
+__all__ = ["PoolScores", "Ranking", "finite_or_none", "gold_indices", "top1_confidence"]
 
 
 def finite_or_none(value: Any) -> float | None:
@@ -58,6 +61,7 @@ class Ranking:
     gold_ranks: list[int | None]
     gold_scores: list[float | None]
     pools: list[PoolScores] | None = None
+    confidences: list[float | None] | None = None
 
     def __len__(self) -> int:
         return len(self.names)
@@ -89,10 +93,11 @@ class Ranking:
         score, ties by candidate order). ``all_scores``: keep every candidate's score and rank
         (:attr:`pools`)."""
         golds = gold_indices(gold, candidates)
-        names, scores, ranks, gold_scores, pools = [], [], [], [], []
+        names, scores, ranks, gold_scores, pools, confidences = [], [], [], [], [], []
         for q, picked in enumerate(top):
             row = np.asarray(rows[q], dtype=np.float64)
             picked = [int(j) for j in picked]
+            confidences.append(top1_confidence(row[picked[0]], log_sum_exp(row)) if picked else None)
             names.append([candidates[j] for j in picked])
             scores.append([finite_or_none(row[j]) for j in picked])
             rank, score = _gold_rank(row, picked, golds[q])
@@ -101,32 +106,56 @@ class Ranking:
             if all_scores:
                 pools.append(PoolScores(candidates, row, _all_ranks(row, picked)))
         return cls(names, scores, list(inputs) if inputs is not None else [None] * len(names), ranks, gold_scores,
-                   pools if all_scores else None)
+                   pools if all_scores else None, confidences)
 
     @classmethod
     def from_ranked(cls, candidates: Sequence[str], top: Sequence[Sequence[int]],
                     top_scores: Sequence[Sequence[float]], gold_ranks: Sequence[int | None],
-                    gold_scores: Sequence[float | None], *, inputs: Sequence[str | None] | None = None) -> "Ranking":
+                    gold_scores: Sequence[float | None], *, inputs: Sequence[str | None] | None = None,
+                    log_normalizers: Sequence[float] | None = None) -> "Ranking":
         """A ranking over the pool ``candidates`` whose gold ranks a scorer has found itself, as
         :meth:`from_pool` would from the whole score rows (:func:`~medlama.probers.faiss_search.rank_pool`):
-        ``top[q]`` the candidate indices ranked first, ``top_scores[q]`` their scores."""
+        ``top[q]`` the candidate indices ranked first, ``top_scores[q]`` their scores; ``log_normalizers[q]``
+        the log-sum-exp of query q's scores over the whole pool (for the top-1 confidence)."""
         names = [[candidates[j] for j in row] for row in top]
         scores = [[finite_or_none(s) for s in row] for row in top_scores]
+        confidences = None if log_normalizers is None else \
+            [top1_confidence(row[0], lse) if len(row) else None for row, lse in zip(top_scores, log_normalizers)]
         return cls(names, scores, list(inputs) if inputs is not None else [None] * len(names), list(gold_ranks),
-                   [finite_or_none(s) for s in gold_scores])
+                   [finite_or_none(s) for s in gold_scores], confidences=confidences)
 
     def rows(self) -> list[tuple]:
-        """One tuple per query (names, scores, input, gold rank, gold score, pool scores or None)."""
+        """One tuple per query (names, scores, input, gold rank, gold score, pool scores or None, top-1
+        confidence or None)."""
         pools = self.pools if self.pools is not None else [None] * len(self.names)
-        return list(zip(self.names, self.scores, self.inputs, self.gold_ranks, self.gold_scores, pools))
+        confidences = self.confidences if self.confidences is not None else [None] * len(self.names)
+        return list(zip(self.names, self.scores, self.inputs, self.gold_ranks, self.gold_scores, pools, confidences))
 
     @classmethod
     def from_rows(cls, rows: Sequence[tuple]) -> "Ranking":
         """The ranking of :meth:`rows` (e.g. put back in query order after ranking per relation pool)."""
-        names, scores, inputs, ranks, gold_scores, pools = (list(column) for column in zip(*rows)) if rows else \
-            ([], [], [], [], [], [])
+        names, scores, inputs, ranks, gold_scores, pools, confidences = \
+            (list(column) for column in zip(*rows)) if rows else ([], [], [], [], [], [], [])
         return cls(names, scores, inputs, ranks, gold_scores,
-                   None if any(pool is None for pool in pools) or not pools else pools)
+                   None if any(pool is None for pool in pools) or not pools else pools,
+                   None if all(c is None for c in confidences) else confidences)
+
+
+def log_sum_exp(row: np.ndarray) -> float:
+    """``log(sum(exp(row)))`` over the finite scores of ``row`` (``-inf`` when none is), in float64."""
+    finite = row[np.isfinite(row)]
+    if not len(finite):
+        return float("-inf")
+    top = float(finite.max())
+    return top + float(np.log(np.exp(finite - top).sum()))
+
+
+def top1_confidence(top_score: float | None, log_normalizer: float) -> float | None:
+    """The softmax probability of the top-1 candidate over its pool, ``exp(top_score - log_normalizer)``
+    (temperature 1: the scores as the method gives them); ``None`` when the top score is not finite."""
+    if top_score is None or not math.isfinite(float(top_score)) or not math.isfinite(float(log_normalizer)):
+        return None
+    return min(1.0, math.exp(float(top_score) - float(log_normalizer)))
 
 
 def gold_indices(gold: Sequence[Sequence[str]], candidates: Sequence[str]) -> list[list[int]]:

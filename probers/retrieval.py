@@ -157,7 +157,8 @@ class RetrievalProber(Prober):
             found = rank_pool(names[layer], texts[layer], top_k, self.settings_.distance, gold,
                               device=self.encoder.device)
             ranked[layer] = Ranking.from_ranked(queries.candidates, found.top, found.top_scores, found.gold_ranks,
-                                                found.gold_scores, inputs=inputs)
+                                                found.gold_scores, inputs=inputs,
+                                                log_normalizers=found.log_normalizers)
         return ranked
 
     def rank_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False) -> Ranking:

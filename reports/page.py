@@ -27,6 +27,12 @@ BODY = """<header>
 <div class="table-wrap"><table id="differences"></table></div>
 <p id="differences-caption" class="caption"></p>
 </section>
+<section id="calibration-section">
+<h2>Calibration of the top-1 prediction</h2>
+<div class="table-wrap"><table id="calibration"></table></div>
+<p id="calibration-caption" class="caption"></p>
+<div class="table-wrap"><table id="calibration-differences"></table></div>
+</section>
 <section id="chart-section">
 <h2>acc@k per relation</h2>
 <div class="controls"><label>k <select id="chart-k"></select></label>

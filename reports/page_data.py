@@ -108,6 +108,7 @@ def page_data(runs: Sequence[Run], record: dict, *, top: int = 10, title: str | 
         "dataset": {key: data.get(key) for key in ("dataset", "config", "relations", "sha256", "fingerprint")},
         "ks": record["ks"], "top": top, "method": record["method"],
         "leaderboard": record["leaderboard"], "comparisons": record["comparisons"],
+        "calibration": record.get("calibration"),  # Brier and ECE per run (medlama.analysis.calibration)
         "inputs": record.get("inputs"), "provenance": record.get("provenance"),
         "relations": relation_names,
         "queries": {"id": list(base.ids), "relation": [relation_index[r] for r in base.relations],

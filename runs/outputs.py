@@ -15,6 +15,7 @@ from medlama.core.atomic import atomic_write_bytes, atomic_write_text, claimed_o
 from medlama.core.errors import MedlamaInputError
 from medlama.core.resume import discard_work_folder
 from medlama.runs import plots
+from medlama.runs.calibration import plot_reliability
 
 #: Files :meth:`ProbeResult.save` writes into its folder. ``RESULTS_FILE`` is also the file every output of
 #: ``probe``, ``ucm`` and ``recipe`` holds once its run finished (their ownership marker), and the one
@@ -120,6 +121,8 @@ def write_outputs(out: str | Path, results: Sequence[ProbeResult], *, by_layer: 
             drawn = [plots.plot_relations(first, staging / "relations.png", k=k)]
             if first[0].metrics.get("match", "exact") == "exact":  # the answer-length figure rescores exactly
                 drawn.append(plots.plot_answer_length(first, None, staging / "answer_length.png"))
+            if (reliability := plot_reliability(first, staging / "reliability.png")) is not None:
+                drawn.append(reliability)  # the runs whose method scores the pool (medlama.runs.calibration)
             if by_layer:
                 drawn.append(plots.plot_series(by_layer, staging / "layers.png", "layer"))
             if by_step:

@@ -19,6 +19,7 @@ from medlama.probers.prober import ProberNote
 from medlama.probers.query_set import QuerySet
 from medlama.probers.ranking import PoolScores, Ranking, finite_or_none
 from medlama.runs.scores import REPORT_KS, acc_at_k_module, score
+from medlama.runs.calibration import calibration
 
 #: How :meth:`ProbeResult.acc` averages: over queries, or the mean over relations.
 AVERAGES = ("micro", "macro")
@@ -115,7 +116,7 @@ class ProbeResult:
     def to_pandas(self, per: str = "query"):
         """A ``pandas.DataFrame``. ``per="query"`` (default): one row per query with ``id``, ``relation``,
         ``gold`` (list), ``predictions`` (top 10), ``hit@k`` (bool) per scored k, and the sample log's ``input``,
-        ``scores``, ``gold_rank`` and ``gold_score`` (:meth:`prediction_rows`). ``per="relation"``: one
+        ``scores``, ``gold_rank``, ``gold_score`` and ``confidence`` (:meth:`prediction_rows`). ``per="relation"``: one
         row per relation (the index) with ``queries`` and ``acc@k`` per scored k."""
         import pandas as pd  # pandas only for to_pandas
 
@@ -131,18 +132,20 @@ class ProbeResult:
         ``predictions``; ``null`` where the method gives none), ``gold_rank`` (1-based; ``null``: not in the
         pool, or not among a generation method's answers) and ``gold_score``. Without a ranking (a result
         built by hand) those four are ``null``. Where the queries name their facts (MedLAMA), ``head_cui``,
-        ``head_name`` and ``answer_cuis`` (aligned with ``gold``) too."""
+        ``head_name`` and ``answer_cuis`` (aligned with ``gold``) too. ``confidence``: the top-1 confidence
+        (:mod:`medlama.runs.calibration`), only where the method scores the whole pool."""
         hits = {k: self.hits(k) for k in self.ks}
         rows = self.ranking.rows() if self.ranking is not None else [None] * len(self.ids)
         for i, (qid, relation, gold, ranked) in enumerate(zip(self.ids, self.relations, self.gold, self.predictions)):
-            names, scores, text, gold_rank, gold_score, _ = rows[i] or (None, None, None, None, None, None)
+            names, scores, text, gold_rank, gold_score, _, confidence = rows[i] or (None,) * 7
             kept = list(ranked[:KEEP_PREDICTIONS])
             yield {"id": qid, "relation": relation, "gold": list(gold), "predictions": kept,
                    **{f"hit@{k}": hits[k][i] for k in self.ks},
                    "input": text,
                    "scores": [finite_or_none(s) for s in scores[:len(kept)]] if scores is not None else None,
                    "gold_rank": gold_rank, "gold_score": finite_or_none(gold_score),
-                   **(self.facts[i] if self.facts is not None else {})}
+                   **(self.facts[i] if self.facts is not None else {}),
+                   **({"confidence": confidence} if confidence is not None else {})}
 
     def pool_scores(self) -> Iterator[tuple[str, str, PoolScores]]:
         """``(query id, relation, every candidate's score and rank)`` per query, when the run kept them."""
@@ -176,9 +179,9 @@ class ProbeResult:
 
     def results_json(self, *, argv: Sequence[str] | None = None) -> dict:
         """What ``results.json`` holds for this run: :meth:`to_json` without the per-query predictions, with
-        ``per_relation`` and ``provenance``."""
+        ``per_relation``, ``calibration`` (:func:`medlama.runs.calibration.calibration`) and ``provenance``."""
         return {**self.to_json(queries=False), "per_relation": self.per_relation(),
-                "provenance": self.provenance(argv=argv)}
+                "calibration": calibration(self), "provenance": self.provenance(argv=argv)}
 
     def save(self, folder: str | Path, *, argv: Sequence[str] | None = None, overwrite: bool = False) -> Path:
         """Write this result into ``folder`` as ``medlama probe --out`` writes its runs, by the same writer

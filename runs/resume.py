@@ -154,9 +154,9 @@ def _from_items(items: Sequence[Any], candidates: Sequence[str] | None, layers: 
 def _item(row: tuple, own: bool = False) -> dict:
     """One query's row of a :class:`~medlama.probers.ranking.Ranking` as JSON: the pool's candidates are not
     repeated per query (the shard's ``candidates`` hold them once), unless the query has its ``own`` pool."""
-    names, scores, text, gold_rank, gold_score, pool = row
+    names, scores, text, gold_rank, gold_score, pool, confidence = row
     item = {"names": list(names), "scores": list(scores), "input": text, "gold_rank": gold_rank,
-            "gold_score": gold_score}
+            "gold_score": gold_score, "confidence": confidence}
     if pool is not None:
         item["pool"] = {"scores": [float(v) for v in pool.scores], "ranks": [int(v) for v in pool.ranks]}
         if own:
@@ -172,7 +172,8 @@ def _row(item: dict, candidates: Sequence[str] | None) -> tuple:
     if pool is not None:
         pool = PoolScores(list(pool.get("candidates", candidates or ())), np.asarray(pool["scores"], dtype=np.float64),
                           np.asarray(pool["ranks"], dtype=np.int64))
-    return item["names"], item["scores"], item["input"], item["gold_rank"], item["gold_score"], pool
+    return (item["names"], item["scores"], item["input"], item["gold_rank"], item["gold_score"], pool,
+            item.get("confidence"))
 
 
 def _candidates(rows: Any, part: QuerySet, layers: bool) -> list[str] | None:

@@ -40,6 +40,7 @@ from medlama.runs import tables
 from medlama.runs.benchmarks import Benchmark, benchmark
 from medlama.runs.biolama_queries import print_source_table
 from medlama.probers.learned_prompts import PromptSet
+from medlama.runs.calibration import print_calibration
 from medlama.runs.outputs import API_HINT, OUTPUT_KIND, RESULTS_FILE, write_outputs
 from medlama.runs.preflight import check_units
 from medlama.probers.prober import check_all_scores, Prober, ProberNote
@@ -404,6 +405,7 @@ def print_report(outcome: ProbeOutcome, benchmark: Benchmark, ks: Sequence[int])
     """The summary table, acc@k per relation (up to four runs) and the benchmark's aggregation table."""
     results = outcome.results
     tables.print_summary(results, ks=ks)
+    print_calibration(results)
     if len(results) <= 4:
         tables.print_per_relation(results, k_values=tuple(dict.fromkeys((ks[0], ks[-1]))))
     if benchmark.aggregation is not None and benchmark.aggregation[0] == "by_source":

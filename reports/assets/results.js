@@ -39,6 +39,29 @@
   }
   function swatch(i) { return el("span", {class: "swatch", "data-color": String(i % COLORS.length)}); }
 
+  // ------------------------------------------------------------------ calibration (Brier, ECE of the top-1)
+  function drawCalibration(percent) {
+    const cal = data.calibration, table = document.getElementById("calibration");
+    const diffs = document.getElementById("calibration-differences");
+    if (!cal) { document.getElementById("calibration-section").remove(); return; }
+    function num(entry, signed) {
+      const value = entry.value !== undefined ? entry.value : entry.difference;
+      let text = (signed && value >= 0 ? "+" : "") + value.toFixed(4);
+      if (entry.interval) text += " [" + entry.interval[0].toFixed(4) + ", " + entry.interval[1].toFixed(4) + "]";
+      return text;
+    }
+    row(table, ["run", "queries", "Brier", "ECE", "note"], true);
+    cal.leaderboard.forEach((e) => row(table, e.absent ? [e.label, "-", "-", "-", e.absent]
+      : [e.label, e.queries.toLocaleString("en"), num(e.brier), num(e.ece), ""]));
+    document.getElementById("calibration-caption").textContent =
+      "confidence: " + cal.method.confidence + "; Brier: " + cal.method.brier + "; ECE: " + cal.method.ece +
+      ". [" + percent + " bootstrap interval]; the differences: " + cal.method.difference + ".";
+    if (!cal.comparisons.length) { diffs.remove(); return; }
+    row(diffs, ["run minus " + cal.comparisons[0].baseline, "queries", "Δ Brier", "Δ ECE", "note"], true);
+    cal.comparisons.forEach((c) => row(diffs, c.absent ? [c.run, "-", "-", "-", c.absent]
+      : [c.run, c.queries.toLocaleString("en"), num(c.brier, true), num(c.ece, true), ""]));
+  }
+
   // ------------------------------------------------------------------ header and leaderboard
   document.title = data.title;
   document.getElementById("title").textContent = data.title;
@@ -60,6 +83,7 @@
     "acc@k in %, [" + percent + " bootstrap interval, " + data.method.settings.resamples +
     " resamples, seed " + data.method.settings.seed + "]; micro: over queries; macro: mean over relations " +
     "(stratified bootstrap). The same numbers as medlama compare.";
+  drawCalibration(percent);
   const diff = document.getElementById("differences");
   if (data.comparisons.length) {
     const base = data.comparisons[0].baseline;

@@ -1,6 +1,6 @@
 """``masked-likelihood``: the PLL of each filled-in statement, checked against a direct computation (one masked
 copy per scored token, run through the full model one at a time, log-probabilities summed in float64) on a
-tiny BERT, for both variants and both reductions: every score, the top-k and the gold's rank; and against
+tiny BERT, for the four variants and both reductions: every score, the top-k and the gold's rank; and against
 BEAR's library, lm-pub-quiz. Word boundaries of a slow WordPiece tokenizer give the same scores as the fast
 tokenizer's ``word_ids``. End to end, ``medlama probe --method masked-likelihood`` records ``pll`` and
 ``reduction`` and logs scores and the gold's rank; a causal LM, an empty pool or a statement too long for
@@ -39,21 +39,36 @@ def queries() -> QuerySet:
     return QuerySet(["q0", "q1"], ["r", "r"], TEXTS, GOLD, NAMES, "pll")
 
 
-def direct_pll(model, tokenizer, text: str, variant: str) -> tuple[float, int]:
+VARIANTS = ["within-word-l2r", "original", "sentence-l2r", "answer-l2r-word-l2r"]
+
+
+def direct_pll(model, tokenizer, text: str, variant: str, answer: tuple[int, int] = (0, 0)) -> tuple[float, int]:
     """The PLL of ``text`` by its definition: for each token that is not special, a copy of the statement with
-    that token masked (and, within-word-l2r, the ``##`` pieces that follow it in its word), the full model
-    run on that copy alone, the token's log-probability at its position; summed. Also the token count."""
-    ids = tokenizer(text)["input_ids"]
+    that token masked (and, within-word-l2r, the ``##`` pieces that follow it in its word; sentence-l2r,
+    every later position; answer-l2r-word-l2r, for a token inside the ``answer`` characters, the later tokens
+    inside them, for any other the ``##`` pieces that follow), the full model run on that copy alone, the
+    token's log-probability at its position; summed. Also the token count."""
+    encoded = tokenizer(text, return_offsets_mapping=True)
+    ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
     pieces = tokenizer.convert_ids_to_tokens(ids)
     special = set(tokenizer.all_special_ids)
+    # the answer's tokens: those whose characters overlap the answer's (WordPiece offsets hold no spaces)
+    inside = [token not in special and start < answer[1] and end > answer[0]
+              for token, (start, end) in zip(ids, offsets)]
     total, count = 0.0, 0
     for position, token in enumerate(ids):
         if token in special:
             continue
         copy = list(ids)
         copy[position] = tokenizer.mask_token_id
+        if variant == "sentence-l2r":
+            copy[position:] = [tokenizer.mask_token_id] * (len(ids) - position)
+        elif variant == "answer-l2r-word-l2r" and inside[position]:
+            copy = [tokenizer.mask_token_id if later >= position and inside[later] else t
+                    for later, t in enumerate(copy)]
         after = position + 1
-        while variant == "within-word-l2r" and after < len(ids) and pieces[after].startswith("##"):
+        by_word = variant == "within-word-l2r" or (variant == "answer-l2r-word-l2r" and not inside[position])
+        while by_word and after < len(ids) and pieces[after].startswith("##"):
             copy[after] = tokenizer.mask_token_id
             after += 1
         with torch.no_grad():
@@ -70,11 +85,12 @@ def expected(tiny_mlm):
 
     model = AutoModelForMaskedLM.from_pretrained(tiny_mlm).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny_mlm)
-    return {variant: [[direct_pll(model, tokenizer, text.replace("[Y]", name), variant) for name in NAMES]
-                      for text in TEXTS] for variant in ("within-word-l2r", "original")}
+    return {variant: [[direct_pll(model, tokenizer, text.replace("[Y]", name), variant,
+                                  (text.index("[Y]"), text.index("[Y]") + len(name))) for name in NAMES]
+                      for text in TEXTS] for variant in VARIANTS}
 
 
-@pytest.mark.parametrize("variant", ["within-word-l2r", "original"])
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("reduction", ["sum", "mean"])
 def test_scores_topk_and_gold_rank_equal_a_direct_pll(tiny_mlm, queries, expected, variant, reduction):
     # a batch of 7 copies cuts statements across batches and mixes candidates in one batch
@@ -95,14 +111,15 @@ def test_scores_topk_and_gold_rank_equal_a_direct_pll(tiny_mlm, queries, expecte
     assert (settings["method"], settings["pll"], settings["reduction"]) == ("masked-likelihood", variant, reduction)
 
 
-@pytest.mark.parametrize("variant", ["within-word-l2r", "original"])
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("reduction", ["sum", "mean"])
 def test_scores_equal_lm_pub_quiz(tiny_mlm, queries, variant, reduction):
-    """BEAR's own library (lm-pub-quiz's MaskedLMEvaluator, its pll_metric of the same name) scores every
-    statement as masked-likelihood does."""
+    """BEAR's own library (lm-pub-quiz's MaskedLMEvaluator, its pll_metric of the same name: ``-`` for ``_``,
+    ``answer_l2r+word_l2r`` for ``answer-l2r-word-l2r``) scores every statement as masked-likelihood does."""
     from lm_pub_quiz import Evaluator
 
-    evaluator = Evaluator.from_model(str(tiny_mlm), model_type="MLM", pll_metric=variant.replace("-", "_"),
+    metric = "answer_l2r+word_l2r" if variant == "answer-l2r-word-l2r" else variant.replace("-", "_")
+    evaluator = Evaluator.from_model(str(tiny_mlm), model_type="MLM", pll_metric=metric,
                                      device="cpu", capitalize=False)
     theirs = [evaluator.evaluate_instance(template=text, answers=NAMES, reduction=reduction, batch_size=5)
               for text in TEXTS]
@@ -122,6 +139,13 @@ def test_the_variants_differ_where_a_word_has_several_pieces(expected, tiny_mlm)
             split = any(piece.startswith("##") for piece in pieces)
             assert (abs(l2r[q, j] - original[q, j]) > 1e-6) == split, (text, name)
     assert any(tok.startswith("##") for tok in tokenizer.tokenize("salbutamol"))  # the l2r case is exercised
+    # sentence-l2r and answer-l2r-word-l2r mask more than within-word-l2r: every statement's score moves (the
+    # first query's template has words after the slot; every name of several words is its own answer)
+    sentence, answer = (np.array([[s for s, _ in row] for row in expected[v]])
+                        for v in ("sentence-l2r", "answer-l2r-word-l2r"))
+    assert (np.abs(sentence - l2r) > 1e-6).all()
+    several = [j for j, name in enumerate(NAMES) if len(tokenizer.tokenize(name)) > 1 and " " in name]
+    assert several and (np.abs(answer[:, several] - l2r[:, several]) > 1e-6).all()
 
 
 def test_a_slow_wordpiece_tokenizer_gives_the_same_words(tiny_mlm):
@@ -212,3 +236,36 @@ def test_a_model_in_memory_is_scored_in_its_own_precision_and_never_cast(tiny_ml
     with pytest.raises(MedlamaInputError, match="the model in memory is bf16, not fp32"):
         medlama.probe(model, tokenizer=tokenizer, **common)
     assert next(model.parameters()).dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("variant", ["sentence-l2r", "answer-l2r-word-l2r"])
+def test_the_lm_pub_quiz_variants_are_recorded_end_to_end(tiny_mlm, medlama_tiny, tmp_path, variant):
+    out = tmp_path / variant
+    assert main(["probe", "--data", str(medlama_tiny), "--config", "full", "--model", str(tiny_mlm), "--device",
+                 "cpu", "--method", "masked-likelihood", "--pll", variant, "--limit", "2", "--out", str(out)]) == 0
+    (result,) = json.loads((out / "results.json").read_text())
+    assert result["settings"]["pll"] == variant
+    assert result["settings"]["score"] == f"sum of the statement's token log-probabilities, each token masked " \
+                                          f"({variant} PLL)"
+
+
+def test_answer_l2r_word_l2r_is_refused_for_a_tokenizer_without_offsets(tiny_mlm):
+    """Which tokens hold the answer is read off the characters each token covers, which only a fast tokenizer
+    tells: one that does not is refused with the variant to use instead."""
+    prober = make_prober("masked-likelihood", tiny_mlm, {"pll": "answer-l2r-word-l2r"}, device="cpu")
+    fast = prober.lm.tokenizer
+
+    class NoOffsets:
+        """A tokenizer that gives token ids and WordPiece pieces but no character offsets (a slow one)."""
+
+        wordpiece_tokenizer = True
+
+        def __call__(self, *args, **kwargs):
+            return dict(fast(*args, **kwargs))
+
+        def convert_ids_to_tokens(self, ids):
+            return fast.convert_ids_to_tokens(ids)
+
+    prober.lm.tokenizer = NoOffsets()
+    with pytest.raises(MedlamaInputError, match="not a fast tokenizer: .* use pll 'within-word-l2r'"):
+        prober.scores(QuerySet(["q"], ["r"], [TEXTS[0]], [["fever"]], ["fever"], "slow"))

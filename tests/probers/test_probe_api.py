@@ -80,7 +80,8 @@ def test_result_intervals_tables_and_files(tiny, reference, tmp_path):
     assert low <= reference.acc(10) <= high
     frame = reference.to_pandas()
     assert len(frame) == 158 and list(frame.columns) == ["id", "relation", "gold", "predictions", "hit@1", "hit@5",
-                                                          "hit@10", "input", "scores", "gold_rank", "gold_score"]
+                                                          "hit@10", "input", "scores", "gold_rank", "gold_score",
+                                                          "confidence"]
     assert frame["hit@10"].mean() == reference.acc(10)
     table = reference.to_pandas("relation")
     assert table.loc[RELATION, "queries"] == 158 and table.loc[RELATION, "acc@10"] == reference.acc(10)
