@@ -63,13 +63,14 @@ def test_confidence_brier_and_ece_of_a_real_probe_equal_independent_computations
     (result,) = json.loads((top / "results.json").read_text())
     rows = predictions(top, result["label"])
     table = pd.read_parquet(every / "scores.parquet")
-    # the confidence: the softmax of every candidate's score (the logged ones), at the top-1 prediction
+    # the confidence: the softmax of every candidate's score (the logged ones), at the top-1 prediction; retrieval
+    # sums the names outside its top from the float32 product it ranks with (about 1e-7 of a score: rel 1e-6)
     for row in rows:
         scores = table[table["id"] == row["id"]]
         probabilities = softmax(scores["score"].to_numpy(dtype=np.float64))
         expected = probabilities[list(scores["candidate"]).index(row["predictions"][0])]
-        assert row["confidence"] == pytest.approx(expected, rel=1e-9, abs=1e-12)
-    assert [r["confidence"] for r in predictions(every)] == pytest.approx([r["confidence"] for r in rows], rel=1e-9)
+        assert row["confidence"] == pytest.approx(expected, rel=1e-6, abs=1e-12)
+    assert [r["confidence"] for r in predictions(every)] == pytest.approx([r["confidence"] for r in rows], rel=1e-6)
     confidences = [row["confidence"] for row in rows]
     hits = [row["hit@1"] for row in rows]
     calibration = result["calibration"]
