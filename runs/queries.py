@@ -56,7 +56,7 @@ def load_medlama_queries(data: str | Path | DataFolder, config: str = "hard", *,
                                  whole=not relations)
     return QuerySet(ids=list(rows["id"]), relations=list(rows["relation"]), texts=list(rows[prompt_column]),
                     gold=[list(g) for g in rows["answer_names"]], candidates=names, name=name, info=info,
-                    rule=candidates, pools=pools)
+                    rule=candidates, pools=pools, subjects=list(rows["head_cui"]))
 
 
 def _whole(data) -> bool:
@@ -124,7 +124,8 @@ def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt
             "fingerprint": getattr(data, "_fingerprint", None)}
     return QuerySet(ids=list(data["id"]), relations=list(data["relation"]), texts=list(data[prompt_column]),
                     gold=[list(g) for g in data["answer_names"]], candidates=names, name=name, info=info,
-                    rule=candidates, pools=pools)
+                    rule=candidates, pools=pools,
+                    subjects=list(data["head_cui"]) if "head_cui" in data.column_names else None)
 
 
 # -- which queries to probe: the dataset, its built folder, config, split and relations ------------------

@@ -15,6 +15,7 @@ from medlama.core.provenance import provenance
 from medlama.core.public_paths import with_public_model
 from medlama.core.settings import did_you_mean
 from medlama.runs.outputs import KEEP_PREDICTIONS, SCORES_FILE, write_outputs
+from medlama.probers.causal.fewshot import drawn_record
 from medlama.probers.prober import ProberNote
 from medlama.probers.query_set import QuerySet
 from medlama.probers.ranking import PoolScores, Ranking, finite_or_none
@@ -51,6 +52,9 @@ class ProbeResult:
     model: str | None = None
     device: str | None = None
     ranking: Ranking | None = field(default=None, repr=False, compare=False)
+    #: More per-query columns of ``predictions.jsonl`` (``{field: one value per query}``), e.g. the ids of each
+    #: query's few-shot examples; not part of :meth:`to_json`.
+    query_fields: dict = field(default_factory=dict, repr=False, compare=False)
 
     def acc(self, k: int, average: str = "micro") -> float:
         """acc@k in [0, 1]; ``average`` is ``micro`` (over queries) or ``macro`` (mean over relations). ``k``
@@ -138,7 +142,8 @@ class ProbeResult:
                    **{f"hit@{k}": hits[k][i] for k in self.ks},
                    "input": text,
                    "scores": [finite_or_none(s) for s in scores[:len(kept)]] if scores is not None else None,
-                   "gold_rank": gold_rank, "gold_score": finite_or_none(gold_score)}
+                   "gold_rank": gold_rank, "gold_score": finite_or_none(gold_score),
+                   **{name: values[i] for name, values in self.query_fields.items()}}
 
     def pool_scores(self) -> Iterator[tuple[str, str, PoolScores]]:
         """``(query id, relation, every candidate's score and rank)`` per query, when the run kept them."""
@@ -153,6 +158,7 @@ class ProbeResult:
         data = asdict(replace(self, ranking=None))
         data.pop("model")
         data.pop("ranking")
+        data.pop("query_fields")
         data["settings"] = with_public_model(data["settings"])
         data["intervals"] = self.intervals
         ids, relations, gold, predictions = (data.pop(key) for key in ("ids", "relations", "gold", "predictions"))
@@ -218,4 +224,4 @@ def result_of(prober: ProberNote, queries: QuerySet, predictions: list[list[str]
                        ids=queries.ids, relations=queries.relations, gold=queries.gold, predictions=names,
                        metrics=score(queries, names, ks=ks, match=match), seconds=seconds, extra=extra,
                        data={**queries.info, "candidates": queries.pool_record()}, model=settings.get("model"),
-                       device=prober.device, ranking=ranking)
+                       device=prober.device, ranking=ranking, query_fields=drawn_record(queries, settings))

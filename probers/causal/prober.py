@@ -45,6 +45,7 @@ from medlama.probers.prober import Prober, check_all_scores
 from medlama.metrics import answer_normalizer
 from medlama.probers.ranking import Ranking
 from medlama.probers.causal.batch import batched_log_probs
+from medlama.probers.causal.fewshot import with_examples
 from medlama.probers.causal.scoring import CausalLM, CausalModelSettings, CausalQuery
 from medlama.probers.causal.search import best_first
 from medlama.probers.causal.trie import END, TrieTokens, candidate_trie, walk
@@ -126,9 +127,16 @@ class _CausalProber(Prober):
     def settings(self) -> dict:
         return {"method": self.method, "model": self.lm.model_path, **as_dict(self.settings_)}
 
+    def prompted(self, queries: QuerySet) -> QuerySet:
+        """``queries`` as the model reads them: each after its few-shot examples, when ``few_shot`` asks for
+        them (:func:`medlama.probers.causal.fewshot.with_examples`), else as they are. Every public ranking or
+        scoring method reads its queries through this, once."""
+        return with_examples(queries, self.settings_.few_shot, self.settings_.few_shot_seed)
+
     def inputs(self, queries: QuerySet) -> list[str]:
-        """Each query as fed to the model: its prefix tokens (any chat template and BOS included) decoded,
-        ``[Y]`` where the answer goes, then its suffix tokens decoded."""
+        """Each query of ``queries`` (as :meth:`prompted` gives them) as fed to the model: its prefix tokens
+        (any chat template, BOS and few-shot examples included) decoded, ``[Y]`` where the answer goes, then its
+        suffix tokens decoded."""
         decode = self.lm.tokenizer.decode
         return [decode(list(split.prefix)) + MASK_PLACEHOLDER + decode(list(split.suffix))
                 for split in map(self.lm.split, queries.texts)]
@@ -190,6 +198,9 @@ class CausalLikelihoodProber(_CausalProber):
 
     def scores(self, queries: QuerySet):
         """Scores ``(len(queries), len(candidates))`` as float64, higher is better (every candidate scored)."""
+        return self._scores(self.prompted(queries))
+
+    def _scores(self, queries: QuerySet):
         names = self._need_candidates(queries)
         out = np.empty((len(queries), len(names)), dtype=np.float64)
         for q, text in enumerate(queries.texts):
@@ -210,10 +221,11 @@ class CausalLikelihoodProber(_CausalProber):
         if top_k < 1:
             raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
         names = self._need_candidates(queries)
+        queries = self.prompted(queries)
         if queries.choices is not None:
             return self._rank_choices(queries, top_k, all_scores)
         if self.settings_.resolved_search == "best-first" and not all_scores:  # every score asked for: all scored
-            results = self.best_first(queries, top_k, cutoff=self.settings_.rank_cutoff)
+            results = self._best_first(queries, top_k, cutoff=self.settings_.rank_cutoff)
             for result in results:
                 self.searched["switched to exhaustive" if result.switched else "best-first"] += 1
             # the gold's rank is exact over the whole pool (with rank_cutoff: up to it, null beyond)
@@ -221,7 +233,7 @@ class CausalLikelihoodProber(_CausalProber):
                            inputs=self.inputs(queries), gold_ranks=[r.gold_rank for r in results],
                            gold_scores=[r.gold_score for r in results])
         first = {name: i for i, name in reversed(list(enumerate(names)))}
-        scores = self.scores(queries)
+        scores = self._scores(queries)
         top = [[first[name] for name in rank_unique(list(zip(names, row)), top_k)] for row in scores]
         return Ranking.from_pool(queries.gold, names, scores, top, inputs=self.inputs(queries),
                                  all_scores=all_scores)
@@ -256,6 +268,9 @@ class CausalLikelihoodProber(_CausalProber):
         """Per query, the exact top ``top_k`` with scores, the gold's rank up to ``cutoff`` (``None``: exact over
         the whole pool) and its score, by best-first search (:func:`medlama.probers.causal.search.best_first`;
         sum reduction only)."""
+        return self._best_first(self.prompted(queries), top_k, cutoff=cutoff)
+
+    def _best_first(self, queries: QuerySet, top_k: int, *, cutoff: int | None) -> list:
         if self.settings_.reduction != "sum":
             raise MedlamaInputError(f"best-first search needs reduction 'sum', got {self.settings_.reduction!r}")
         names = self._need_candidates(queries)
@@ -292,6 +307,7 @@ class CausalConstrainedProber(_CausalProber):
         if top_k < 1:
             raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
         names = self._need_candidates(queries)
+        queries = self.prompted(queries)
         beams = self.settings_.num_beams or top_k
         mean = self.settings_.reduction == "mean"
         splits = [self.lm.split(text) for text in queries.texts]
@@ -364,6 +380,9 @@ class CausalGenerateProber(_CausalProber):
 
     def generate(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
         """The answers of every query in beam order (at most ``min(top_k, num_beams)``), before matching."""
+        return self._generate(self.prompted(queries), top_k)
+
+    def _generate(self, queries: QuerySet, top_k: int) -> list[list[str]]:
         import torch  # torch only when a model runs
         from transformers import LogitsProcessorList  # transformers only when a model loads or runs
 
@@ -400,6 +419,7 @@ class CausalGenerateProber(_CausalProber):
         """The generated answers (matched to candidates), in beam order and without scores; the gold is
         ranked among them only."""
         check_all_scores(self, all_scores)
+        queries = self.prompted(queries)
         return Ranking.from_names(queries.gold, self._rank(queries, top_k), inputs=self.inputs(queries))
 
     def _rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
@@ -409,7 +429,7 @@ class CausalGenerateProber(_CausalProber):
         for name in names if settings.answer_match == "normalized" else ():
             by_text.setdefault(_normalize(name), []).append(name)
         ranked = []
-        for text, answers in zip(queries.texts, self.generate(queries, top_k)):
+        for text, answers in zip(queries.texts, self._generate(queries, top_k)):
             slot = self.lm.split(text).slot
             lookup = candidate_lookup(self.lm.candidate_ids(names, slot), names) if names else {}
             found: list[str] = []
