@@ -31,13 +31,10 @@ prefix's KV cache) is :mod:`medlama.probers.causal.scoring`'s ``CausalLM``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
-from medlama.core.batching import BatchSize
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import FiniteScores
 from medlama.core.defaults import MASK_PLACEHOLDER
@@ -46,77 +43,18 @@ from medlama.metrics import answer_normalizer
 from medlama.probers.ranking import Ranking
 from medlama.probers.causal.batch import batched_log_probs
 from medlama.probers.causal.fewshot import with_examples
+from medlama.probers.causal.lens import LayerLens
 from medlama.probers.causal.scoring import CausalLM, CausalModelSettings, CausalQuery
+from medlama.probers.causal.settings import ConstrainedSettings, GenerateSettings, LikelihoodSettings
 from medlama.probers.causal.search import best_first
 from medlama.probers.causal.trie import END, TrieTokens, candidate_trie, walk
 from medlama.probers.generative import aligned_answer
 from medlama.probers.mlm import candidate_lookup, rank_unique
 from medlama.probers.query_set import QuerySet
-from medlama.core.settings import as_dict, setting
+from medlama.core.settings import as_dict
 
 #: ``search_ran``'s count of multiple-choice queries (every choice scored, whatever ``search`` says).
 CHOICES_SCORED = "every choice scored (multiple choice)"
-REDUCTION_HELP = "a candidate's score: the sum of its (and the suffix's) token log-probabilities, or their mean"
-
-
-@dataclass(frozen=True)
-class LikelihoodSettings(CausalModelSettings):
-    batch_size: BatchSize = setting(32, metavar="N", help="candidate continuations per forward pass", min=1)
-    reduction: Literal["sum", "mean"] = setting("sum", help=REDUCTION_HELP)
-    kv_cache: bool = setting(True, help="run each query's prefix once and reuse its KV cache for every candidate "
-                                        "(off: score every full sequence from scratch; same scores, more work)")
-    search: Literal["best-first", "exhaustive"] | None = setting(
-        None, help="how the top-k is found: best-first over the candidates' token trie (exact for the sum "
-                   "reduction; scores a fraction of the names) or exhaustive (every candidate scored); none: "
-                   "best-first for sum (with the KV cache), exhaustive for mean")
-    rank_cutoff: int | None = setting(
-        None, min=1, help="best-first: bound the work spent on the gold's rank in the sample log: exact up to this "
-                          "rank, null beyond it; none: the exact rank over the whole pool, as exhaustive search "
-                          "gives (the search goes on until every name that can score as much as the gold is "
-                          "scored)")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.search == "best-first" and self.reduction != "sum":
-            raise MedlamaInputError(f"search 'best-first' needs reduction 'sum' (a prefix's summed log-probability "
-                                    f"bounds every name below it; a mean does not); with reduction "
-                                    f"{self.reduction!r} use search 'exhaustive'")
-        if self.search == "best-first" and not self.kv_cache:
-            raise MedlamaInputError("search 'best-first' feeds its paths after the prefix's KV cache; with kv_cache "
-                                    "off use search 'exhaustive'")
-
-    @property
-    def resolved_search(self) -> str:
-        """The search ``rank`` uses: the one given, else best-first where it is exact (sum, KV cache on)."""
-        if self.search is not None:
-            return self.search
-        return "best-first" if self.reduction == "sum" and self.kv_cache else "exhaustive"
-
-
-@dataclass(frozen=True)
-class ConstrainedSettings(CausalModelSettings):
-    batch_size: BatchSize = setting(8, metavar="N", help="queries per beam search", min=1)
-    num_beams: int | None = setting(None, help="beam width (none: top_k); at least the number of candidates "
-                                               "gives the exact likelihood ranking", min=1, metavar="N")
-    reduction: Literal["sum", "mean"] = setting("sum", help=REDUCTION_HELP)
-    close_tokens: int | None = setting(1, help="tokens of the text after [Y] that close a candidate (none: all "
-                                               "of it, so beams score exactly as causal-likelihood)", min=1,
-                                       metavar="N")
-
-
-@dataclass(frozen=True)
-class GenerateSettings(CausalModelSettings):
-    batch_size: BatchSize = setting(16, metavar="N", help="queries per generate call", min=1)
-    num_beams: int | None = setting(None, help="beams (none: top_k, one answer per beam; 1: greedy)", min=1,
-                                       metavar="N")
-    max_answer_tokens: int = setting(16, help="most tokens generated for an answer", min=1)
-    to_candidates: bool = setting(True, help="report an answer matching candidate names as those names "
-                                             "(--raw-predictions: as generated)", cli=False)
-    answer_match: Literal["exact", "normalized"] = setting(
-        "exact", help="a generated answer is reported as the candidate names with the same token ids (exact) or "
-                      "the same normalised text (normalized)")
-
-
 class _CausalProber(Prober):
     """Shared set-up: the model, the settings record, candidate checks and batches of queries."""
 
@@ -189,6 +127,8 @@ class CausalLikelihoodProber(_CausalProber):
         self.searched = {"best-first": 0, "switched to exhaustive": 0}
         #: Multiple-choice queries, every choice scored (no search: a query's few choices are all ranked).
         self.choices_scored = 0
+        #: The logit lens of ``layers`` (checked now, before any query is ranked), else ``None``.
+        self.lens = LayerLens(self.lm, settings.layers) if settings.layers else None
 
     def settings(self) -> dict:
         ran = dict(self.searched) if any(self.searched.values()) else {}
@@ -220,6 +160,8 @@ class CausalLikelihoodProber(_CausalProber):
         """Every candidate scored (:meth:`scores`), the top ``top_k`` by score, ties in candidate order."""
         if top_k < 1:
             raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
+        if self.lens is not None:  # a layer sweep's prober used on its own: the first layer listed
+            return self.rank_layers_scored(queries, top_k, all_scores=all_scores)[self.lens.layers[0]]
         names = self._need_candidates(queries)
         queries = self.prompted(queries)
         if queries.choices is not None:
@@ -237,6 +179,21 @@ class CausalLikelihoodProber(_CausalProber):
         top = [[first[name] for name in rank_unique(list(zip(names, row)), top_k)] for row in scores]
         return Ranking.from_pool(queries.gold, names, scores, top, inputs=self.inputs(queries),
                                  all_scores=all_scores)
+
+    def rank_layers_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False
+                           ) -> dict[int, Ranking]:
+        """``{layer: Ranking}`` of every ``layers`` entry by the logit lens (:mod:`medlama.probers.causal.lens`),
+        every candidate (or, multiple choice, every choice) scored at every layer from one pass per query, ranked
+        as :meth:`rank_scored` ranks exhaustive scores (ties in candidate order)."""
+        if self.lens is None:
+            raise MedlamaInputError(f"--method {self.method} scores layers with the logit lens only when layers "
+                                    "are given (--layers)")
+        if top_k < 1:
+            raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
+        queries = self.prompted(queries)
+        names = None if queries.choices is not None else self._need_candidates(queries)
+        return self.lens.rankings(queries, names, self.inputs(queries), top_k, reduction=self.settings_.reduction,
+                                  all_scores=all_scores)
 
     def _rank_choices(self, queries: QuerySet, top_k: int, all_scores: bool) -> Ranking:
         """Each query of a multiple-choice set against its own choices, every choice scored (the exhaustive
