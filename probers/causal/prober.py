@@ -376,8 +376,7 @@ class CausalGenerateProber(_CausalProber):
         """The generated answers (matched to candidates), in beam order and without scores; the gold is
         ranked among them only."""
         check_all_scores(self, all_scores)
-        queries = self.prompted(queries)
-        return Ranking.from_names(queries.gold, self._rank(queries, top_k), inputs=self.inputs(queries))
+        return Ranking.from_names(queries.gold, self._rank(queries, top_k), inputs=self.inputs(self.prompted(queries)))
 
     def _rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
         settings = self.settings_
@@ -386,7 +385,7 @@ class CausalGenerateProber(_CausalProber):
         for name in names if settings.answer_match == "normalized" else ():
             by_text.setdefault(_normalize(name), []).append(name)
         ranked = []
-        for text, answers in zip(queries.texts, self._generate(queries, top_k)):
+        for text, answers in zip(queries.texts, self.generate(queries, top_k)):  # the slot reads as without examples
             slot = self.lm.split(text).slot
             lookup = candidate_lookup(self.lm.candidate_ids(names, slot), names) if names else {}
             found: list[str] = []
