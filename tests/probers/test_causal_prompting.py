@@ -10,6 +10,7 @@
   starts with those examples filled, and ``results.json`` records the setting.
 * ``--system-prompt`` is the chat template's system message (the prefix is the template's own rendering with
   it); without ``--chat-template`` it is refused, as is a template that refuses a system turn.
+* BioLAMA: its subjects are the `sub_uri` of each triple; a probe with ``--few-shot`` draws by the same rule.
 """
 
 from __future__ import annotations
@@ -145,3 +146,25 @@ def test_system_prompt_is_the_chat_templates_system_message(tmp_path):
     refusing = CausalLM(model, "causal-likelihood", CausalModelSettings(chat_template=True, system_prompt="x"))
     with pytest.raises(MedlamaInputError, match="refuses a system message"):
         refusing.split(text)
+
+
+def test_biolama_queries_draw_by_their_subject(biolama_fx, tiny_gpt2, tmp_path_factory, tmp_path):
+    """BioLAMA's subjects are its ``sub_uri``: few-shot works there too, by the same rule."""
+    from medlama.datasets.biolama_folder import write_biolama
+    from medlama.runs.biolama_queries import load_biolama_queries
+
+    release = tmp_path_factory.mktemp("few-shot-biolama-release")
+    biolama_fx.write_release(release)
+    built = tmp_path_factory.mktemp("few-shot-built") / "biolama"
+    write_biolama(built, release, progress=False)
+    queries = load_biolama_queries(built, "wikidata")
+    assert queries.subjects is not None and len(set(queries.subjects)) > 1
+    out = tmp_path / "out"
+    assert main(["probe", "--dataset", "biolama", "--data", str(built), "--config", "wikidata", "--model",
+                 str(tiny_gpt2), "--method", "causal-likelihood", "--few-shot", "1", "--out", str(out)]) == 0
+    rows = predictions(out)
+    assert [row["few_shot_examples"] for row in rows] == [list(ids) for ids in draw(queries, 1, 0)]
+    for row in rows:
+        (example,) = row["few_shot_examples"]
+        j, q = queries.ids.index(example), queries.ids.index(row["id"])
+        assert queries.relations[j] == queries.relations[q] and queries.subjects[j] != queries.subjects[q]
