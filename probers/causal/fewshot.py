@@ -5,8 +5,7 @@ examples, filled prompts of other facts of its relation.
   was cut from (:attr:`QuerySet.whole <medlama.probers.query_set.QuerySet.whole>`: a ``--limit`` or a subset
   draws what the whole set would), never the query itself nor any fact sharing its subject
   (:attr:`QuerySet.subjects <medlama.probers.query_set.QuerySet.subjects>`: MedLAMA's head concept, BioLAMA's
-  ``sub_uri``), nor a
-  fact with no gold name to fill in. The draw is ``random.Random(f"{seed}:{query id}").sample`` of the eligible
+  ``sub_uri``), nor a fact with no gold name to fill in. The draw is ``random.Random(f"{seed}:{query id}").sample`` of the eligible
   facts in query-set order: the same examples for a query however the run is split, resumed or limited.
 * An example is its prompt with ``[Y]`` filled by its first gold name (:func:`filled`: the text before the
   slot, trailing spaces removed, one space where the slot followed one, the name, the text after the slot:
