@@ -192,7 +192,17 @@ def test_sentencepiece_tokenizer_with_bos_scores_equal(tasks, tmp_path, picked):
 
 
 def test_generation_equals_causal_generate(tasks, gpt2, picked):
+    check_generation(tasks, gpt2, picked, {})
+
+
+def test_few_shot_generation_equals_causal_generate(few_shot_tasks, gpt2, picked):
+    """The generation task exported with ``--few-shot 2`` reads the same examples as ``causal-generate``."""
+    check_generation(few_shot_tasks, gpt2, picked, SHOTS)
+
+
+def check_generation(tasks, gpt2, picked, shots: dict):
     import medlama
+    from medlama.probers.causal.fewshot import with_examples
     from medlama.probers.causal.prober import CausalGenerateProber, GenerateSettings
 
     sizes = json.loads((tasks / "medlama_export.json").read_text())["tasks"]
@@ -202,13 +212,16 @@ def test_generation_equals_causal_generate(tasks, gpt2, picked):
     out = lm_eval_run(tasks, gpt2, ["medlama_hard_gen"], {"medlama_hard_gen": indices})
     logged = sorted(out["samples"]["medlama_hard_gen"], key=lambda s: s["doc_id"])
     assert [s["doc"]["id"] for s in logged] == picked.ids
-    settings = GenerateSettings(num_beams=1, to_candidates=False)
+    read = with_examples(picked, shots["few_shot"], shots["few_shot_seed"]) if shots else picked
+    for sample, text in zip(logged, read.texts):  # the prompt: the examples (if any), then the text before [Y]
+        assert sample["arguments"][0][0] == text.split("[Y]")[0].rstrip()
+    settings = GenerateSettings(num_beams=1, to_candidates=False, **shots)
     answers = CausalGenerateProber(str(gpt2), settings).generate(picked, top_k=1)
     utils = _utils(tasks)
     for sample, (answer,) in zip(logged, answers):
         assert utils.normalize_answer(sample["filtered_resps"][0]) == utils.normalize_answer(answer)
     result = medlama.probe(str(gpt2), data=picked, method="causal-generate", match="normalized",
-                           settings={"num_beams": 1, "to_candidates": False}, candidates="relation")
+                           settings={"num_beams": 1, "to_candidates": False, **shots}, candidates="relation")
     assert [s["acc@1"] for s in logged] == [float(hit) for hit in result.hits(1)]
     metrics = out["results"]["medlama_hard_gen"]
     assert metrics["acc@1,none"] == pytest.approx(result.acc(1, "micro"))

@@ -70,6 +70,22 @@ def test_last_layer_is_the_plain_scores(tiny, reduction):
     assert not np.allclose(np.array([pool.scores for pool in by_layer[1].pools]), expected)
 
 
+def test_multiple_choice_last_layer_is_the_plain_ranking(tiny):
+    """A multiple-choice set (each query against its own choices) through the lens: the last layer is the plain
+    ranking of the choices, scores included."""
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
+    from medlama.probers.pools import rank_choices
+
+    choices = [["pain", "fever", "asthma attack"], ["cough", "diabetes"], ["fever", "back pain", "headache"]]
+    mc = QuerySet([f"q{i}" for i in range(3)], ["rel"] * 3, TEXTS, [["pain"], ["cough"], ["fever"]],
+                  sorted({name for row in choices for name in row}), "mc", rule="choices", choices=choices)
+    plain = rank_choices(CausalLikelihoodProber(tiny, LikelihoodSettings()), mc, 3)
+    lensed = rank_choices(CausalLikelihoodProber(tiny, LikelihoodSettings(layers=(-1,))), mc, 3, layers=True)
+    assert list(lensed) == [2] and lensed[2].names == plain.names
+    for got, expected in zip(lensed[2].scores, plain.scores):
+        np.testing.assert_allclose(got, expected, rtol=0, atol=fp32_sum_atol(got, expected, terms=12))
+
+
 def test_middle_layer_is_the_hand_computation(tiny):
     from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
 
