@@ -9,7 +9,7 @@ each relation ranked against its own whole pool.
   queries are chosen so that both a hit and a miss occur and the relations differ in size (micro != macro).
 * Few-shot: exported with ``--few-shot 2``, lm-eval's ranking (its ``num_fewshot`` and the tasks' sampler) reads
   each query after the same two filled examples as ``medlama probe --few-shot 2`` with the same seed, and
-  gives the same log-likelihoods, top 10s and acc@k.
+  gives the same log-likelihoods, top 10s and acc@k; its generation task gives ``causal-generate``'s answers.
 * Ties: a flat GPT-2 (every token equally likely) ties every candidate with as many tokens, so the ranking is
   decided by the tie rule alone; lm-eval's top 10 and hits are still medlama's.
 * Tokenizers: a Llama-style model (SentencePiece, BOS) gets causal-likelihood's scores too.

@@ -1,7 +1,7 @@
 """``causal-likelihood --layers``: the logit lens (:mod:`medlama.probers.causal.lens`).
 
 * The last layer's lens scores are the plain scores (every candidate, both tiny models, sum and mean), and the
-  ranking at the last layer is the plain ranking.
+  ranking at the last layer is the plain ranking (of a pool, and of each query's own choices).
 * A middle layer's scores equal a hand computation: the full sentence run once with ``output_hidden_states``,
   that layer's hidden states through the final norm and the output head, log-softmax, the candidate's tokens
   summed.
