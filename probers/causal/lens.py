@@ -68,8 +68,19 @@ class LayerLens:
 
     def logits(self, hidden_states, layer: int):
         """The lens' logits of ``layer`` from a pass's ``hidden_states`` (the last entry is already normed)."""
-        hidden = hidden_states[layer]
+        hidden = hidden_states[layer].to(self.head.weight.device)  # a sharded model's layers sit on several devices
         return self.head(hidden if layer == self.depth else self.norm(hidden))
+
+    def _check_last(self, last: list, logits) -> None:
+        """Refuse a model whose last hidden state through the head is not its own logits (the last entry is then
+        not the final norm's output, and the lens' layers would not be scored as the last layer is)."""
+        import torch  # torch only when a model runs
+
+        lensed, own = self.logits(last, self.depth).float(), logits.float().to(self.head.weight.device)
+        if not torch.allclose(lensed, own, rtol=1e-3, atol=1e-3 * float(own.abs().max()) + 1e-5):
+            raise MedlamaInputError("--layers: this model's last hidden state through its output head is not its "
+                                    "logits (not the final norm's output, or more after the head), so the logit "
+                                    "lens cannot score its layers as it scores the last", file=self.lm.model_path)
 
     def log_probs(self, prefix: Sequence[int], rows: Sequence[Sequence[int]], *,
                   reduction: str = "sum") -> dict[int, object]:
@@ -93,9 +104,10 @@ class LayerLens:
         with torch.inference_mode():
             head = lm.model(input_ids=torch.tensor([list(prefix)], dtype=torch.long, device=lm.device),
                             past_key_values=DynamicCache(config=lm.model.config), use_cache=True,
-                            output_hidden_states=True)
+                            output_hidden_states=True, logits_to_keep=1)
             cache = head.past_key_values
             last = [h[0, -1] for h in head.hidden_states]  # each layer's state at the prefix's last position
+            self._check_last(last, head.logits[0, -1])
             first = {layer: _log_softmax(self.logits(last, layer)) for layer in self.layers}
             sums: dict[int, list] = {layer: [] for layer in self.layers}
             for start in range(0, len(real), per_batch):

@@ -6,8 +6,9 @@
   that layer's hidden states through the final norm and the output head, log-softmax, the candidate's tokens
   summed.
 * ``medlama probe --layers`` writes one result per layer (labelled ``<model> L<layer>``, ``layer`` in its
-  settings) and the per-layer plot; the layer figure reads them; a layer out of range, or best-first search
-  with layers, is refused with one line.
+  settings) and the per-layer plot; the layer figure reads them; a layer out of range, best-first search
+  with layers, a model whose logits the lens cannot reproduce (scaled, or not its head of the last state) is
+  refused with one line.
 """
 
 from __future__ import annotations
@@ -123,3 +124,21 @@ def test_probe_layers_writes_a_result_per_layer(tmp_path, medlama_tiny, tiny_gpt
         from medlama.probers.causal.prober import LikelihoodSettings
 
         LikelihoodSettings(layers=(1,), search="best-first")
+
+
+def test_a_model_the_lens_cannot_reproduce_is_refused(tmp_path):
+    """Logits post-processed beyond the head (a config's ``logit_scale``), or a last hidden state whose head is not
+    the model's logits: refused, never scored otherwise than the model scores."""
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
+
+    model = save_causal(tmp_path / "scaled", "gpt2")
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "logit_scale": 0.5}))
+    with pytest.raises(MedlamaInputError, match=r"post-processes its logits \(logit_scale\)"):
+        CausalLikelihoodProber(model, LikelihoodSettings(layers=(1,)))
+    (model / "config.json").write_text(json.dumps(config))
+    prober = CausalLikelihoodProber(model, LikelihoodSettings(layers=(1,)))
+    other = torch.nn.Linear(prober.lens.head.in_features, prober.lens.head.out_features, bias=False)
+    prober.lens.head = other  # a head that is not the model's own: the last layer no longer gives its logits
+    with pytest.raises(MedlamaInputError, match="cannot score its layers as it scores the last"):
+        prober.rank_layers_scored(queries(), top_k=3)
