@@ -16,6 +16,9 @@ peak resident memory (RSS) above the start of the call, sampled every 0.5 ms (to
 invisible to ``tracemalloc``). Both for ``causal-likelihood`` with the KV cache reused and without it
 (every full sequence run from scratch).
 
+``--lens``: also ``causal-likelihood --layers`` at every layer (the logit lens, one pass for all of them) beside
+the exhaustive search it is to be compared with (both score every candidate).
+
     python benchmarks/bench_causal.py --threads 1                       # CPU, tiny GPT-2
     python benchmarks/bench_causal.py --real-size gpt2-medium --device cuda --dtype bf16 --queries 64
     python benchmarks/bench_causal.py --real-size llama-1b --device cuda --dtype bf16 --queries 64
@@ -135,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=200, help="candidate continuations per forward pass")
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--lens", action="store_true", help="also the logit lens at every layer (--layers) against "
+                                                            "exhaustive causal-likelihood")
     parser.add_argument("--dry-run", action="store_true",
                         help="check that the model builds and every method runs: 2 queries, 5 candidates, 2 beams, "
                              "no memory comparison")
@@ -176,6 +181,24 @@ def main(argv: list[str] | None = None) -> int:
             seconds = time.perf_counter() - start
             rows.append((method, seconds, len(texts) / seconds))
             del prober
+        if args.lens:  # every candidate scored both ways: at the last layer, and at every layer from one pass
+            import json
+
+            depth = json.loads((folder / "config.json").read_text())
+            depth = depth.get("num_hidden_layers") or depth.get("n_layer")
+            for name, extra in (("likelihood exhaustive", {"search": "exhaustive"}),
+                                (f"lens, {depth + 1} layers", {"layers": tuple(range(depth + 1))})):
+                prober = make_prober("causal-likelihood", folder, {**common, "batch_size": args.batch_size, **extra},
+                                     device=args.device)
+                prober.rank(queries.subset(range(min(2, len(texts)))), top_k=10)  # warm-up
+                start = time.perf_counter()
+                if "layers" in extra:
+                    prober.rank_layers_scored(queries, top_k=10)
+                else:
+                    prober.rank(queries, top_k=10)
+                seconds = time.perf_counter() - start
+                rows.append((name, seconds, len(texts) / seconds))
+                del prober
         print(f"{'method':<22}{'seconds':>10}{'queries/s':>12}")
         for method, seconds, rate in rows:
             print(f"{method:<22}{seconds:>10.2f}{rate:>12.2f}")

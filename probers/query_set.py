@@ -37,6 +37,12 @@ class QuerySet:
     #: Rule ``choices`` (a multiple-choice config): each query's own pool, its choices (``candidates`` is then
     #: their union); probers rank each query against its choices (:func:`medlama.probers.pools.rank_choices`).
     choices: list[list[str]] | None = None
+    #: Each query's subject (MedLAMA: the head concept's CUI); few-shot examples never share the query's
+    #: (:mod:`medlama.probers.causal.fewshot`). ``None``: not known, and few-shot prompting is refused.
+    subjects: list[str] | None = None
+    #: The query set this one was cut from (:meth:`subset`, :meth:`limit_per_relation`): the facts few-shot
+    #: examples are drawn from, so a part of a set draws the examples the whole set would. ``None``: itself.
+    whole: "QuerySet | None" = field(default=None, compare=False, repr=False)
     #: What names each query's fact, where the data has it (MedLAMA: ``head_cui``, ``head_name`` and
     #: ``answer_cuis``, aligned with ``gold``): written into each ``predictions.jsonl`` row, so that a fact and
     #: its inverse can be paired afterwards (``medlama consistency``).
@@ -44,7 +50,8 @@ class QuerySet:
 
     def __post_init__(self) -> None:
         sizes = {len(self.ids), len(self.relations), len(self.texts), len(self.gold)}
-        if len(sizes) != 1 or any(part is not None and len(part) != len(self.ids) for part in (self.choices, self.facts)):
+        if len(sizes) != 1 or any(column is not None and len(column) != len(self.ids)
+                                  for column in (self.choices, self.subjects, self.facts)):
             raise ValueError(f"query set columns differ in length: {sorted(sizes)}")
         for index, text in enumerate(self.texts):
             if text.count(MASK_PLACEHOLDER) != 1:
@@ -75,6 +82,7 @@ class QuerySet:
                         [self.texts[i] for i in pick], [self.gold[i] for i in pick], self.candidates,
                         name or self.name, {**self.info, "subset": len(pick)} if self.info else {},
                         self.rule, self.pools, None if self.choices is None else [self.choices[i] for i in pick],
+                        None if self.subjects is None else [self.subjects[i] for i in pick], self.whole or self,
                         None if self.facts is None else [self.facts[i] for i in pick])
 
     def pool_record(self) -> dict:
@@ -102,7 +110,7 @@ class QuerySet:
         subset = self.subset(pick, name=f"{self.name}[first {limit} per relation]")
         return QuerySet(subset.ids, subset.relations, subset.texts, subset.gold, subset.candidates, subset.name,
                         {**self.info, "limit_per_relation": limit} if self.info else {}, self.rule, self.pools,
-                        subset.choices, subset.facts)
+                        subset.choices, subset.subjects, subset.whole, subset.facts)
 
 
 def choice_queries(rows, texts: list[str], gold, candidates: str, *, name: str, info: dict,

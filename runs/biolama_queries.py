@@ -80,7 +80,8 @@ def load_biolama_queries(data: str | Path | DataFolder, config: str = "all", *, 
     pools = {g: sorted(per_group[g]) for g in evaluated} if rule == "relation" else None
     return QuerySet(ids=list(data["id"]), relations=groups, texts=list(data["query"]),
                     gold=[list(g) for g in data["answers"]], candidates=names, name=name, info=info,
-                    rule=rule, pools=pools)
+                    rule=rule, pools=pools,
+                    subjects=list(data["sub_uri"]) if "sub_uri" in data.column_names else None)
 
 
 def load_biolama_source(source) -> QuerySet:

@@ -58,7 +58,7 @@ def load_medlama_queries(data: str | Path | DataFolder, config: str = "hard", *,
                                  whole=not relations)
     return QuerySet(ids=list(rows["id"]), relations=list(rows["relation"]), texts=list(rows[prompt_column]),
                     gold=[list(g) for g in rows["answer_names"]], candidates=names, name=name, info=info,
-                    rule=candidates, pools=pools, facts=fact_columns(rows))
+                    rule=candidates, pools=pools, subjects=list(rows["head_cui"]), facts=fact_columns(rows))
 
 
 def _whole(data) -> bool:
@@ -126,7 +126,9 @@ def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt
             "fingerprint": getattr(data, "_fingerprint", None)}
     return QuerySet(ids=list(data["id"]), relations=list(data["relation"]), texts=list(data[prompt_column]),
                     gold=[list(g) for g in data["answer_names"]], candidates=names, name=name, info=info,
-                    rule=candidates, pools=pools, facts=fact_columns(data))
+                    rule=candidates, pools=pools,
+                    subjects=list(data["head_cui"]) if "head_cui" in data.column_names else None,
+                    facts=fact_columns(data))
 
 
 # -- which queries to probe: the dataset, its built folder, config, split and relations ------------------

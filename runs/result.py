@@ -15,6 +15,7 @@ from medlama.core.provenance import provenance
 from medlama.core.public_paths import with_public_model
 from medlama.core.settings import did_you_mean
 from medlama.runs.outputs import KEEP_PREDICTIONS, SCORES_FILE, write_outputs
+from medlama.probers.causal.fewshot import drawn_record
 from medlama.probers.prober import ProberNote
 from medlama.probers.query_set import QuerySet
 from medlama.probers.ranking import PoolScores, Ranking, finite_or_none
@@ -52,8 +53,10 @@ class ProbeResult:
     model: str | None = None
     device: str | None = None
     ranking: Ranking | None = field(default=None, repr=False, compare=False)
-    #: Each query's fact (:attr:`QuerySet.facts <medlama.probers.query_set.QuerySet.facts>`), or ``None``.
-    facts: list[dict] | None = field(default=None, repr=False, compare=False)
+    #: More per-query columns of ``predictions.jsonl`` (``{field: one value per query}``): the fact a query
+    #: names (:attr:`QuerySet.facts <medlama.probers.query_set.QuerySet.facts>`), the ids of its few-shot
+    #: examples; not part of :meth:`to_json`.
+    query_fields: dict = field(default_factory=dict, repr=False, compare=False)
 
     def acc(self, k: int, average: str = "micro") -> float:
         """acc@k in [0, 1]; ``average`` is ``micro`` (over queries) or ``macro`` (mean over relations). ``k``
@@ -144,7 +147,7 @@ class ProbeResult:
                    "input": text,
                    "scores": [finite_or_none(s) for s in scores[:len(kept)]] if scores is not None else None,
                    "gold_rank": gold_rank, "gold_score": finite_or_none(gold_score),
-                   **(self.facts[i] if self.facts is not None else {}),
+                   **{name: values[i] for name, values in self.query_fields.items()},
                    **({"confidence": confidence} if confidence is not None else {})}
 
     def pool_scores(self) -> Iterator[tuple[str, str, PoolScores]]:
@@ -160,7 +163,7 @@ class ProbeResult:
         data = asdict(replace(self, ranking=None))
         data.pop("model")
         data.pop("ranking")
-        data.pop("facts")  # per query, as the predictions are: in predictions.jsonl
+        data.pop("query_fields")  # per query, as the predictions are: in predictions.jsonl
         data["settings"] = with_public_model(data["settings"])
         data["intervals"] = self.intervals
         ids, relations, gold, predictions = (data.pop(key) for key in ("ids", "relations", "gold", "predictions"))
@@ -226,4 +229,12 @@ def result_of(prober: ProberNote, queries: QuerySet, predictions: list[list[str]
                        ids=queries.ids, relations=queries.relations, gold=queries.gold, predictions=names,
                        metrics=score(queries, names, ks=ks, match=match), seconds=seconds, extra=extra,
                        data={**queries.info, "candidates": queries.pool_record()}, model=settings.get("model"),
-                       device=prober.device, ranking=ranking, facts=queries.facts)
+                       device=prober.device, ranking=ranking,
+                       query_fields={**_fact_fields(queries), **drawn_record(queries, settings)})
+
+
+def _fact_fields(queries: QuerySet) -> dict[str, list]:
+    """The queries' facts (``head_cui``, ``head_name``, ``answer_cuis``) as per-query columns, where known."""
+    if queries.facts is None:
+        return {}
+    return {name: [fact[name] for fact in queries.facts] for name in queries.facts[0]} if queries.facts else {}

@@ -36,9 +36,11 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.loaded import LoadedModel
 from medlama.core.models import LoadOptions, check_label, loading_with, resolve_model, unique_labels
 from medlama.core.resume import check_work_folder, ShardStore
+from medlama.core.settings import as_dict
 from medlama.runs import tables
 from medlama.runs.benchmarks import Benchmark, benchmark
 from medlama.runs.biolama_queries import print_source_table
+from medlama.probers.causal.fewshot import drawn_record
 from medlama.probers.learned_prompts import PromptSet
 from medlama.runs.calibration import print_calibration
 from medlama.runs.outputs import API_HINT, OUTPUT_KIND, RESULTS_FILE, write_outputs
@@ -200,6 +202,8 @@ def _probe(request: ProbeRequest, runs: list[ModelRun], checkpoints: dict | None
     queries = queries.limit_per_relation(request.limit) if request.limit else queries
     queries.check_gold(match)  # a query acc@k cannot score, refused before anything is ranked
     probed = _check_prompts(runs, queries)  # before any model loads
+    for run in runs:  # a few-shot draw that cannot be made: refused before any model loads
+        drawn_record(queries, as_dict(run.settings))
     if request.report:
         print(describe_pool(queries))
     if request.out is None:

@@ -4,6 +4,7 @@ records of the export."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from medlama.dataset_cards import card_path
 
@@ -29,6 +30,15 @@ def render_readme(record: dict, exported: Sequence) -> str:
     rows = "\n".join(f"| `{item.task}` | {item.queries:,} | {item.pool:,} | {item.queries * item.pool:,} |"
                      for item in exported)
     total_q = sum(item.queries for item in exported)
+    system = settings.get("system_prompt")
+    chat = f" --apply_chat_template --system_instruction {json.dumps(system)}" if system else ""
+    shots = settings.get("few_shot") or 0
+    few_shot = (f"""
+* Few-shot: every task reads each query after {shots} examples (`num_fewshot: {shots}`), filled prompts of other
+  queries of its relation, never the query nor one with its subject, separated by blank lines: the examples
+  `medlama probe --few-shot {shots} --few-shot-seed {settings.get('few_shot_seed', 0)}` draws (each document's
+  `fewshot` ids, handed to lm-eval by the tasks' sampler `utils.DrawnExamples`). Another `--num_fewshot` is
+  refused: export again with that number.""" if shots else "")
     return f"""# MedLAMA ({config})
 
 ### Paper
@@ -80,6 +90,7 @@ These task files were written by `medlama export lm-eval` (medlama {record['medl
 |---|---:|---:|---:|
 {rows}
 | **`{group}`** | **{total_q:,}** | | **{record['loglikelihood_requests']:,}** |
+{few_shot}
 
 ### Cost
 
@@ -92,8 +103,8 @@ queries of every relation) for a quick look: its numbers are not the benchmark's
 ### How to run
 
 ```bash
-lm_eval --model hf --model_args pretrained=gpt2 --include_path TASKS --tasks {group}
-lm_eval --model hf --model_args pretrained=gpt2 --include_path TASKS --tasks {gen}
+lm_eval --model hf --model_args pretrained=gpt2 --include_path TASKS --tasks {group}{chat}
+lm_eval --model hf --model_args pretrained=gpt2 --include_path TASKS --tasks {gen}{chat}
 ```
 
 ### Agreement with medlama, and where it ends

@@ -1,8 +1,9 @@
 """The task functions of medlama's lm-evaluation-harness tasks; ``medlama export lm-eval`` copies this file
 into the task folder as ``utils.py``, where the task YAMLs call it (``!function utils.process_results``).
 
-Self-contained on purpose: it imports the standard library and ``datasets`` (which lm-eval needs anyway),
-never medlama, so that the exported folder runs where medlama is not installed. Each function reproduces
+Self-contained on purpose: it imports the standard library, ``datasets`` and (for the few-shot sampler's base
+class) ``lm_eval`` itself, which runs it, never medlama, so that the exported folder runs where medlama is not
+installed. Each function reproduces
 one rule of ``medlama probe``; the export's test checks that lm-eval's numbers equal medlama's.
 
 * The documents (``load_docs``) and the candidate pools are the JSON files beside this one, written by the
@@ -19,6 +20,10 @@ one rule of ``medlama probe``; the export's test checks that lm-eval's numbers e
   express several gold names or k > 1, hence the task's own metric.
 * Multiple choice (``hard_mc``, ``full_mc``): ``doc_to_choices`` gives each query's own choices, cut as above;
   the target is the document's ``label`` and the metrics lm-eval's own ``acc`` and ``acc_norm``.
+* Few-shot (``medlama export lm-eval --few-shot N``): each document lists the ids of its examples (``fewshot``),
+  drawn by medlama at export as ``medlama probe --few-shot`` draws them; :class:`DrawnExamples`, the tasks'
+  sampler, hands lm-eval those documents, and ``fewshot_target`` shows each filled (the slot's space, its first
+  gold name, the text after the slot), so both read the same prompts.
 * The generation task (``process_generation``) scores the greedy answer, cut at the first stop sequence,
   by normalised match against the gold names: lower case, punctuation and the articles a/an/the removed,
   whitespace collapsed (medlama's acc@k ``normalized`` matching, as ``causal-generate`` uses it).
@@ -32,6 +37,11 @@ import math
 import re
 import string
 from pathlib import Path
+
+try:  # lm-eval runs these tasks; without it (the functions read on their own) the sampler has no base
+    from lm_eval.api.samplers import ContextSampler
+except ImportError:  # pragma: no cover - lm-eval absent
+    ContextSampler = object
 
 HERE = Path(__file__).resolve().parent
 #: The cut-offs the ranking tasks report.
@@ -86,6 +96,28 @@ def doc_to_target(doc: dict) -> list[int]:
 
 def gen_target(doc: dict) -> str:
     return doc["answers"][0]
+
+
+def fewshot_target(doc: dict) -> str:
+    """A few-shot example's answer as shown after its context: the slot's space, first gold name, text after it."""
+    return doc["delimiter"] + doc["answers"][0] + doc["suffix"]
+
+
+class DrawnExamples(ContextSampler):
+    """lm-eval's few-shot sampler for these tasks: a query's examples are the documents whose ids its own
+    document lists (``fewshot``, drawn by medlama at export: the query's relation, never the query nor a fact
+    with its subject), in that order."""
+
+    def sample(self, n: int, eval_doc=None, df=None, **kwargs):
+        if eval_doc is None:
+            raise ValueError("medlama's few-shot sampler needs the query (fewshot_split must be the test split)")
+        drawn = list(eval_doc.get("fewshot") or [])
+        if n != len(drawn):
+            raise ValueError(f"query {eval_doc['id']}: {n} few-shot examples asked (--num_fewshot), but the export "
+                             f"drew {len(drawn)}; export again with medlama export lm-eval --few-shot {n}")
+        if not hasattr(self, "_by_id"):
+            self._by_id = {doc["id"]: doc for doc in self.fewshot_docs()}
+        return [self._by_id[example] for example in drawn]
 
 
 # -- ranking ------------------------------------------------------------------------------------------------

@@ -53,6 +53,7 @@ from medlama.core.atomic import atomic_directory, check_replaceable
 from medlama.datasets.choices import is_mc, ranking_config
 from medlama.datasets.folders import folder_configs
 from medlama.integrations.lm_eval.readme import render_mc_readme, render_readme
+from medlama.probers.causal.fewshot import DELIMITER, draw
 from medlama.runs.arguments import check_relations
 from medlama.runs.benchmarks import resolve_data
 from medlama.runs.queries import QuerySource, load_medlama_queries
@@ -79,6 +80,13 @@ class LmEvalExportSettings:
         DEFAULT_PROMPT_COLUMN, choices=PROMPT_COLUMNS, help="which prompt builds the query (the human prompt, as the reference)")
     max_gen_toks: int = setting(16, help="most tokens generated per answer by the _gen task (medlama "
                                          "causal-generate's --max-answer-tokens)", min=1, metavar="N")
+    few_shot: int = setting(0, min=0, metavar="N", help="lm-eval's num_fewshot: each query read after N examples, "
+                                                        "drawn as medlama probe --few-shot draws them (written into "
+                                                        "each document, read by the tasks' sampler)")
+    few_shot_seed: int = setting(0, metavar="S", help="the seed of the few-shot draw (medlama's --few-shot-seed)")
+    system_prompt: str | None = setting(None, metavar="TEXT", help="recorded, and put in the README's lm_eval "
+                                                                   "command (--system_instruction, with "
+                                                                   "--apply_chat_template): lm-eval takes it there")
 
     def __post_init__(self) -> None:
         check(self)
@@ -117,6 +125,36 @@ def _docs(queries, config: str) -> dict[str, list[dict]]:
             "id": query_id, "config": config, "relation": relation, "query": text, "context": context,
             "delimiter": delimiter, "suffix": suffix, "answers": list(gold), "target": target})
     return out
+
+
+def _with_examples(docs: dict[str, list[dict]], queries, settings: "LmEvalExportSettings") -> None:
+    """Each document's few-shot example ids (``fewshot``), drawn as ``medlama probe --few-shot`` draws them
+    (:func:`medlama.probers.causal.fewshot.draw`) from the same queries, for the tasks' sampler to read."""
+    if not settings.few_shot:
+        return
+    drawn = dict(zip(queries.ids, draw(queries, settings.few_shot, settings.few_shot_seed)))
+    for rows in docs.values():
+        for doc in rows:
+            doc["fewshot"] = list(drawn[doc["id"]])
+
+
+def _few_shot_yaml(shots: int) -> str:
+    """The few-shot block of a task: ``num_fewshot`` and its examples from the task's own documents (its test
+    split), each the sampler's pick (the ids drawn at export), shown filled: context, then the slot's space,
+    first gold name and text after the slot, examples and query separated by a blank line (medlama's
+    ``DELIMITER``)."""
+    if not shots:
+        return "num_fewshot: 0\n"
+    return (f"num_fewshot: {shots}\n"
+            "fewshot_split: test\n"
+            f"fewshot_delimiter: {_yaml(DELIMITER)}\n"
+            "fewshot_config:\n"
+            "  sampler: !function utils.DrawnExamples\n"
+            "  doc_to_text: !function utils.doc_to_text\n"
+            "  doc_to_target: !function utils.fewshot_target\n"
+            "  doc_to_choice: null\n"
+            "  target_delimiter: \"\"\n"
+            f"  fewshot_delimiter: {_yaml(DELIMITER)}\n")
 
 
 def _mc_docs(queries, config: str) -> dict[str, list[dict]]:
@@ -161,7 +199,7 @@ def _yaml(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _template(config: str, multiple_choice: bool = False) -> str:
+def _template(config: str, multiple_choice: bool = False, shots: int = 0) -> str:
     """The YAML every relation task of ``config`` includes: medlama's acc@k over the relation's pool, or (a
     ``multiple_choice`` config) each query's own choices and ``label``, scored by lm-eval's ``acc``/``acc_norm``."""
     names = ("acc", "acc_norm") if multiple_choice else ("acc@1", "acc@10", "acc@1_macro", "acc@10_macro")
@@ -174,7 +212,7 @@ def _template(config: str, multiple_choice: bool = False) -> str:
             "custom_dataset: !function utils.load_docs\n"
             "output_type: multiple_choice\n"
             "test_split: test\n"
-            "num_fewshot: 0\n"
+            f"{_few_shot_yaml(shots)}"
             "doc_to_text: !function utils.doc_to_text\n"
             f"doc_to_choice: !function utils.{choices}\n"
             f"doc_to_target: {target}\n"
@@ -208,7 +246,7 @@ def _group_yaml(config: str, tasks: Sequence[str], version_meta: str) -> str:
 
 
 def _gen_yaml(config: str, relations: Sequence[str], stops: Sequence[str], max_gen_toks: int,
-              version_meta: str) -> str:
+              version_meta: str, shots: int = 0) -> str:
     return (f"task: medlama_{config}_gen\n"
             "dataset_path: \"\"\n"
             "custom_dataset: !function utils.load_docs\n"
@@ -217,7 +255,7 @@ def _gen_yaml(config: str, relations: Sequence[str], stops: Sequence[str], max_g
             f"  relations: {_yaml(list(relations))}\n"
             "output_type: generate_until\n"
             "test_split: test\n"
-            "num_fewshot: 0\n"
+            f"{_few_shot_yaml(shots)}"
             "doc_to_text: !function utils.doc_to_text\n"
             "doc_to_target: !function utils.gen_target\n"
             "generation_kwargs:\n"
@@ -265,11 +303,15 @@ def export_lm_eval(data: str | Path | None, out: str | Path,
     folder = resolve_data(query_source)
     _check_selection(folder.path, settings)  # from the card alone, before any data file is read
     if is_mc(settings.config):
+        if settings.few_shot:
+            raise MedlamaInputError(f"--few-shot: the multiple-choice config {settings.config!r} records no "
+                                    "subjects to keep out of a query's examples; export hard or full")
         return _export_choices(folder, out, settings, reads)
     queries = load_medlama_queries(folder, settings.config, relations=settings.relations,
                                    prompt_column=settings.prompt_column, candidates="relation")
     config = settings.config
     docs = _docs(queries, config)
+    _with_examples(docs, queries, settings)
     relations = list(docs)
     exported = [RelationExport(r, f"medlama_{config}_{r}", len(docs[r]), len(queries.pools[r])) for r in relations]
     version_meta = f"metadata:\n  version: {TASK_VERSION}\n"
@@ -292,11 +334,13 @@ def export_lm_eval(data: str | Path | None, out: str | Path,
             (staging / f"{item.task}.yaml").write_text(
                 _relation_yaml(config, item.relation, item.task, version_meta), encoding="utf-8")
         shutil.copyfile(UTILS, staging / "utils.py")
-        (staging / f"_medlama_{config}_template_yaml").write_text(_template(config), encoding="utf-8")
+        (staging / f"_medlama_{config}_template_yaml").write_text(_template(config, shots=settings.few_shot),
+                                                                  encoding="utf-8")
         (staging / f"medlama_{config}.yaml").write_text(
             _group_yaml(config, [item.task for item in exported], version_meta), encoding="utf-8")
         (staging / f"medlama_{config}_gen.yaml").write_text(
-            _gen_yaml(config, relations, _stops(docs), settings.max_gen_toks, version_meta), encoding="utf-8")
+            _gen_yaml(config, relations, _stops(docs), settings.max_gen_toks, version_meta, settings.few_shot),
+            encoding="utf-8")
         (staging / "README.md").write_text(render_readme(record, exported), encoding="utf-8")
         (staging / MARKER).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return record

@@ -31,13 +31,11 @@ prefix's KV cache) is :mod:`medlama.probers.causal.scoring`'s ``CausalLM``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-from medlama.core.batching import BatchSize, batch_size_setting
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import FiniteScores
 from medlama.core.defaults import MASK_PLACEHOLDER
@@ -45,77 +43,19 @@ from medlama.probers.prober import Prober, check_all_scores
 from medlama.metrics import answer_normalizer
 from medlama.probers.ranking import Ranking
 from medlama.probers.causal.batch import batched_log_probs
+from medlama.probers.causal.fewshot import with_examples
+from medlama.probers.causal.lens import LayerLens
 from medlama.probers.causal.scoring import CausalLM, CausalModelSettings, CausalQuery
+from medlama.probers.causal.settings import ConstrainedSettings, GenerateSettings, LikelihoodSettings
 from medlama.probers.causal.search import best_first
 from medlama.probers.causal.trie import END, TrieTokens, candidate_trie, walk
 from medlama.probers.generative import aligned_answer
 from medlama.probers.mlm import candidate_lookup, rank_unique
 from medlama.probers.query_set import QuerySet
-from medlama.core.settings import as_dict, setting
+from medlama.core.settings import as_dict
 
 #: ``search_ran``'s count of multiple-choice queries (every choice scored, whatever ``search`` says).
 CHOICES_SCORED = "every choice scored (multiple choice)"
-REDUCTION_HELP = "a candidate's score: the sum of its (and the suffix's) token log-probabilities, or their mean"
-
-
-@dataclass(frozen=True)
-class LikelihoodSettings(CausalModelSettings):
-    batch_size: BatchSize = batch_size_setting(32, help="candidate continuations per forward pass")
-    reduction: Literal["sum", "mean"] = setting("sum", help=REDUCTION_HELP)
-    kv_cache: bool = setting(True, help="run each query's prefix once and reuse its KV cache for every candidate "
-                                        "(off: score every full sequence from scratch; same scores, more work)")
-    search: Literal["best-first", "exhaustive"] | None = setting(
-        None, help="how the top-k is found: best-first over the candidates' token trie (exact for the sum "
-                   "reduction; scores a fraction of the names) or exhaustive (every candidate scored); none: "
-                   "best-first for sum (with the KV cache), exhaustive for mean")
-    rank_cutoff: int | None = setting(
-        None, min=1, help="best-first: bound the work spent on the gold's rank in the sample log: exact up to this "
-                          "rank, null beyond it; none: the exact rank over the whole pool, as exhaustive search "
-                          "gives (the search goes on until every name that can score as much as the gold is "
-                          "scored)")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.search == "best-first" and self.reduction != "sum":
-            raise MedlamaInputError(f"search 'best-first' needs reduction 'sum' (a prefix's summed log-probability "
-                                    f"bounds every name below it; a mean does not); with reduction "
-                                    f"{self.reduction!r} use search 'exhaustive'")
-        if self.search == "best-first" and not self.kv_cache:
-            raise MedlamaInputError("search 'best-first' feeds its paths after the prefix's KV cache; with kv_cache "
-                                    "off use search 'exhaustive'")
-
-    @property
-    def resolved_search(self) -> str:
-        """The search ``rank`` uses: the one given, else best-first where it is exact (sum, KV cache on)."""
-        if self.search is not None:
-            return self.search
-        return "best-first" if self.reduction == "sum" and self.kv_cache else "exhaustive"
-
-
-@dataclass(frozen=True)
-class ConstrainedSettings(CausalModelSettings):
-    batch_size: BatchSize = batch_size_setting(8, help="queries per beam search")
-    num_beams: int | None = setting(None, help="beam width (none: top_k); at least the number of candidates "
-                                               "gives the exact likelihood ranking", min=1, metavar="N")
-    reduction: Literal["sum", "mean"] = setting("sum", help=REDUCTION_HELP)
-    close_tokens: int | None = setting(1, help="tokens of the text after [Y] that close a candidate (none: all "
-                                               "of it, so beams score exactly as causal-likelihood)", min=1,
-                                       metavar="N")
-
-
-@dataclass(frozen=True)
-class GenerateSettings(CausalModelSettings):
-    batch_size: BatchSize = batch_size_setting(16, help="queries per generate call")
-    num_beams: int | None = setting(None, help="beams (none: top_k, one answer per beam; 1: greedy)", min=1,
-                                       metavar="N")
-    max_answer_tokens: int = setting(16, help="most tokens generated for an answer", min=1)
-    to_candidates: bool = setting(True, help="report an answer matching candidate names as those names "
-                                             "(--raw-predictions: as generated)", cli=False)
-    answer_match: Literal["exact", "normalized"] = setting(
-        "exact", help="a generated answer is reported as the candidate names with the same token ids (exact) or "
-                      "the same normalised text (normalized)")
-
-
 class _CausalProber(Prober):
     """Shared set-up: the model, the settings record, candidate checks and batches of queries."""
 
@@ -131,9 +71,16 @@ class _CausalProber(Prober):
     def settings(self) -> dict:
         return {"method": self.method, "model": self.lm.model_path, **as_dict(self.settings_)}
 
+    def prompted(self, queries: QuerySet) -> QuerySet:
+        """``queries`` as the model reads them: each after its few-shot examples, when ``few_shot`` asks for
+        them (:func:`medlama.probers.causal.fewshot.with_examples`), else as they are. Every public ranking or
+        scoring method reads its queries through this, once."""
+        return with_examples(queries, self.settings_.few_shot, self.settings_.few_shot_seed)
+
     def inputs(self, queries: QuerySet) -> list[str]:
-        """Each query as fed to the model: its prefix tokens (any chat template and BOS included) decoded,
-        ``[Y]`` where the answer goes, then its suffix tokens decoded."""
+        """Each query of ``queries`` (as :meth:`prompted` gives them) as fed to the model: its prefix tokens
+        (any chat template, BOS and few-shot examples included) decoded, ``[Y]`` where the answer goes, then its
+        suffix tokens decoded."""
         decode = self.lm.tokenizer.decode
         return [decode(list(split.prefix)) + MASK_PLACEHOLDER + decode(list(split.suffix))
                 for split in map(self.lm.split, queries.texts)]
@@ -186,6 +133,8 @@ class CausalLikelihoodProber(_CausalProber):
         self.searched = {"best-first": 0, "switched to exhaustive": 0}
         #: Multiple-choice queries, every choice scored (no search: a query's few choices are all ranked).
         self.choices_scored = 0
+        #: The logit lens of ``layers`` (checked now, before any query is ranked), else ``None``.
+        self.lens = LayerLens(self.lm, settings.layers) if settings.layers else None
 
     def settings(self) -> dict:
         ran = dict(self.searched) if any(self.searched.values()) else {}
@@ -195,6 +144,9 @@ class CausalLikelihoodProber(_CausalProber):
 
     def scores(self, queries: QuerySet):
         """Scores ``(len(queries), len(candidates))`` as float64, higher is better (every candidate scored)."""
+        return self._scores(self.prompted(queries))
+
+    def _scores(self, queries: QuerySet):
         names = self._need_candidates(queries)
         out = np.empty((len(queries), len(names)), dtype=np.float64)
         for q, text in enumerate(queries.texts):
@@ -214,11 +166,14 @@ class CausalLikelihoodProber(_CausalProber):
         """Every candidate scored (:meth:`scores`), the top ``top_k`` by score, ties in candidate order."""
         if top_k < 1:
             raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
+        if self.lens is not None:  # a layer sweep's prober used on its own: the first layer listed
+            return self.rank_layers_scored(queries, top_k, all_scores=all_scores)[self.lens.layers[0]]
         names = self._need_candidates(queries)
+        queries = self.prompted(queries)
         if queries.choices is not None:
             return self._rank_choices(queries, top_k, all_scores)
         if self.settings_.resolved_search == "best-first" and not all_scores:  # every score asked for: all scored
-            results = self.best_first(queries, top_k, cutoff=self.settings_.rank_cutoff)
+            results = self._best_first(queries, top_k, cutoff=self.settings_.rank_cutoff)
             for result in results:
                 self.searched["switched to exhaustive" if result.switched else "best-first"] += 1
             # the gold's rank is exact over the whole pool (with rank_cutoff: up to it, null beyond)
@@ -226,10 +181,25 @@ class CausalLikelihoodProber(_CausalProber):
                            inputs=self.inputs(queries), gold_ranks=[r.gold_rank for r in results],
                            gold_scores=[r.gold_score for r in results])
         first = {name: i for i, name in reversed(list(enumerate(names)))}
-        scores = self.scores(queries)
+        scores = self._scores(queries)
         top = [[first[name] for name in rank_unique(list(zip(names, row)), top_k)] for row in scores]
         return Ranking.from_pool(queries.gold, names, scores, top, inputs=self.inputs(queries),
                                  all_scores=all_scores)
+
+    def rank_layers_scored(self, queries: QuerySet, top_k: int = 10, *, all_scores: bool = False
+                           ) -> dict[int, Ranking]:
+        """``{layer: Ranking}`` of every ``layers`` entry by the logit lens (:mod:`medlama.probers.causal.lens`),
+        every candidate (or, multiple choice, every choice) scored at every layer from one pass per query, ranked
+        as :meth:`rank_scored` ranks exhaustive scores (ties in candidate order)."""
+        if self.lens is None:
+            raise MedlamaInputError(f"--method {self.method} scores layers with the logit lens only when layers "
+                                    "are given (--layers)")
+        if top_k < 1:
+            raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
+        queries = self.prompted(queries)
+        names = None if queries.choices is not None else self._need_candidates(queries)
+        return self.lens.rankings(queries, names, self.inputs(queries), top_k, reduction=self.settings_.reduction,
+                                  all_scores=all_scores)
 
     def _rank_choices(self, queries: QuerySet, top_k: int, all_scores: bool) -> Ranking:
         """Each query of a multiple-choice set against its own choices, every choice scored (the exhaustive
@@ -261,6 +231,9 @@ class CausalLikelihoodProber(_CausalProber):
         """Per query, the exact top ``top_k`` with scores, the gold's rank up to ``cutoff`` (``None``: exact over
         the whole pool) and its score, by best-first search (:func:`medlama.probers.causal.search.best_first`;
         sum reduction only)."""
+        return self._best_first(self.prompted(queries), top_k, cutoff=cutoff)
+
+    def _best_first(self, queries: QuerySet, top_k: int, *, cutoff: int | None) -> list:
         if self.settings_.reduction != "sum":
             raise MedlamaInputError(f"best-first search needs reduction 'sum', got {self.settings_.reduction!r}")
         names = self._need_candidates(queries)
@@ -297,6 +270,7 @@ class CausalConstrainedProber(_CausalProber):
         if top_k < 1:
             raise MedlamaInputError(f"top_k must be >= 1, got {top_k}")
         names = self._need_candidates(queries)
+        queries = self.prompted(queries)
         beams = self.settings_.num_beams or top_k
         mean = self.settings_.reduction == "mean"
         splits = [self.lm.split(text) for text in queries.texts]
@@ -369,6 +343,9 @@ class CausalGenerateProber(_CausalProber):
 
     def generate(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
         """The answers of every query in beam order (at most ``min(top_k, num_beams)``), before matching."""
+        return self._generate(self.prompted(queries), top_k)
+
+    def _generate(self, queries: QuerySet, top_k: int) -> list[list[str]]:
         import torch  # torch only when a model runs
         from transformers import LogitsProcessorList  # transformers only when a model loads or runs
 
@@ -405,7 +382,7 @@ class CausalGenerateProber(_CausalProber):
         """The generated answers (matched to candidates), in beam order and without scores; the gold is
         ranked among them only."""
         check_all_scores(self, all_scores)
-        return Ranking.from_names(queries.gold, self._rank(queries, top_k), inputs=self.inputs(queries))
+        return Ranking.from_names(queries.gold, self._rank(queries, top_k), inputs=self.inputs(self.prompted(queries)))
 
     def _rank(self, queries: QuerySet, top_k: int = 10) -> list[list[str]]:
         settings = self.settings_
@@ -414,7 +391,7 @@ class CausalGenerateProber(_CausalProber):
         for name in names if settings.answer_match == "normalized" else ():
             by_text.setdefault(_normalize(name), []).append(name)
         ranked = []
-        for text, answers in zip(queries.texts, self.generate(queries, top_k)):
+        for text, answers in zip(queries.texts, self.generate(queries, top_k)):  # the slot reads as without examples
             slot = self.lm.split(text).slot
             lookup = candidate_lookup(self.lm.candidate_ids(names, slot), names) if names else {}
             found: list[str] = []

@@ -69,9 +69,21 @@ class CausalModelSettings:
                                                             "the devices with accelerate (needs no --device)")
     chat_template: bool = setting(False, help="wrap each query in the tokenizer's chat template (for "
                                               "instruction-tuned models; off: the papers probe base models)")
+    system_prompt: str | None = setting(None, metavar="TEXT", help="the system message of the chat template "
+                                                                   "(needs --chat-template)")
+    few_shot: int = setting(0, metavar="N", min=0, help="read each query after N filled prompts of other facts of "
+                                                        "its relation (never its own subject's), drawn per query; "
+                                                        "their ids are recorded per query")
+    few_shot_seed: int = setting(0, metavar="S", help="the seed of the few-shot draw")
 
     def __post_init__(self) -> None:
         check_settings(self)
+        if self.system_prompt is not None and not self.chat_template:
+            raise MedlamaInputError("system_prompt is the system message of a chat template: give chat_template "
+                                    "too (--chat-template); a base model has no system turn")
+        if self.few_shot and self.chat_template:
+            raise MedlamaInputError("few_shot with chat_template is not supported: the examples would sit inside "
+                                    "the user turn's blank-filling instruction; leave one of them off")
 
 
 def _log_softmax(logits):
@@ -243,8 +255,7 @@ class CausalLM:
         body = left.rstrip()
         if self.settings.chat_template:
             message = CHAT_INSTRUCTION.format(query=" ".join(text.replace(MASK_PLACEHOLDER, BLANK).split()))
-            start = list(self.tokenizer.apply_chat_template([{"role": "user", "content": message}], tokenize=True,
-                                                            add_generation_prompt=True, return_dict=False))
+            start = self._chat_start(message)
             prefix = start + self.ids(body)
         else:
             prefix = [*self.lead, *self.ids(body)]
@@ -262,6 +273,20 @@ class CausalLM:
             self._splits.clear()  # a cache per text would otherwise grow with every UCM input
         self._splits[text] = found
         return found
+
+    def _chat_start(self, message: str) -> list[int]:
+        """The chat template's ids up to the assistant's reply to ``message`` (after the system message)."""
+        turns = [{"role": "user", "content": message}]
+        if self.settings.system_prompt is not None:
+            turns.insert(0, {"role": "system", "content": self.settings.system_prompt})
+        try:
+            return list(self.tokenizer.apply_chat_template(turns, tokenize=True, add_generation_prompt=True,
+                                                           return_dict=False))
+        except Exception as error:  # jinja2's TemplateError: a template that raises on a system turn
+            if self.settings.system_prompt is None:
+                raise
+            raise MedlamaInputError(f"the tokenizer's chat template refuses a system message ({error}); leave "
+                                    "--system-prompt out", file=self.model_path) from error
 
     def slot_ids(self, text: str, slot: str) -> tuple[int, ...]:
         """Token ids of ``text`` as it reads in a slot of kind ``slot`` (see ``CausalQuery``)."""

@@ -73,3 +73,17 @@ def save_causal(folder, kind: str, *, eos: bool = True, seed: int = 0, flat: boo
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def reference_log_prob(folder, text: str, answer: str) -> float:
+    """log P(answer + rest | text before [Y]) from one plain forward pass over the whole tokenised sentence."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    left = text.split("[Y]")[0].rstrip()
+    start = len(tokenizer(left)["input_ids"])
+    ids = tokenizer(text.replace("[Y]", answer))["input_ids"]
+    with torch.no_grad():
+        lp = model(torch.tensor([ids])).logits[0].double().log_softmax(-1)
+    return sum(lp[t - 1, ids[t]].item() for t in range(start, len(ids)))

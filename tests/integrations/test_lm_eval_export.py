@@ -7,6 +7,9 @@ each relation ranked against its own whole pool.
   the slot's space, the text after the slot and the token boundaries are medlama's), each query's top 10 and
   hits equal ``medlama.probe``'s, and the group's acc@1/acc@10 equal medlama's micro and macro values. The
   queries are chosen so that both a hit and a miss occur and the relations differ in size (micro != macro).
+* Few-shot: exported with ``--few-shot 2``, lm-eval's ranking (its ``num_fewshot`` and the tasks' sampler) reads
+  each query after the same two filled examples as ``medlama probe --few-shot 2`` with the same seed, and
+  gives the same log-likelihoods, top 10s and acc@k; its generation task gives ``causal-generate``'s answers.
 * Ties: a flat GPT-2 (every token equally likely) ties every candidate with as many tokens, so the ranking is
   decided by the tie rule alone; lm-eval's top 10 and hits are still medlama's.
 * Tokenizers: a Llama-style model (SentencePiece, BOS) gets causal-likelihood's scores too.
@@ -23,6 +26,7 @@ import importlib.util
 import json
 import os
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -46,12 +50,22 @@ RELATIONS = ("associated_morphology_of", "disease_has_normal_cell_origin")  # po
 #: Larger batches than the default: a tiny model on a busy CPU spends its time per batch, not per row.
 FAST = {"batch_size": 256}
 PICKED = {"associated_morphology_of": [0, 9], "disease_has_normal_cell_origin": [15]}  # ascending, as lm-eval wants
+#: The few-shot export's draw: two examples per query, seed 11.
+SHOTS = {"few_shot": 2, "few_shot_seed": 11}
 
 
 @pytest.fixture(scope="module")
 def tasks(tmp_path_factory, medlama_dir):
     out = tmp_path_factory.mktemp("lm-eval") / "tasks"
     assert main(["export", "lm-eval", "--data", str(medlama_dir), "--out", str(out), "--relations", *RELATIONS]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def few_shot_tasks(tmp_path_factory, medlama_dir):
+    out = tmp_path_factory.mktemp("lm-eval-few-shot") / "tasks"
+    assert main(["export", "lm-eval", "--data", str(medlama_dir), "--out", str(out), "--relations", *RELATIONS,
+                 "--few-shot", str(SHOTS["few_shot"]), "--few-shot-seed", str(SHOTS["few_shot_seed"])]) == 0
     return out
 
 
@@ -94,15 +108,18 @@ def ranked(sample, pool) -> list[str]:
     return [pool[i] for i in sorted(range(len(pool)), key=lambda i: (-scores[i], i))[:10]]
 
 
-def check_ranking(tasks, model, queries, *, check_scores: bool):
+def check_ranking(tasks, model, queries, *, check_scores: bool, shots: dict | None = None):
     import medlama
+    from medlama.probers.causal.fewshot import with_examples
     from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
 
     samples = {f"medlama_hard_{relation}": PICKED[relation] for relation in RELATIONS}
     out = lm_eval_run(tasks, model, ["medlama_hard"], samples)
+    settings = {**FAST, **(shots or {})}
     result = medlama.probe(str(model), data=queries, method="causal-likelihood", candidates="relation",
-                           settings=FAST)
-    scores = CausalLikelihoodProber(str(model), LikelihoodSettings(**FAST)).scores if check_scores else None
+                           settings=settings)
+    scores = CausalLikelihoodProber(str(model), LikelihoodSettings(**settings)).scores if check_scores else None
+    read = with_examples(queries, shots["few_shot"], shots["few_shot_seed"]) if shots else queries
     position = 0
     for relation in RELATIONS:
         pool = queries.pools[relation]
@@ -111,10 +128,11 @@ def check_ranking(tasks, model, queries, *, check_scores: bool):
         assert [s["doc"]["id"] for s in logged] == queries.ids[position:position + len(logged)]
         for sample in logged:
             one = queries.subset([position])
-            assert sample["doc"]["context"] + sample["arguments"][0][1] == \
-                one.texts[0].replace("[Y]", pool[0]), "the rendered prompt is the query with the name in its slot"
+            context, continuation = sample["arguments"][0][:2]
+            assert context + continuation == read.texts[position].replace("[Y]", pool[0]), \
+                "the rendered prompt is the query (after its examples) with the name in its slot"
             if scores is not None:  # every log-likelihood is causal-likelihood's score (sum) of the same query
-                expected = scores(type(one)(one.ids, one.relations, one.texts, one.gold, pool))[0]
+                expected = scores(replace(one, candidates=list(pool), rule="evaluated", pools=None))[0]
                 got = np.array([resp[0] for resp in sample["filtered_resps"]])
                 terms = max(len(name) for name in pool) + len(one.texts[0])  # at least the tokens summed
                 np.testing.assert_allclose(got, expected, rtol=0, atol=fp32_sum_atol(got, expected, terms=terms))
@@ -135,6 +153,19 @@ def test_ranking_equals_causal_likelihood(tasks, gpt2, picked):
     result = check_ranking(tasks, gpt2, picked, check_scores=True)
     assert result.acc(1, "micro") == pytest.approx(2 / 3) and result.acc(1, "macro") == pytest.approx(3 / 4), \
         "the picked queries no longer give a hit and a miss: pick others (see PICKED)"
+
+
+def test_few_shot_ranking_equals_causal_likelihood(few_shot_tasks, gpt2, picked):
+    """``--few-shot 2``: lm-eval's sampler hands each query the examples medlama draws, so the same prompts,
+    log-likelihoods, top 10s and acc@k as ``medlama.probe(..., settings={"few_shot": 2, ...})``."""
+    from medlama.probers.causal.fewshot import draw
+
+    docs = [json.loads(line) for relation in RELATIONS
+            for line in (few_shot_tasks / "data" / "hard" / f"{relation}.jsonl").read_text().splitlines()]
+    fewshot = {doc["id"]: doc["fewshot"] for doc in docs}
+    assert [fewshot[i] for i in picked.ids] == [list(ids) for ids in draw(picked, **{
+        "shots": SHOTS["few_shot"], "seed": SHOTS["few_shot_seed"]})]
+    check_ranking(few_shot_tasks, gpt2, picked, check_scores=True, shots=SHOTS)
 
 
 def test_ties_are_broken_as_medlama_breaks_them(tasks, flat_gpt2, picked):
@@ -161,7 +192,17 @@ def test_sentencepiece_tokenizer_with_bos_scores_equal(tasks, tmp_path, picked):
 
 
 def test_generation_equals_causal_generate(tasks, gpt2, picked):
+    check_generation(tasks, gpt2, picked, {})
+
+
+def test_few_shot_generation_equals_causal_generate(few_shot_tasks, gpt2, picked):
+    """The generation task exported with ``--few-shot 2`` reads the same examples as ``causal-generate``."""
+    check_generation(few_shot_tasks, gpt2, picked, SHOTS)
+
+
+def check_generation(tasks, gpt2, picked, shots: dict):
     import medlama
+    from medlama.probers.causal.fewshot import with_examples
     from medlama.probers.causal.prober import CausalGenerateProber, GenerateSettings
 
     sizes = json.loads((tasks / "medlama_export.json").read_text())["tasks"]
@@ -171,13 +212,16 @@ def test_generation_equals_causal_generate(tasks, gpt2, picked):
     out = lm_eval_run(tasks, gpt2, ["medlama_hard_gen"], {"medlama_hard_gen": indices})
     logged = sorted(out["samples"]["medlama_hard_gen"], key=lambda s: s["doc_id"])
     assert [s["doc"]["id"] for s in logged] == picked.ids
-    settings = GenerateSettings(num_beams=1, to_candidates=False)
+    read = with_examples(picked, shots["few_shot"], shots["few_shot_seed"]) if shots else picked
+    for sample, text in zip(logged, read.texts):  # the prompt: the examples (if any), then the text before [Y]
+        assert sample["arguments"][0][0] == text.split("[Y]")[0].rstrip()
+    settings = GenerateSettings(num_beams=1, to_candidates=False, **shots)
     answers = CausalGenerateProber(str(gpt2), settings).generate(picked, top_k=1)
     utils = _utils(tasks)
     for sample, (answer,) in zip(logged, answers):
         assert utils.normalize_answer(sample["filtered_resps"][0]) == utils.normalize_answer(answer)
     result = medlama.probe(str(gpt2), data=picked, method="causal-generate", match="normalized",
-                           settings={"num_beams": 1, "to_candidates": False}, candidates="relation")
+                           settings={"num_beams": 1, "to_candidates": False, **shots}, candidates="relation")
     assert [s["acc@1"] for s in logged] == [float(hit) for hit in result.hits(1)]
     metrics = out["results"]["medlama_hard_gen"]
     assert metrics["acc@1,none"] == pytest.approx(result.acc(1, "micro"))
@@ -199,7 +243,7 @@ def test_task_folder_is_self_contained(tasks, picked):
                 for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                  and node.module}
-    assert imported <= set(sys.stdlib_module_names) | {"__future__", "datasets"}
+    assert imported <= set(sys.stdlib_module_names) | {"__future__", "datasets", "lm_eval"}
     utils = _utils(tasks)
     names = [name for pool in picked.pools.values() for name in pool] + ["The  Aspirin, (an) ACE-inhibitor."]
     assert [utils.normalize_answer(name) for name in names] == [_normalize(name) for name in names]

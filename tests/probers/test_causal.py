@@ -20,7 +20,7 @@ from medlama.runs.workflow import probe
 from medlama.probers.query_set import QuerySet
 
 from fp32 import fp32_sum_atol  # tests/helpers (pytest pythonpath)
-from tiny_causal import NAMES, gpt2_tokenizer, save_causal
+from tiny_causal import NAMES, gpt2_tokenizer, reference_log_prob, save_causal
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
@@ -45,20 +45,6 @@ def scored_tokens(lm, texts, names) -> int:
     """The most token log-probabilities any (query, name) score of ``lm`` sums: the name's and the suffix's."""
     return max(len(ids) + len(lm.split(text).suffix) for text in texts
                for ids in lm.candidate_ids(names, lm.split(text).slot))
-
-
-def reference_log_prob(folder, text: str, answer: str) -> float:
-    """log P(answer + rest | text before [Y]) from one plain forward pass over the whole tokenised sentence."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder).eval()
-    left = text.split("[Y]")[0].rstrip()
-    start = len(tokenizer(left)["input_ids"])
-    ids = tokenizer(text.replace("[Y]", answer))["input_ids"]
-    with torch.no_grad():
-        lp = model(torch.tensor([ids])).logits[0].double().log_softmax(-1)
-    return sum(lp[t - 1, ids[t]].item() for t in range(start, len(ids)))
 
 
 # -- loading and bad input ----------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ def test_make_prober_refuses_a_misspelt_setting(tiny_encoder):
 
 @pytest.mark.parametrize("flags, message", [
     (["--beam-size", "3"], "--beam-size applies to mask-predict, not retrieval"),
-    (["--layers", "1", "2", "--method", "mask-average"], "--layers applies to retrieval, not mask-average"),
+    (["--layers", "1", "2", "--method", "mask-average"], "--layers applies to retrieval and causal-likelihood, not mask-average"),
     (["--raw-predictions"], "--raw-predictions applies to mask-predict and generative and causal-generate, not retrieval"),
     (["--preset", "paper"], "--preset paper applies to mask-predict, not retrieval"),
     (["--preset", "cosine", "--method", "mask-average", "generative"],

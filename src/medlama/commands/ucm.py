@@ -47,7 +47,9 @@ def register(subparsers) -> None:
                        helps={"max_tokens": lambda _: "mask-average: most masks per name, longer names are scored "
                                                       "on their first N tokens; none: the longest name's token count"})
     add_settings_flags(parser, RetrievalRankerSettings, exclude=("batch_size",), title="retrieval ranker")
-    add_settings_flags(parser, LikelihoodSettings, exclude=("batch_size", "search"),
+    # a UCM input is no relation's query: no few-shot examples to draw, and one score per name (no layer sweep)
+    add_settings_flags(parser, LikelihoodSettings,
+                       exclude=("batch_size", "search", "layers", "few_shot", "few_shot_seed"),
                        title="causal-likelihood ranker")
     rankers = {"mask-predict": MaskPredictSettings, "mask-average": MaskAverageSettings,
                "retrieval": RetrievalRankerSettings, "causal-likelihood": LikelihoodSettings}
