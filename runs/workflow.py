@@ -52,6 +52,8 @@ from medlama.runs.result import ProbeResult, result_of
 from medlama.runs.resume import manifest, rank_prober, rank_units, resumed, units_of
 from medlama.probers.retrieval import RetrievalProber
 from medlama.runs.scores import REPORT_KS
+from medlama.runs.template_runs import check_template_probe, print_template_tables, probe_templates, template_rows
+from medlama.runs.templates import resolve_templates
 
 
 
@@ -103,8 +105,9 @@ class ProbeRequest:
     sequence-to-sequence LM is probed as it is: :class:`~medlama.core.loaded.LoadedModel`); ``labels``:
     their row names (none: :func:`unique_labels`). The queries: ``source`` (the CLI's data flags), else
     ``data`` read by :func:`~medlama.runs.queries.queries_from` with ``dataset``, ``config``,
-    ``relations`` and ``candidates``; ``limit``: the first queries of each relation. Scoring: ``ks`` and
-    ``match`` as given (the benchmark fills in its own), ``top_k`` predictions kept. ``load``: how models are
+    ``relations`` and ``candidates``; ``limit``: the first queries of each relation; ``templates``: a template
+    file or ``"release"`` (:mod:`medlama.runs.templates`), each template probed as its own run. Scoring: ``ks``
+    and ``match`` as given (the benchmark fills in its own), ``top_k`` predictions kept. ``load``: how models are
     loaded; ``checkpoints``: also every ``checkpoint-N`` folder; ``all_scores``: keep every candidate's score.
     ``out``: the output folder (claimed once, for the whole run; its resume shards kept beside it), with
     ``overwrite``, ``reads`` (what it may not be, nor hold), ``argv`` and the ``hint`` of a refusal; none:
@@ -121,6 +124,7 @@ class ProbeRequest:
     config: str | None = None
     relations: Sequence[str] | None = None
     candidates: str = "evaluated"
+    templates: Any = None
     limit: int | None = None
     ks: Sequence[int] | None = None
     match: str | None = None
@@ -171,6 +175,9 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome | None:
                       load=request.load)  # checks the loading options
     if loaded:
         probers = {runs[0].label: prober}
+    if request.templates is not None:  # a bad template file is refused before anything loads
+        check_template_probe(dataset=bench.name, data=request.data, runs=runs, checkpoints=request.checkpoints)
+        request = replace(request, templates=resolve_templates(request.templates))
     checkpoints = checkpoint_folders(runs) if request.checkpoints else None  # before any probing
     check_units(units_of(runs, checkpoints), distributed.device_for(request.device))  # before any ranking
     if request.out is None:
@@ -201,7 +208,14 @@ def _probe(request: ProbeRequest, runs: list[ModelRun], checkpoints: dict | None
     probed = _check_prompts(runs, queries)  # before any model loads
     if request.report:
         print(describe_pool(queries))
-    if request.out is None:
+    if request.templates is not None:  # each template its own run (medlama.runs.template_runs)
+        rows = template_rows(source=request.source, data=request.data, dataset=request.dataset,
+                             config=request.config, queries=queries)
+        def one(part: QuerySet, named: list[ModelRun], made: dict) -> ProbeOutcome | None:
+            return probe_models(part, named, scored=scored, match=match, top_k=request.top_k, device=request.device,
+                                probers=made, all_scores=request.all_scores)
+        outcome = ProbeOutcome(probe_templates(queries, rows, request.templates, runs, one, probers))
+    elif request.out is None:
         outcome = probe_models(queries, runs, scored=scored, match=match, top_k=request.top_k, device=request.device,
                                checkpoints=checkpoints, probers=probers, all_scores=request.all_scores)
     else:
@@ -406,6 +420,7 @@ def print_report(outcome: ProbeOutcome, benchmark: Benchmark, ks: Sequence[int])
     tables.print_summary(results, ks=ks)
     if len(results) <= 4:
         tables.print_per_relation(results, k_values=tuple(dict.fromkeys((ks[0], ks[-1]))))
+    print_template_tables(results, ks)
     if benchmark.aggregation is not None and benchmark.aggregation[0] == "by_source":
         print_source_table(results, ks)
 
