@@ -4,8 +4,9 @@
   percentile-bootstrap interval, the same as its ``results.json`` ``intervals``, and macro acc@k with the
   stratified interval) and, for every run after the first (the baseline; a run probed with a template: the
   first run of the same template, if any: :func:`baseline_of`), the paired difference ``run - baseline`` in
-  micro and macro acc@k with its interval and McNemar's exact p-value, and per relation with Holm-corrected p-values across the relations (:mod:`medlama.analysis.statistics`). The method,
-  resamples, seed and level are recorded beside the numbers.
+  micro and macro acc@k with its interval and McNemar's exact p-value, and per relation with Holm-corrected
+  p-values across the relations (:mod:`medlama.analysis.statistics`). The method, resamples, seed and level
+  are recorded beside the numbers.
 * :func:`compare_folders`: what ``medlama compare`` runs: the above for every run of the folders given
   (:func:`medlama.analysis.runs.load_runs`), with each input recorded by its folder's name, its files'
   SHA-256 and what it probed.

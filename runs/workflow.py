@@ -39,6 +39,7 @@ from medlama.core.resume import check_work_folder, ShardStore
 from medlama.runs import tables
 from medlama.runs.benchmarks import Benchmark, benchmark
 from medlama.runs.biolama_queries import print_source_table
+from medlama.runs.cardinality import print_cardinality
 from medlama.probers.learned_prompts import PromptSet
 from medlama.runs.outputs import API_HINT, OUTPUT_KIND, RESULTS_FILE, write_outputs
 from medlama.runs.preflight import check_units
@@ -415,11 +416,13 @@ def aggregate(results: Sequence[ProbeResult], benchmark: Benchmark, ks: Sequence
 
 
 def print_report(outcome: ProbeOutcome, benchmark: Benchmark, ks: Sequence[int]) -> None:
-    """The summary table, acc@k per relation (up to four runs) and the benchmark's aggregation table."""
+    """The summary table, acc@k per relation and per number of gold answers (up to four runs), the template
+    tables (:func:`~medlama.runs.template_runs.print_template_tables`) and the benchmark's aggregation table."""
     results = outcome.results
     tables.print_summary(results, ks=ks)
     if len(results) <= 4:
         tables.print_per_relation(results, k_values=tuple(dict.fromkeys((ks[0], ks[-1]))))
+        print_cardinality(results, tuple(dict.fromkeys((ks[0], ks[-1]))))
     print_template_tables(results, ks)
     if benchmark.aggregation is not None and benchmark.aggregation[0] == "by_source":
         print_source_table(results, ks)
