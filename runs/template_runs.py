@@ -37,7 +37,7 @@ from medlama.runs.queries import QuerySource, medlama_config
 from medlama.runs.result import ProbeResult
 from medlama.runs.scores import score
 from medlama.runs.tables import percent, sample_mean_std
-from medlama.runs.templates import TemplateSet, query_rows, template_queries
+from medlama.runs.templates import query_rows, template_queries
 
 #: The name of the run whose candidates' scores are summed over the templates.
 ENSEMBLE = "ensemble"
@@ -88,18 +88,20 @@ def template_rows(*, source: QuerySource | None, data: Any, dataset: str, config
     return query_rows(load_config(folder.path, mc_config(set_name) if is_mc(config) else set_name, "test"), queries)
 
 
-def probe_templates(queries: QuerySet, rows: Mapping[str, Mapping[str, str]], templates: TemplateSet,
-                    runs: Sequence[Any], probe: Callable[[QuerySet, list, dict], Any],
-                    probers: Mapping[str, Any] | None = None) -> list[ProbeResult]:
-    """Every template's run of every model run (module docstring), in table order: per model run, its
-    templates, then its ensemble. ``probe(queries, runs, probers)`` probes one template's queries (the
-    workflow's :func:`~medlama.runs.workflow.probe_models`, returning its outcome)."""
+def probe_templates(request: Any, queries: QuerySet, runs: Sequence[Any], probers: Mapping[str, Any] | None,
+                    probe: Callable[..., Any]) -> list[ProbeResult]:
+    """Every template's run of every model run of ``request`` (a :class:`~medlama.runs.workflow.ProbeRequest`
+    whose ``templates`` is a :class:`TemplateSet`; module docstring), in table order: per model run, its
+    templates, then its ensemble. ``probe(queries, runs, probers=...)`` probes one template's queries (the
+    workflow's :func:`~medlama.runs.workflow.probe_models`, returning its outcome); ``probers``: probers made
+    already (a loaded model's), by run label."""
+    rows = template_rows(source=request.source, data=request.data, dataset=request.dataset, config=request.config,
+                         queries=queries)
     by_run: dict[str, list[ProbeResult]] = {run.label: [] for run in runs}
-    sets = template_queries(queries, rows, templates)
-    for name, part in sets:
+    for name, part in template_queries(queries, rows, request.templates):
         named = [replace(run, label=f"{run.label} {name}") for run in runs]
         made = {f"{label} {name}": prober for label, prober in (probers or {}).items()}
-        outcome = probe(part, named, made)
+        outcome = probe(part, named, probers=made)
         for run, result in zip(runs, outcome.results):
             by_run[run.label].append(result)
     results = []

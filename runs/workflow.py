@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from functools import partial
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -53,7 +54,7 @@ from medlama.runs.result import ProbeResult, result_of
 from medlama.runs.resume import manifest, rank_prober, rank_units, resumed, units_of
 from medlama.probers.retrieval import RetrievalProber
 from medlama.runs.scores import REPORT_KS
-from medlama.runs.template_runs import check_template_probe, print_template_tables, probe_templates, template_rows
+from medlama.runs.template_runs import check_template_probe, print_template_tables, probe_templates
 from medlama.runs.templates import resolve_templates
 
 
@@ -210,12 +211,9 @@ def _probe(request: ProbeRequest, runs: list[ModelRun], checkpoints: dict | None
     if request.report:
         print(describe_pool(queries))
     if request.templates is not None:  # each template its own run (medlama.runs.template_runs)
-        rows = template_rows(source=request.source, data=request.data, dataset=request.dataset,
-                             config=request.config, queries=queries)
-        def one(part: QuerySet, named: list[ModelRun], made: dict) -> ProbeOutcome | None:
-            return probe_models(part, named, scored=scored, match=match, top_k=request.top_k, device=request.device,
-                                probers=made, all_scores=request.all_scores)
-        outcome = ProbeOutcome(probe_templates(queries, rows, request.templates, runs, one, probers))
+        outcome = ProbeOutcome(probe_templates(request, queries, runs, probers, partial(
+            probe_models, scored=scored, match=match, top_k=request.top_k, device=request.device,
+            all_scores=request.all_scores)))
     elif request.out is None:
         outcome = probe_models(queries, runs, scored=scored, match=match, top_k=request.top_k, device=request.device,
                                checkpoints=checkpoints, probers=probers, all_scores=request.all_scores)
