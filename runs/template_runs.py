@@ -30,6 +30,7 @@ from medlama.core.display import print_table
 from medlama.core.errors import MedlamaInputError
 from medlama.datasets.choices import is_mc, mc_config
 from medlama.datasets.folders import load_config
+from medlama.datasets.prompts import DEFAULT_PROMPT_COLUMN
 from medlama.probers.query_set import QuerySet
 from medlama.probers.ranking import Ranking
 from medlama.runs.benchmarks import resolve_data
@@ -56,8 +57,12 @@ METHOD = {
 }
 
 
-def check_template_probe(*, dataset: str, data: Any, runs: Sequence[Any], checkpoints: bool) -> None:
+def check_template_probe(*, dataset: str, data: Any, runs: Sequence[Any], checkpoints: bool,
+                         source: QuerySource | None = None) -> None:
     """Refuse what a template probe cannot be combined with, before any data is read or model loaded."""
+    if source is not None and source.prompt_column != DEFAULT_PROMPT_COLUMN:
+        raise MedlamaInputError("--prompt-column picks the one prompt of a plain probe; with --templates each "
+                                "template makes the queries (the release's two: --templates release)")
     if dataset != "medlama":
         raise MedlamaInputError(f"templates are MedLAMA's ([X]: the head name); {dataset} queries keep their own")
     if checkpoints or any(getattr(run.settings, "layers", None) for run in runs):

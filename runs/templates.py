@@ -112,6 +112,8 @@ def resolve_templates(templates: str | Path | TemplateSet | None) -> TemplateSet
     """``None``, the built-in set (``"release"``), a :class:`TemplateSet`, or the set of a file (checked)."""
     if templates is None or isinstance(templates, TemplateSet):
         return templates
+    if not isinstance(templates, (str, Path)) or not str(templates).strip():
+        raise MedlamaInputError(f"templates must be a template file or 'release', not {templates!r}")
     if str(templates) == RELEASE:
         return release_templates()
     return read_templates(templates)

@@ -178,7 +178,8 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome | None:
     if loaded:
         probers = {runs[0].label: prober}
     if request.templates is not None:  # a bad template file is refused before anything loads
-        check_template_probe(dataset=bench.name, data=request.data, runs=runs, checkpoints=request.checkpoints)
+        check_template_probe(dataset=bench.name, data=request.data, runs=runs, checkpoints=request.checkpoints,
+                             source=request.source)
         request = replace(request, templates=resolve_templates(request.templates))
     checkpoints = checkpoint_folders(runs) if request.checkpoints else None  # before any probing
     check_units(units_of(runs, checkpoints), distributed.device_for(request.device))  # before any ranking
