@@ -9,7 +9,8 @@ line naming the file and the row (no traceback), before anything is probed or wr
 * a row given twice (the same relation and template, spacing aside);
 * a CSV without the ``relation,template`` header, a JSON line that is not ``{"relation", "template"}``;
 * a probed relation without templates, and probed relations with different numbers of them;
-* a template file that is not there, or of another format.
+* a template file that is not there, or of another format; ``--prompt-column`` beside ``--templates``;
+  BioLAMA.
 """
 
 from __future__ import annotations
@@ -89,3 +90,9 @@ def test_a_missing_template_file_and_a_biolama_probe_are_refused_before_any_data
                                                    "(give a CSV or JSON-lines file, or 'release')")
     with pytest.raises(MedlamaInputError, match="templates are MedLAMA's"):
         medlama.probe(None, tmp_path / "no-such-folder", dataset="biolama", templates="release")
+    with pytest.raises(MedlamaInputError, match="templates must be a template file or 'release', not 3"):
+        medlama.probe(None, tmp_path / "no-such-folder", templates=3)
+    run = medlama_cli("probe", "--data", tmp_path / "no-such-folder", "--templates", "release", "--prompt-column",
+                      "query_default")
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    assert run.stderr.strip().splitlines()[-1].startswith("medlama: error: --prompt-column picks the one prompt")
