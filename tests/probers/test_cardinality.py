@@ -11,7 +11,11 @@ import pytest
 
 import cv_inputs  # tests/helpers (pytest pythonpath)
 from medlama.cli import main
+from medlama.probers.prober import ProberNote
+from medlama.probers.query_set import QuerySet
+from medlama.runs import plots
 from medlama.runs.cardinality import cardinality_bin
+from medlama.runs.result import result_of
 
 FINDING, TREAT = cv_inputs.FINDING, cv_inputs.TREAT
 SYMPTOMS = ["fever", "cough", "wheeze", "nausea", "headache", "fatigue", "rash", "dyspnea"]
@@ -64,10 +68,26 @@ def test_probe_breaks_results_down_by_the_number_of_gold_answers(tmp_path, capsy
     assert list(record["bins"]) == ["1", "2-5", ">5"]
     assert {name: entry["queries"] for name, entry in record["bins"].items()} == {n: len(i) for n, i in BINS.items()}
     rows = {row["id"]: row for row in map(json.loads, (out / "predictions.jsonl").read_text().splitlines())}
+    gold = {row[0]: {name for _, name in row[4]} for row in ROWS}
     for name, ids in BINS.items():
-        for k in (1, 5, 10):
-            assert record["bins"][name][f"acc@{k}"] == pytest.approx(sum(rows[i][f"hit@{k}"] for i in ids) / len(ids))
+        for k in (1, 5, 10):  # a hit by hand: a gold name among the top k (exact matching)
+            hits = [any(p in gold[i] for p in rows[i]["predictions"][:k]) for i in ids]
+            assert record["bins"][name][f"acc@{k}"] == pytest.approx(sum(hits) / len(ids))
     assert sum(entry["queries"] for entry in record["bins"].values()) == len(ROWS)
     table = pd.read_parquet(out / "scores.parquet")
     assert dict(zip(table["id"], table["gold_answers"])) == COUNTS
     assert (out / "cardinality.png").stat().st_size > 0 and (out / "answer_length.png").exists()
+    assert "gold answers" in printed and " >5 | 2 |" in printed.replace("│", "|")
+
+
+def test_the_plot_shows_each_bin_with_its_size(monkeypatch, tmp_path):
+    drawn = []
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path, **_: drawn.append(fig) or path)
+    queries = QuerySet([row[0] for row in ROWS], [row[1] for row in ROWS], ["[X] [Y]"] * len(ROWS),
+                       [[name for _, name in row[4]] for row in ROWS], SYMPTOMS)
+    result = result_of(ProberNote({"method": "m"}, None, "score"), queries, [["fever"]] * len(ROWS), 0.0, label="run")
+    plots.plot_cardinality([result], tmp_path / "c.png")
+    ax = drawn[0].axes[0]
+    assert [tick.get_text() for tick in ax.get_xticklabels()] == ["1\n(n=2)", "2-5\n(n=3)", ">5\n(n=2)"]
+    # acc@10 per bin, by hand: "fever" is a gold answer of influenza, pneumonia and sepsis
+    assert list(ax.lines[0].get_ydata()) == pytest.approx([0.0, 100 / 3, 100.0])
