@@ -29,7 +29,7 @@ RELATION, OTHER = "associated_morphology_of", "may_treat"
 TEMPLATES = {RELATION: ["[X] is associated morphology of [Y] .", "The morphology of [X] is [Y] ."],
              OTHER: ["[X] may treat [Y] .", "[Y] can be treated with [X] ."]}
 LIMIT = 4
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]  # the real MedLAMA build
 
 
 def write_csv(path, templates):
