@@ -108,8 +108,8 @@ def write_outputs(out: str | Path, results: Sequence[ProbeResult], *, by_layer: 
                   by_step: dict | None = None, overwrite: bool = False, argv: Sequence[str] | None = None,
                   hint: str = API_HINT, k: int = 10, reads: Sequence = (), claimed: bool = False) -> list[Path]:
     """Write a probe's output folder: ``results.json`` (a list, one entry per run), ``predictions.jsonl``,
-    ``scores.parquet`` (when a run kept every candidate's score) and the plots (acc@``k`` per relation; per answer length with exact matching; per number of gold answers; per layer and per step for the
-    sweeps). Atomic (a staging folder replaces ``out`` when complete), owned (``.medlama-output.json`` names
+    ``scores.parquet`` (when a run kept every candidate's score) and the plots (acc@``k`` per relation; per answer
+    length with exact matching; per number of gold answers; per layer and per step for the sweeps). Atomic (a staging folder replaces ``out`` when complete), owned (``.medlama-output.json`` names
     ``probe``; a folder another command or a person wrote is refused) and, unless ``overwrite``, refusing a
     finished run; nor may ``out`` be (or hold) the current directory or what the run read (``reads``).
     ``claimed``: the caller holds ``out`` already (:func:`medlama.runs.workflow.run_probe`'s one claim). Returns the plots written."""
