@@ -147,8 +147,9 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       ``medlama optiprompt``) or Hub repo id, trained for ``model``, as ``medlama probe --prompts``.
     * ``templates``: a template file (CSV ``relation,template`` or JSON lines) or ``"release"`` (the release's
       ``default_prompt`` and ``human_prompt``), as ``medlama probe --templates``: each template is probed as its
-      own run (a list of results is returned: per template, then the ensemble when ``log_all_scores``), each
-      with the summary over templates (best-of, mean, ensemble, spread) in ``result.extra["templates"]``.
+      own run (the results in a list: per template, then the ensemble when ``log_all_scores``; one alone as it
+      is), each with the summary over templates (best-of, mean, ensemble, spread) in
+      ``result.extra["templates"]``.
     * ``ks``: cut-offs to score (default 1, 5, 10; BioLAMA 1, 5; acc@1/5/10 are always scored too); ``match``: ``exact`` (MedLAMA) or
       ``normalized`` (BioLAMA's default). ``top_k``: predictions kept per query. ``device``: ``cpu``,
       ``cuda``, ``cuda:N`` or ``mps`` (default: CUDA when there is one).
