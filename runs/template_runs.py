@@ -38,7 +38,9 @@ from medlama.runs.queries import QuerySource, medlama_config
 from medlama.runs.result import ProbeResult
 from medlama.runs.scores import score
 from medlama.runs.tables import percent, sample_mean_std
-from medlama.runs.templates import query_rows, template_queries
+from medlama.loaders.medlama_release import RELATIONS
+from medlama.runs.arguments import relation_names
+from medlama.runs.templates import TemplateSet, query_rows, resolve_templates, template_queries
 
 #: The name of the run whose candidates' scores are summed over the templates.
 ENSEMBLE = "ensemble"
@@ -74,6 +76,20 @@ def check_template_probe(*, dataset: str, data: Any, runs: Sequence[Any], checkp
     if isinstance(data, QuerySet):
         raise MedlamaInputError("templates fill [X] with each query's head name, which a QuerySet does not hold: "
                                 "give the data as a folder, a Hub id or a Dataset")
+
+
+def checked_templates(request: Any, runs: Sequence[Any], dataset: str) -> TemplateSet:
+    """The :class:`TemplateSet` of ``request.templates`` (a :class:`~medlama.runs.workflow.ProbeRequest`'s),
+    checked before any data is read or model loaded: what it cannot be combined with
+    (:func:`check_template_probe`), the file's every row, and, where the relations are given, that each has
+    templates, as many as the others."""
+    check_template_probe(dataset=dataset, data=request.data, runs=runs, checkpoints=request.checkpoints,
+                         source=request.source)
+    templates = resolve_templates(request.templates)
+    relations = request.source.relations if request.source is not None else request.relations
+    if relations:  # a relation MedLAMA does not have is the data's to refuse, by its own message
+        templates.names([relation for relation in relation_names(relations) if relation in RELATIONS])
+    return templates
 
 
 def template_rows(*, source: QuerySource | None, data: Any, dataset: str, config: str | None, queries: QuerySet
@@ -226,5 +242,5 @@ def print_template_tables(results: Sequence[ProbeResult], ks: Sequence[int]) -> 
                     ["relation", "min", "max", "std", "best"], spread, caption="std: sample standard deviation")
 
 
-__all__ = ["BEST_OF_CAVEAT", "ENSEMBLE", "check_template_probe", "ensemble_result", "print_template_tables",
-           "probe_templates", "template_rows", "template_summary"]
+__all__ = ["BEST_OF_CAVEAT", "ENSEMBLE", "check_template_probe", "checked_templates", "ensemble_result",
+           "print_template_tables", "probe_templates", "template_rows", "template_summary"]

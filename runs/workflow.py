@@ -54,8 +54,7 @@ from medlama.runs.result import ProbeResult, result_of
 from medlama.runs.resume import manifest, rank_prober, rank_units, resumed, units_of
 from medlama.probers.retrieval import RetrievalProber
 from medlama.runs.scores import REPORT_KS
-from medlama.runs.template_runs import check_template_probe, print_template_tables, probe_templates
-from medlama.runs.templates import resolve_templates
+from medlama.runs.template_runs import checked_templates, print_template_tables, probe_templates
 
 
 
@@ -178,9 +177,7 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome | None:
     if loaded:
         probers = {runs[0].label: prober}
     if request.templates is not None:  # a bad template file is refused before anything loads
-        check_template_probe(dataset=bench.name, data=request.data, runs=runs, checkpoints=request.checkpoints,
-                             source=request.source)
-        request = replace(request, templates=resolve_templates(request.templates))
+        request = replace(request, templates=checked_templates(request, runs, bench.name))
     checkpoints = checkpoint_folders(runs) if request.checkpoints else None  # before any probing
     check_units(units_of(runs, checkpoints), distributed.device_for(request.device))  # before any ranking
     if request.out is None:

@@ -92,6 +92,13 @@ def test_a_missing_template_file_and_a_biolama_probe_are_refused_before_any_data
         medlama.probe(None, tmp_path / "no-such-folder", dataset="biolama", templates="release")
     with pytest.raises(MedlamaInputError, match="templates must be a template file or 'release', not 3"):
         medlama.probe(None, tmp_path / "no-such-folder", templates=3)
+    file = tmp_path / "t.csv"
+    file.write_text(f"relation,template\n{TREAT},{GOOD[TREAT]}\n", encoding="utf-8")
+    run = medlama_cli("probe", "--data", tmp_path / "no-such-folder", "--relations", TREAT, FINDING,
+                      "--templates", file)  # relations given: checked before the data is read
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    assert run.stderr.strip().splitlines()[-1] == (f"medlama: error: t.csv: relation '{FINDING}' is probed but has "
+                                                   "no template; add its templates or leave it out with --relations")
     run = medlama_cli("probe", "--data", tmp_path / "no-such-folder", "--templates", "release", "--prompt-column",
                       "query_default")
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-3000:]
