@@ -49,8 +49,8 @@ BEST_OF_CAVEAT = ("each relation's best template is chosen on the probed queries
                   "best_of is an optimistic upper bound, not a held-out score")
 #: What each aggregate is, recorded beside the numbers.
 METHOD = {
-    "best_of": "per relation, the largest acc@k over its templates (chosen per k); micro: weighted by the "
-               "relation's queries; macro: mean over relations",
+    "best_of": "per relation, the largest acc@k over its templates (chosen per k; ties: the first template); "
+               "micro: weighted by the relation's queries; macro: mean over relations",
     "mean": "per relation, the mean acc@k over its templates; micro: weighted by the relation's queries; macro: "
             "mean over relations",
     "ensemble": "per query, every candidate's scores summed over the templates, ranked by the sum (ties: pool "
