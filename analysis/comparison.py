@@ -2,10 +2,11 @@
 
 * :func:`compare_runs`: for every cut-off k the runs share, the leaderboard (each run's micro acc@k with its
   percentile-bootstrap interval, the same as its ``results.json`` ``intervals``, and macro acc@k with the
-  stratified interval) and, for every run after the first (the baseline), the paired difference ``run -
-  baseline`` in micro and macro acc@k with its interval and McNemar's exact p-value, and per relation with
-  Holm-corrected p-values across the relations (:mod:`medlama.analysis.statistics`). The method,
-  resamples, seed and level are recorded beside the numbers.
+  stratified interval) and, for every run after the first (the baseline; a run probed with a template: the
+  first run of the same template, if any: :func:`baseline_of`), the paired difference ``run - baseline`` in
+  micro and macro acc@k with its interval and McNemar's exact p-value, and per relation with Holm-corrected
+  p-values across the relations (:mod:`medlama.analysis.statistics`). The method, resamples, seed and level
+  are recorded beside the numbers.
 * :func:`compare_folders`: what ``medlama compare`` runs: the above for every run of the folders given
   (:func:`medlama.analysis.runs.load_runs`), with each input recorded by its folder's name, its files'
   SHA-256 and what it probed.
@@ -78,9 +79,12 @@ def compare_runs(runs: Sequence[Run], settings: CompareSettings = CompareSetting
                                        "interval": list(macro_ci) if macro_ci else None}
         leaderboard.append(entry)
     comparisons = []
-    for run in runs[1:]:
-        a, b = hits[base.label], hits[run.label]
-        entry = {"baseline": base.label, "run": run.label, "per_relation": {r: {} for r in names}}
+    for at, run in enumerate(runs[1:], start=1):
+        baseline = baseline_of(runs[:at], run)
+        a, b = hits[baseline.label], hits[run.label]
+        entry = {"baseline": baseline.label, "run": run.label, "per_relation": {r: {} for r in names}}
+        if any(template_of(r) for r in runs):
+            entry["templates"] = {"baseline": template_of(baseline), "run": template_of(run)}
         for k in ks:
             entry[f"acc@{k}"] = paired_difference(a[k], b[k], **options).to_json()
             entry[f"acc@{k}_macro"] = paired_difference(a[k], b[k], groups=relations, **options).to_json()
@@ -94,13 +98,35 @@ def compare_runs(runs: Sequence[Run], settings: CompareSettings = CompareSetting
             "calibration": compare_calibration(runs, **options)}  # Brier and ECE (medlama.analysis.calibration)
 
 
+def template_of(run: Run) -> dict | None:
+    """The template a run was probed with (its ``data["template"]``: the set's name and SHA-256, and the
+    template's name: ``T1``, ``human_prompt``, ``ensemble``), or ``None`` for a run of the plain prompt column."""
+    template = run.data.get("template")
+    return {key: template.get(key) for key in ("set", "sha256", "name")} if isinstance(template, dict) else None
+
+
+def _template_key(run: Run) -> tuple | None:
+    template = run.data.get("template")
+    return (template.get("sha256"), template.get("name")) if isinstance(template, dict) else None
+
+
+def baseline_of(earlier: Sequence[Run], run: Run) -> Run:
+    """The run ``run`` is paired with: the first of the ``earlier`` runs probed with its template (the same
+    template of the same set: two models' ``T2`` are paired with each other, never with another template),
+    else the first run (a run of a template no earlier run has: the difference is the template's, and the
+    comparison records both templates)."""
+    key = _template_key(run)
+    return next((other for other in earlier if _template_key(other) == key), earlier[0])
+
+
 def method_record(settings: CompareSettings) -> dict:
     """How the numbers were computed, recorded beside them."""
     return {
         "settings": {"resamples": settings.resamples, "seed": settings.seed, "level": settings.level},
         "interval": "percentile bootstrap over queries, seeded; micro: all queries resampled together; macro: "
                     "stratified (each relation's queries resampled within it)",
-        "difference": "run minus baseline (the first run), paired: both runs scored on the same resampled queries",
+        "difference": "run minus baseline (the first run; for a run probed with a template, the first run of the "
+                      "same template, if any), paired: both runs scored on the same resampled queries",
         "test": "McNemar's exact test: two-sided binomial test of the discordant queries (baseline-only hits "
                 "a_only, run-only hits b_only) with p = 1/2",
         "correction": "Holm's step-down correction across the relations, per comparison and k (p_holm)",

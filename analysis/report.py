@@ -64,6 +64,22 @@ def _p(value: float) -> str:
     return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
 
 
+def _pairing(comparisons: list[dict]) -> bool:
+    """Whether the differences need their baseline and templates shown: the runs carry templates, or not
+    every run is paired with the same baseline."""
+    return any("templates" in c for c in comparisons) or len({c["baseline"] for c in comparisons}) > 1
+
+
+def _pair_cells(comparison: dict) -> list[str]:
+    """The baseline and ``run template vs baseline template`` (``-``: the plain prompt column; ``*``: another
+    template set than the run's)."""
+    templates = comparison.get("templates") or {}
+    run, base = templates.get("run"), templates.get("baseline")
+    other = run is not None and base is not None and run.get("sha256") != base.get("sha256")
+    names = [t["name"] if t else "-" for t in (run, base)]
+    return [comparison["baseline"], f"{names[0]} vs {names[1]}{'*' if other else ''}"]
+
+
 def tables(record: dict) -> list[Table]:
     """The leaderboard, the differences from the baseline, and one per-relation table per comparison."""
     ks, level = record["ks"], record["method"]["settings"]["level"]
@@ -76,12 +92,19 @@ def tables(record: dict) -> list[Table]:
     if not record["comparisons"]:
         return out
     baseline = record["comparisons"][0]["baseline"]
+    paired = _pairing(record["comparisons"])
     out.append(Table(
-        f"Difference from {baseline} (percentage points)",
-        ["run"] + [f"{name} acc@{k}" for k in ks for name in ("Δ", "p")] + [f"Δ macro acc@{k}" for k in ks],
-        [[c["run"]] + [cell for k in ks for cell in (_with_ci(c[f"acc@{k}"], True), _p(c[f"acc@{k}"]["p_value"]))]
+        f"Difference from {baseline} (percentage points)" if not paired else
+        "Difference from each run's baseline (percentage points)",
+        ["run"] + (["baseline", "templates"] if paired else []) + [f"{name} acc@{k}" for k in ks
+                                                                    for name in ("Δ", "p")]
+        + [f"Δ macro acc@{k}" for k in ks],
+        [[c["run"]] + (_pair_cells(c) if paired else [])
+         + [cell for k in ks for cell in (_with_ci(c[f"acc@{k}"], True), _p(c[f"acc@{k}"]["p_value"]))]
          + [_with_ci(c[f"acc@{k}_macro"], True) for k in ks] for c in record["comparisons"]],
-        f"run minus {baseline} on the same queries; [{percent} paired bootstrap interval]; p: McNemar's exact test"))
+        (f"run minus {baseline}" if not paired else "run minus its baseline: the first run of its template (the "
+         "same template of the same set), else the first run")
+        + f" on the same queries; [{percent} paired bootstrap interval]; p: McNemar's exact test"))
     for c in record["comparisons"]:
         out.append(Table(
             f"{c['run']} minus {c['baseline']} per relation (percentage points)",

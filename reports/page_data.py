@@ -10,7 +10,9 @@ reads and the record it computes (:mod:`medlama.analysis`): nothing is scored or
   gold answers, the input as the first run fed it) and per run (``runs``) its top ``top`` predictions with
   their scores, the gold's rank and score, and ``hits`` (``{"k": "0110..."}``, one character per query).
   Names are stored once (``names``) and referred to by index, so the full hard set with several runs stays
-  a few megabytes; scores are kept to 6 significant digits.
+  a few megabytes; scores are kept to 6 significant digits;
+* ``templates``: the summary across templates of each template sweep among the runs (``medlama probe
+  --templates``: each template's acc@k, best-of, mean, ensemble), as its ``results.json`` records it.
 """
 
 from __future__ import annotations
@@ -103,6 +105,13 @@ def page_data(runs: Sequence[Run], record: dict, *, top: int = 10, title: str | 
             # rows are in the first run's query order, so its relations label them
             "per_relation": {str(k): _per_relation(hits[k], base.relations, options) for k in record["ks"]}})
     data = runs[0].data
+    templates, seen = [], set()
+    for run in runs:  # each template sweep's summary once (every run of it records the same)
+        summary = (run.record.get("extra") or {}).get("templates")
+        key = (str(run.folder.resolve()), str(summary.get("templates")) if isinstance(summary, dict) else None)
+        if isinstance(summary, dict) and key not in seen:
+            seen.add(key)
+            templates.append({"folder": run.folder.resolve().name, "summary": summary})
     return {
         "title": title or f"medlama results: {', '.join(run.label for run in runs)}",
         "dataset": {key: data.get(key) for key in ("dataset", "config", "relations", "sha256", "fingerprint")},
@@ -113,4 +122,4 @@ def page_data(runs: Sequence[Run], record: dict, *, top: int = 10, title: str | 
         "relations": relation_names,
         "queries": {"id": list(base.ids), "relation": [relation_index[r] for r in base.relations],
                     "gold": [[index(name) for name in gold] for gold in base.gold], "input": first_inputs},
-        "runs": columns, "names": list(names)}
+        "runs": columns, "names": list(names), "templates": templates}

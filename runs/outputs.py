@@ -16,6 +16,7 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.resume import discard_work_folder
 from medlama.runs import plots
 from medlama.runs.calibration import plot_reliability
+from medlama.runs.cardinality import gold_count
 
 #: Files :meth:`ProbeResult.save` writes into its folder. ``RESULTS_FILE`` is also the file every output of
 #: ``probe``, ``ucm`` and ``recipe`` holds once its run finished (their ownership marker), and the one
@@ -50,16 +51,19 @@ def write_predictions(path: str | Path, results: Sequence[ProbeResult]) -> Path:
 def write_all_scores(path: str | Path, results: Sequence[ProbeResult]) -> Path | None:
     """Every candidate's score of the ``results`` that kept them (``all_scores``) as Parquet, one row per run,
     query and candidate: ``run``, ``id``, ``relation``, ``candidate``, ``score`` (float64, higher is better;
-    null where not finite) and ``rank`` (1-based, the run's own order; null: not ranked). Written atomically;
+    null where not finite), ``rank`` (1-based, the run's own order; null: not ranked) and ``gold_answers`` (the
+    query's number of distinct gold names: :func:`~medlama.runs.cardinality.gold_count`). Written atomically;
     ``None`` (nothing written) when no result kept them."""
     import numpy as np  # numpy only when this runs
     import pyarrow as pa  # pyarrow only when a run kept every score
     import pyarrow.parquet as pq  # pyarrow only when writing scores
 
-    columns: dict[str, list] = {name: [] for name in ("run", "id", "relation", "candidate", "score", "rank")}
+    columns: dict[str, list] = {name: [] for name in ("run", "id", "relation", "candidate", "score", "rank",
+                                                      "gold_answers")}
     for result in results:
-        for qid, relation, pool in result.pool_scores():
+        for gold, (qid, relation, pool) in zip(result.gold, result.pool_scores()):
             n = len(pool.candidates)
+            columns["gold_answers"].append(np.full(n, gold_count(gold), dtype=np.int64))
             columns["run"].append(np.full(n, result.label, dtype=object))
             columns["id"].append(np.full(n, qid, dtype=object))
             columns["relation"].append(np.full(n, relation, dtype=object))
@@ -74,7 +78,8 @@ def write_all_scores(path: str | Path, results: Sequence[ProbeResult]) -> Path |
         **{name: pa.array(np.concatenate(columns[name]), type=pa.string())
            for name in ("run", "id", "relation", "candidate")},
         "score": pa.array(scores, type=pa.float64(), mask=~np.isfinite(scores)),
-        "rank": pa.array(ranks, type=pa.int64(), mask=ranks == 0)})
+        "rank": pa.array(ranks, type=pa.int64(), mask=ranks == 0),
+        "gold_answers": pa.array(np.concatenate(columns["gold_answers"]), type=pa.int64())})
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
@@ -104,8 +109,8 @@ def write_outputs(out: str | Path, results: Sequence[ProbeResult], *, by_layer: 
                   by_step: dict | None = None, overwrite: bool = False, argv: Sequence[str] | None = None,
                   hint: str = API_HINT, k: int = 10, reads: Sequence = (), claimed: bool = False) -> list[Path]:
     """Write a probe's output folder: ``results.json`` (a list, one entry per run), ``predictions.jsonl``,
-    ``scores.parquet`` (when a run kept every candidate's score) and the plots (acc@``k`` per relation; per answer length with exact matching; per layer and per step for the
-    sweeps). Atomic (a staging folder replaces ``out`` when complete), owned (``.medlama-output.json`` names
+    ``scores.parquet`` (when a run kept every candidate's score) and the plots (acc@``k`` per relation; per answer
+    length with exact matching; per number of gold answers; per layer and per step for the sweeps). Atomic (a staging folder replaces ``out`` when complete), owned (``.medlama-output.json`` names
     ``probe``; a folder another command or a person wrote is refused) and, unless ``overwrite``, refusing a
     finished run; nor may ``out`` be (or hold) the current directory or what the run read (``reads``).
     ``claimed``: the caller holds ``out`` already (:func:`medlama.runs.workflow.run_probe`'s one claim). Returns the plots written."""
@@ -123,6 +128,7 @@ def write_outputs(out: str | Path, results: Sequence[ProbeResult], *, by_layer: 
                 drawn.append(plots.plot_answer_length(first, None, staging / "answer_length.png"))
             if (reliability := plot_reliability(first, staging / "reliability.png")) is not None:
                 drawn.append(reliability)  # the runs whose method scores the pool (medlama.runs.calibration)
+            drawn.append(plots.plot_cardinality(first, staging / "cardinality.png"))
             if by_layer:
                 drawn.append(plots.plot_series(by_layer, staging / "layers.png", "layer"))
             if by_step:

@@ -1,5 +1,6 @@
-"""The paper's figures of probe results: per relation (figure 5), per answer length in characters (figure 3),
-per layer (figure 6), per checkpoint step (figure 4). Every number comes from the acc@k metric module."""
+"""The paper's figures of probe results: per relation (figure 5), per answer length in characters (figure 3)
+and per number of gold answers beside it, per layer (figure 6), per checkpoint step (figure 4). Every number
+comes from the acc@k metric module."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from medlama.core.intervals import bootstrap_group_cis
 from medlama.probers.query_set import QuerySet
+from medlama.runs.cardinality import CARDINALITY_BINS, acc_by_cardinality, cardinality_bin
 from medlama.runs.scores import acc_at_k_module
 
 #: Answer-length bins in characters (figure 3): [0, 10), [10, 20), ... and 60 or more.
@@ -98,17 +100,37 @@ def plot_answer_length(results: Sequence["ProbeResult"], queries: QuerySet | Non
                        k: int = 10) -> Path:
     """Figure 3: acc@k per answer length in characters, each bin with its 95% bootstrap interval (the bin's
     queries resampled) and its number of queries, on an axis from 0."""
+    gold = queries.gold if queries is not None else results[0].gold
+    return _plot_bins(results, [length_bin(g) for g in gold], lambda result: acc_by_answer_length(result, queries),
+                      path, k, "mean length of the gold answers (characters)", "answer length")
+
+
+def plot_cardinality(results: Sequence["ProbeResult"], path: str | Path, k: int = 10) -> Path:
+    """acc@k per number of gold answers (1, 2-5, >5: :mod:`medlama.runs.cardinality`), drawn as figure 3 is:
+    each bin with its 95% bootstrap interval and its number of queries."""
+    def groups(result: "ProbeResult") -> dict:
+        bins = acc_by_cardinality(result.predictions, result.gold, ks=result.ks, match=result.metrics["match"])
+        return bins["bins"]
+
+    order = {name: i for i, name in enumerate(CARDINALITY_BINS)}
+    return _plot_bins(results, [cardinality_bin(g) for g in results[0].gold], groups, path, k,
+                      "number of gold answers", "number of gold answers", order=order.get)
+
+
+def _plot_bins(results: Sequence["ProbeResult"], of_query: list[str], groups_of, path: str | Path, k: int,
+               xlabel: str, what: str, order=None) -> Path:
+    """acc@k of each result per bin (``of_query``: each query's bin; ``groups_of(result)``: ``{bin: {"acc@k":
+    ...}}``), each bin with its 95% bootstrap interval (the bin's queries resampled) and its number of queries,
+    on an axis from 0; the bins sorted (by ``order``, a key, if given)."""
     import numpy as np  # numpy only when this runs
 
     fig, ax = _figure()
     k = k if all(k in r.metrics["k"] for r in results) else max(results[0].metrics["k"])
-    gold = queries.gold if queries is not None else results[0].gold
-    of_query = [length_bin(g) for g in gold]
-    bins = sorted(set(of_query))
+    bins = sorted(set(of_query), key=order)
     x = np.arange(len(bins))
     shift = 0.08 * (np.arange(len(results)) - (len(results) - 1) / 2)  # side by side, not on top of each other
     for offset, result in zip(shift, results):
-        groups = acc_by_answer_length(result, queries)
+        groups = groups_of(result)
         intervals = bootstrap_group_cis([float(h) for h in result.hits(k)], of_query)
         values = np.array([100 * groups[b][f"acc@{k}"] for b in bins])
         low = [v - 100 * intervals[b][0] if intervals.get(b) else 0.0 for v, b in zip(values, bins)]
@@ -117,9 +139,9 @@ def plot_answer_length(results: Sequence["ProbeResult"], queries: QuerySet | Non
     ax.set_xticks(x, [f"{b}\n(n={of_query.count(b):,})" for b in bins], fontsize=8)
     ax.set_xlim(-0.5, len(bins) - 0.5)
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("mean length of the gold answers (characters); n: queries in the bin")
+    ax.set_xlabel(f"{xlabel}; n: queries in the bin")
     ax.set_ylabel(f"acc@{k} (%)")
-    ax.set_title(f"{results[0].query_set}: acc@{k} per answer length (error bars: 95% bootstrap interval)")
+    ax.set_title(f"{results[0].query_set}: acc@{k} per {what} (error bars: 95% bootstrap interval)")
     ax.legend()
     return save_figure(fig, Path(path))
 

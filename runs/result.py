@@ -14,6 +14,7 @@ from medlama.core.intervals import bootstrap_group_cis, bootstrap_mean_ci, DEFAU
 from medlama.core.provenance import provenance
 from medlama.core.public_paths import with_public_model
 from medlama.core.settings import did_you_mean
+from medlama.runs.cardinality import acc_by_cardinality
 from medlama.runs.outputs import KEEP_PREDICTIONS, SCORES_FILE, write_outputs
 from medlama.probers.causal.fewshot import drawn_record
 from medlama.probers.prober import ProberNote
@@ -182,8 +183,12 @@ class ProbeResult:
 
     def results_json(self, *, argv: Sequence[str] | None = None) -> dict:
         """What ``results.json`` holds for this run: :meth:`to_json` without the per-query predictions, with
-        ``per_relation``, ``calibration`` (:func:`medlama.runs.calibration.calibration`) and ``provenance``."""
+        ``per_relation``, ``by_cardinality`` (acc@k per number of gold answers:
+        :func:`~medlama.runs.cardinality.acc_by_cardinality`), ``calibration``
+        (:func:`medlama.runs.calibration.calibration`) and ``provenance``."""
         return {**self.to_json(queries=False), "per_relation": self.per_relation(),
+                "by_cardinality": acc_by_cardinality(self.predictions, self.gold, ks=self.ks,
+                                                     match=self.metrics.get("match", "exact")),
                 "calibration": calibration(self), "provenance": self.provenance(argv=argv)}
 
     def save(self, folder: str | Path, *, argv: Sequence[str] | None = None, overwrite: bool = False) -> Path:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from functools import partial
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -41,6 +42,7 @@ from medlama.runs import tables
 from medlama.runs.benchmarks import Benchmark, benchmark
 from medlama.runs.biolama_queries import print_source_table
 from medlama.probers.causal.fewshot import drawn_record
+from medlama.runs.cardinality import print_cardinality
 from medlama.probers.learned_prompts import PromptSet
 from medlama.runs.calibration import print_calibration
 from medlama.runs.outputs import API_HINT, OUTPUT_KIND, RESULTS_FILE, write_outputs
@@ -55,6 +57,7 @@ from medlama.runs.result import ProbeResult, result_of
 from medlama.runs.resume import manifest, rank_prober, rank_units, resumed, units_of
 from medlama.probers.retrieval import RetrievalProber
 from medlama.runs.scores import REPORT_KS
+from medlama.runs.template_runs import checked_templates, print_template_tables, probe_templates
 
 
 
@@ -106,8 +109,9 @@ class ProbeRequest:
     sequence-to-sequence LM is probed as it is: :class:`~medlama.core.loaded.LoadedModel`); ``labels``:
     their row names (none: :func:`unique_labels`). The queries: ``source`` (the CLI's data flags), else
     ``data`` read by :func:`~medlama.runs.queries.queries_from` with ``dataset``, ``config``,
-    ``relations`` and ``candidates``; ``limit``: the first queries of each relation. Scoring: ``ks`` and
-    ``match`` as given (the benchmark fills in its own), ``top_k`` predictions kept. ``load``: how models are
+    ``relations`` and ``candidates``; ``limit``: the first queries of each relation; ``templates``: a template
+    file or ``"release"`` (:mod:`medlama.runs.templates`), each template probed as its own run. Scoring: ``ks``
+    and ``match`` as given (the benchmark fills in its own), ``top_k`` predictions kept. ``load``: how models are
     loaded; ``checkpoints``: also every ``checkpoint-N`` folder; ``all_scores``: keep every candidate's score.
     ``out``: the output folder (claimed once, for the whole run; its resume shards kept beside it), with
     ``overwrite``, ``reads`` (what it may not be, nor hold), ``argv`` and the ``hint`` of a refusal; none:
@@ -124,6 +128,7 @@ class ProbeRequest:
     config: str | None = None
     relations: Sequence[str] | None = None
     candidates: str = "evaluated"
+    templates: Any = None
     limit: int | None = None
     ks: Sequence[int] | None = None
     match: str | None = None
@@ -174,6 +179,8 @@ def run_probe(request: ProbeRequest) -> ProbeOutcome | None:
                       load=request.load)  # checks the loading options
     if loaded:
         probers = {runs[0].label: prober}
+    if request.templates is not None:  # a bad template file is refused before anything loads
+        request = replace(request, templates=checked_templates(request, runs, bench.name))
     checkpoints = checkpoint_folders(runs) if request.checkpoints else None  # before any probing
     check_units(units_of(runs, checkpoints), distributed.device_for(request.device))  # before any ranking
     if request.out is None:
@@ -206,7 +213,11 @@ def _probe(request: ProbeRequest, runs: list[ModelRun], checkpoints: dict | None
         drawn_record(queries, as_dict(run.settings))
     if request.report:
         print(describe_pool(queries))
-    if request.out is None:
+    if request.templates is not None:  # each template its own run (medlama.runs.template_runs)
+        outcome = ProbeOutcome(probe_templates(request, queries, runs, probers, partial(
+            probe_models, scored=scored, match=match, top_k=request.top_k, device=request.device,
+            all_scores=request.all_scores)))
+    elif request.out is None:
         outcome = probe_models(queries, runs, scored=scored, match=match, top_k=request.top_k, device=request.device,
                                checkpoints=checkpoints, probers=probers, all_scores=request.all_scores)
     else:
@@ -406,12 +417,15 @@ def aggregate(results: Sequence[ProbeResult], benchmark: Benchmark, ks: Sequence
 
 
 def print_report(outcome: ProbeOutcome, benchmark: Benchmark, ks: Sequence[int]) -> None:
-    """The summary table, acc@k per relation (up to four runs) and the benchmark's aggregation table."""
+    """The summary table, acc@k per relation and per number of gold answers (up to four runs), the template
+    tables (:func:`~medlama.runs.template_runs.print_template_tables`) and the benchmark's aggregation table."""
     results = outcome.results
     tables.print_summary(results, ks=ks)
     print_calibration(results)
     if len(results) <= 4:
         tables.print_per_relation(results, k_values=tuple(dict.fromkeys((ks[0], ks[-1]))))
+        print_cardinality(results, tuple(dict.fromkeys((ks[0], ks[-1]))))
+    print_template_tables(results, ks)
     if benchmark.aggregation is not None and benchmark.aggregation[0] == "by_source":
         print_source_table(results, ks)
 

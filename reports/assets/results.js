@@ -86,16 +86,24 @@
   drawCalibration(percent);
   const diff = document.getElementById("differences");
   if (data.comparisons.length) {
-    const base = data.comparisons[0].baseline;
-    row(diff, ["run minus " + base].concat(...ks.map((k) => ["Δ acc@" + k, "b/c", "p"]),
+    // runs probed with templates are each paired with the first run of their own template (medlama compare)
+    const paired = data.comparisons.some((c) => c.templates) ||
+      new Set(data.comparisons.map((c) => c.baseline)).size > 1;
+    const base = paired ? "its baseline" : data.comparisons[0].baseline;
+    const template = (t) => (t ? t.name : "-");
+    row(diff, ["run minus " + base].concat(paired ? ["baseline", "templates"] : [],
+                                           ...ks.map((k) => ["Δ acc@" + k, "b/c", "p"]),
                                            ks.map((k) => "Δ macro acc@" + k)), true);
     data.comparisons.forEach((c) => row(diff, [c.run].concat(
+      paired ? [c.baseline, c.templates ? template(c.templates.run) + " vs " + template(c.templates.baseline) : ""]
+             : [],
       ...ks.map((k) => [withCi(c["acc@" + k], true), c["acc@" + k].a_only + "/" + c["acc@" + k].b_only,
                         pValue(c["acc@" + k].p_value)]),
       ks.map((k) => withCi(c["acc@" + k + "_macro"], true)))));
     document.getElementById("differences-caption").textContent =
       "percentage points, on the same queries; [" + percent + " paired bootstrap interval]; b/c: queries only " +
-      base + " / only the run gets right; p: McNemar's exact test.";
+      (paired ? "the baseline" : base) + " / only the run gets right; p: McNemar's exact test" +
+      (paired ? "; baseline: the first run of the same template (else the first run)." : ".");
   } else {
     diff.remove();
   }
@@ -118,6 +126,23 @@
   } else {
     document.getElementById("consistency-section").remove();
   }
+  // ------------------------------------------------------------------ across templates (medlama probe --templates)
+  const section = document.getElementById("leaderboard-section");
+  (data.templates || []).forEach((t) => {
+    const s = t.summary, table = el("table"), wrap = el("div", {class: "table-wrap"});
+    row(table, ["template (" + t.folder + ", " + s.set + ")"].concat(ks.map((k) => "acc@" + k),
+                                                                  ks.map((k) => "macro acc@" + k)), true);
+    const cells = (entry) => ks.map((k) => pct(entry["acc@" + k]))
+      .concat(ks.map((k) => pct(entry["acc@" + k + "_macro"])));
+    s.templates.forEach((e) => row(table, [e.run].concat(cells(s.per_template[e.name]))));
+    row(table, ["best-of (chosen on test)"].concat(cells(s.best_of)));
+    row(table, ["mean over templates"].concat(cells(s.mean)));
+    row(table, ["ensemble"].concat(cells(s.ensemble)));
+    wrap.appendChild(table);
+    section.appendChild(wrap);
+    section.appendChild(el("p", {class: "caption"}, "acc@k in % across templates. best-of: " + s.best_of.caveat +
+      ". ensemble: " + (s.ensemble.run ? s.method.ensemble : s.ensemble.note) + "."));
+  });
 
   // ------------------------------------------------------------------ acc@k per relation (inline SVG)
   const chartK = document.getElementById("chart-k"), chartOrder = document.getElementById("chart-order");

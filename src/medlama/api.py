@@ -103,7 +103,8 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
           top_k: int = 10, ks: Sequence[int] | None = None, match: str | None = None, tokenizer: Any = None,
           label: str | None = None, candidates: str = "evaluated", checkpoints: bool = False,
           log_all_scores: bool = False, revision: str | None = None, peft: str | None = None,
-          trust_remote_code: bool = False, prompts: str | Path | None = None):
+          trust_remote_code: bool = False, prompts: str | Path | None = None,
+          templates: str | Path | None = None):
     """Probe ``model`` on MedLAMA (or BioLAMA) as ``medlama probe`` does; returns a
     ProbeResult (``acc(k)``, ``acc_ci(k)``, ``intervals``, ``per_relation()``,
     ``to_pandas()``, ``save(folder)``).
@@ -146,6 +147,11 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       ``medlama probe --revision / --peft / --trust-remote-code``.
     * ``prompts``: mask-predict only: decode with the learned prompts of this folder (``medlama.optiprompt``,
       ``medlama optiprompt``) or Hub repo id, trained for ``model``, as ``medlama probe --prompts``.
+    * ``templates``: a template file (CSV ``relation,template`` or JSON lines) or ``"release"`` (the release's
+      ``default_prompt`` and ``human_prompt``), as ``medlama probe --templates``: each template is probed as its
+      own run (the results in a list: per template, then the ensemble when ``log_all_scores``; one alone as it
+      is), each with the summary over templates (best-of, mean, ensemble, spread) in
+      ``result.extra["templates"]``.
     * ``ks``: cut-offs to score (default 1, 5, 10; BioLAMA 1, 5; acc@1/5/10 are always scored too); ``match``: ``exact`` (MedLAMA) or
       ``normalized`` (BioLAMA's default). ``top_k``: predictions kept per query. ``device``: ``cpu``,
       ``cuda``, ``cuda:N`` or ``mps`` (default: CUDA when there is one).
@@ -177,7 +183,8 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
     outcome = run_probe(ProbeRequest(
         methods=[name], settings={name: settings}, models=[] if model is None else [model],
         labels=None if label is None else [label], data=data, dataset=dataset, config=config,
-        relations=relations, candidates=candidates, limit=limit, ks=ks, match=match, top_k=top_k, device=device,
+        relations=relations, candidates=candidates, templates=templates, limit=limit, ks=ks, match=match,
+        top_k=top_k, device=device,
         load=LoadOptions(revision=revision, peft=peft, trust_remote_code=trust_remote_code),
         checkpoints=checkpoints, all_scores=bool(log_all_scores), tokenizer=tokenizer))
     return outcome.results[0] if len(outcome.results) == 1 else outcome.results

@@ -54,7 +54,8 @@ def test_causal_likelihood_rows_and_all_scores(tiny_gpt2, medlama_tiny, tmp_path
         assert row["hit@1"] == (rank == 1)
 
     table = pd.read_parquet(out / "scores.parquet")
-    assert list(table.columns) == ["run", "id", "relation", "candidate", "score", "rank"]
+    assert list(table.columns) == ["run", "id", "relation", "candidate", "score", "rank", "gold_answers"]
+    assert dict(zip(table["id"], table["gold_answers"])) == {q: len(set(g)) for q, g in zip(queries.ids, queries.gold)}
     assert len(table) == len(queries) * len(queries.candidates)
     gold = {qid: set(answers) for qid, answers in zip(queries.ids, queries.gold)}
     best = table[[c in gold[q] for q, c in zip(table["id"], table["candidate"])]].groupby("id")["rank"].min()

@@ -11,6 +11,7 @@ from medlama.commands.output import add_output_arguments, check_device, human_ou
 from medlama.core.batching import BatchSizeFlag
 from medlama.runs.outputs import RESULTS_FILE
 from medlama.runs.queries import QuerySource
+from medlama.runs.templates import TemplateOptions
 from medlama.probers.retrieval import RetrievalSettings
 from medlama.probers.registry import METHODS, method_names, settings_for
 from medlama.core import distributed
@@ -66,6 +67,7 @@ def register(subparsers) -> None:
                         help=f"probing method(s): {', '.join(METHODS)} (default: retrieval); several run one "
                              "after the other")
     add_data_arguments(parser)
+    add_settings_flags(parser, TemplateOptions)
     add_scoring_arguments(parser)
     add_method_arguments(parser)
     add_settings_flags(parser.add_argument_group("model loading"), LoadOptions)
@@ -101,7 +103,9 @@ def run(args: argparse.Namespace) -> int:
     check_device(args.device)
     load = settings_from(LoadOptions, given_settings(args, LoadOptions))
     request = ProbeRequest(methods=methods, settings=settings, models=args.model or (), labels=args.label,
-                           source=query_source(args), limit=vars(args).get("limit"), ks=args.ks, match=args.match,
+                           source=query_source(args),
+                           templates=settings_from(TemplateOptions, given_settings(args, TemplateOptions)).templates,
+                           limit=vars(args).get("limit"), ks=args.ks, match=args.match,
                            device=args.device, load=load, checkpoints=args.checkpoints,
                            all_scores=args.log_all_scores, out=args.out, overwrite=args.overwrite,
                            reads=reads_of(args), hint="give --overwrite to replace them, or choose another --out",
