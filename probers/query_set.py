@@ -37,10 +37,14 @@ class QuerySet:
     #: Rule ``choices`` (a multiple-choice config): each query's own pool, its choices (``candidates`` is then
     #: their union); probers rank each query against its choices (:func:`medlama.probers.pools.rank_choices`).
     choices: list[list[str]] | None = None
+    #: Each query's subject name as the data names it (MedLAMA's ``head_name``, BioLAMA's ``sub_label``), written
+    #: to the prediction rows (``subject``) so that a run's facts can be looked up in a corpus; ``None``: unknown.
+    subjects: list[str] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         sizes = {len(self.ids), len(self.relations), len(self.texts), len(self.gold)}
-        if len(sizes) != 1 or (self.choices is not None and len(self.choices) != len(self.ids)):
+        if len(sizes) != 1 or any(column is not None and len(column) != len(self.ids)
+                                  for column in (self.choices, self.subjects)):
             raise ValueError(f"query set columns differ in length: {sorted(sizes)}")
         for index, text in enumerate(self.texts):
             if text.count(MASK_PLACEHOLDER) != 1:
@@ -70,7 +74,8 @@ class QuerySet:
         return QuerySet([self.ids[i] for i in pick], [self.relations[i] for i in pick],
                         [self.texts[i] for i in pick], [self.gold[i] for i in pick], self.candidates,
                         name or self.name, {**self.info, "subset": len(pick)} if self.info else {},
-                        self.rule, self.pools, None if self.choices is None else [self.choices[i] for i in pick])
+                        self.rule, self.pools, None if self.choices is None else [self.choices[i] for i in pick],
+                        None if self.subjects is None else [self.subjects[i] for i in pick])
 
     def pool_record(self) -> dict:
         """The candidate pool as a result records it: rule, size and SHA-256 of the sorted names
@@ -97,11 +102,11 @@ class QuerySet:
         subset = self.subset(pick, name=f"{self.name}[first {limit} per relation]")
         return QuerySet(subset.ids, subset.relations, subset.texts, subset.gold, subset.candidates, subset.name,
                         {**self.info, "limit_per_relation": limit} if self.info else {}, self.rule, self.pools,
-                        subset.choices)
+                        subset.choices, subset.subjects)
 
 
 def choice_queries(rows, texts: list[str], gold, candidates: str, *, name: str, info: dict,
-                   relations: list[str] | None = None) -> QuerySet:
+                   relations: list[str] | None = None, subjects: list[str] | None = None) -> QuerySet:
     """The :class:`QuerySet` of multiple-choice rows (columns ``id``, ``relation``, ``choices``): each query's
     pool is its own ``choices`` (rule ``choices``), ``candidates`` their union. A candidate rule other than the
     default is refused: the choices are the pools."""
@@ -111,4 +116,4 @@ def choice_queries(rows, texts: list[str], gold, candidates: str, *, name: str, 
     choices = [list(row) for row in rows["choices"]]
     return QuerySet(ids=list(rows["id"]), relations=relations or list(rows["relation"]), texts=texts,
                     gold=[list(g) for g in gold], candidates=sorted({n for row in choices for n in row}), name=name,
-                    info=info, rule=CHOICES, choices=choices)
+                    info=info, rule=CHOICES, choices=choices, subjects=subjects)

@@ -51,6 +51,9 @@ class ProbeResult:
     model: str | None = None
     device: str | None = None
     ranking: Ranking | None = field(default=None, repr=False, compare=False)
+    #: Each query's subject name (:attr:`QuerySet.subjects <medlama.probers.query_set.QuerySet.subjects>`), the
+    #: prediction rows' ``subject``; ``None`` where the queries did not say. Not part of :meth:`to_json`.
+    subjects: list[str] | None = field(default=None, repr=False, compare=False)
 
     def acc(self, k: int, average: str = "micro") -> float:
         """acc@k in [0, 1]; ``average`` is ``micro`` (over queries) or ``macro`` (mean over relations). ``k``
@@ -112,7 +115,7 @@ class ProbeResult:
 
     def to_pandas(self, per: str = "query"):
         """A ``pandas.DataFrame``. ``per="query"`` (default): one row per query with ``id``, ``relation``,
-        ``gold`` (list), ``predictions`` (top 10), ``hit@k`` (bool) per scored k, and the sample log's ``input``,
+        ``subject``, ``gold`` (list), ``predictions`` (top 10), ``hit@k`` (bool) per scored k, and the sample log's ``input``,
         ``scores``, ``gold_rank`` and ``gold_score`` (:meth:`prediction_rows`). ``per="relation"``: one
         row per relation (the index) with ``queries`` and ``acc@k`` per scored k."""
         import pandas as pd  # pandas only for to_pandas
@@ -124,7 +127,8 @@ class ProbeResult:
         return pd.DataFrame(list(self.prediction_rows()))
 
     def prediction_rows(self) -> Iterator[dict]:
-        """One dict per query: ``id``, ``relation``, ``gold``, ``predictions`` (top 10), ``hit@k`` per k, and
+        """One dict per query: ``id``, ``relation``, ``subject`` (the subject's name; ``null`` where the queries did
+        not give it), ``gold``, ``predictions`` (top 10), ``hit@k`` per k, and
         from the :attr:`ranking`: ``input`` (the text as fed to the model), ``scores`` (aligned with
         ``predictions``; ``null`` where the method gives none), ``gold_rank`` (1-based; ``null``: not in the
         pool, or not among a generation method's answers) and ``gold_score``. Without a ranking (a result
@@ -134,7 +138,8 @@ class ProbeResult:
         for i, (qid, relation, gold, ranked) in enumerate(zip(self.ids, self.relations, self.gold, self.predictions)):
             names, scores, text, gold_rank, gold_score, _ = rows[i] or (None, None, None, None, None, None)
             kept = list(ranked[:KEEP_PREDICTIONS])
-            yield {"id": qid, "relation": relation, "gold": list(gold), "predictions": kept,
+            subject = self.subjects[i] if self.subjects is not None else None
+            yield {"id": qid, "relation": relation, "subject": subject, "gold": list(gold), "predictions": kept,
                    **{f"hit@{k}": hits[k][i] for k in self.ks},
                    "input": text,
                    "scores": [finite_or_none(s) for s in scores[:len(kept)]] if scores is not None else None,
@@ -150,9 +155,10 @@ class ProbeResult:
         """Everything as plain JSON: scores, ``intervals``, and (``queries``) each query's top 10. A model
         given as a local path is named by its folder's name in ``settings["model"]`` (a path means nothing on
         another machine; :meth:`provenance` identifies the model by its content hash)."""
-        data = asdict(replace(self, ranking=None))
+        data = asdict(replace(self, ranking=None, subjects=None))
         data.pop("model")
         data.pop("ranking")
+        data.pop("subjects")  # the prediction rows carry them
         data["settings"] = with_public_model(data["settings"])
         data["intervals"] = self.intervals
         ids, relations, gold, predictions = (data.pop(key) for key in ("ids", "relations", "gold", "predictions"))
@@ -218,4 +224,4 @@ def result_of(prober: ProberNote, queries: QuerySet, predictions: list[list[str]
                        ids=queries.ids, relations=queries.relations, gold=queries.gold, predictions=names,
                        metrics=score(queries, names, ks=ks, match=match), seconds=seconds, extra=extra,
                        data={**queries.info, "candidates": queries.pool_record()}, model=settings.get("model"),
-                       device=prober.device, ranking=ranking)
+                       device=prober.device, ranking=ranking, subjects=queries.subjects)

@@ -23,6 +23,7 @@ The toolkit's parts, one job each, bottom floor first (imports run only down thi
 
 The Python API (:mod:`medlama.api`): ``medlama.probe``, ``medlama.load_medlama``, ``medlama.rewire``,
 ``medlama.optiprompt`` (learned prompts for mask predict), ``medlama.ucm``, ``medlama.compare``,
+``medlama.frequency`` (acc@k against corpus frequency),
 ``medlama.report`` (a results page), ``medlama.annotate_export`` and ``medlama.annotate_score`` (expert rating
 sheets) and ``medlama.mteb_task`` (MedLAMA as an MTEB retrieval task), loaded on first use so that
 ``import medlama`` stays light.
@@ -30,7 +31,7 @@ sheets) and ``medlama.mteb_task`` (MedLAMA as an MTEB retrieval task), loaded on
 
 __version__ = "0.1.0"
 
-_API = ("probe", "load_medlama", "rewire", "optiprompt", "ucm", "compare", "report", "annotate_export",
+_API = ("probe", "load_medlama", "rewire", "optiprompt", "ucm", "compare", "frequency", "report", "annotate_export",
         "annotate_score", "mteb_task")
 __all__ = ["__version__", *_API]
 

@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "medlama.commands.build",
     "medlama.commands.probe",
     "medlama.commands.compare",
+    "medlama.commands.frequency",
     "medlama.commands.report",
     "medlama.commands.annotate",
     "medlama.commands.rewire",

@@ -79,7 +79,7 @@ def test_result_intervals_tables_and_files(tiny, reference, tmp_path):
     low, high = reference.acc_ci(10)
     assert low <= reference.acc(10) <= high
     frame = reference.to_pandas()
-    assert len(frame) == 158 and list(frame.columns) == ["id", "relation", "gold", "predictions", "hit@1", "hit@5",
+    assert len(frame) == 158 and list(frame.columns) == ["id", "relation", "subject", "gold", "predictions", "hit@1", "hit@5",
                                                           "hit@10", "input", "scores", "gold_rank", "gold_score"]
     assert frame["hit@10"].mean() == reference.acc(10)
     table = reference.to_pandas("relation")
