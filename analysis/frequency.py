@@ -149,7 +149,8 @@ def frequency_runs(runs: Sequence[Run], index: CorpusIndex, settings: FrequencyS
         example = next(iter(facts.values()))
         raise MedlamaInputError(
             f"none of the run's {len(facts)} facts can be counted: their names are no forms of this index (e.g. "
-            f"query {example['id']!r}: {example['uncounted']}); give the index built for this data", file=index.directory)
+            f"query {example['id']!r}: {example['uncounted']}); give the index built for this data",
+            file=index.directory)
     bins = bin_table(settings.bins)
     options = {"resamples": settings.resamples, "seed": settings.seed, "level": settings.level}
     results = []

@@ -60,8 +60,8 @@ def _pct(value: float | None) -> str:
 
 
 def _cell(entry: dict) -> str:
-    interval = entry["interval"]
-    return _pct(entry["value"]) if not interval else f"{_pct(entry['value'])} [{_pct(interval[0])}, {_pct(interval[1])}]"
+    value, interval = _pct(entry["value"]), entry["interval"]
+    return value if not interval else f"{value} [{_pct(interval[0])}, {_pct(interval[1])}]"
 
 
 def print_tables(record: dict) -> None:

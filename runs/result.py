@@ -115,8 +115,8 @@ class ProbeResult:
 
     def to_pandas(self, per: str = "query"):
         """A ``pandas.DataFrame``. ``per="query"`` (default): one row per query with ``id``, ``relation``,
-        ``subject``, ``gold`` (list), ``predictions`` (top 10), ``hit@k`` (bool) per scored k, and the sample log's ``input``,
-        ``scores``, ``gold_rank`` and ``gold_score`` (:meth:`prediction_rows`). ``per="relation"``: one
+        ``subject``, ``gold`` (list), ``predictions`` (top 10), ``hit@k`` (bool) per scored k, and the sample log's
+        ``input``, ``scores``, ``gold_rank`` and ``gold_score`` (:meth:`prediction_rows`). ``per="relation"``: one
         row per relation (the index) with ``queries`` and ``acc@k`` per scored k."""
         import pandas as pd  # pandas only for to_pandas
 

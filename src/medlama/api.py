@@ -37,8 +37,8 @@ from medlama.trainers.cloze import check_corpus_files
 from medlama.trainers.config import QUICK_PRESET, RewireConfig
 from medlama.ucm_eval.evaluation import UcmModels, UcmRun, UcmSettings, run as run_ucm
 
-__all__ = ["annotate_export", "annotate_score", "compare", "frequency", "load_medlama", "mteb_task", "optiprompt", "probe",
-           "report", "rewire", "ucm"]
+__all__ = ["annotate_export", "annotate_score", "compare", "frequency", "load_medlama", "mteb_task", "optiprompt",
+           "probe", "report", "rewire", "ucm"]
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -81,7 +81,8 @@ def build_index(tmp: Path) -> Path:
 
 
 def probe_folder(out: Path, *, label: str = "tiny", subjects: bool = True) -> Path:
-    """A probe output folder of :data:`FACTS` (acc@1 and acc@5 as their hits say; acc@10 as acc@5), written by the probe's writer."""
+    """A probe output folder of :data:`FACTS` (acc@1 and acc@5 as their hits say; acc@10 as acc@5), written by
+    the probe's writer; without ``subjects``, rows as a medlama that did not record them wrote."""
     from medlama.probers.query_set import QuerySet
     from medlama.runs.result import ProbeResult
     from medlama.runs.scores import score
