@@ -186,8 +186,8 @@ def frequency_folder(run: str | Path, index: str | Path, settings: FrequencySett
     output folder ``run`` against the index in ``index``, with the run's record and the record's provenance."""
     if not isinstance(settings, FrequencySettings):
         raise TypeError(f"settings must be FrequencySettings, not {type(settings).__name__}")
+    opened = open_index(index)  # first: it is quick, and reading the run scores its hits again
     runs = load_runs([run], at_least=1, purpose="a frequency analysis")
-    opened = open_index(index)
     record = frequency_runs(runs, opened, settings)
     record["inputs"] = [input_record(r) for r in runs]
     record["provenance"] = provenance(argv=argv)
