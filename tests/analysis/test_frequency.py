@@ -111,3 +111,18 @@ def test_sentences_end_as_the_rule_says():
     starts = sentence_starts(text)
     assert [text[a:b].strip() for a, b in zip(starts, starts[1:] + [len(text)])] == [
         "One ends.", "Two ends!", "Three (e.g.", "this) ends?", "\"Four.\"", "Five"]
+
+
+def test_the_python_api_refuses_what_the_command_refuses(inputs, tmp_path):
+    index, run = inputs
+    with pytest.raises(MedlamaInputError, match="nothing: not a folder: give a context-variance index"):
+        medlama.frequency(run, tmp_path / "nothing")
+    with pytest.raises(MedlamaInputError, match="nothing: not a folder: give the output folder"):
+        medlama.frequency(tmp_path / "nothing", index)
+    (tmp_path / "kept.json").write_text("{}")
+    with pytest.raises(MedlamaInputError, match="kept.json: exists"):
+        medlama.frequency(run, index, out=tmp_path / "kept.json")
+    with pytest.raises(MedlamaInputError, match="aliases"):
+        medlama.frequency(run, index, aliases="synonyms")
+    record = medlama.frequency(run, index, out=tmp_path / "kept.json", overwrite=True)
+    assert json.loads((tmp_path / "kept.json").read_text())["runs"] == record["runs"]
