@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from medlama.datasets.context_variance.index.corpus_index import CorpusIndex
-from medlama.datasets.context_variance.matching import blank_english, form_table
+from medlama.datasets.context_variance.matching import RawMatch, blank_english, form_table
 
 #: How the names of a fact are matched: its own names, or with their index entities' other forms.
 ALIASES = ("names", "entity")
@@ -90,6 +91,8 @@ class CooccurrenceCounter:
             self._by_tokens.setdefault(tuple(form.tokens), set()).add(code)
             self._by_entity.setdefault(form.entity_id, set()).add(code)
         self._cache: dict[tuple[frozenset[int], frozenset[int]], Counts] = {}
+        # A document shared by many facts (a frequent subject's) is read and cut into sentences once.
+        self._documents: OrderedDict[int, tuple[list[int], list[RawMatch]] | None] = OrderedDict()
 
     def forms_of(self, names: Sequence[str]) -> tuple[frozenset[int], list[str]]:
         """The form codes of ``names`` (with their entities' other forms under ``aliases="entity"``), and the
@@ -118,6 +121,18 @@ class CooccurrenceCounter:
             self._cache[key] = self._count(subject_codes, object_codes)
         return self._cache[key]
 
+    def _document(self, row: int) -> tuple[list[int], list[RawMatch]] | None:
+        """The sentence starts and raw matches of the stored document at ``row`` (None: not stored), cached."""
+        if row in self._documents:
+            self._documents.move_to_end(row)
+            return self._documents[row]
+        document = self.index.raw_document(row)
+        value = None if document is None else (sentence_starts(document[0]), document[1])
+        self._documents[row] = value
+        if len(self._documents) > 4096:
+            self._documents.popitem(last=False)
+        return value
+
     def _rows(self, codes: Iterable[int]) -> np.ndarray:
         entities = sorted({self.index.forms[code].entity_id for code in codes})
         return np.unique(np.concatenate([self.index.raw_rows(entity) for entity in entities] or [np.empty(0)]))
@@ -125,13 +140,12 @@ class CooccurrenceCounter:
     def _count(self, subject_codes: frozenset[int], object_codes: frozenset[int]) -> Counts:
         sentences = segments = 0
         for row in np.intersect1d(self._rows(subject_codes), self._rows(object_codes)):
-            document = self.index.raw_document(int(row))
+            document = self._document(int(row))
             if document is None:
                 continue
-            text, matches = document
+            starts, matches = document
             subjects = [m for m in matches if m.form in subject_codes]
             objects = [m for m in matches if m.form in object_codes]
-            starts = sentence_starts(text)
             together: set[int] = set()
             found = False
             for s in subjects:
