@@ -112,6 +112,8 @@ class CooccurrenceCounter:
 
     def count(self, subject: str, gold: Sequence[str]) -> Counts | str:
         """The fact's :class:`Counts`, or why it cannot be counted (a name that is no form of the index)."""
+        if not gold:
+            return "no gold answer"
         subject_codes, missing = self.forms_of([subject])
         object_codes, missing_gold = self.forms_of(list(gold))
         if missing or missing_gold:
