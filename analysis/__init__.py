@@ -8,7 +8,10 @@ leaderboard, paired differences and per-relation tests.
 * :mod:`~medlama.analysis.statistics`: the paired bootstrap, McNemar's exact test and Holm's correction;
 * :mod:`~medlama.analysis.report`: the tables (terminal, Markdown, LaTeX) and the plot;
 * :mod:`~medlama.analysis.consistency`: inverse consistency of one run (``medlama consistency``), facts of the
-  release's inverse relation pairs right in both, one or neither direction.
+  release's inverse relation pairs right in both, one or neither direction;
+* :mod:`~medlama.analysis.frequency` (``medlama frequency``): acc@k against each fact's corpus co-occurrence count
+  (:mod:`~medlama.analysis.cooccurrence`: the counts and their matching rule; :mod:`~medlama.analysis.frequency_report`:
+  tables and plot).
 """
 
 from medlama.analysis.comparison import (CompareSettings, compare_folders, compare_runs, input_record,

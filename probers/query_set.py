@@ -47,11 +47,15 @@ class QuerySet:
     #: ``answer_cuis``, aligned with ``gold``): written into each ``predictions.jsonl`` row, so that a fact and
     #: its inverse can be paired afterwards (``medlama consistency``).
     facts: list[dict] | None = field(default=None, compare=False)
+    #: Each query's subject name as the data names it (MedLAMA's ``head_name``, BioLAMA's ``sub_label``), written
+    #: to the prediction rows (``subject``) so that a run's facts can be looked up in a corpus
+    #: (``medlama frequency``); ``None``: unknown.
+    subject_names: list[str] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         sizes = {len(self.ids), len(self.relations), len(self.texts), len(self.gold)}
         if len(sizes) != 1 or any(column is not None and len(column) != len(self.ids)
-                                  for column in (self.choices, self.subjects, self.facts)):
+                                  for column in (self.choices, self.subjects, self.facts, self.subject_names)):
             raise ValueError(f"query set columns differ in length: {sorted(sizes)}")
         for index, text in enumerate(self.texts):
             if text.count(MASK_PLACEHOLDER) != 1:
@@ -83,7 +87,8 @@ class QuerySet:
                         name or self.name, {**self.info, "subset": len(pick)} if self.info else {},
                         self.rule, self.pools, None if self.choices is None else [self.choices[i] for i in pick],
                         None if self.subjects is None else [self.subjects[i] for i in pick], self.whole or self,
-                        None if self.facts is None else [self.facts[i] for i in pick])
+                        None if self.facts is None else [self.facts[i] for i in pick],
+                        None if self.subject_names is None else [self.subject_names[i] for i in pick])
 
     def pool_record(self) -> dict:
         """The candidate pool as a result records it: rule, size and SHA-256 of the sorted names
@@ -110,11 +115,12 @@ class QuerySet:
         subset = self.subset(pick, name=f"{self.name}[first {limit} per relation]")
         return QuerySet(subset.ids, subset.relations, subset.texts, subset.gold, subset.candidates, subset.name,
                         {**self.info, "limit_per_relation": limit} if self.info else {}, self.rule, self.pools,
-                        subset.choices, subset.subjects, subset.whole, subset.facts)
+                        subset.choices, subset.subjects, subset.whole, subset.facts,
+                        subset.subject_names)
 
 
 def choice_queries(rows, texts: list[str], gold, candidates: str, *, name: str, info: dict,
-                   relations: list[str] | None = None) -> QuerySet:
+                   relations: list[str] | None = None, subject_names: list[str] | None = None) -> QuerySet:
     """The :class:`QuerySet` of multiple-choice rows (columns ``id``, ``relation``, ``choices``): each query's
     pool is its own ``choices`` (rule ``choices``), ``candidates`` their union. A candidate rule other than the
     default is refused: the choices are the pools."""
@@ -124,7 +130,8 @@ def choice_queries(rows, texts: list[str], gold, candidates: str, *, name: str, 
     choices = [list(row) for row in rows["choices"]]
     return QuerySet(ids=list(rows["id"]), relations=relations or list(rows["relation"]), texts=texts,
                     gold=[list(g) for g in gold], candidates=sorted({n for row in choices for n in row}), name=name,
-                    info=info, rule=CHOICES, choices=choices, facts=fact_columns(rows))
+                    info=info, rule=CHOICES, choices=choices, facts=fact_columns(rows),
+                    subject_names=subject_names)
 
 
 #: The columns naming a MedLAMA query's fact (:attr:`QuerySet.facts`).

@@ -53,12 +53,14 @@ def load_medlama_queries(data: str | Path | DataFolder, config: str = "hard", *,
     info = {"dataset": "medlama", "config": config, "relations": list(relations) if relations else "all",
             **folder.info}
     if is_mc(config):
-        return choice_queries(rows, list(rows[prompt_column]), rows["answer_names"], candidates, name=name, info=info)
+        return choice_queries(rows, list(rows[prompt_column]), rows["answer_names"], candidates, name=name, info=info,
+                              subject_names=list(rows["head_name"]))
     names, pools = medlama_pools(folder.path, config, list(relations) if relations else known, candidates,
                                  whole=not relations)
     return QuerySet(ids=list(rows["id"]), relations=list(rows["relation"]), texts=list(rows[prompt_column]),
                     gold=[list(g) for g in rows["answer_names"]], candidates=names, name=name, info=info,
-                    rule=candidates, pools=pools, subjects=list(rows["head_cui"]), facts=fact_columns(rows))
+                    rule=candidates, pools=pools, subjects=list(rows["head_cui"]), facts=fact_columns(rows),
+                    subject_names=list(rows["head_name"]))
 
 
 def _whole(data) -> bool:
@@ -101,7 +103,8 @@ def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt
             name = f"{name}[{','.join(relations)}]"
         info = {"dataset": "medlama", "config": name, "relations": list(relations) if relations else "all",
                 "fingerprint": getattr(data, "_fingerprint", None)}
-        return choice_queries(data, list(data[prompt_column]), data["answer_names"], candidates, name=name, info=info)
+        return choice_queries(data, list(data[prompt_column]), data["answer_names"], candidates, name=name, info=info,
+                              subject_names=list(data["head_name"]))
     if source is None and not _whole(data):
         raise MedlamaInputError(
             "this Dataset is a part (a selection, shuffle or filter) of a MedLAMA split that was not loaded by "
@@ -128,7 +131,7 @@ def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt
                     gold=[list(g) for g in data["answer_names"]], candidates=names, name=name, info=info,
                     rule=candidates, pools=pools,
                     subjects=list(data["head_cui"]) if "head_cui" in data.column_names else None,
-                    facts=fact_columns(data))
+                    facts=fact_columns(data), subject_names=list(data["head_name"]))
 
 
 # -- which queries to probe: the dataset, its built folder, config, split and relations ------------------

@@ -119,7 +119,8 @@ class ProbeResult:
 
     def to_pandas(self, per: str = "query"):
         """A ``pandas.DataFrame``. ``per="query"`` (default): one row per query with ``id``, ``relation``,
-        ``gold`` (list), ``predictions`` (top 10), ``hit@k`` (bool) per scored k, and the sample log's ``input``,
+        ``gold`` (list), ``predictions`` (top 10), ``hit@k`` (bool) per scored k, ``subject`` (the subject's name, where the data
+        names it), and the sample log's ``input``,
         ``scores``, ``gold_rank``, ``gold_score`` and ``confidence`` (:meth:`prediction_rows`). ``per="relation"``: one
         row per relation (the index) with ``queries`` and ``acc@k`` per scored k."""
         import pandas as pd  # pandas only for to_pandas
@@ -131,7 +132,8 @@ class ProbeResult:
         return pd.DataFrame(list(self.prediction_rows()))
 
     def prediction_rows(self) -> Iterator[dict]:
-        """One dict per query: ``id``, ``relation``, ``gold``, ``predictions`` (top 10), ``hit@k`` per k, and
+        """One dict per query: ``id``, ``relation``, ``subject`` (the subject's name; ``null`` where the queries did
+        not give it), ``gold``, ``predictions`` (top 10), ``hit@k`` per k, and
         from the :attr:`ranking`: ``input`` (the text as fed to the model), ``scores`` (aligned with
         ``predictions``; ``null`` where the method gives none), ``gold_rank`` (1-based; ``null``: not in the
         pool, or not among a generation method's answers) and ``gold_score``. Without a ranking (a result
@@ -235,7 +237,8 @@ def result_of(prober: ProberNote, queries: QuerySet, predictions: list[list[str]
                        metrics=score(queries, names, ks=ks, match=match), seconds=seconds, extra=extra,
                        data={**queries.info, "candidates": queries.pool_record()}, model=settings.get("model"),
                        device=prober.device, ranking=ranking,
-                       query_fields={**_fact_fields(queries), **drawn_record(queries, settings)})
+                       query_fields={**({"subject": queries.subject_names} if queries.subject_names is not None else {}),
+                                     **_fact_fields(queries), **drawn_record(queries, settings)})
 
 
 def _fact_fields(queries: QuerySet) -> dict[str, list]:

@@ -23,15 +23,16 @@ The toolkit's parts, one job each, bottom floor first (imports run only down thi
 
 The Python API (:mod:`medlama.api`): ``medlama.probe``, ``medlama.load_medlama``, ``medlama.rewire``,
 ``medlama.optiprompt`` (learned prompts for mask predict), ``medlama.ucm``, ``medlama.compare``,
-``medlama.consistency`` (facts known both ways), ``medlama.report`` (a results page), ``medlama.annotate_export``,
-``medlama.annotate_score`` and ``medlama.annotate_estimate`` (expert rating sheets, and the whole run's expert
-acc@k estimated from one) and ``medlama.mteb_task`` (MedLAMA as an MTEB retrieval task), loaded on first use so that
+``medlama.consistency`` (facts known both ways), ``medlama.frequency`` (acc@k against corpus frequency),
+``medlama.report`` (a results page), ``medlama.annotate_export``, ``medlama.annotate_score`` and
+``medlama.annotate_estimate`` (expert rating sheets, and the whole run's expert acc@k estimated from one) and
+``medlama.mteb_task`` (MedLAMA as an MTEB retrieval task), loaded on first use so that
 ``import medlama`` stays light.
 """
 
 __version__ = "0.1.0"
 
-_API = ("probe", "load_medlama", "rewire", "optiprompt", "ucm", "compare", "consistency", "report",
+_API = ("probe", "load_medlama", "rewire", "optiprompt", "ucm", "compare", "consistency", "frequency", "report",
         "annotate_export", "annotate_score", "annotate_estimate", "mteb_task")
 __all__ = ["__version__", *_API]
 

@@ -29,6 +29,8 @@ from medlama.runs.arguments import ProbeArguments, check_relations, check_releas
 from medlama.runs.benchmarks import benchmark, resolve_data
 from medlama.analysis import CompareSettings, compare_folders
 from medlama.analysis.consistency import ConsistencyOutput, write_consistency
+from medlama.analysis.frequency import FrequencySettings, frequency_folder
+from medlama.analysis.frequency_report import FrequencyOutput
 from medlama.runs.queries import QuerySource, check_rule
 from medlama.probers.registry import METHODS, method_name, settings_for
 from medlama.runs.workflow import ProbeRequest, run_probe
@@ -37,8 +39,8 @@ from medlama.trainers.cloze import check_corpus_files
 from medlama.trainers.config import QUICK_PRESET, RewireConfig
 from medlama.ucm_eval.evaluation import UcmModels, UcmRun, UcmSettings, run as run_ucm
 
-__all__ = ["annotate_export", "annotate_score", "compare", "load_medlama", "mteb_task", "optiprompt", "probe",
-           "report", "rewire", "ucm"]
+__all__ = ["annotate_estimate", "annotate_export", "annotate_score", "compare", "consistency", "frequency",
+           "load_medlama", "mteb_task", "optiprompt", "probe", "report", "rewire", "ucm"]
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -282,6 +284,23 @@ def consistency(run: str | Path, *, out: str | Path | None = None, overwrite: bo
     only with ``overwrite``). ``intervals``: fields of CompareSettings (``resamples``, ``seed``, ``level``)."""
     output = settings_from(ConsistencyOutput, {"overwrite": overwrite, "out": None if out is None else Path(out)})
     record, _ = write_consistency(run, settings_from(CompareSettings, intervals), output)
+    return record
+
+
+def frequency(run: str | Path, index: str | Path, *, out: str | Path | None = None, plot: str | Path | None = None,
+              overwrite: bool = False, **settings: Any) -> dict:
+    """``medlama frequency RUN --index INDEX``'s record: every query of the probe output folder ``run`` as a fact,
+    its subject-object co-occurrences counted per sentence and per segment in the context-variance index
+    ``index``, the counts binned and each run's acc@k per bin with its bootstrap interval, with the matching rule
+    and the index's fingerprint (frequency_folder). ``out``: also write the record as JSON
+    (atomically); ``plot``: a PNG of it; an existing file is replaced only with ``overwrite``. ``settings``:
+    fields of FrequencySettings (``bins``, ``aliases``, ``resamples``, ``seed``, ``level``). A bad run
+    folder, index or setting is refused before any counting, as the command refuses it."""
+    output = FrequencyOutput(out=None if out is None else Path(out), plot=None if plot is None else Path(plot),
+                             overwrite=overwrite)
+    output.check_files()
+    record = frequency_folder(run, index, settings_from(FrequencySettings, settings, what="frequency"))
+    output.write(record)
     return record
 
 

@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "medlama.commands.probe",
     "medlama.commands.compare",
     "medlama.commands.consistency",
+    "medlama.commands.frequency",
     "medlama.commands.report",
     "medlama.commands.annotate",
     "medlama.commands.rewire",

@@ -32,6 +32,8 @@ def test_queries_gold_and_candidates(biolama_fx, biolama_dir):
     assert queries.ids == test["id"]
     assert set(queries.relations) == {"umls_UR44", "umls_UR116"}
     assert queries.gold == test["answers"]
+    assert queries.subject_names == test["sub_label"]  # the prediction rows' `subject` (what `frequency` looks up)
+    assert queries.subset([1, 2]).subject_names == test["sub_label"][1:3]  # a subset keeps its queries' subjects
     assert all(text.count("[Y]") == 1 for text in queries.texts)
     expected = set(test["sub_label"]) | {label for labels in test["obj_labels"] for label in labels}
     assert queries.candidates == sorted(expected)

@@ -70,7 +70,7 @@ def test_limit_settings_and_errors(tiny, medlama_dir, reference):
         medlama.probe(object(), medlama_dir)
 
 
-def test_result_intervals_tables_and_files(tiny, reference, tmp_path):
+def test_result_intervals_tables_and_files(tiny, reference, medlama_dir, tmp_path):
     for k in (1, 5, 10):
         hits = reference.hits(k)
         assert sum(hits) / len(hits) == reference.acc(k)
@@ -98,6 +98,10 @@ def test_result_intervals_tables_and_files(tiny, reference, tmp_path):
     assert reference.settings["model"] == str(tiny)  # the object keeps the path it loaded
     lines = [json.loads(line) for line in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
     assert [line["id"] for line in lines] == reference.ids and lines[0]["predictions"] == reference.predictions[0][:10]
+    # each row names its fact's subject as the data does (what `medlama frequency` looks up in a corpus)
+    heads = dict(zip(*(medlama.load_medlama("hard", data=medlama_dir)[column] for column in ("id", "head_name"))))
+    assert [line["subject"] for line in lines] == [heads[qid] for qid in reference.ids]
+    assert "subjects" not in results and list(frame["subject"]) == [heads[qid] for qid in reference.ids]
 
 
 def test_probe_command_results_carry_provenance_and_intervals(tiny, medlama_dir, tmp_path, capsys):

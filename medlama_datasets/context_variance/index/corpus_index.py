@@ -218,6 +218,17 @@ class CorpusIndex:
             self._named_cache.popitem(last=False)
         return named
 
+    def raw_rows(self, entity_id: str) -> np.ndarray:
+        """Sorted rows of the stored documents where any form of ``entity_id`` matched, whatever this view keeps
+        (every form's raw matches, overlaps kept); empty when the index has no such entity."""
+        return np.asarray(self._raw_rows(entity_id), dtype=np.int64)
+
+    def raw_document(self, row: int) -> tuple[str, list[RawMatch]] | None:
+        """The text of the stored document at ``row`` and every raw match in it (each naming its form code, a
+        position in :attr:`forms`), whatever this view keeps; None when the index does not store it."""
+        record = self._record(int(row), ("text", *MATCH_COLUMNS))
+        return None if record is None else (record["text"], list(_matches(record)))
+
     def document_frequency(self, entity_id: str) -> int:
         return len(self.rows_with(entity_id))
 
