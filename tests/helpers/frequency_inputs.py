@@ -92,7 +92,7 @@ def probe_folder(out: Path, *, label: str = "tiny", subjects: bool = True) -> Pa
     queries = QuerySet(ids, [fact[1] for fact in FACTS], [f"{fact[2]} has symptom [Y]." for fact in FACTS],
                        [fact[3] for fact in FACTS], names, "hard",
                        {"dataset": "medlama", "config": "hard", "relations": "all", "fingerprint": "f0"},
-                       subjects=[fact[2] for fact in FACTS] if subjects else None)
+                       subject_names=[fact[2] for fact in FACTS] if subjects else None)
     fillers = [name for name in names if name.startswith("other")]
     predictions = []
     for _, _, _, gold, at1, at5 in FACTS:
@@ -101,5 +101,6 @@ def probe_folder(out: Path, *, label: str = "tiny", subjects: bool = True) -> Pa
     result = ProbeResult(label=label, query_set=queries.name, settings={"method": "test"}, ids=queries.ids,
                          relations=queries.relations, gold=queries.gold, predictions=predictions,
                          metrics=score(queries, predictions), seconds=0.0,
-                         data={**queries.info, "candidates": queries.pool_record()}, subjects=queries.subjects)
+                         data={**queries.info, "candidates": queries.pool_record()},
+                         query_fields={"subject": queries.subject_names} if subjects else {})
     return result.save(out)
