@@ -81,6 +81,7 @@ def test_result_intervals_tables_and_files(tiny, reference, medlama_dir, tmp_pat
     frame = reference.to_pandas()
     assert len(frame) == 158 and list(frame.columns) == ["id", "relation", "gold", "predictions", "hit@1", "hit@5",
                                                           "hit@10", "input", "scores", "gold_rank", "gold_score",
+                                                          "subject", "head_cui", "head_name", "answer_cuis",
                                                           "confidence"]
     assert frame["hit@10"].mean() == reference.acc(10)
     table = reference.to_pandas("relation")

@@ -72,8 +72,11 @@ def test_every_registered_method_satisfies_the_interface(method, models):
     assert prober.settings()["method"] == method
     note = ProberNote.of(prober)
     assert (note.device, note.loaded, note.score) == ("cpu", {}, prober.score_meaning)
-    if method == "retrieval":  # the one method with a layer sweep: {layer: Ranking}, from one pass
+    if method == "retrieval":  # a layer sweep: {layer: Ranking}, from one pass
         assert list(prober.rank_layers_scored(_queries(), top_k=2)) == prober.encoder.layers == [2]
+    elif method == "causal-likelihood":  # the logit lens sweeps the layers given, and refuses without them
+        with pytest.raises(MedlamaInputError, match="scores layers with the logit lens only when layers are given"):
+            prober.rank_layers_scored(_queries(), top_k=2)
     else:
         with pytest.raises(MedlamaInputError, match=f"--method {method} has no layer sweep"):
             prober.rank_layers_scored(_queries(), top_k=2)
