@@ -112,7 +112,7 @@ class ProbeResult:
 
     def to_pandas(self, per: str = "query"):
         """A ``pandas.DataFrame``. ``per="query"`` (default): one row per query with ``id``, ``relation``,
-        ``gold`` (list), ``predictions`` (top 10), ``hit@k`` (bool) per scored k, and the sample log's ``input``,
+        ``gold`` (list), ``predictions`` (top ``top_k``), ``hit@k`` (bool) per scored k, and the sample log's ``input``,
         ``scores``, ``gold_rank`` and ``gold_score`` (:meth:`prediction_rows`). ``per="relation"``: one
         row per relation (the index) with ``queries`` and ``acc@k`` per scored k."""
         import pandas as pd  # pandas only for to_pandas
@@ -124,7 +124,8 @@ class ProbeResult:
         return pd.DataFrame(list(self.prediction_rows()))
 
     def prediction_rows(self) -> Iterator[dict]:
-        """One dict per query: ``id``, ``relation``, ``gold``, ``predictions`` (top 10), ``hit@k`` per k, and
+        """One dict per query: ``id``, ``relation``, ``gold``, ``predictions`` (the top :attr:`kept`: the
+        ``top_k`` asked for), ``hit@k`` per k (of the whole ranking, which may be deeper), and
         from the :attr:`ranking`: ``input`` (the text as fed to the model), ``scores`` (aligned with
         ``predictions``; ``null`` where the method gives none), ``gold_rank`` (1-based; ``null``: not in the
         pool, or not among a generation method's answers) and ``gold_score``. Without a ranking (a result
@@ -133,12 +134,18 @@ class ProbeResult:
         rows = self.ranking.rows() if self.ranking is not None else [None] * len(self.ids)
         for i, (qid, relation, gold, ranked) in enumerate(zip(self.ids, self.relations, self.gold, self.predictions)):
             names, scores, text, gold_rank, gold_score, _ = rows[i] or (None, None, None, None, None, None)
-            kept = list(ranked[:KEEP_PREDICTIONS])
+            kept = list(ranked[:self.kept])
             yield {"id": qid, "relation": relation, "gold": list(gold), "predictions": kept,
                    **{f"hit@{k}": hits[k][i] for k in self.ks},
                    "input": text,
                    "scores": [finite_or_none(s) for s in scores[:len(kept)]] if scores is not None else None,
                    "gold_rank": gold_rank, "gold_score": finite_or_none(gold_score)}
+
+    @property
+    def kept(self) -> int:
+        """Predictions kept per query in :meth:`prediction_rows` (``predictions.jsonl``): the ``top_k`` the
+        probe was asked for, recorded in :attr:`settings` (:data:`KEEP_PREDICTIONS` for a result without it)."""
+        return int(self.settings.get("top_k", KEEP_PREDICTIONS))
 
     def pool_scores(self) -> Iterator[tuple[str, str, PoolScores]]:
         """``(query id, relation, every candidate's score and rank)`` per query, when the run kept them."""
