@@ -3,7 +3,8 @@
 
 * :func:`run_probe`: the one entry point. It takes the data (:class:`~medlama.runs.queries.QuerySource`), what
   is probed, how it is scored and where it goes (:mod:`medlama.runs.request`), as the CLI's flags, the Python
-  API's arguments and the trainer callback ask for them, and owns the row labels (:func:`medlama.core.models.unique_labels`),
+  API's arguments and the trainer callback ask for them, and owns the row labels
+  (:func:`medlama.core.models.unique_labels`),
   every check before the queries are read, the one claim of the output folder, the shard plan, the ranking,
   scoring, the benchmark's aggregation, the tables and the output folder.
 * :func:`checkpoint_folders`: the ``checkpoint-N`` folders of a ``--checkpoints`` sweep, checked before any
@@ -258,8 +259,9 @@ def _start_over(hint: str) -> str:
 def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k: int = 10, ks=REPORT_KS,
           match: str = "exact", all_scores: bool = False) -> ProbeResult:
     """Run a ``prober`` made by hand on ``queries`` (against the pool their rule gives, through the shard plan
-    every probe takes: :func:`medlama.runs.resume.rank_prober`), ranked as deep as the largest of ``ks``
-    needs, its top ``top_k`` predictions kept (``prediction_rows``);     ``all_scores``: keep every candidate's score (``scores.parquet``). Nothing is written."""
+    every probe takes: :func:`medlama.runs.resume.rank_prober`) and score its top ``top_k`` predictions (the
+    depth ranked and kept, both recorded); ``all_scores``: keep every candidate's score (``scores.parquet``).
+    Nothing is written."""
     check_all_scores(prober, all_scores)
     if label is not None:
         check_label(label, what="label")
@@ -267,11 +269,10 @@ def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k:
         raise MedlamaInputError("batch size 'auto' is resolved by medlama probe and medlama.probe (the largest that "
                                 "fits); a prober used on its own needs a number")
     start = time.perf_counter()
-    ranked = ProbeScoring(top_k=top_k).ranked(ks)  # acc@k of every k scored sees k predictions
-    ranking = rank_prober(prober, queries, top_k=ranked, all_scores=all_scores)
+    ranking = rank_prober(prober, queries, top_k=top_k, all_scores=all_scores)
     return result_of(ProberNote.of(prober), queries, ranking, time.perf_counter() - start,
                      label=prober.method if label is None else label, ks=ks, match=match, top_k=top_k,
-                     ranked_top_k=ranked)
+                     ranked_top_k=top_k)
 
 
 def model_runs(methods: Sequence[str], labels: Sequence[str], models: Sequence[Any], settings: dict[str, Any],
@@ -308,8 +309,9 @@ def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequenc
     """Probe each run on ``queries`` (a retrieval run with ``layers`` set: one result per layer), then each of
     its ``checkpoints`` (:func:`checkpoint_folders`), scoring the cut-offs ``scored`` with ``match``; each
     ranked as deep as ``top_k`` and the largest of ``scored`` need (:meth:`ProbeScoring.ranked`), its top
-    ``top_k`` kept (each result records both: ``settings.top_k``, ``settings.ranked_top_k``). ``probers``: probers already made, by run label (a loaded model is inspected once). ``all_scores``: keep
-    every candidate's score (``scores.parquet``; refused, before any model loads, for methods that generate
+    ``top_k`` kept (each result records both: ``settings.top_k``, ``settings.ranked_top_k``). ``probers``:
+    probers already made, by run label (a loaded model is inspected once). ``all_scores``: keep every
+    candidate's score (``scores.parquet``; refused, before any model loads, for methods that generate
     their answers). The ranking goes shard by shard (:mod:`medlama.runs.resume`): ``store`` keeps the
     completed ones (a :class:`~medlama.core.resume.ShardStore` beside the output: a rerun continues from them),
     and under several processes each ranks its share; the main process gets the outcome, the others ``None``."""
@@ -413,5 +415,5 @@ def describe_pool(queries: QuerySet) -> str:
             f"(pool: {queries.rule})")
 
 
-__all__ = ["ModelRun", "ProbeModels", "ProbeOutcome", "ProbeOutput", "ProbeScoring", "aggregate", "checkpoint_folders", "describe_pool",
-           "model_runs", "print_report", "probe", "probe_models", "run_probe", "shard_store", "units_of"]
+__all__ = ["ModelRun", "ProbeModels", "ProbeOutcome", "ProbeOutput", "ProbeScoring", "aggregate",
+           "checkpoint_folders", "describe_pool", "model_runs", "print_report", "probe", "probe_models", "run_probe", "shard_store", "units_of"]

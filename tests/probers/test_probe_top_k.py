@@ -77,20 +77,14 @@ def test_the_api_keeps_top_k_beyond_ten_and_ranks_as_deep_as_the_ks_need(encoder
     assert shallow.settings["top_k"] == 3
 
 
-def test_probe_by_hand_ranks_as_deep_as_its_ks(encoder):
-    """:func:`medlama.runs.workflow.probe` (a prober made by hand): ``top_k=2`` keeps 2, and acc@10 is still
-    scored on 10 predictions, as the exhaustive count over the full ranking says."""
+def test_probe_by_hand_records_the_depth_it_ranked_and_kept(encoder):
+    """:func:`medlama.runs.workflow.probe` (a prober made by hand) ranks exactly ``top_k`` deep, and says so."""
     from medlama.probers.retrieval import RetrievalProber, RetrievalSettings
     from medlama.runs.workflow import probe
 
-    queries = _pool_queries()
-    prober = RetrievalProber(str(encoder), RetrievalSettings(batch_size=4))
-    full = probe(prober, queries, top_k=30)
-    two = probe(prober, queries, top_k=2)
-    expected = sum(any(g in ranked[:10] for g in gold) for ranked, gold in zip(full.predictions, queries.gold)) / 3
-    assert two.acc(10) == pytest.approx(expected)
+    two = probe(RetrievalProber(str(encoder), RetrievalSettings(batch_size=4)), _pool_queries(), top_k=2)
     assert {len(row["predictions"]) for row in two.prediction_rows()} == {2}
-    assert two.settings["top_k"] == 2 and two.settings["ranked_top_k"] == 10
+    assert two.settings["top_k"] == 2 and two.settings["ranked_top_k"] == 2
 
 
 class Calls:
@@ -157,6 +151,6 @@ def test_compare_reads_runs_that_keep_fewer_than_ten(encoder, make_tiny_bert, me
     rows = predictions(out)
     assert any(row["hit@10"] and not set(row["gold"]) & set(row["predictions"]) for row in rows)  # the case
     capsys.readouterr()
-    assert main(["compare", str(out), "--json", "--resamples", "50"]) == 0
+    assert main(["compare", str(out), "--json", "--resamples", "200"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert len(record["leaderboard"]) == 2
