@@ -144,11 +144,13 @@ def _fill(run: Run, rows: list[tuple[int, dict]], file: Path) -> None:
 
 def _check_hits(run: Run, rows: list[tuple[int, dict]], file: Path) -> None:
     """Refuse rows whose ``hit@k`` contradict their own ``predictions`` and ``gold``, scored again by the acc@k
-    module with the run's matching and ks. A row keeps the top :data:`KEEP_PREDICTIONS` names, so a hit
+    module with the run's matching and ks. A row keeps the top ``top_k`` names its run recorded
+    (:data:`KEEP_PREDICTIONS` before runs recorded it), so a hit
     beyond them is checked only when those names already hold a gold answer (or the row holds every name)."""
     if not run.ks:
         return
     match = (run.record.get("metrics") or {}).get("match", "exact")
+    limit = (run.record.get("settings") or {}).get("top_k", KEEP_PREDICTIONS)  # what each row was cut at
     predictions = [[str(name) for name in row["predictions"]] for _, row in rows]
     groups = [str(i) for i in range(len(rows))]  # each query its own group: a group's acc@k is its hit@k
     try:
@@ -159,7 +161,7 @@ def _check_hits(run: Run, rows: list[tuple[int, dict]], file: Path) -> None:
     for group, kept, (number, row) in zip(groups, map(len, predictions), rows):
         for k in run.ks:
             found = scored["groups"][group][f"acc@{k}"] == 1.0
-            if found != bool(row[f"hit@{k}"]) and (found or k <= kept or kept < KEEP_PREDICTIONS):
+            if found != bool(row[f"hit@{k}"]) and (found or k <= kept or kept < limit):
                 raise MedlamaInputError(
                     f"run {run.label!r}: query {row['id']!r} records hit@{k} = {json.dumps(row[f'hit@{k}'])}, but its "
                     f"predictions and gold answers give {json.dumps(found)} ({match} matching): the file was changed "

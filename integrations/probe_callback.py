@@ -40,14 +40,14 @@ from medlama.core.batching import is_auto, starting_size
 from medlama.core.defaults import TRAINING_PROBE_LIMIT
 from medlama.core.errors import MedlamaInputError
 from medlama.core.loaded import LoadedModel
-from medlama.runs.arguments import ProbeArguments, relation_names
+from medlama.runs.arguments import ProbeArguments
 from medlama.runs.benchmarks import benchmark
 from medlama.probers.pools import check_rule
-from medlama.runs.queries import queries_from
+from medlama.runs.queries import QuerySource, load_queries
 from medlama.probers.registry import METHODS, method_name, settings_for
 from medlama.runs.result import ProbeResult
 from medlama.runs.outputs import OUTPUT_KIND, RESULTS_FILE
-from medlama.runs.workflow import ModelRun, ProbeRequest, run_probe
+from medlama.runs.workflow import ModelRun, ProbeModels, ProbeOutput, ProbeScoring, run_probe
 
 #: The folder of ``args.output_dir`` the probes are written under (one ``step-N`` folder each) unless told.
 FOLDER = "medlama-probe"
@@ -126,10 +126,11 @@ class ProbeCallback(TrainerCallback):
         if trainer is not None and not callable(getattr(trainer, "log", None)):
             raise MedlamaInputError(f"trainer must be the transformers Trainer the callback is added to, not a "
                                     f"{type(trainer).__name__}")
-        queries = queries_from(data, dataset=dataset, config=config, relations=relation_names(relations),
-                               candidates=candidates)
-        self.queries = queries.limit_per_relation(limit) if limit else queries
+        self.queries = load_queries(QuerySource.of(data, dataset=dataset, config=config, relations=relations,
+                                                   candidates=candidates, limit=limit))
         self.queries.check_gold(scored_match)
+        #: What each probe reads: the queries read once, here (their limit applied), probed as they are.
+        self.source = QuerySource.of(self.queries, dataset=dataset, candidates=self.queries.rule)
         self.every, self.at_start, self.prefix = every, bool(at_start), prefix
         self.out, self.write = (Path(out) if out is not None else None), bool(write)
         self.trainer, self.tokenizer = trainer, tokenizer
@@ -235,10 +236,12 @@ class ProbeCallback(TrainerCallback):
         tokenizer = self._tokenizer(model, tokenizer)
         with untouched(model):
             settings = self._settings(model, tokenizer)
-            outcome = run_probe(ProbeRequest(
-                methods=[self.method], settings={self.method: settings}, models=[model], labels=[f"step-{step}"],
-                data=self.queries, dataset=self.dataset, candidates=self.queries.rule, ks=self.ks, match=self.match,
-                top_k=self.top_k, tokenizer=tokenizer, out=None if out is None else Path(out), overwrite=True))
+            outcome = run_probe(
+                self.source,
+                ProbeModels(methods=[self.method], settings={self.method: settings}, models=[model],
+                            labels=[f"step-{step}"], tokenizer=tokenizer),
+                ProbeScoring(ks=self.ks, match=self.match, top_k=self.top_k),
+                ProbeOutput(out=None if out is None else Path(out), overwrite=True))
         if outcome is None:
             return None
         self.results[step] = outcome.results[0]

@@ -13,25 +13,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from medlama.core.batching import is_auto, starting_size
 from medlama.core.models import loading_with
 from medlama.probers import registry
+from medlama.runs.resume import Unit
 
 __all__ = ["check_units"]
 
 
-def check_units(units: Sequence[Any], device: str | None = None) -> None:
-    """Refuse, before anything is ranked, a unit (:class:`medlama.runs.resume.Unit`) whose model its method
+def check_units(units: Sequence[Unit], device: str | None = None) -> None:
+    """Refuse, before anything is ranked, a unit (:class:`~medlama.runs.resume.Unit`) whose model its method
     cannot probe, or that its learned prompts were not trained for (:class:`MedlamaInputError` naming it). A
     model in memory was checked when its prober was made."""
     for unit in units:
         if not isinstance(unit.model, (str, Path)):
             continue
-        with loading_with(unit.run.load):
-            registry.check_model(unit.run.method, unit.model)
+        with loading_with(unit.load):
+            registry.check_model(unit.method, unit.model)
     for unit in units:
-        if isinstance(unit.model, (str, Path)) and getattr(unit.run.settings, "prompts", None) is not None:
-            size = starting_size(unit.run.settings) if is_auto(unit.run.settings) else None
+        if isinstance(unit.model, (str, Path)) and getattr(unit.settings, "prompts", None) is not None:
+            size = starting_size(unit.settings) if is_auto(unit.settings) else None
             unit.prober(device, size)  # its loader checks the prompts' base model and tokenizer

@@ -9,6 +9,7 @@ import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from medlama.datasets.folders import DataFolder, folder_configs, load_config, loaded_from, resolve_folder
 from medlama.core.errors import MedlamaInputError
@@ -143,7 +144,12 @@ DATASETS = PROBED_NAMES
 
 @dataclass(frozen=True)
 class QuerySource:
-    """Where the queries of a probe come from (``medlama probe``'s data flags)."""
+    """Where the queries of a probe come from: the one way every probe names its data (``medlama probe``'s
+    data flags, ``medlama.probe``'s ``data=``, a trainer callback's queries; :meth:`of` turns anything the
+    Python API's ``data`` takes into one). ``loaded``: queries already in memory (a MedLAMA
+    ``datasets.Dataset`` / ``DatasetDict`` or a :class:`~medlama.probers.query_set.QuerySet`), read instead
+    of ``data``; ``limit``: the first queries of each relation (the CLI's ``--limit``). A new way to choose
+    the queries is one more field here, read by :func:`load_queries`."""
 
     dataset: str = setting("medlama", choices=DATASETS,
                            help="benchmark to probe; biolama is scored as BioLAMA does: normalised match against "
@@ -168,10 +174,34 @@ class QuerySource:
                                    "probed relations' pools (the reference's rule: a relation's score depends on "
                                    "what else is probed); relation, each relation's own pool (its score is the "
                                    "same whatever else runs); config, the config's whole pool")
+    limit: int | None = setting(None, min=1, cli=False, help="only the first N queries of each relation "
+                                                             "(none: all); the CLI's --limit")
+    loaded: Any = setting(None, cli=False, help="queries in memory (a MedLAMA Dataset/DatasetDict or a QuerySet), "
+                                                "read instead of data")
+    templates: Any = setting(None, cli=False, help="a template file or 'release' (medlama.runs.templates): each "
+                                                   "template probed as its own run; the CLI's --templates")
 
     def __post_init__(self) -> None:
         check(self)
+        if self.loaded is not None:
+            _check_loaded(self)
+            return  # the relations are checked against the loaded rows when they are read
         check_release_relations(self.dataset, self.data, self.relations)
+
+    @classmethod
+    def of(cls, data: Any = None, *, dataset: str = "medlama", config: str | None = None,
+           relations: Sequence[str] | str | None = None, candidates: str = "evaluated",
+           limit: int | None = None, templates: Any = None) -> "QuerySource":
+        """The source that the Python API's ``data`` names: ``None`` (the build kept in the cache), a built
+        folder, a ``push-dataset`` dry run or a Hub dataset id (``you/medlama``, ``you/medlama@REVISION``),
+        read as ``medlama probe --data`` reads them; or queries in memory (``loaded``: a loaded MedLAMA
+        ``Dataset`` / ``DatasetDict``, or a ``QuerySet``, whose candidates are its own)."""
+        names = relation_names(relations)
+        fields = dict(dataset=dataset, config=config, relations=names, candidates=candidates, limit=limit,
+                      templates=templates)
+        if data is None or isinstance(data, (str, Path)):
+            return cls(data=None if data is None else Path(data).expanduser(), **fields)
+        return cls(loaded=data, **fields)
 
 
 def medlama_config(config: str, relations: Sequence[str] | None = None) -> tuple[str, list[str] | None]:
@@ -200,13 +230,52 @@ def _check_medlama_config(folder: DataFolder, config: str) -> None:
                                 file=folder.path)
 
 
+def _check_loaded(source: QuerySource) -> None:
+    """Refuse, when the source is made (before anything is read), queries in memory that cannot be probed as
+    asked: not a Dataset or QuerySet, given beside ``data``, or a Dataset named as BioLAMA."""
+    loaded = source.loaded
+    if not isinstance(loaded, QuerySet) and not hasattr(loaded, "column_names"):
+        raise MedlamaInputError("data must be a built folder, a Hub dataset id, a Dataset/DatasetDict or a QuerySet, "
+                                f"not {type(loaded).__name__}")
+    if source.data is not None:
+        raise MedlamaInputError("give the queries once: a folder or Hub id (data) or queries in memory (loaded), "
+                                "not both")
+    if isinstance(loaded, QuerySet):
+        if source.candidates != "evaluated" and source.candidates != loaded.rule:
+            raise MedlamaInputError(f"a QuerySet carries its own candidate pool (rule {loaded.rule!r}); load it "
+                                    f"with candidates={source.candidates!r} instead of asking for that rule here")
+    elif source.dataset != "medlama":
+        raise MedlamaInputError("a loaded Dataset is read as MedLAMA queries; give BioLAMA as a built folder "
+                                "or a Hub dataset id")
+
+
 def load_queries(source: QuerySource) -> QuerySet:
-    """The :class:`QuerySet` that ``source`` describes, loaded by its benchmark's loader (config, relations,
-    prompt column and candidate rule applied)."""
-    benchmark(source.dataset)  # an unknown dataset is refused by name
-    module, _, function = declared(source.dataset).query_reader.partition(":")
-    # The reader is named by its declaration (a floor below, which may not import it) and imported here.
-    return getattr(importlib.import_module(module), function)(source)
+    """The :class:`QuerySet` that ``source`` describes: queries in memory (``loaded``) as they are, else
+    loaded by its benchmark's loader (config, relations, prompt column and candidate rule applied); then
+    its first ``limit`` queries of each relation."""
+    if source.loaded is not None:
+        queries = _loaded_queries(source)
+    else:
+        benchmark(source.dataset)  # an unknown dataset is refused by name
+        module, _, function = declared(source.dataset).query_reader.partition(":")
+        # The reader is named by its declaration (a floor below, which may not import it) and imported here.
+        queries = getattr(importlib.import_module(module), function)(source)
+    return queries.limit_per_relation(source.limit) if source.limit else queries
+
+
+def _loaded_queries(source: QuerySource) -> QuerySet:
+    """The queries of ``source.loaded``: a ``QuerySet`` (``relations`` picks from it; its candidates are its
+    own) or a loaded MedLAMA ``Dataset`` / ``DatasetDict`` (:func:`queries_from_dataset`)."""
+    data, relations = source.loaded, source.relations
+    if not isinstance(data, QuerySet):
+        return queries_from_dataset(data, relations=relations, prompt_column=source.prompt_column,
+                                    name=source.config or "dataset", candidates=source.candidates)
+    if not relations:
+        return data
+    check_relations(relations, data.relations)
+    wanted = set(relations)  # the candidates stay the QuerySet's own
+    return data.subset([i for i, r in enumerate(data.relations) if r in wanted],
+                       name=f"{data.name}[{','.join(relations)}]")
 
 
 def load_medlama_source(source: QuerySource) -> QuerySet:
@@ -224,34 +293,11 @@ def load_medlama_source(source: QuerySource) -> QuerySet:
 
 def queries_from(data=None, *, dataset: str = "medlama", config: str | None = None,
                  relations: Sequence[str] | None = None, candidates: str = "evaluated") -> QuerySet:
-    """The :class:`QuerySet` that ``data`` names, for the Python API and the evaluator.
-
-    ``data``: ``None`` (the build kept in the cache), a built folder, a ``push-dataset`` dry run or a Hub
-    dataset id (``you/medlama``, ``you/medlama@REVISION``), all read by :func:`load_queries` exactly as
-    ``medlama probe --data`` reads them (so the Hub commit goes into :attr:`QuerySet.info`); a loaded
-    MedLAMA ``datasets.Dataset`` / ``DatasetDict`` (:func:`queries_from_dataset`); or a ``QuerySet``
-    (``relations`` picks from it; its candidates are its own). ``candidates``: the pool rule
-    (:attr:`QuerySource.candidates`).
-    """
-    relations = relation_names(relations)
-    if isinstance(data, QuerySet):
-        if candidates != "evaluated" and candidates != data.rule:
-            raise MedlamaInputError(f"a QuerySet carries its own candidate pool (rule {data.rule!r}); load it with "
-                                    f"candidates={candidates!r} instead of asking for that rule here")
-        if not relations:
-            return data
-        check_relations(relations, data.relations)
-        wanted = set(relations)  # the candidates stay the QuerySet's own
-        return data.subset([i for i, r in enumerate(data.relations) if r in wanted],
-                           name=f"{data.name}[{','.join(relations)}]")
-    if data is None or isinstance(data, (str, Path)):
-        folder = None if data is None else Path(data).expanduser()
-        return load_queries(QuerySource(dataset=dataset, data=folder, config=config,
-                                        relations=tuple(relations) if relations else None, candidates=candidates))
-    if hasattr(data, "column_names"):  # a datasets.Dataset or DatasetDict
-        if dataset != "medlama":
-            raise MedlamaInputError("a loaded Dataset is read as MedLAMA queries; give BioLAMA as a built folder "
-                                    "or a Hub dataset id")
-        return queries_from_dataset(data, relations=relations, name=config or "dataset", candidates=candidates)
-    raise MedlamaInputError("data must be a built folder, a Hub dataset id, a Dataset/DatasetDict or a QuerySet, "
-                            f"not {type(data).__name__}")
+    """The :class:`QuerySet` that ``data`` names (:meth:`QuerySource.of`, read by :func:`load_queries`), for
+    the Python API, the evaluator and the exports: ``None`` (the build kept in the cache), a built folder, a
+    ``push-dataset`` dry run or a Hub dataset id, read exactly as ``medlama probe --data`` reads them (so the
+    Hub commit goes into :attr:`QuerySet.info`); a loaded MedLAMA ``datasets.Dataset`` / ``DatasetDict``
+    (:func:`queries_from_dataset`); or a ``QuerySet`` (``relations`` picks from it; its candidates are its
+    own). ``candidates``: the pool rule (:attr:`QuerySource.candidates`)."""
+    return load_queries(QuerySource.of(data, dataset=dataset, config=config, relations=relations,
+                                       candidates=candidates))

@@ -119,9 +119,9 @@ class ProbeResult:
 
     def to_pandas(self, per: str = "query"):
         """A ``pandas.DataFrame``. ``per="query"`` (default): one row per query with ``id``, ``relation``,
-        ``gold`` (list), ``predictions`` (top 10), ``hit@k`` (bool) per scored k, ``subject`` (the subject's name, where the data
-        names it), and the sample log's ``input``,
-        ``scores``, ``gold_rank``, ``gold_score`` and ``confidence`` (:meth:`prediction_rows`). ``per="relation"``: one
+        ``gold`` (list), ``predictions`` (top ``top_k``), ``hit@k`` (bool) per scored k, ``subject`` (the subject's
+        name, where the data names it), and the sample log's ``input``, ``scores``, ``gold_rank``, ``gold_score``
+        and ``confidence`` (:meth:`prediction_rows`). ``per="relation"``: one
         row per relation (the index) with ``queries`` and ``acc@k`` per scored k."""
         import pandas as pd  # pandas only for to_pandas
 
@@ -132,19 +132,20 @@ class ProbeResult:
         return pd.DataFrame(list(self.prediction_rows()))
 
     def prediction_rows(self) -> Iterator[dict]:
-        """One dict per query: ``id``, ``relation``, ``subject`` (the subject's name; ``null`` where the queries did
-        not give it), ``gold``, ``predictions`` (top 10), ``hit@k`` per k, and
+        """One dict per query: ``id``, ``relation``, ``gold``, ``predictions`` (the top :attr:`kept`: the
+        ``top_k`` asked for), ``hit@k`` per k (of the whole ranking, which may be deeper), and
         from the :attr:`ranking`: ``input`` (the text as fed to the model), ``scores`` (aligned with
         ``predictions``; ``null`` where the method gives none), ``gold_rank`` (1-based; ``null``: not in the
         pool, or not among a generation method's answers) and ``gold_score``. Without a ranking (a result
-        built by hand) those four are ``null``. Where the queries name their facts (MedLAMA), ``head_cui``,
+        built by hand) those four are ``null``. ``subject``: the subject's name, where the data names it; where the
+        queries name their facts (MedLAMA), ``head_cui``,
         ``head_name`` and ``answer_cuis`` (aligned with ``gold``) too. ``confidence``: the top-1 confidence
         (:mod:`medlama.runs.calibration`), only where the method scores the whole pool."""
         hits = {k: self.hits(k) for k in self.ks}
         rows = self.ranking.rows() if self.ranking is not None else [None] * len(self.ids)
         for i, (qid, relation, gold, ranked) in enumerate(zip(self.ids, self.relations, self.gold, self.predictions)):
             names, scores, text, gold_rank, gold_score, _, confidence = rows[i] or (None,) * 7
-            kept = list(ranked[:KEEP_PREDICTIONS])
+            kept = list(ranked[:self.kept])
             yield {"id": qid, "relation": relation, "gold": list(gold), "predictions": kept,
                    **{f"hit@{k}": hits[k][i] for k in self.ks},
                    "input": text,
@@ -152,6 +153,12 @@ class ProbeResult:
                    "gold_rank": gold_rank, "gold_score": finite_or_none(gold_score),
                    **{name: values[i] for name, values in self.query_fields.items()},
                    **({"confidence": confidence} if confidence is not None else {})}
+
+    @property
+    def kept(self) -> int:
+        """Predictions kept per query in :meth:`prediction_rows` (``predictions.jsonl``): the ``top_k`` the
+        probe was asked for, recorded in :attr:`settings` (:data:`KEEP_PREDICTIONS` for a result without it)."""
+        return int(self.settings.get("top_k", KEEP_PREDICTIONS))
 
     def pool_scores(self) -> Iterator[tuple[str, str, PoolScores]]:
         """``(query id, relation, every candidate's score and rank)`` per query, when the run kept them."""

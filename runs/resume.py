@@ -20,21 +20,24 @@ resumed run's settings, shared with ``ucm`` and ``rewire``, are :mod:`medlama.co
 * :func:`rank_prober`: a prober made by hand ranked through the same plan (one shard per candidate pool).
 * :func:`manifest`: everything that decides the predictions and their logged scores (methods and their
   settings, the batch size included: rows batched otherwise are rounded otherwise in the last float32
-  digits; model identities; the data, its candidate pool and the query selection; ``top_k``; whether every
-  score is kept), which a resumed run must share.
+  digits; model identities; the data, its candidate pool and the query selection; ``top_k``, the
+  predictions ranked per query: what a shard holds, at least the largest k scored, not the fewer
+  ``predictions.jsonl`` may keep; whether every score is kept), which a resumed run must share: a rerun
+  that would rank deeper is refused, one that keeps fewer of the same ranking continues it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from medlama.core import distributed
 from medlama.core.batching import fit_batch, is_auto, starting_size
 from medlama.core.errors import MedlamaInputError
+from medlama.core.models import LoadOptions
 from medlama.core.provenance import model_identity
 from medlama.core.settings import as_dict
 from medlama.probers.learned_prompts import identity_of
@@ -47,37 +50,37 @@ from medlama.probers.registry import METHODS
 #: Queries per shard of a method that ranks each query on its own (a few minutes of a causal LM's work).
 SHARD_QUERIES = 64
 
-__all__ = ["SHARD_QUERIES", "Shard", "Unit", "manifest", "plan", "rank_prober", "rank_rows", "rank_units",
-           "units_of"]
+__all__ = ["SHARD_QUERIES", "ProberFactory", "Shard", "Unit", "manifest", "plan", "rank_prober", "rank_rows",
+           "rank_units"]
+
+
+#: Makes a unit's prober: ``(device, model, settings) -> Prober`` (the workflow's
+#: :meth:`ModelRun.prober <medlama.runs.workflow.ModelRun.prober>`); called when the unit's first shard is
+#: ranked, and again with another batch size where ``batch_size="auto"`` meets out-of-memory.
+ProberFactory = Callable[[str | None, Any, Any], Prober]
 
 
 @dataclass(frozen=True)
 class Unit:
-    """One result row to compute: its ``label``, the ``run`` it belongs to, the ``model`` probed (the run's,
-    or a checkpoint folder) and whether it is a layer sweep (one result per layer)."""
+    """One result row to compute: its ``label``, the label of the run it belongs to (``run_label``), the
+    ``method`` and its ``settings``, the ``model`` probed (the run's, or a checkpoint folder), the ``make``
+    that makes its prober (:data:`ProberFactory`), how the model is loaded (``load``, recorded in the
+    manifest), whether it is a layer sweep (one result per layer) and the checkpoint ``step``."""
 
     label: str
-    run: Any  # medlama.runs.workflow.ModelRun
+    run_label: str
+    method: str
     model: Any
+    settings: Any
+    make: ProberFactory
+    load: LoadOptions | None = None
     layers: bool = False
     step: int | None = None
 
     def prober(self, device: str | None, batch_size: int | None = None) -> Prober:
         """The prober of this unit (with ``batch_size`` in place of its settings' ``auto``)."""
-        run = self.run if batch_size is None else replace(self.run, settings=replace(self.run.settings,
-                                                                                     batch_size=batch_size))
-        return run.prober(device, self.model)
-
-
-def units_of(runs: Sequence[Any], checkpoints: Mapping[str, Mapping[int, Any]] | None = None) -> list[Unit]:
-    """The result rows of ``runs`` in table order: each run (a layer sweep when its settings list ``layers``),
-    then each of its ``checkpoints`` (``{run label: {step: folder}}``)."""
-    units = []
-    for run in runs:
-        units.append(Unit(run.label, run, run.model, layers=bool(getattr(run.settings, "layers", None))))
-        for step, path in ((checkpoints or {}).get(run.label) or {}).items():
-            units.append(Unit(f"{run.label}@{step}", run, path, step=step))
-    return units
+        settings = self.settings if batch_size is None else replace(self.settings, batch_size=batch_size)
+        return self.make(device, self.model, settings)
 
 
 @dataclass(frozen=True)
@@ -184,11 +187,11 @@ def _candidates(rows: Any, part: QuerySet, layers: bool) -> list[str] | None:
 
 def manifest(queries: QuerySet, units: Sequence[Unit], *, top_k: int, all_scores: bool = False) -> dict:
     """What decides a probe's predictions (see the module docstring), as a resumed run must repeat it."""
-    def settings(run) -> dict:  # the batch size too: it changes the float rounding of the logged scores
-        return as_dict(run.settings) if not isinstance(run.settings, Mapping) else dict(run.settings)
+    def settings(unit: Unit) -> dict:  # the batch size too: it changes the float rounding of the logged scores
+        return as_dict(unit.settings) if not isinstance(unit.settings, Mapping) else dict(unit.settings)
 
-    def loading(run) -> dict | None:  # the revision asked for, and the adapter by its content
-        load = getattr(run, "load", None)
+    def loading(unit: Unit) -> dict | None:  # the revision asked for, and the adapter by its content
+        load = unit.load
         if load is None:
             return None
         return {"revision": load.revision, "trust_remote_code": load.trust_remote_code,
@@ -198,10 +201,10 @@ def manifest(queries: QuerySet, units: Sequence[Unit], *, top_k: int, all_scores
     return {"data": {**queries.info, "name": queries.name, "queries": len(queries),
                      "selection_sha256": selection.hexdigest(), "candidates": queries.pool_record()},
             "top_k": top_k, "all_scores": all_scores,
-            "units": {unit.label: {"method": unit.run.method, "model": model_identity(unit.model),
-                                   "settings": settings(unit.run), "layers": unit.layers, "load": loading(unit.run),
-                                   **({"prompts": identity_of(unit.run.settings)}
-                                      if getattr(unit.run.settings, "prompts", None) else {})}
+            "units": {unit.label: {"method": unit.method, "model": model_identity(unit.model),
+                                   "settings": settings(unit), "layers": unit.layers, "load": loading(unit),
+                                   **({"prompts": identity_of(unit.settings)}
+                                      if getattr(unit.settings, "prompts", None) else {})}
                       for unit in units}}
 
 
@@ -212,8 +215,8 @@ class _UnitRanker:
 
     def __init__(self, unit: Unit, device: str | None, prober: Prober | None = None) -> None:
         self.unit, self.device = unit, device
-        self.auto = is_auto(unit.run.settings)
-        self.size = starting_size(unit.run.settings) if self.auto else None
+        self.auto = is_auto(unit.settings)
+        self.size = starting_size(unit.settings) if self.auto else None
         self.prober = None if self.auto else prober  # a prober made before knew no batch size
         self.built: int | None = None
 
@@ -252,7 +255,7 @@ def rank_units(queries: QuerySet, units: Sequence[Unit], store: Any = None, *, t
     Without a store the rankings stay in memory; with one, the results are made from the shards as read
     back, in a first run as in a resumed one. Other processes return ``None`` once every process is done."""
     me, world = distributed.rank(), distributed.world_size()
-    planned = [(unit, plan(queries, blocks=independent(unit.run.method), size=block)) for unit in units]
+    planned = [(unit, plan(queries, blocks=independent(unit.method), size=block)) for unit in units]
     kept: dict[str, tuple[dict, ProberNote | None]] = {}  # without a store: {unit: ({shard start: rows, seconds}, note)}
     position = 0
     for unit, shards in planned:
@@ -329,7 +332,7 @@ def resumed(store: Any, queries: QuerySet, units: Sequence[Unit], *, block: int 
     """``(completed shards, all shards)`` of the run, as the store holds them now."""
     total = done = 0
     for unit in units:
-        for shard in plan(queries, blocks=independent(unit.run.method), size=block):
+        for shard in plan(queries, blocks=independent(unit.method), size=block):
             total += 1
             done += bool(store.has(shard.identity(unit.label)))
     return done, total

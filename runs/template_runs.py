@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -78,48 +77,41 @@ def check_template_probe(*, dataset: str, data: Any, runs: Sequence[Any], checkp
                                 "give the data as a folder, a Hub id or a Dataset")
 
 
-def checked_templates(request: Any, runs: Sequence[Any], dataset: str) -> TemplateSet:
-    """The :class:`TemplateSet` of ``request.templates`` (a :class:`~medlama.runs.workflow.ProbeRequest`'s),
-    checked before any data is read or model loaded: what it cannot be combined with
-    (:func:`check_template_probe`), the file's every row, and, where the relations are given, that each has
-    templates, as many as the others."""
-    check_template_probe(dataset=dataset, data=request.data, runs=runs, checkpoints=request.checkpoints,
-                         source=request.source)
-    templates = resolve_templates(request.templates)
-    relations = request.source.relations if request.source is not None else request.relations
-    if relations:  # a relation MedLAMA does not have is the data's to refuse, by its own message
-        templates.names([relation for relation in relation_names(relations) if relation in RELATIONS])
+def checked_templates(source: QuerySource, runs: Sequence[Any], checkpoints: bool, dataset: str) -> TemplateSet:
+    """The :class:`TemplateSet` of ``source.templates``, checked before any data is read or model loaded: what
+    it cannot be combined with (:func:`check_template_probe`), the file's every row, and, where the relations
+    are given, that each has templates, as many as the others."""
+    check_template_probe(dataset=dataset, data=source.loaded, runs=runs, checkpoints=checkpoints, source=source)
+    templates = resolve_templates(source.templates)
+    if source.relations:  # a relation MedLAMA does not have is the data's to refuse, by its own message
+        templates.names([relation for relation in relation_names(source.relations) if relation in RELATIONS])
     return templates
 
 
-def template_rows(*, source: QuerySource | None, data: Any, dataset: str, config: str | None, queries: QuerySet
-                  ) -> dict[str, dict[str, str]]:
+def template_rows(source: QuerySource, queries: QuerySet) -> dict[str, dict[str, str]]:
     """The head names and query columns of ``queries``, from the rows they were read from: the config of
-    ``source`` (the CLI's) or of ``data`` (a folder, a Hub id, the cached build, or a loaded Dataset)."""
-    if hasattr(data, "column_names"):  # a loaded Dataset or DatasetDict: its own rows
-        rows = data
+    ``source`` (a folder, a Hub id, the cached build, or a loaded Dataset)."""
+    if hasattr(source.loaded, "column_names"):  # a loaded Dataset or DatasetDict: its own rows
+        rows = source.loaded
         if not hasattr(rows, "features"):  # a DatasetDict: the split queries_from_dataset probes
             rows = rows["test"] if "test" in rows else next(iter(rows.values()))
         return query_rows(rows, queries)
-    if source is None:
-        source = QuerySource(dataset=dataset, data=None if data is None else Path(data).expanduser(), config=config)
     config = source.config or "hard"
     set_name, _ = medlama_config(config)
     folder = resolve_data(source)
     return query_rows(load_config(folder.path, mc_config(set_name) if is_mc(config) else set_name, "test"), queries)
 
 
-def probe_templates(request: Any, queries: QuerySet, runs: Sequence[Any], probers: Mapping[str, Any] | None,
-                    probe: Callable[..., Any]) -> list[ProbeResult]:
-    """Every template's run of every model run of ``request`` (a :class:`~medlama.runs.workflow.ProbeRequest`
-    whose ``templates`` is a :class:`TemplateSet`; module docstring), in table order: per model run, its
+def probe_templates(templates: TemplateSet, source: QuerySource, queries: QuerySet, runs: Sequence[Any],
+                    probers: Mapping[str, Any] | None, probe: Callable[..., Any]) -> list[ProbeResult]:
+    """Every template's run of every model run (``templates`` a checked :class:`TemplateSet`, ``queries`` read
+    from ``source``; module docstring), in table order: per model run, its
     templates, then its ensemble. ``probe(queries, runs, probers=...)`` probes one template's queries (the
     workflow's :func:`~medlama.runs.workflow.probe_models`, returning its outcome); ``probers``: probers made
     already (a loaded model's), by run label."""
-    rows = template_rows(source=request.source, data=request.data, dataset=request.dataset, config=request.config,
-                         queries=queries)
+    rows = template_rows(source, queries)
     by_run: dict[str, list[ProbeResult]] = {run.label: [] for run in runs}
-    for name, part in template_queries(queries, rows, request.templates):
+    for name, part in template_queries(queries, rows, templates):
         named = [replace(run, label=f"{run.label} {name}") for run in runs]
         made = {f"{label} {name}": prober for label, prober in (probers or {}).items()}
         outcome = probe(part, named, probers=made)

@@ -1,8 +1,10 @@
 """The probe workflow: one path from queries and models to scores, tables and files, for ``medlama probe`` and
 ``medlama.probe`` alike (as :mod:`medlama.ucm_eval.evaluation` is for UCM), so the two cannot disagree.
 
-* :func:`run_probe`: the one entry point. It takes a :class:`ProbeRequest` (what the CLI's flags or the
-  Python API's arguments ask for) and owns the row labels (:func:`medlama.core.models.unique_labels`),
+* :func:`run_probe`: the one entry point. It takes the data (:class:`~medlama.runs.queries.QuerySource`), what
+  is probed, how it is scored and where it goes (:mod:`medlama.runs.request`), as the CLI's flags, the Python
+  API's arguments and the trainer callback ask for them, and owns the row labels
+  (:func:`medlama.core.models.unique_labels`),
   every check before the queries are read, the one claim of the output folder, the shard plan, the ranking,
   scoring, the benchmark's aggregation, the tables and the output folder.
 * :func:`checkpoint_folders`: the ``checkpoint-N`` folders of a ``--checkpoints`` sweep, checked before any
@@ -45,7 +47,7 @@ from medlama.probers.causal.fewshot import drawn_record
 from medlama.runs.cardinality import print_cardinality
 from medlama.probers.learned_prompts import PromptSet
 from medlama.runs.calibration import print_calibration
-from medlama.runs.outputs import API_HINT, OUTPUT_KIND, RESULTS_FILE, write_outputs
+from medlama.runs.outputs import KEEP_PREDICTIONS, OUTPUT_KIND, RESULTS_FILE, write_outputs
 from medlama.runs.preflight import check_units
 from medlama.probers.prober import check_all_scores, Prober, ProberNote
 from medlama.runs import queries as sources  # looked up on each call: tests patch its loader
@@ -54,7 +56,8 @@ from medlama.probers.query_set import QuerySet
 from medlama.probers import registry  # looked up on each call: tests patch make_prober
 from medlama.probers.registry import METHODS
 from medlama.runs.result import ProbeResult, result_of
-from medlama.runs.resume import manifest, rank_prober, rank_units, resumed, units_of
+from medlama.runs.request import ProbeModels, ProbeOutput, ProbeScoring
+from medlama.runs.resume import manifest, rank_prober, rank_units, resumed, Unit
 from medlama.probers.retrieval import RetrievalProber
 from medlama.runs.scores import REPORT_KS
 from medlama.runs.template_runs import checked_templates, print_template_tables, probe_templates
@@ -74,21 +77,29 @@ class ModelRun:
     tokenizer: Any = None
     load: LoadOptions | None = None
 
-    def prober(self, device: str | None = None, model: Any = None) -> Prober:
-        """The prober of this run (of ``model``, a checkpoint folder, instead of the run's own model). Its
-        ``loaded`` attribute records what was loaded (:func:`~medlama.core.models.loading_with`), which
-        :func:`~medlama.runs.result.result_of` puts in the run's settings."""
+    def prober(self, device: str | None = None, model: Any = None, settings: Any = None) -> Prober:
+        """The prober of this run (of ``model``, a checkpoint folder, instead of the run's own model; with
+        ``settings`` in place of its own: a resolved batch size). Its ``loaded`` attribute records what was
+        loaded (:func:`~medlama.core.models.loading_with`), which :func:`~medlama.runs.result.result_of` puts
+        in the run's settings. This is the :data:`~medlama.runs.resume.ProberFactory` of its units."""
         model = self.model if model is None else model
+        settings = self.settings if settings is None else settings
         with loading_with(self.load) as loaded:
             if isinstance(model, (str, Path)):
-                prober = registry.make_prober(self.method, str(model), self.settings, device=device)
+                prober = registry.make_prober(self.method, str(model), settings, device=device)
             elif self.method == "retrieval":
-                prober = RetrievalProber(model, self.settings, device=device, tokenizer=self.tokenizer)
+                prober = RetrievalProber(model, settings, device=device, tokenizer=self.tokenizer)
             else:  # a model in memory (one being trained), probed as it is
-                prober = registry.make_prober(self.method, LoadedModel(model, self.tokenizer), self.settings,
+                prober = registry.make_prober(self.method, LoadedModel(model, self.tokenizer), settings,
                                               device=device)
         prober.loaded = loaded
         return prober
+
+    def unit(self, model: Any = None, step: int | None = None) -> Unit:
+        """The result row of this run (of ``model``, its checkpoint of ``step``), as the shard plan ranks it."""
+        return Unit(self.label if step is None else f"{self.label}@{step}", self.label, self.method,
+                    self.model if model is None else model, self.settings, self.prober, load=self.load,
+                    layers=step is None and bool(getattr(self.settings, "layers", None)), step=step)
 
 
 @dataclass
@@ -100,140 +111,110 @@ class ProbeOutcome:
     by_step: dict[str, dict[int, ProbeResult]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class ProbeRequest:
-    """One probe, as ``medlama probe``'s flags or ``medlama.probe``'s arguments ask for it (:func:`run_probe`).
-
-    ``methods``: current method names; ``settings``: each method's settings dataclass; ``models``: folders,
-    Hub ids or one loaded model with its ``tokenizer`` (none: the bundled encoder; a loaded masked, causal or
-    sequence-to-sequence LM is probed as it is: :class:`~medlama.core.loaded.LoadedModel`); ``labels``:
-    their row names (none: :func:`unique_labels`). The queries: ``source`` (the CLI's data flags), else
-    ``data`` read by :func:`~medlama.runs.queries.queries_from` with ``dataset``, ``config``,
-    ``relations`` and ``candidates``; ``limit``: the first queries of each relation; ``templates``: a template
-    file or ``"release"`` (:mod:`medlama.runs.templates`), each template probed as its own run. Scoring: ``ks``
-    and ``match`` as given (the benchmark fills in its own), ``top_k`` predictions kept. ``load``: how models are
-    loaded; ``checkpoints``: also every ``checkpoint-N`` folder; ``all_scores``: keep every candidate's score.
-    ``out``: the output folder (claimed once, for the whole run; its resume shards kept beside it), with
-    ``overwrite``, ``reads`` (what it may not be, nor hold), ``argv`` and the ``hint`` of a refusal; none:
-    nothing is written and the rankings stay in memory. ``report``: print the pool, the tables and what was
-    written."""
-
-    methods: Sequence[str]
-    settings: Mapping[str, Any]
-    models: Sequence[Any] = ()
-    labels: Sequence[str] | None = None
-    source: QuerySource | None = None
-    data: Any = None
-    dataset: str = "medlama"
-    config: str | None = None
-    relations: Sequence[str] | None = None
-    candidates: str = "evaluated"
-    templates: Any = None
-    limit: int | None = None
-    ks: Sequence[int] | None = None
-    match: str | None = None
-    top_k: int | None = None
-    device: str | None = None
-    load: LoadOptions | None = None
-    checkpoints: bool = False
-    all_scores: bool = False
-    tokenizer: Any = None
-    out: Path | None = None
-    overwrite: bool = False
-    reads: Sequence[str] = ()
-    argv: Sequence[str] | None = None
-    hint: str = API_HINT
-    report: bool = False
-
-
-def run_probe(request: ProbeRequest) -> ProbeOutcome | None:
-    """The one probe path, for ``medlama probe`` and ``medlama.probe`` alike: the row labels and every check
-    (before the queries are read: loading them may build MedLAMA first, minutes lost to a typo), the output
-    folder claimed once for the whole run, the queries, the shard plan and its ranking
-    (:func:`probe_models`), the scores and the benchmark's aggregation, the tables (``report``) and the
-    output folder (:func:`write_outputs`). Under several processes, the main process gets the outcome, the
-    others ``None``."""
-    bundled = not request.models
-    models = list(request.models) or [str(default_model_path())]
+def run_probe(source: QuerySource, probed: ProbeModels, scoring: ProbeScoring = ProbeScoring(),
+              output: ProbeOutput = ProbeOutput()) -> ProbeOutcome | None:
+    """The one probe path, for ``medlama probe``, ``medlama.probe`` and the trainer callback alike: the
+    queries ``source`` names, the ``probed`` models and methods, ranked and scored as ``scoring`` says,
+    written and printed as ``output`` says. It owns the row labels and every check (before the queries are
+    read: loading them may build MedLAMA first, minutes lost to a typo), the output folder claimed once for
+    the whole run, the queries, the shard plan and its ranking (:func:`probe_models`), the scores and the
+    benchmark's aggregation, the tables (``output.report``) and the output folder (:func:`write_outputs`).
+    Under several processes, the main process gets the outcome, the others ``None``."""
+    bundled = not probed.models
+    models = list(probed.models) or [str(default_model_path())]
     loaded = [model for model in models if not isinstance(model, (str, Path))]
     probers: dict[str, Prober] = {}
     names = [model if isinstance(model, (str, Path)) else None for model in models]
     if loaded:  # a loaded model is named by what its prober reads (and inspected once)
-        method = request.methods[0]
-        check_all_scores(METHODS[method].prober, request.all_scores)
-        if method != "retrieval" and request.tokenizer is None:  # a loaded object (its loader checks which)
+        method = probed.methods[0]
+        check_all_scores(METHODS[method].prober, scoring.all_scores)
+        if method != "retrieval" and probed.tokenizer is None:  # a loaded object (its loader checks which)
             raise MedlamaInputError(f"a loaded model object probed by {method} needs its tokenizer (tokenizer=)")
-        settings = request.settings[method]
+        settings = probed.settings[method]
         sized = replace(settings, batch_size=starting_size(settings)) if is_auto(settings) else settings
-        prober = ModelRun("", method, loaded[0], sized, request.tokenizer).prober(request.device)
+        prober = ModelRun("", method, loaded[0], sized, probed.tokenizer).prober(probed.device)
         names = [Path(str(prober.settings().get("model", method))).name if name is None else name for name in names]
-    labels = unique_labels(names, request.labels, bundled=bundled and request.labels is None)
-    for method in request.methods:
-        check_all_scores(METHODS[method].prober, request.all_scores)
-    bench = benchmark(request.source.dataset if request.source is not None else request.dataset)
-    ks, scored, match = bench.scoring_plan(request.ks, request.match)
+    labels = unique_labels(names, probed.labels, bundled=bundled and probed.labels is None)
+    for method in probed.methods:
+        check_all_scores(METHODS[method].prober, scoring.all_scores)
+    bench = benchmark(source.dataset)
+    plan = _Plan(source, scoring, output, probed.device, bench, *bench.scoring_plan(scoring.ks, scoring.match))
     for model in models:
         if isinstance(model, (str, Path)):
             resolve_model(model)  # a missing model folder is an error now, not after the queries are built
-    runs = model_runs(request.methods, labels, models, request.settings, tokenizer=request.tokenizer,
-                      load=request.load)  # checks the loading options
+    runs = model_runs(probed.methods, labels, models, probed.settings, tokenizer=probed.tokenizer,
+                      load=probed.load)  # checks the loading options
     if loaded:
         probers = {runs[0].label: prober}
-    if request.templates is not None:  # a bad template file is refused before anything loads
-        request = replace(request, templates=checked_templates(request, runs, bench.name))
-    checkpoints = checkpoint_folders(runs) if request.checkpoints else None  # before any probing
-    check_units(units_of(runs, checkpoints), distributed.device_for(request.device))  # before any ranking
-    if request.out is None:
-        return _probe(request, runs, checkpoints, probers, bench, ks, scored, match)
-    out = Path(request.out)
-    claim = dict(marker=RESULTS_FILE, kind=OUTPUT_KIND, overwrite=request.overwrite, hint=request.hint,
-                 reads=list(request.reads))
+    if source.templates is not None:  # a bad template file is refused before anything loads
+        plan = replace(plan, templates=checked_templates(source, runs, probed.checkpoints, bench.name))
+    checkpoints = checkpoint_folders(runs) if probed.checkpoints else None  # before any probing
+    check_units(units_of(runs, checkpoints), distributed.device_for(probed.device))  # before any ranking
+    if output.out is None:
+        return _probe(plan, runs, checkpoints, probers)
+    out = Path(output.out)
+    claim = dict(marker=RESULTS_FILE, kind=OUTPUT_KIND, overwrite=output.overwrite, hint=output.hint,
+                 reads=list(output.reads))
     if not distributed.is_main_process():  # under torchrun: the same checks, then a share of the work, silently
         check_finished(out, **claim)
         with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
-            return _probe(request, runs, checkpoints, probers, bench, ks, scored, match)
+            return _probe(plan, runs, checkpoints, probers)
     with claimed_output(out, **claim):  # the one claim of the folder, held until it is written
-        return _probe(request, runs, checkpoints, probers, bench, ks, scored, match)
+        return _probe(plan, runs, checkpoints, probers)
 
 
-def _probe(request: ProbeRequest, runs: list[ModelRun], checkpoints: dict | None, probers: dict[str, Prober],
-           bench: Benchmark, ks: Sequence[int], scored: Sequence[int], match: str) -> ProbeOutcome | None:
-    """Read the queries, rank (shard by shard, kept beside ``request.out`` so a rerun of a killed probe
-    continues it; under torchrun / accelerate launch, every process ranks its share on its own device),
-    score, aggregate, and (main process) print the tables and write ``request.out``."""
-    if request.source is not None:
-        queries = sources.load_queries(request.source)
-    else:
-        queries = sources.queries_from(request.data, dataset=request.dataset, config=request.config,
-                               relations=request.relations, candidates=request.candidates)
-    queries = queries.limit_per_relation(request.limit) if request.limit else queries
-    queries.check_gold(match)  # a query acc@k cannot score, refused before anything is ranked
+@dataclass(frozen=True)
+class _Plan:
+    """A checked probe: what :func:`run_probe` was given, with its benchmark, the cut-offs reported (``ks``)
+    and scored (``scored``) and the matching (``match``) the benchmark's scoring plan gives."""
+
+    source: QuerySource
+    scoring: ProbeScoring
+    output: ProbeOutput
+    device: str | None
+    bench: Benchmark
+    ks: Sequence[int]
+    scored: Sequence[int]
+    match: str
+    #: The checked template set (:func:`~medlama.runs.template_runs.checked_templates`) of ``source.templates``.
+    templates: Any = None
+
+
+def _probe(plan: _Plan, runs: list[ModelRun], checkpoints: dict | None,
+           probers: dict[str, Prober]) -> ProbeOutcome | None:
+    """Read the queries, rank (shard by shard, kept beside ``plan.output.out`` so a rerun of a killed probe
+    continues it; under torchrun / accelerate launch, every process ranks its share), score, aggregate, and
+    (main process) print the tables and write the output folder."""
+    output, scoring = plan.output, plan.scoring
+    queries = sources.load_queries(plan.source)
+    queries.check_gold(plan.match)  # a query acc@k cannot score, refused before anything is ranked
     probed = _check_prompts(runs, queries)  # before any model loads
     for run in runs:  # a few-shot draw that cannot be made: refused before any model loads
         drawn_record(queries, as_dict(run.settings))
-    if request.report:
+    if output.report:
         print(describe_pool(queries))
-    if request.templates is not None:  # each template its own run (medlama.runs.template_runs)
-        outcome = ProbeOutcome(probe_templates(request, queries, runs, probers, partial(
-            probe_models, scored=scored, match=match, top_k=request.top_k, device=request.device,
-            all_scores=request.all_scores)))
-    elif request.out is None:
-        outcome = probe_models(queries, runs, scored=scored, match=match, top_k=request.top_k, device=request.device,
-                               checkpoints=checkpoints, probers=probers, all_scores=request.all_scores)
+    if plan.templates is not None:  # each template its own run (medlama.runs.template_runs)
+        outcome = ProbeOutcome(probe_templates(plan.templates, plan.source, queries, runs, probers, partial(
+            probe_models, scored=plan.scored, match=plan.match, top_k=scoring.top_k, device=plan.device,
+            all_scores=scoring.all_scores)))
+    elif output.out is None:
+        outcome = probe_models(queries, runs, scored=plan.scored, match=plan.match, top_k=scoring.top_k,
+                               device=plan.device, checkpoints=checkpoints, probers=probers,
+                               all_scores=scoring.all_scores)
     else:
-        outcome = _probe_sharded(request, queries, runs, checkpoints, scored, match)
+        outcome = _probe_sharded(plan, queries, runs, checkpoints)
     if outcome is None:  # another process's share: the main process writes OUT
         return None
     _record_probed(outcome, probed)
-    aggregate(outcome.results, bench, ks)
-    if request.report:
-        print_report(outcome, bench, ks)
-    if request.out is not None:
-        plots = write_outputs(request.out, outcome.results, by_layer=outcome.by_layer, by_step=outcome.by_step,
-                              overwrite=request.overwrite, reads=request.reads, hint=request.hint, k=ks[-1],
-                              argv=request.argv, claimed=True)
-        if request.report:
-            print(f"wrote {Path(request.out) / RESULTS_FILE} and {', '.join(p.name for p in plots)}")
+    aggregate(outcome.results, plan.bench, plan.ks)
+    if output.report:
+        print_report(outcome, plan.bench, plan.ks)
+    if output.out is not None:
+        plots = write_outputs(output.out, outcome.results, by_layer=outcome.by_layer, by_step=outcome.by_step,
+                              overwrite=output.overwrite, reads=output.reads, hint=output.hint, k=plan.ks[-1],
+                              argv=output.argv, claimed=True)
+        if output.report:
+            print(f"wrote {Path(output.out) / RESULTS_FILE} and {', '.join(p.name for p in plots)}")
     return outcome
 
 
@@ -263,21 +244,22 @@ def _record_probed(outcome: ProbeOutcome, probed: Mapping[str, dict]) -> None:
             result.settings["learned_prompts"] = {**note, "probed": probed[note["identity"]]}
 
 
-def _probe_sharded(request: ProbeRequest, queries: QuerySet, runs: list[ModelRun], checkpoints: dict | None,
-                   scored: Sequence[int], match: str) -> ProbeOutcome | None:
-    """:func:`probe_models` with its completed shards kept beside ``request.out`` (:func:`shard_store`)."""
-    device = distributed.device_for(request.device)
+def _probe_sharded(plan: _Plan, queries: QuerySet, runs: list[ModelRun],
+                   checkpoints: dict | None) -> ProbeOutcome | None:
+    """:func:`probe_models` with its completed shards kept beside ``plan.output.out`` (:func:`shard_store`)."""
+    output, scoring = plan.output, plan.scoring
+    device = distributed.device_for(plan.device)
     joined = distributed.start(device)  # False when alone, or inside a group already joined (a trainer's)
     store = None
     try:
-        store = shard_store(request.out, queries, runs, top_k=max(scored), checkpoints=checkpoints,
-                            overwrite=request.overwrite, hint=_start_over(request.hint),
-                            all_scores=request.all_scores)
-        return probe_models(queries, runs, scored=scored, match=match, top_k=request.top_k, device=device,
-                            checkpoints=checkpoints, store=store, all_scores=request.all_scores)
+        store = shard_store(output.out, queries, runs, top_k=scoring.ranked(plan.scored), checkpoints=checkpoints,
+                            overwrite=output.overwrite, hint=_start_over(output.hint),
+                            all_scores=scoring.all_scores)
+        return probe_models(queries, runs, scored=plan.scored, match=plan.match, top_k=scoring.top_k,
+                            device=device, checkpoints=checkpoints, store=store, all_scores=scoring.all_scores)
     except BaseException as error:
         if store is not None and distributed.is_main_process():
-            store.stopped(error, request.out, kind=OUTPUT_KIND)
+            store.stopped(error, output.out, kind=OUTPUT_KIND)
         raise
     finally:
         if joined:  # the group this probe joined; a trainer's stays as it was
@@ -293,8 +275,9 @@ def _start_over(hint: str) -> str:
 def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k: int = 10, ks=REPORT_KS,
           match: str = "exact", all_scores: bool = False) -> ProbeResult:
     """Run a ``prober`` made by hand on ``queries`` (against the pool their rule gives, through the shard plan
-    every probe takes: :func:`medlama.runs.resume.rank_prober`) and score its top ``top_k`` predictions;
-    ``all_scores``: keep every candidate's score (``scores.parquet``). Nothing is written."""
+    every probe takes: :func:`medlama.runs.resume.rank_prober`) and score its top ``top_k`` predictions (the
+    depth ranked and kept, both recorded); ``all_scores``: keep every candidate's score (``scores.parquet``).
+    Nothing is written."""
     check_all_scores(prober, all_scores)
     if label is not None:
         check_label(label, what="label")
@@ -304,7 +287,8 @@ def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k:
     start = time.perf_counter()
     ranking = rank_prober(prober, queries, top_k=top_k, all_scores=all_scores)
     return result_of(ProberNote.of(prober), queries, ranking, time.perf_counter() - start,
-                     label=prober.method if label is None else label, ks=ks, match=match)
+                     label=prober.method if label is None else label, ks=ks, match=match, top_k=top_k,
+                     ranked_top_k=top_k)
 
 
 def model_runs(methods: Sequence[str], labels: Sequence[str], models: Sequence[Any], settings: dict[str, Any],
@@ -334,18 +318,20 @@ def checkpoint_folders(runs: Sequence[ModelRun]) -> dict[str, dict[int, Path]]:
 
 
 def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequence[int], match: str,
-                 top_k: int | None = None, device: str | None = None,
+                 top_k: int = KEEP_PREDICTIONS, device: str | None = None,
                  checkpoints: dict[str, dict[int, Path]] | None = None,
                  probers: dict[str, Prober] | None = None, store: Any = None,
                  all_scores: bool = False) -> ProbeOutcome | None:
     """Probe each run on ``queries`` (a retrieval run with ``layers`` set: one result per layer), then each of
-    its ``checkpoints`` (:func:`checkpoint_folders`), scoring the cut-offs ``scored`` with ``match``.
-    ``probers``: probers already made, by run label (a loaded model is inspected once). ``all_scores``: keep
-    every candidate's score (``scores.parquet``; refused, before any model loads, for methods that generate
+    its ``checkpoints`` (:func:`checkpoint_folders`), scoring the cut-offs ``scored`` with ``match``; each
+    ranked as deep as ``top_k`` and the largest of ``scored`` need (:meth:`ProbeScoring.ranked`), its top
+    ``top_k`` kept (each result records both: ``settings.top_k``, ``settings.ranked_top_k``). ``probers``:
+    probers already made, by run label (a loaded model is inspected once). ``all_scores``: keep every
+    candidate's score (``scores.parquet``; refused, before any model loads, for methods that generate
     their answers). The ranking goes shard by shard (:mod:`medlama.runs.resume`): ``store`` keeps the
     completed ones (a :class:`~medlama.core.resume.ShardStore` beside the output: a rerun continues from them),
     and under several processes each ranks its share; the main process gets the outcome, the others ``None``."""
-    top_k = max(top_k or 0, max(scored))
+    kept, top_k = top_k, ProbeScoring(top_k=top_k).ranked(scored)  # kept per query; ranked
     for run in runs:
         check_all_scores(METHODS[run.method].prober, all_scores)
     units = units_of(runs, checkpoints)
@@ -360,19 +346,27 @@ def probe_models(queries: QuerySet, runs: Sequence[ModelRun], *, scored: Sequenc
     for unit in units:
         predictions, prober, seconds = ranked[unit.label]
         if unit.layers:
-            sweep = outcome.by_layer.setdefault(unit.run.label, {})
+            sweep = outcome.by_layer.setdefault(unit.run_label, {})
             for layer, layered in predictions.items():
                 sweep[layer] = result_of(prober, queries, layered, seconds, label=f"{unit.label} L{layer}", ks=scored,
-                                         match=match, layer=layer)
+                                         match=match, layer=layer, top_k=kept, ranked_top_k=top_k)
                 sweep[layer].extra.update(parallel)
                 outcome.results.append(sweep[layer])
             continue
-        result = result_of(prober, queries, predictions, seconds, label=unit.label, ks=scored, match=match)
+        result = result_of(prober, queries, predictions, seconds, label=unit.label, ks=scored, match=match,
+                           top_k=kept, ranked_top_k=top_k)
         result.extra.update(parallel)
         if unit.step is not None:
-            outcome.by_step.setdefault(unit.run.label, {})[unit.step] = result
+            outcome.by_step.setdefault(unit.run_label, {})[unit.step] = result
         outcome.results.append(result)
     return outcome
+
+
+def units_of(runs: Sequence[ModelRun], checkpoints: Mapping[str, Mapping[int, Path]] | None = None) -> list[Unit]:
+    """The result rows of ``runs`` in table order: each run (a layer sweep when its settings list ``layers``),
+    then each of its ``checkpoints`` (``{run label: {step: folder}}``)."""
+    return [unit for run in runs for unit in (run.unit(), *(run.unit(path, step) for step, path in
+                                                            ((checkpoints or {}).get(run.label) or {}).items()))]
 
 
 def shard_store(out: str | Path, queries: QuerySet, runs: Sequence[ModelRun], *, top_k: int,
@@ -441,5 +435,5 @@ def describe_pool(queries: QuerySet) -> str:
             f"(pool: {queries.rule})")
 
 
-__all__ = ["ModelRun", "ProbeOutcome", "ProbeRequest", "aggregate", "checkpoint_folders", "describe_pool",
-           "model_runs", "print_report", "probe", "probe_models", "run_probe", "shard_store"]
+__all__ = ["ModelRun", "ProbeModels", "ProbeOutcome", "ProbeOutput", "ProbeScoring", "aggregate",
+           "checkpoint_folders", "describe_pool", "model_runs", "print_report", "probe", "probe_models", "run_probe", "shard_store", "units_of"]

@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - older sentence-transformers
     from sentence_transformers.evaluation import SentenceEvaluator as _Base
 
 from medlama.core.defaults import TRAINING_PROBE_LIMIT
-from medlama.runs.queries import queries_from
+from medlama.runs.queries import QuerySource, load_queries
 from medlama.probers.query_set import QuerySet
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
 from medlama.runs.workflow import probe
@@ -57,8 +57,7 @@ class MedLAMAEvaluator(_Base):
                  settings: RetrievalSettings = PRESETS["reference"], name: str = "medlama") -> None:
         super().__init__()
         if queries is None:
-            queries = queries_from(data, dataset="medlama", config=config, relations=relations)
-            queries = queries.limit_per_relation(limit) if limit is not None else queries
+            queries = load_queries(QuerySource.of(data, config=config, relations=relations, limit=limit))
         self.queries = queries
         self.settings = settings
         self.name = name

@@ -33,7 +33,7 @@ from medlama.analysis.frequency import FrequencySettings, frequency_folder
 from medlama.analysis.frequency_report import FrequencyOutput
 from medlama.runs.queries import QuerySource, check_rule
 from medlama.probers.registry import METHODS, method_name, settings_for
-from medlama.runs.workflow import ProbeRequest, run_probe
+from medlama.runs.workflow import ProbeModels, ProbeScoring, run_probe
 from medlama.reports import ReportSettings, write_report
 from medlama.trainers.cloze import check_corpus_files
 from medlama.trainers.config import QUICK_PRESET, RewireConfig
@@ -155,7 +155,9 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
       is), each with the summary over templates (best-of, mean, ensemble, spread) in
       ``result.extra["templates"]``.
     * ``ks``: cut-offs to score (default 1, 5, 10; BioLAMA 1, 5; acc@1/5/10 are always scored too); ``match``: ``exact`` (MedLAMA) or
-      ``normalized`` (BioLAMA's default). ``top_k``: predictions kept per query. ``device``: ``cpu``,
+      ``normalized`` (BioLAMA's default). ``top_k``: predictions kept per query (``prediction_rows()``,
+      ``save``'s ``predictions.jsonl``; recorded as ``settings["top_k"]``, the ranking's depth, at least the
+      largest k scored, as ``settings["ranked_top_k"]``). ``device``: ``cpu``,
       ``cuda``, ``cuda:N`` or ``mps`` (default: CUDA when there is one).
 
     Every argument is checked (ProbeArguments) before any data is read or
@@ -181,14 +183,14 @@ def probe(model: Any = None, data: Any = None, *, config: str | None = None, met
                                 f"{type(settings).__name__}")
     benchmark(dataset).scoring_plan(ks, match)
     check_rule(candidates)
+    source = QuerySource.of(data, dataset=dataset, config=config, relations=relations, candidates=candidates,
+                            limit=limit, templates=templates)
 
-    outcome = run_probe(ProbeRequest(
+    outcome = run_probe(source, ProbeModels(
         methods=[name], settings={name: settings}, models=[] if model is None else [model],
-        labels=None if label is None else [label], data=data, dataset=dataset, config=config,
-        relations=relations, candidates=candidates, templates=templates, limit=limit, ks=ks, match=match,
-        top_k=top_k, device=device,
-        load=LoadOptions(revision=revision, peft=peft, trust_remote_code=trust_remote_code),
-        checkpoints=checkpoints, all_scores=bool(log_all_scores), tokenizer=tokenizer))
+        labels=None if label is None else [label], tokenizer=tokenizer, device=device, checkpoints=checkpoints,
+        load=LoadOptions(revision=revision, peft=peft, trust_remote_code=trust_remote_code)),
+        ProbeScoring(ks=ks, match=match, top_k=top_k, all_scores=bool(log_all_scores)))
     return outcome.results[0] if len(outcome.results) == 1 else outcome.results
 
 

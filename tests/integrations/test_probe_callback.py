@@ -178,10 +178,10 @@ def test_training_losses_are_the_same_with_and_without_the_callback(make_tiny_be
     assert _losses(folder, tmp_path / "draws", [Draws()]) != plain
     real = probe_callback.run_probe
 
-    def drawing(request):  # a probe that draws from every generator, of the model in eval mode
-        assert not any(module.training for module in request.models[0].modules())
+    def drawing(source, probed, *more):  # a probe that draws from every generator, of the model in eval mode
+        assert not any(module.training for module in probed.models[0].modules())
         random.random(), np.random.rand(), torch.rand(3)
-        return real(request)
+        return real(source, probed, *more)
 
     monkeypatch.setattr(probe_callback, "run_probe", drawing)
     callback = ProbeCallback(data=medlama_tiny, config="full", method="mask-average", every=1,

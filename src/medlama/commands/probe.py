@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.commands.method_flags import PRESET_HELP, add_method_arguments, method_defaults, method_settings
-from medlama.commands.output import add_output_arguments, check_device, human_output, print_results
+from medlama.commands.output import add_output_arguments, check_device, human_output, limit_word, print_results
 from medlama.core.batching import BatchSizeFlag
-from medlama.runs.outputs import RESULTS_FILE
+from medlama.runs.outputs import KEEP_PREDICTIONS, RESULTS_FILE
 from medlama.runs.queries import QuerySource
 from medlama.runs.templates import TemplateOptions
 from medlama.probers.retrieval import RetrievalSettings
@@ -27,6 +28,7 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def query_source(args: argparse.Namespace) -> QuerySource:
+    """The data flags (and ``--limit``, where the command has it) as the one :class:`QuerySource`."""
     return settings_from(QuerySource, given_settings(args, QuerySource))
 
 
@@ -36,6 +38,9 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
                              "BioLAMA's default)")
     parser.add_argument("--ks", type=int, nargs="+", metavar="K",
                         help="cut-offs to report (default: 1 5 10 for MedLAMA, 1 5 for BioLAMA)")
+    parser.add_argument("--top-k", type=limit_word, default=KEEP_PREDICTIONS, metavar="K",
+                        help="predictions kept per query in predictions.jsonl (recorded as settings.top_k; the "
+                             f"ranking goes as deep as the largest k scored) (default: {KEEP_PREDICTIONS})")
 
 
 def add_retrieval_arguments(parser: argparse.ArgumentParser) -> None:
@@ -86,32 +91,30 @@ def register(subparsers) -> None:
 
 def load_queries(args: argparse.Namespace):
     """The ``QuerySet`` the data arguments describe (the first ``--limit`` of each relation, if given)."""
-    queries = load(query_source(args))
-    limit = vars(args).get("limit")
-    return queries.limit_per_relation(limit) if limit else queries
+    return load(query_source(args))
 
 
 def run(args: argparse.Namespace) -> int:
-    """Turn the flags into a :class:`~medlama.runs.workflow.ProbeRequest` and run it
+    """Turn the flags into the data (:class:`QuerySource`), the models, the scoring and the output, and run them
     (:func:`~medlama.runs.workflow.run_probe`, the path ``medlama.probe`` takes too): the checks, one claim
     of OUT, the shards kept beside it (a rerun of a killed probe continues it; under torchrun / accelerate
     launch every process ranks its share), the tables, and OUT written once everything is done."""
-    from medlama.runs.workflow import ProbeRequest, run_probe  # the probers (torch) only once flags parse
+    # the probers (torch) only once flags parse
+    from medlama.runs.workflow import ProbeModels, ProbeOutput, ProbeScoring, run_probe
 
     methods = list(dict.fromkeys(method_names(args.method)))
     settings = method_settings(args, methods)
     check_device(args.device)
     load = settings_from(LoadOptions, given_settings(args, LoadOptions))
-    request = ProbeRequest(methods=methods, settings=settings, models=args.model or (), labels=args.label,
-                           source=query_source(args),
-                           templates=settings_from(TemplateOptions, given_settings(args, TemplateOptions)).templates,
-                           limit=vars(args).get("limit"), ks=args.ks, match=args.match,
-                           device=args.device, load=load, checkpoints=args.checkpoints,
-                           all_scores=args.log_all_scores, out=args.out, overwrite=args.overwrite,
-                           reads=reads_of(args), hint="give --overwrite to replace them, or choose another --out",
-                           report=True)
+    probed = ProbeModels(methods=methods, settings=settings, models=args.model or (), labels=args.label, load=load,
+                         device=args.device, checkpoints=args.checkpoints)
+    scoring = ProbeScoring(ks=tuple(args.ks) if args.ks else None, match=args.match, top_k=args.top_k,
+                           all_scores=args.log_all_scores)
+    output = ProbeOutput(out=args.out, overwrite=args.overwrite, reads=reads_of(args), report=True,
+                         hint="give --overwrite to replace them, or choose another --out")
+    templates = settings_from(TemplateOptions, given_settings(args, TemplateOptions)).templates
     with human_output(args):
-        run_probe(request)
+        run_probe(replace(query_source(args), templates=templates), probed, scoring, output)
     if args.json and distributed.is_main_process():
         print_results(args.out / RESULTS_FILE)
     return 0
