@@ -284,6 +284,9 @@ def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k:
     if is_auto(prober.settings_):
         raise MedlamaInputError("batch size 'auto' is resolved by medlama probe and medlama.probe (the largest that "
                                 "fits); a prober used on its own needs a number")
+    if ks and top_k < max(ks):  # acc@k beyond the ranked depth would count only the top top_k: a wrong number
+        raise MedlamaInputError(f"top_k {top_k} ranks fewer predictions than the largest k scored ({max(ks)}); give "
+                                f"top_k >= {max(ks)} or ks up to {top_k}")
     start = time.perf_counter()
     ranking = rank_prober(prober, queries, top_k=top_k, all_scores=all_scores)
     return result_of(ProberNote.of(prober), queries, ranking, time.perf_counter() - start,

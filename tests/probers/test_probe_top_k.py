@@ -14,6 +14,7 @@ import pytest
 
 import medlama
 from medlama.cli import main
+from medlama.core.errors import MedlamaInputError
 from medlama.core.resume import WORK_MARKER, work_folder
 from medlama.probers.causal.prober import CausalLikelihoodProber
 from medlama.probers.query_set import QuerySet
@@ -78,11 +79,15 @@ def test_the_api_keeps_top_k_beyond_ten_and_ranks_as_deep_as_the_ks_need(encoder
 
 
 def test_probe_by_hand_records_the_depth_it_ranked_and_kept(encoder):
-    """:func:`medlama.runs.workflow.probe` (a prober made by hand) ranks exactly ``top_k`` deep, and says so."""
+    """:func:`medlama.runs.workflow.probe` (a prober made by hand) ranks exactly ``top_k`` deep, and says so; a
+    k scored beyond that depth is refused (its acc@k would count only the top ``top_k``)."""
     from medlama.probers.retrieval import RetrievalProber, RetrievalSettings
     from medlama.runs.workflow import probe
 
-    two = probe(RetrievalProber(str(encoder), RetrievalSettings(batch_size=4)), _pool_queries(), top_k=2)
+    prober = RetrievalProber(str(encoder), RetrievalSettings(batch_size=4))
+    with pytest.raises(MedlamaInputError, match=r"top_k 2 ranks fewer predictions than the largest k scored \(10\)"):
+        probe(prober, _pool_queries(), top_k=2)
+    two = probe(prober, _pool_queries(), top_k=2, ks=(1, 2))
     assert {len(row["predictions"]) for row in two.prediction_rows()} == {2}
     assert two.settings["top_k"] == 2 and two.settings["ranked_top_k"] == 2
 

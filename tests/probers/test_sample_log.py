@@ -76,15 +76,15 @@ def test_gold_ranks_beyond_the_top_k_come_from_the_whole_pool(tiny_gpt2, medlama
     queries = load_queries(QuerySource(data=str(medlama_tiny), config="full"))
     prober = make_prober("causal-likelihood", tiny_gpt2, LikelihoodSettings(search="exhaustive"))
     expected = exhaustive(prober.scores(queries), list(queries.candidates), queries.gold)
-    rows = list(probe(prober, queries, top_k=2).prediction_rows())
+    rows = list(probe(prober, queries, top_k=2, ks=(1, 2)).prediction_rows())
     assert [(row["gold_rank"], row["gold_score"]) for row in rows] == expected
     assert any(rank > 2 for rank, _ in expected)  # the data has gold answers outside the top 2
     # best-first (the default): the exact rank over the whole pool; with --rank-cutoff, exact up to it, null beyond
-    rows = list(probe(make_prober("causal-likelihood", tiny_gpt2), queries, top_k=2).prediction_rows())
+    rows = list(probe(make_prober("causal-likelihood", tiny_gpt2), queries, top_k=2, ks=(1, 2)).prediction_rows())
     assert [row["gold_rank"] for row in rows] == [rank for rank, _ in expected]
     assert [row["gold_score"] for row in rows] == pytest.approx([score for _, score in expected], rel=1e-5)
     bounded = make_prober("causal-likelihood", tiny_gpt2, LikelihoodSettings(rank_cutoff=2))
-    rows = list(probe(bounded, queries, top_k=2).prediction_rows())
+    rows = list(probe(bounded, queries, top_k=2, ks=(1, 2)).prediction_rows())
     assert [row["gold_rank"] for row in rows] == [rank if rank <= 2 else None for rank, _ in expected]
 
 
@@ -101,7 +101,7 @@ def test_constrained_rows_rank_the_gold_among_its_answers(tiny_gpt2, medlama_tin
     from medlama.runs.workflow import probe
 
     queries = load_queries(QuerySource(data=str(medlama_tiny), config="full"))
-    result = probe(make_prober("causal-constrained", tiny_gpt2, {"num_beams": 3}), queries, top_k=3)
+    result = probe(make_prober("causal-constrained", tiny_gpt2, {"num_beams": 3}), queries, top_k=3, ks=(1, 3))
     for row, gold in zip(result.prediction_rows(), queries.gold):
         at = [i + 1 for i, name in enumerate(row["predictions"]) if name in gold]
         assert row["gold_rank"] == (at[0] if at else None)
@@ -124,7 +124,7 @@ def test_retrieval_rows_rank_the_gold_among_the_whole_pool(make_tiny_bert, medla
                                                                      texts.astype(np.float64))]
     full = normed[1] @ normed[0].T
     expected = exhaustive(full, list(queries.candidates), queries.gold)
-    result = probe(prober, queries, top_k=2, all_scores=True)
+    result = probe(prober, queries, top_k=2, ks=(1, 2), all_scores=True)
     rows = list(result.prediction_rows())
     assert result.settings["score"] == "cosine similarity"
     assert [row["gold_rank"] for row in rows] == [rank for rank, _ in expected]
