@@ -6,25 +6,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from refusals import error_line, medlama
 
 from annotation_runs import rated_sheet, write_run
 from medlama.annotation.label_studio import choice_value
 
 
-def medlama(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-P", "-m", "medlama", *map(str, args)], capture_output=True, text=True,
-                          timeout=300)
-
-
 def refused(result: subprocess.CompletedProcess) -> str:
-    """The one error line of a refused command."""
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("medlama: error: "), result.stderr
-    return lines[0]
+    """The one error line of a refused command, alone on stderr (tests/helpers/refusals.py)."""
+    return error_line(result, alone=True)
 
 
 

@@ -6,25 +6,14 @@ run and the query, exit status 2, no traceback, nothing written."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from refusals import refused_in as refused  # tests/helpers: the error line, nothing written
+
 from report_runs import written_runs  # tests/helpers: two probe output folders written by the probe's writer
 
-
-def refused(cwd: Path, *words: str) -> str:
-    """The one error line of a refused ``python -m medlama`` command (and that it wrote nothing)."""
-    before = sorted(p.name for p in cwd.iterdir())
-    run = subprocess.run([sys.executable, "-P", "-m", "medlama", *words], capture_output=True, text=True, cwd=cwd,
-                         timeout=300)
-    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
-    lines = [line for line in run.stderr.splitlines() if line.startswith("medlama: error:")]
-    assert len(lines) == 1, run.stderr
-    assert sorted(p.name for p in cwd.iterdir()) == before
-    return lines[0]
 
 
 def with_confidences(folder: Path, bad) -> str:

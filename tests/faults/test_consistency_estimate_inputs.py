@@ -5,24 +5,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 from annotation_runs import rated_sheet, write_run
 from consistency_runs import QUERIES, R, write_fact_run
 from estimate_runs import write_scored_run
-
-
-def medlama(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-P", "-m", "medlama", *map(str, args)], capture_output=True, text=True,
-                          timeout=300)
+from refusals import error_line, medlama
 
 
 def refused(result: subprocess.CompletedProcess) -> str:
-    """The one error line of a refused command."""
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("medlama: error: "), result.stderr
-    return lines[0]
+    """The one error line of a refused command, alone on stderr (tests/helpers/refusals.py)."""
+    return error_line(result, alone=True)
 
 
 def test_rows_that_do_not_name_their_fact(tmp_path):

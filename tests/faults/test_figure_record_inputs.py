@@ -12,20 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from refusals import refused_in as refused  # tests/helpers: the error line, nothing written
+
 STEPS = {"25": {"acc@1": 0.1, "acc@10": 0.3, "per_relation": {"may_treat": {"acc@1": 0.1}}}}
 BERT = {"name": "bert", "sha256": "a" * 64}
 
-
-def refused(cwd: Path, *words: str) -> str:
-    """The one error line of a refused ``python -m medlama`` command (and that it wrote nothing)."""
-    before = sorted(p.name for p in cwd.iterdir())
-    run = subprocess.run([sys.executable, "-P", "-m", "medlama", *words], capture_output=True, text=True, cwd=cwd,
-                         timeout=300)
-    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
-    lines = [line for line in run.stderr.splitlines() if line.startswith("medlama: error:")]
-    assert len(lines) == 1, run.stderr
-    assert sorted(p.name for p in cwd.iterdir()) == before
-    return lines[0]
 
 
 def recipe(folder: Path, *, model: dict = BERT, config: dict | None = None, corpus: str = "pubmed_0",

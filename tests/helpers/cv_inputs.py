@@ -117,13 +117,15 @@ def release_rows(release: Path, relation: str, limit: int) -> tuple[list[tuple],
     return rows, {relation: prompts[relation]}
 
 
-def write_probe_folder(root: Path, prompts: dict[str, str] | None = None) -> Path:
-    """The MedLAMA-shaped folder of :func:`write_medlama_folder` (with ``prompts``) with its ``full`` candidate
-    set (heads and answers), as ``medlama probe --data ROOT --config full`` reads it: 6 queries of 2 relations."""
+def write_probe_folder(root: Path, prompts: dict[str, str] | None = None, rows: list[tuple] | None = None) -> Path:
+    """The MedLAMA-shaped folder of :func:`write_medlama_folder` (with ``rows`` and ``prompts``) with its ``full``
+    candidate set (heads and answers), as ``medlama probe --data ROOT --config full`` reads it (by default 6
+    queries of 2 relations)."""
     from datasets import Dataset
 
-    root = write_medlama_folder(root, prompts=prompts)
-    names = sorted({row[3] for row in ROWS} | {name for row in ROWS for _, name in row[4]})
+    rows = ROWS if rows is None else rows
+    root = write_medlama_folder(root, rows=rows, prompts=prompts)
+    names = sorted({row[3] for row in rows} | {name for row in rows for _, name in row[4]})
     (root / "candidates").mkdir()
     Dataset.from_dict({"name": names}).to_parquet(str(root / "candidates" / "full.parquet"))
     readme = (root / "README.md").read_text(encoding="utf-8")

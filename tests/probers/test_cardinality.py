@@ -38,17 +38,7 @@ BINS = {"1": [f"{TREAT}-0001", f"{TREAT}-0002"],
 
 
 def write_folder(root):
-    from datasets import Dataset
-
-    root = cv_inputs.write_medlama_folder(root, rows=ROWS)
-    names = sorted({row[3] for row in ROWS} | {name for row in ROWS for _, name in row[4]})
-    (root / "candidates").mkdir()
-    Dataset.from_dict({"name": names}).to_parquet(str(root / "candidates" / "full.parquet"))
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    (root / "README.md").write_text(readme.replace(
-        "configs:\n", "configs:\n- config_name: candidates_full\n  data_files:\n  - split: test\n"
-                      "    path: candidates/full.parquet\n", 1), encoding="utf-8")
-    return root
+    return cv_inputs.write_probe_folder(root, rows=ROWS)
 
 
 def test_the_bins_are_the_counts_by_hand():

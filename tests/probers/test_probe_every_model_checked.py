@@ -6,7 +6,6 @@ Tiny GPT-2 and BERT models on the 6-query MedLAMA-shaped folder (fixtures: tests
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -16,28 +15,9 @@ from medlama.runs import resume as sharding
 from medlama.probers.causal.prober import CausalLikelihoodProber
 from medlama.probers.mask_predict import MaskPredictProber
 
+from shard_calls import RankCalls, shard_files  # tests/helpers
+
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
-
-
-class Ranked:
-    """Counts ``cls.rank_scored`` calls (one per shard); ``fail_at``: the call that raises ``error``."""
-
-    def __init__(self, monkeypatch, cls, fail_at: int | None = None, error: BaseException | None = None) -> None:
-        self.count = 0
-        rank = getattr(cls.rank_scored, "unpatched", cls.rank_scored)
-
-        def counted(prober, queries, top_k=10, **options):
-            self.count += 1
-            if self.count == fail_at:
-                raise error
-            return rank(prober, queries, top_k=top_k, **options)
-
-        counted.unpatched = rank
-        monkeypatch.setattr(cls, "rank_scored", counted)
-
-
-def shards(out: Path) -> list[Path]:
-    return sorted((work_folder(out) / "shards").glob("*.jsonl"))
 
 
 def test_a_model_that_does_not_fit_the_method_is_refused_before_any_ranking(tiny_gpt2, medlama_tiny, make_tiny_bert,
@@ -48,7 +28,7 @@ def test_a_model_that_does_not_fit_the_method_is_refused_before_any_ranking(tiny
     out = tmp_path / "o"
     flags = ["probe", "--data", str(medlama_tiny), "--config", "full", "--method", "causal-likelihood",
              "--out", str(out)]
-    ranked = Ranked(monkeypatch, CausalLikelihoodProber)
+    ranked = RankCalls(monkeypatch, CausalLikelihoodProber)
     capsys.readouterr()
     assert main([*flags, "--model", str(tiny_gpt2), str(bert)]) == 2
     err = capsys.readouterr().err
@@ -70,7 +50,7 @@ def test_a_model_the_learned_prompts_were_not_trained_for_is_refused_before_any_
     base, other = train_fact_model(tmp_path / "base", steps=0), train_fact_model(tmp_path / "other", steps=0, seed=1)
     data = build_fact_folder(tmp_path / "facts")
     medlama.optiprompt(base, data, tmp_path / "prompts", epochs=0, batch_size=4, decoding={"max_masks": 1})
-    ranked = Ranked(monkeypatch, MaskPredictProber)
+    ranked = RankCalls(monkeypatch, MaskPredictProber)
     capsys.readouterr()
     status = main(["probe", "--dataset", "biolama", "--data", str(data), "--method", "mask-predict",
                    "--max-masks", "1", "--prompts", str(tmp_path / "prompts"), "--model", str(base), str(other),
@@ -87,23 +67,23 @@ def test_a_run_stopped_by_an_error_does_not_refuse_a_rerun_with_other_settings(t
     flags = ["probe", "--data", str(medlama_tiny), "--config", "full", "--model", str(tiny_gpt2), "--method",
              "causal-likelihood"]
     out = tmp_path / "o"
-    Ranked(monkeypatch, CausalLikelihoodProber, fail_at=3, error=RuntimeError("CUDA out of memory"))
+    RankCalls(monkeypatch, CausalLikelihoodProber, stop_at=3, error=RuntimeError("CUDA out of memory"))
     with pytest.raises(RuntimeError, match="out of memory"):
         main([*flags, "--batch-size", "4", "--out", str(out)])
-    assert len(shards(out)) == 2
+    assert len(shard_files(out)) == 2
     assert "out of memory" in json.loads((work_folder(out) / WORK_MARKER).read_text())["failed"]
 
     # the same command continues from the shards (an error is no reason to redo them) ...
     same = tmp_path / "same"
-    Ranked(monkeypatch, CausalLikelihoodProber, fail_at=3, error=RuntimeError("CUDA out of memory"))
+    RankCalls(monkeypatch, CausalLikelihoodProber, stop_at=3, error=RuntimeError("CUDA out of memory"))
     with pytest.raises(RuntimeError):
         main([*flags, "--batch-size", "4", "--out", str(same)])
-    rest = Ranked(monkeypatch, CausalLikelihoodProber)
+    rest = RankCalls(monkeypatch, CausalLikelihoodProber)
     assert main([*flags, "--batch-size", "4", "--out", str(same)]) == 0
     assert "2 of 3 shards already done" in capsys.readouterr().err and rest.count == 1
 
     # ... and the corrected one (a smaller batch) starts over, said so, instead of being refused
-    again = Ranked(monkeypatch, CausalLikelihoodProber)
+    again = RankCalls(monkeypatch, CausalLikelihoodProber)
     assert main([*flags, "--batch-size", "2", "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "starting over" in err and "out of memory" in err and again.count == 3
@@ -114,11 +94,11 @@ def test_an_interrupted_run_is_still_protected_and_continued(tiny_gpt2, medlama_
     monkeypatch.setattr(sharding, "SHARD_QUERIES", 2)
     flags = ["probe", "--data", str(medlama_tiny), "--config", "full", "--model", str(tiny_gpt2), "--method",
              "causal-likelihood", "--batch-size", "4", "--out", str(tmp_path / "o")]
-    Ranked(monkeypatch, CausalLikelihoodProber, fail_at=3, error=KeyboardInterrupt())
-    assert main(flags) == 130 and len(shards(tmp_path / "o")) == 2
+    RankCalls(monkeypatch, CausalLikelihoodProber, stop_at=3, error=KeyboardInterrupt())
+    assert main(flags) == 130 and len(shard_files(tmp_path / "o")) == 2
     assert "failed" not in json.loads((work_folder(tmp_path / "o") / WORK_MARKER).read_text())
     capsys.readouterr()
     assert main([*flags[:-2], "--reduction", "mean", "--out", str(tmp_path / "o")]) == 2
-    assert "other settings" in capsys.readouterr().err and len(shards(tmp_path / "o")) == 2
-    rest = Ranked(monkeypatch, CausalLikelihoodProber)
+    assert "other settings" in capsys.readouterr().err and len(shard_files(tmp_path / "o")) == 2
+    rest = RankCalls(monkeypatch, CausalLikelihoodProber)
     assert main(flags) == 0 and rest.count == 1

@@ -6,7 +6,6 @@ naming them, and ``--overwrite`` starts over. Tiny GPT-2 (causal-likelihood: blo
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -16,28 +15,9 @@ from medlama.runs import resume as sharding
 from medlama.probers.causal.prober import CausalLikelihoodProber
 from medlama.probers.retrieval import RetrievalProber
 
+from shard_calls import RankCalls as Calls, shard_files  # tests/helpers
+
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
-
-
-class Calls:
-    """Counts ``cls.rank_scored`` calls (one per shard) and interrupts the ``stop_at``-th, as a kill would."""
-
-    def __init__(self, monkeypatch, cls, stop_at: int | None = None) -> None:
-        self.count, self.stop_at = 0, stop_at
-        rank = getattr(cls.rank_scored, "unpatched", cls.rank_scored)  # each counter counts its own run only
-
-        def counted(prober, queries, top_k=10, **options):
-            self.count += 1
-            if self.count == self.stop_at:
-                raise KeyboardInterrupt
-            return rank(prober, queries, top_k=top_k, **options)
-
-        counted.unpatched = rank
-        monkeypatch.setattr(cls, "rank_scored", counted)
-
-
-def shard_files(out: Path) -> list[Path]:
-    return sorted((work_folder(out) / "shards").glob("*.jsonl"))
 
 
 def test_killed_causal_probe_resumes_only_the_remaining_shards(tiny_gpt2, medlama_tiny, tmp_path, monkeypatch, capsys):

@@ -16,6 +16,7 @@ import medlama
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
 from medlama.core.resume import WORK_MARKER, work_folder
+from shard_calls import RankCalls  # tests/helpers
 from medlama.probers.causal.prober import CausalLikelihoodProber
 from medlama.probers.query_set import QuerySet
 from medlama.runs import resume as sharding
@@ -92,23 +93,6 @@ def test_probe_by_hand_records_the_depth_it_ranked_and_kept(encoder):
     assert two.settings["top_k"] == 2 and two.settings["ranked_top_k"] == 2
 
 
-class Calls:
-    """Counts ``CausalLikelihoodProber.rank_scored`` calls (one per shard); the ``stop_at``-th is killed."""
-
-    def __init__(self, monkeypatch, stop_at: int | None = None) -> None:
-        self.count, self.stop_at = 0, stop_at
-        rank = getattr(CausalLikelihoodProber.rank_scored, "unpatched", CausalLikelihoodProber.rank_scored)
-
-        def counted(prober, queries, top_k=10, **options):
-            self.count += 1
-            if self.count == self.stop_at:
-                raise KeyboardInterrupt
-            return rank(prober, queries, top_k=top_k, **options)
-
-        counted.unpatched = rank
-        monkeypatch.setattr(CausalLikelihoodProber, "rank_scored", counted)
-
-
 def _manifest(out: Path) -> dict:
     return json.loads((work_folder(out) / WORK_MARKER).read_text())["manifest"]
 
@@ -118,26 +102,26 @@ def test_a_resume_that_would_rank_deeper_is_refused_and_one_that_keeps_fewer_con
     monkeypatch.setattr(sharding, "SHARD_QUERIES", 2)  # 4 + 2 queries: 3 shards
     flags = ["probe", "--data", str(medlama_tiny), "--config", "full", "--model", str(tiny_gpt2), "--method",
              "causal-likelihood", "--batch-size", "4"]
-    Calls(monkeypatch)
+    RankCalls(monkeypatch, CausalLikelihoodProber)
     assert main([*flags, "--out", str(tmp_path / "whole")]) == 0
 
     deep = tmp_path / "deep"  # the manifest records the depth ranked: 20 asked, 20 ranked
-    Calls(monkeypatch, stop_at=2)
+    RankCalls(monkeypatch, CausalLikelihoodProber, stop_at=2)
     assert main([*flags, "--top-k", "20", "--out", str(deep)]) == 130
     assert _manifest(deep)["top_k"] == 20
 
     out = tmp_path / "resumed"
-    Calls(monkeypatch, stop_at=3)
+    RankCalls(monkeypatch, CausalLikelihoodProber, stop_at=3)
     assert main([*flags, "--out", str(out)]) == 130
     assert _manifest(out)["top_k"] == 10
 
-    refused = Calls(monkeypatch)  # deeper than the shards were ranked: refused, naming top_k, nothing ranked
+    refused = RankCalls(monkeypatch, CausalLikelihoodProber)  # deeper than the shards were ranked: refused, naming top_k, nothing ranked
     capsys.readouterr()
     assert main([*flags, "--top-k", "20", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "top_k: 10 then, 20 now" in err and "--overwrite" in err and refused.count == 0
 
-    rest = Calls(monkeypatch)  # fewer kept of the same ranking (10 deep): continued
+    rest = RankCalls(monkeypatch, CausalLikelihoodProber)  # fewer kept of the same ranking (10 deep): continued
     assert main([*flags, "--top-k", "3", "--out", str(out)]) == 0
     assert "2 of 3 shards already done" in capsys.readouterr().err and rest.count == 1
     whole, resumed = predictions(tmp_path / "whole"), predictions(out)

@@ -19,19 +19,17 @@ from pathlib import Path
 
 from medlama.analysis import CompareSettings
 from medlama.analysis.consistency import ConsistencyOutput, render, write_consistency
-from medlama.commands.flags import add_settings_flags, given_settings, plain_text
+from medlama.commands.flags import add_command, add_settings_flags, given_settings
 from medlama.core.settings import settings_from
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "consistency", help="inverse consistency of a probe run: facts right in both directions of an inverse "
-                            "relation pair, and the conditional accuracies, with intervals",
-        description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = add_command(subparsers, "consistency", run, doc=__doc__,
+                         help="inverse consistency of a probe run: facts right in both directions of an inverse "
+                            "relation pair, and the conditional accuracies, with intervals")
     parser.add_argument("run", type=Path, metavar="RUN", help="the output folder of `medlama probe`")
     add_settings_flags(parser, ConsistencyOutput)
     add_settings_flags(parser, CompareSettings, title="intervals")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,21 +7,15 @@ import argparse
 import json
 from pathlib import Path
 
-from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.commands.flags import add_command, add_settings_flags, given_settings
 from medlama.core.settings import settings_from
 from medlama.integrations.lm_eval.tasks import LmEvalExportSettings, export_lm_eval
 
 
 def register(formats) -> None:
-    parser = formats.add_parser(
-        "lm-eval", help="MedLAMA as lm-evaluation-harness tasks (a group of per-relation ranking tasks and a "
-                        "generation task)",
-        description="Write a task folder for `lm_eval --include_path TASKS`: the group medlama_<config> of one "
-                    "log-likelihood ranking task per relation (medlama_<config>_<relation>, each over its "
-                    "relation's candidate pool; acc@1 and acc@10, micro and macro over relations) and "
-                    "medlama_<config>_gen (greedy generation, normalised match against the gold names). The "
-                    "queries and pools are written into TASKS, so lm-eval runs offline; the scores equal "
-                    "`medlama probe --method causal-likelihood --candidates relation` on the same queries.")
+    parser = add_command(formats, "lm-eval", run,
+                         help="MedLAMA as lm-evaluation-harness tasks (a group of per-relation ranking tasks and a "
+                        "generation task)")
     parser.add_argument("--data", default=None,
                         help="the MedLAMA dataset: a built folder (`medlama build medlama --out DIR`), a "
                              "push-dataset dry run, or a Hub dataset id (you/medlama, you/medlama@REVISION; "
@@ -32,10 +26,15 @@ def register(formats) -> None:
                              "replaced once the new one is complete)")
     add_settings_flags(parser, LmEvalExportSettings)
     parser.add_argument("--json", action="store_true", help="print what medlama_export.json records")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Write a task folder for `lm_eval --include_path TASKS`: the group medlama_<config> of one log-likelihood ranking
+    task per relation (medlama_<config>_<relation>, each over its relation's candidate pool; acc@1 and acc@10, micro
+    and macro over relations) and medlama_<config>_gen (greedy generation, normalised match against the gold names).
+    The queries and pools are written into TASKS, so lm-eval runs offline; the scores equal `medlama probe --method
+    causal-likelihood --candidates relation` on the same queries."""
+
     settings = settings_from(LmEvalExportSettings, given_settings(args, LmEvalExportSettings))
     record = export_lm_eval(args.data, args.out, settings)
     if args.json:

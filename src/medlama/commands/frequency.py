@@ -18,21 +18,19 @@ from pathlib import Path
 
 from medlama.analysis.frequency import FrequencySettings, frequency_folder
 from medlama.analysis.frequency_report import FrequencyOutput, print_tables
-from medlama.commands.flags import add_settings_flags, given_settings, plain_text
+from medlama.commands.flags import add_command, add_settings_flags, given_settings
 from medlama.core.settings import settings_from
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "frequency", help="acc@k against corpus frequency: each fact's subject-object co-occurrences counted in a "
-                          "context-variance index, binned, with bootstrap intervals",
-        description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = add_command(subparsers, "frequency", run, doc=__doc__,
+                         help="acc@k against corpus frequency: each fact's subject-object co-occurrences counted in a "
+                          "context-variance index, binned, with bootstrap intervals")
     parser.add_argument("run", type=Path, metavar="RUN", help="the output folder of `medlama probe`")
     parser.add_argument("--index", required=True, type=Path, metavar="INDEX",
                         help="a context-variance corpus index (a folder holding manifest.json)")
     add_settings_flags(parser, FrequencySettings, title="counting and intervals")
     add_settings_flags(parser, FrequencyOutput, title="outputs")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

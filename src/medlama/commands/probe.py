@@ -1,4 +1,5 @@
-"""``medlama probe``: probe models on MedLAMA or BioLAMA and report acc@k as a table, JSON and plots."""
+"""``medlama probe``: probe one or more models with one or more methods on MedLAMA or BioLAMA and report acc@k
+as a table, JSON and plots. Without --model, the bundled all-MiniLM-L6-v2 encoder is probed."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.commands.flags import add_command, add_settings_flags, given_settings
 from medlama.commands.method_flags import PRESET_HELP, add_method_arguments, method_defaults, method_settings
 from medlama.commands.output import add_output_arguments, check_device, human_output, limit_word, print_results
 from medlama.core.batching import BatchSizeFlag
@@ -61,10 +62,8 @@ def retrieval_settings(args: argparse.Namespace) -> RetrievalSettings:
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("probe", help="probe models on MedLAMA or BioLAMA: acc@k table, JSON and plots",
-                                   description="Probe one or more models with one or more methods on MedLAMA or "
-                                               "BioLAMA. Without --model, the bundled all-MiniLM-L6-v2 encoder is "
-                                               "probed.")
+    parser = add_command(subparsers, "probe", run, doc=__doc__,
+                         help="probe models on MedLAMA or BioLAMA: acc@k table, JSON and plots")
     parser.add_argument("--model", nargs="+", help="model folders or names (default: the bundled encoder)")
     parser.add_argument("--label", nargs="+", help="names for the models in tables and plots (default: the model "
                                                                      "folders' names; bundled for the bundled encoder)")
@@ -86,7 +85,6 @@ def register(subparsers) -> None:
                              "(figure 4)")
     add_output_arguments(parser, default_out=Path("out/probe"), writes="results.json and plots",
                          limit="probe only the first N queries of each relation")
-    parser.set_defaults(func=run)
 
 
 def load_queries(args: argparse.Namespace):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from medlama.commands.flags import add_settings_flags, given_settings
+from medlama.commands.flags import add_command, add_settings_flags, given_settings
 from medlama.commands.method_flags import method_defaults
 from medlama.commands.output import add_output_arguments, human_output, print_results
 from medlama.core.batching import BatchSizeFlag
@@ -25,15 +25,9 @@ from medlama.ucm_eval.rankers import RankerSettings, RetrievalRankerSettings
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "ucm", help="UCM of models on context-variance sets: rank changes, UCM_k / UCM_m, acc@k with and "
-                    "without context",
-        description="Rank every pool entity at the mask of each incremental context input of a set built by "
-                    "`medlama build context-variance`, with a masked LM (X-FACTR confidence decoding as BioLAMA "
-                    "decodes, the UCM paper's; or mask average over the pool), an "
-                    "encoder (retrieval, as Contrastive-Probe) or a decoder-only causal LM (exact likelihood of "
-                    "every pool name), and report the paper's tables 1-3. Writes "
-                    "OUT/results.json and OUT/ucm.png. Without --model, the bundled all-MiniLM-L6-v2 encoder.")
+    parser = add_command(subparsers, "ucm", run,
+                         help="UCM of models on context-variance sets: rank changes, UCM_k / UCM_m, acc@k with and "
+                    "without context")
     parser.add_argument("--sets", required=True, type=Path, help="folder written by medlama build context-variance")
     add_settings_flags(parser, UcmModels)
     add_settings_flags(parser, UcmSettings, title="what to score")
@@ -57,10 +51,14 @@ def register(subparsers) -> None:
         "batch_size": lambda lead: f"{lead}, for every ranker; " + method_defaults("batch_size", rankers)})
     # --limit (first N triples per relation) is a field of UcmSettings, among "what to score".
     add_output_arguments(parser, default_out=Path("out/ucm"), writes="results.json and ucm.png (and records.jsonl)")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Rank every pool entity at the mask of each incremental context input of a set built by `medlama build
+    context-variance`, with a masked LM (X-FACTR confidence decoding as BioLAMA decodes, the UCM paper's; or mask average
+    over the pool), an encoder (retrieval, as Contrastive-Probe) or a decoder-only causal LM (exact likelihood of
+    every pool name), and report the paper's tables 1-3. Writes OUT/results.json and OUT/ucm.png. Without --model,
+    the bundled all-MiniLM-L6-v2 encoder."""
 
     models = settings_from(UcmModels, given_settings(args, UcmModels))
     settings = settings_from(UcmSettings, given_settings(args, UcmSettings))
