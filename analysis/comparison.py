@@ -23,28 +23,17 @@ import numpy as np
 
 from medlama.core.checksums import sha256_of
 from medlama.core.errors import MedlamaInputError
-from medlama.core.intervals import (DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, MAX_RESAMPLES,
-                                    bootstrap_macro_ci, bootstrap_mean_ci)
+from medlama.core.intervals import bootstrap_macro_ci, bootstrap_mean_ci
 from medlama.core.provenance import provenance
-from medlama.core.settings import check, setting
 from medlama.runs.outputs import PREDICTIONS_FILE, RESULTS_FILE
 from medlama.analysis.runs import Run, check_comparable, load_runs
-from medlama.analysis.statistics import holm, paired_difference
+from medlama.analysis.statistics import IntervalSettings, holm, paired_difference
 from medlama.analysis.calibration import compare_calibration
 
 
 @dataclass(frozen=True)
-class CompareSettings:
-    """How ``medlama compare`` computes its intervals (recorded in its JSON)."""
-
-    resamples: int = setting(DEFAULT_RESAMPLES, min=100, max=MAX_RESAMPLES, metavar="N",
-                             help=f"bootstrap resamples of the queries for every interval (100 to {MAX_RESAMPLES:,})")
-    seed: int = setting(DEFAULT_SEED, min=0, help="seed of the bootstrap (the same seed gives the same intervals)")
-    level: float = setting(DEFAULT_LEVEL, min=0.5, max=0.999, help="confidence level of the intervals")
-
-    def __post_init__(self) -> None:
-        check(self)
-
+class CompareSettings(IntervalSettings):
+    """How ``medlama compare`` computes its intervals (recorded in its JSON): the queries resampled."""
 
 
 def _aligned(run: Run, order: dict[str, int], k: int) -> np.ndarray:

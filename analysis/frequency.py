@@ -29,18 +29,19 @@ from medlama.analysis.runs import Run, load_runs
 from medlama.core.atomic_files import atomic_write_text
 from medlama.core.checksums import sha256_of
 from medlama.core.errors import MedlamaInputError
-from medlama.core.intervals import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, MAX_RESAMPLES, bootstrap_mean_ci
+from medlama.core.intervals import bootstrap_mean_ci
 from medlama.core.provenance import provenance
 from medlama.core.settings import check, setting
 from medlama.datasets.context_variance.index.corpus_index import CorpusIndex
 from medlama.runs.outputs import PREDICTIONS_FILE
+from medlama.analysis.statistics import IntervalSettings
 
 #: The windows counted: sentence and segment (a document of the index).
 WINDOWS = ("sentence", "segment")
 
 
 @dataclass(frozen=True)
-class FrequencySettings:
+class FrequencySettings(IntervalSettings):
     """How ``medlama frequency`` matches names, bins the counts and computes its intervals (all recorded)."""
 
     bins: tuple[int, ...] = setting(
@@ -51,11 +52,6 @@ class FrequencySettings:
         "names", choices=ALIASES,
         help="names: match the run's subject and gold names only; entity: also every other form (alias) of the "
              "index entities they are forms of")
-    resamples: int = setting(DEFAULT_RESAMPLES, min=100, max=MAX_RESAMPLES, metavar="N",
-                             help=f"bootstrap resamples of each bin's facts (100 to {MAX_RESAMPLES:,})")
-    seed: int = setting(DEFAULT_SEED, min=0, help="seed of the bootstrap (the same seed gives the same intervals)")
-    level: float = setting(DEFAULT_LEVEL, min=0.5, max=0.999, help="confidence level of the intervals")
-
     def __post_init__(self) -> None:
         check(self)
         bins = self.bins

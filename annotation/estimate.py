@@ -36,10 +36,10 @@ from statistics import NormalDist
 import numpy as np
 
 from medlama.analysis.comparison import input_record
-from medlama.analysis.runs import Run, load_runs
-from medlama.annotation.ratings import RaterRatings, read_ratings
-from medlama.annotation.scoring import ScoreSettings, check_runs, cutoffs, run_on_sheet
-from medlama.annotation.sheet import Sheet, read_manifest
+from medlama.analysis.runs import Run
+from medlama.annotation.ratings import RaterRatings
+from medlama.annotation.scoring import ScoreSettings, cutoffs, read_rated, run_on_sheet
+from medlama.annotation.sheet import Sheet
 from medlama.core.errors import MedlamaInputError
 from medlama.core.intervals import DEFAULT_LEVEL
 from medlama.core.provenance import provenance
@@ -190,20 +190,10 @@ def estimate_sheet(folders: Sequence[str | Path], sheet_folder: str | Path, rati
                    argv: Sequence[str] | None = None) -> dict:
     """What ``medlama annotate estimate`` computes (module docstring): ``runs`` maps each run's label to its
     estimates per rater."""
-    if not ratings:
-        raise MedlamaInputError("no ratings: give one file per rater after the sheet (--sheet SHEET RATINGS...)")
-    sheet, manifest = read_manifest(sheet_folder)
-    raters = [read_ratings(file, sheet) for file in ratings]
-    names = [rater.rater for rater in raters]
-    for rater in raters:
-        if names.count(rater.rater) > 1:
-            raise MedlamaInputError(f"two ratings files are of the rater {rater.rater!r}; name each file (or the page's "
-                                    "rater field) for its rater", file=rater.file)
-    runs = load_runs(folders, at_least=1, purpose="an estimate")
-    check_runs(runs, manifest, Path(sheet_folder))
+    sheet, manifest, raters, runs = read_rated(folders, sheet_folder, ratings, purpose="an estimate")
     return {
         "sheet": sheet.id, "k": sheet.k, "ks": cutoffs(sheet.k), "threshold": settings.threshold,
-        "queries": len(sheet.queries), "raters": names, "level": estimate.level,
+        "queries": len(sheet.queries), "raters": [rater.rater for rater in raters], "level": estimate.level,
         "runs": {run.label: {rater.rater: estimate_rater(run, sheet, manifest, rater, settings, estimate)
                              for rater in raters} for run in runs},
         "method": {"estimate": METHOD, "design": (manifest.get("sampling") or {}).get("strategy", "stratified"),

@@ -200,11 +200,10 @@ def check_runs(runs: Sequence[Run], manifest: dict, sheet_folder: Path) -> None:
                                         file=run.folder)
 
 
-def score_sheet(folders: Sequence[str | Path], sheet_folder: str | Path, ratings: Sequence[str | Path],
-                settings: ScoreSettings = ScoreSettings(), intervals: CompareSettings = CompareSettings(), *,
-                argv: Sequence[str] | None = None) -> dict:
-    """What ``medlama annotate score`` computes (module docstring): ``runs`` maps each run's label to its record
-    per rater, ``agreement`` the raters' agreement."""
+def read_rated(folders: Sequence[str | Path], sheet_folder: str | Path, ratings: Sequence[str | Path], *,
+               purpose: str) -> tuple[Sheet, dict, list[RaterRatings], list[Run]]:
+    """A rated sheet as ``annotate score`` and ``annotate estimate`` read it: the sheet and its manifest, one
+    ratings file per rater (two of one rater refused), and the runs it was made from, checked to be them."""
     if not ratings:
         raise MedlamaInputError("no ratings: give one file per rater after the sheet (--sheet SHEET RATINGS...)")
     sheet, manifest = read_manifest(sheet_folder)
@@ -214,12 +213,21 @@ def score_sheet(folders: Sequence[str | Path], sheet_folder: str | Path, ratings
         if names.count(rater.rater) > 1:
             raise MedlamaInputError(f"two ratings files are of the rater {rater.rater!r}; name each file (or the page's "
                                     "rater field) for its rater", file=rater.file)
-    runs = load_runs(folders, at_least=1, purpose="scoring a sheet")
+    runs = load_runs(folders, at_least=1, purpose=purpose)
     check_runs(runs, manifest, Path(sheet_folder))
+    return sheet, manifest, raters, runs
+
+
+def score_sheet(folders: Sequence[str | Path], sheet_folder: str | Path, ratings: Sequence[str | Path],
+                settings: ScoreSettings = ScoreSettings(), intervals: CompareSettings = CompareSettings(), *,
+                argv: Sequence[str] | None = None) -> dict:
+    """What ``medlama annotate score`` computes (module docstring): ``runs`` maps each run's label to its record
+    per rater, ``agreement`` the raters' agreement."""
+    sheet, manifest, raters, runs = read_rated(folders, sheet_folder, ratings, purpose="scoring a sheet")
     on_sheet = [run_on_sheet(run, sheet) for run in runs]
     return {
         "sheet": sheet.id, "k": sheet.k, "ks": cutoffs(sheet.k), "threshold": settings.threshold,
-        "queries": len(sheet.queries), "raters": names,
+        "queries": len(sheet.queries), "raters": [rater.rater for rater in raters],
         "runs": {run.label: {rater.rater: score_rater(run, sheet, rater, settings, intervals) for rater in raters}
                  for run in on_sheet},
         "agreement": agreement(raters, sheet),
