@@ -10,12 +10,12 @@ from pathlib import Path
 from medlama.analysis.frequency import WINDOWS, write_record
 from medlama.core.display import print_table
 from medlama.core.errors import MedlamaInputError
-from medlama.core.settings import check, setting
+from medlama.core.settings import Checked, setting
 from medlama.runs.plots import save_figure
 
 
 @dataclass(frozen=True)
-class FrequencyOutput:
+class FrequencyOutput(Checked):
     """Where ``medlama frequency`` writes its record and plot, and how it prints."""
 
     out: Path | None = setting(None, metavar="FILE", show_default="none",
@@ -27,9 +27,6 @@ class FrequencyOutput:
                               show_default="refuse")
     json: bool = setting(False, help="print the record as JSON instead of the tables", switch=True,
                          show_default=False)
-
-    def __post_init__(self) -> None:
-        check(self)
 
     def check_files(self) -> None:
         """Refuse, before any work, an ``out`` that is no .json or a ``plot`` that is no .png, a folder, an existing

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from medlama.core.display import latex_table, markdown_table, print_table
-from medlama.core.settings import check, setting
+from medlama.core.settings import Checked, setting
 from medlama.runs.plots import bar_with_errors, save_figure
 from medlama.analysis.calibration import calibration_tables
 
@@ -19,7 +19,7 @@ FORMATS = ("table", "markdown", "latex", "json")
 
 
 @dataclass(frozen=True)
-class CompareOutput:
+class CompareOutput(Checked):
     """How ``medlama compare`` shows its record: the tables' format, and the plot."""
 
     format: str = setting("table", choices=FORMATS,
@@ -30,9 +30,6 @@ class CompareOutput:
                                 help="also write the leaderboard with its intervals as error bars to FILE (a PNG; an "
                                      "existing FILE is replaced only with --overwrite)")
     overwrite: bool = setting(False, help="replace an existing --plot FILE", switch=True, show_default="refuse")
-
-    def __post_init__(self) -> None:
-        check(self)
 
     @property
     def chosen_format(self) -> str:

@@ -28,6 +28,7 @@ import numpy as np
 
 from medlama.core.atomic import owner_record
 from medlama.core.errors import MedlamaInputError
+from medlama.core.json_lines import json_lines
 from medlama.core.integrity import FILES_KEY, change_since
 from medlama.core.models import check_label
 from medlama.metrics import load as load_metric
@@ -99,13 +100,7 @@ def _rows_of(folder: Path, labels: set[str]) -> dict[str, list[tuple[int, dict]]
     except FileNotFoundError:
         raise MedlamaInputError("no predictions.jsonl (the per-query rows a comparison pairs)", file=folder) from None
     with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as error:
-                raise MedlamaInputError(f"not JSON: {error}", file=file, row=number) from None
+        for number, row in json_lines(handle, file):
             if not isinstance(row, dict) or not isinstance(row.get("run"), str):
                 raise MedlamaInputError("a row without its run's label (a JSON object with `run` expected)",
                                         file=file, row=number)

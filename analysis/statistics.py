@@ -27,13 +27,13 @@ import numpy as np
 
 from medlama.core.intervals import (DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, MAX_RESAMPLES, bootstrap_macro_ci,
                                     bootstrap_mean_ci)
-from medlama.core.settings import check, setting
+from medlama.core.settings import Checked, setting
 
 __all__ = ["IntervalSettings", "PairedDifference", "holm", "mcnemar_exact", "paired_difference"]
 
 
 @dataclass(frozen=True)
-class IntervalSettings:
+class IntervalSettings(Checked):
     """How an analysis computes its bootstrap intervals (recorded with them): ``medlama compare``'s, and every
     analysis of runs that resamples (consistency, frequency, the expert sheets)."""
 
@@ -41,9 +41,6 @@ class IntervalSettings:
                              help=f"bootstrap resamples for every interval (100 to {MAX_RESAMPLES:,})")
     seed: int = setting(DEFAULT_SEED, min=0, help="seed of the bootstrap (the same seed gives the same intervals)")
     level: float = setting(DEFAULT_LEVEL, min=0.5, max=0.999, help="confidence level of the intervals")
-
-    def __post_init__(self) -> None:
-        check(self)
 
 
 def mcnemar_exact(b: int, c: int) -> float:

@@ -43,30 +43,24 @@ from medlama.annotation.sheet import Sheet
 from medlama.core.errors import MedlamaInputError
 from medlama.core.intervals import DEFAULT_LEVEL
 from medlama.core.provenance import provenance
-from medlama.core.settings import check, setting
+from medlama.core.settings import Checked, setting
 from medlama.metrics import load as load_metric
 
 METHOD = "prediction-powered inference (Angelopoulos et al. 2023): the mean estimate and its CLT interval"
 
 
 @dataclass(frozen=True)
-class EstimateSettings:
+class EstimateSettings(Checked):
     """The estimate's confidence level."""
 
     level: float = setting(DEFAULT_LEVEL, min=0.5, max=0.999, help="confidence level of the CLT intervals")
 
-    def __post_init__(self) -> None:
-        check(self)
-
 
 @dataclass(frozen=True)
-class EstimateOutput:
+class EstimateOutput(Checked):
     """How ``medlama annotate estimate`` shows its record."""
 
     json: bool = setting(False, switch=True, help="print the record as JSON instead of the table")
-
-    def __post_init__(self) -> None:
-        check(self)
 
 
 @dataclass(frozen=True)

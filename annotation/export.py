@@ -39,7 +39,7 @@ from medlama.core.atomic import claimed_output, staged_directory
 from medlama.core.atomic_files import atomic_write_text
 from medlama.core.errors import MedlamaInputError
 from medlama.core.provenance import provenance
-from medlama.core.settings import check, did_you_mean, setting
+from medlama.core.settings import Checked, did_you_mean, setting
 from medlama.analysis.comparison import input_record
 from medlama.analysis.runs import check_comparable, load_runs
 from medlama.runs.outputs import KEEP_PREDICTIONS
@@ -62,7 +62,7 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 @dataclass(frozen=True)
-class ExportSettings:
+class ExportSettings(Checked):
     """Which queries and predictions a sheet shows."""
 
     queries: int = setting(15, min=1, metavar="N", help="queries to sample (stratified by relation)")
@@ -75,9 +75,6 @@ class ExportSettings:
                                  "of those the model is least sure of, each with its recorded probability)")
     overwrite: bool = setting(False, switch=True, show_default="refuse",
                               help="replace an earlier sheet in --out (its raters' ratings then no longer fit)")
-
-    def __post_init__(self) -> None:
-        check(self)
 
 
 #: The guard put before a line of a cell that a spreadsheet could run (and before one starting with itself).

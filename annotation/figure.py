@@ -10,21 +10,18 @@ from typing import TextIO
 
 from medlama.annotation.sheet import LEVELS
 from medlama.core.display import print_table
-from medlama.core.settings import check, setting
+from medlama.core.settings import Checked, setting
 from medlama.runs.plots import save_figure
 
 
 @dataclass(frozen=True)
-class ScoreOutput:
+class ScoreOutput(Checked):
     """How ``medlama annotate score`` shows its record."""
 
     json: bool = setting(False, switch=True, show_default=False, help="print the whole record as JSON")
     plot: Path | None = setting(None, metavar="PNG", show_default="no plot",
                                 help="also draw Figure 8 (a confusion matrix per run and rater) to PNG")
     overwrite: bool = setting(False, switch=True, show_default="refuse", help="replace an existing --plot PNG")
-
-    def __post_init__(self) -> None:
-        check(self)
 
 
 def _with_ci(value: float, interval: list[float] | None, signed: bool = False) -> str:

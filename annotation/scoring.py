@@ -34,7 +34,7 @@ from medlama.annotation.sheet import LEVELS, Sheet, read_manifest
 from medlama.core.errors import MedlamaInputError
 from medlama.core.intervals import bootstrap_mean_ci
 from medlama.core.provenance import package_versions, provenance
-from medlama.core.settings import check, setting
+from medlama.core.settings import Checked, setting
 from medlama.metrics import load as load_metric
 from medlama.analysis.comparison import CompareSettings, input_record
 from medlama.analysis.runs import Run, load_runs
@@ -42,14 +42,11 @@ from medlama.analysis.statistics import mcnemar_exact, paired_difference
 
 
 @dataclass(frozen=True)
-class ScoreSettings:
+class ScoreSettings(Checked):
     """What counts as correct under the experts' answers."""
 
     threshold: int = setting(5, min=min(LEVELS), max=max(LEVELS),
                              help="a prediction rated at least this level counts as correct under the experts' answers")
-
-    def __post_init__(self) -> None:
-        check(self)
 
 
 @dataclass

@@ -34,12 +34,12 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.extras import check_available
 from medlama.core.provenance import folder_hash
 from medlama.core.public_paths import is_local_path, public_model_name
-from medlama.core.settings import check, setting
+from medlama.core.settings import Checked, setting
 from medlama.core.defaults import default_model_path
 
 
 @dataclass(frozen=True)
-class LoadOptions:
+class LoadOptions(Checked):
     """How the probed model is loaded (``medlama probe``'s ``--revision``, ``--peft``, ``--trust-remote-code``)."""
 
     revision: str | None = setting(None, help="the revision (branch, tag or commit) of a Hub model to load, "
@@ -50,9 +50,6 @@ class LoadOptions:
                                metavar="ADAPTER")
     trust_remote_code: bool = setting(False, help="run the code a model repository ships (transformers' "
                                                   "trust_remote_code); off unless given")
-
-    def __post_init__(self) -> None:
-        check(self)
 
     def check(self, model: Any) -> None:
         """Refuse, before anything loads, options that cannot apply to ``model``: a revision of a local folder,

@@ -208,6 +208,13 @@ def check(settings: S) -> S:
     return settings
 
 
+class Checked:
+    """The base of a settings dataclass whose fields need no check beyond :func:`check`: made, it is checked."""
+
+    def __post_init__(self) -> None:
+        check(self)
+
+
 def unknown_names(cls: type, names: Sequence[str]) -> list[str]:
     known = {f.name for f in fields_of(cls)}
     return [name for name in names if name not in known]

@@ -7,7 +7,7 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
-from medlama.core.settings import check, setting
+from medlama.core.settings import Checked, setting
 from medlama.trainers.config import QUICK_PRESET, RewireConfig
 
 #: The figures ``medlama figure`` draws: name -> (the paper's figure, what the inputs are).
@@ -23,7 +23,7 @@ FIGURES = {
 
 
 @dataclass(frozen=True, kw_only=True)
-class FigureSettings:
+class FigureSettings(Checked):
     """Where the figure goes and what it draws."""
 
     out: Path | None = setting(None, parse=Path, metavar="FILE.png", show_default="figure-NAME.png here",
@@ -34,9 +34,6 @@ class FigureSettings:
     top: int = setting(9, min=1, help="steps: relation panels beside the micro average (the paper: 9)")
     tokenizer: str | None = setting(None, parse=str, show_default="the bundled model's (bert-base-uncased vocabulary)",
                                     help="tokens: the tokenizer counting answer tokens (a folder or name)")
-
-    def __post_init__(self) -> None:
-        check(self)
 
 
 #: The sweep's record and each finished point's; the figure ``medlama sweep`` draws at the end.
@@ -49,7 +46,7 @@ AXES = (("learning_rate", "learning_rate", "lr"), ("tau", "temperature", "tau"),
 
 
 @dataclass(frozen=True, kw_only=True)
-class SweepSettings:
+class SweepSettings(Checked):
     """The grid (each axis one or more values; every combination is a point) and what every point shares. The
     defaults are CPU-sized: three mask ratios of figure 9, the demo preset's learning rate and tau, 1,000
     sentences (table 8's smallest), 50 steps probed every 25."""
@@ -70,9 +67,6 @@ class SweepSettings:
     save_steps: int = setting(25, min=1, help="probe a checkpoint every N steps (and the last)")
     rewire_batch_size: int = setting(32, min=2, metavar="N", help="pairs per optimiser step")
     seed: int = setting(33, min=0, help="seed of the masks, batches and training (the same at every point)")
-
-    def __post_init__(self) -> None:
-        check(self)
 
     def points(self) -> list[dict]:
         """Every grid point, ``{"learning_rate", "tau", "mask_ratio", "corpus_size"}``, in grid order."""

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from medlama.core.settings import check, setting
+from medlama.core.settings import Checked, setting
 
 
 @dataclass(frozen=True)
-class PushSettings:
+class PushSettings(Checked):
     """Settings every push takes: the repository's privacy, the branch and message of the commit, a dry run."""
 
     private: bool = setting(False, switch=True, show_default=False, help="create the repository as private")
@@ -22,9 +22,6 @@ class PushSettings:
     dry_run: Path | None = setting(None, parse=Path, metavar="DIR", show_default=False,
                                    help="upload nothing: write the exact upload tree to DIR/<repo name>/ and "
                                         "DIR/manifest.json (default: upload)")
-
-    def __post_init__(self) -> None:
-        check(self)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ from typing import Any
 
 from medlama.core.defaults import MASK_PLACEHOLDER, SUBJECT_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
-from medlama.core.settings import check, did_you_mean, setting
+from medlama.core.json_lines import json_lines
+from medlama.core.settings import Checked, did_you_mean, setting
 from medlama.datasets.prompts import fill_prompt
 from medlama.loaders.medlama_release import RELATIONS
 from medlama.probers.query_set import QuerySet
@@ -44,7 +45,7 @@ KEYS = ("relation", "template")
 
 
 @dataclass(frozen=True)
-class TemplateOptions:
+class TemplateOptions(Checked):
     """Which templates a probe runs (``medlama probe --templates``)."""
 
     templates: str | None = setting(None, metavar="FILE|release", show_default="the --prompt-column alone",
@@ -53,9 +54,6 @@ class TemplateOptions:
                                          "relation: the j-th of each relation is run Tj), or 'release' (the "
                                          "release's default_prompt and human_prompt); adds best-of, mean, ensemble "
                                          "(with --log-all-scores) and the spread across templates")
-
-    def __post_init__(self) -> None:
-        check(self)
 
 
 @dataclass(frozen=True)
@@ -138,13 +136,7 @@ def _rows(path: Path, text: str) -> list[tuple[int, Any]]:
         raise MedlamaInputError("a template file is CSV (.csv, header relation,template) or JSON lines (.jsonl)",
                                 file=path)
     rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError as error:
-            raise MedlamaInputError(f"not JSON: {error}", file=path, row=number) from None
+    for number, record in json_lines(text.splitlines(), path):
         if not isinstance(record, dict) or sorted(record) != sorted(KEYS) or not all(
                 isinstance(record[key], str) for key in KEYS):
             raise MedlamaInputError('each line must be an object {"relation": "...", "template": "..."} of two '

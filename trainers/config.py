@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from medlama.core.errors import MedlamaInputError
-from medlama.core.settings import as_dict, check, fields_of, flag_of, setting, settings_from
+from medlama.core.settings import Checked, as_dict, check, fields_of, flag_of, setting, settings_from
 from medlama.runs.arguments import check_release_relations
 
 #: The preset of ``medlama rewire``, of :meth:`RewireConfig.preset` and of the recipe workflow's rewiring when
@@ -135,7 +135,7 @@ MAY_CHANGE_ON_RESUME: tuple[str, ...] = tuple(flag_of(f) for f in fields_of(Rewi
 
 
 @dataclass(frozen=True, kw_only=True)
-class RewireRun:
+class RewireRun(Checked):
     """What a rewiring run is given besides its :class:`RewireConfig`: the corpus files, the output folder, the
     preset the config starts from, and where training resumes (``medlama rewire``'s flags come from these)."""
 
@@ -153,9 +153,6 @@ class RewireRun:
     resume_from: Path | None = setting(None, parse=Path, metavar="CHECKPOINT",
                                        show_default="the last complete one in OUT",
                                        help="resume from this checkpoint folder")
-
-    def __post_init__(self) -> None:
-        check(self)
 
     @property
     def resume(self) -> bool | Path:

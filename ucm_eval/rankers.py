@@ -71,7 +71,7 @@ from medlama.probers.mask_average import MaskAverageProber, MaskAverageSettings
 from medlama.probers.mask_predict import MaskPredictSettings
 from medlama.probers.query_set import QuerySet
 from medlama.probers.faiss_search import DISTANCES, Distance, check_distance, score_matrix
-from medlama.core.settings import check, setting, settings_from
+from medlama.core.settings import Checked, setting, settings_from
 from medlama.ucm_eval.causal_ranker import CausalRanker
 from medlama.ucm_eval.context_ranker import ContextRanker, ranks_from_scores
 from medlama.ucm_eval.mask_predict_ranker import PAPER_DECODING, MaskPredictRanker
@@ -90,7 +90,7 @@ MaskAverageRankerSettings = MaskAverageSettings
 
 # ------------------------------------------------------------------------------------------ settings
 @dataclass(frozen=True)
-class RetrievalRankerSettings:
+class RetrievalRankerSettings(Checked):
     """Settings of the retrieval ranker (the reference's: [CLS] of the last layer, L2, names cut at 25 tokens).
 
     Not the retrieval prober's :class:`~medlama.probers.retrieval.RetrievalSettings`: an input is a whole
@@ -110,12 +110,9 @@ class RetrievalRankerSettings:
     name_max_length: int = setting(25, min=1, cli=False, help="retrieval: most tokens of a pool name")
     batch_size: BatchSize = batch_size_setting(64, help="texts per forward pass")
 
-    def __post_init__(self) -> None:
-        check(self)
-
 
 @dataclass(frozen=True)
-class RankerSettings:
+class RankerSettings(Checked):
     """The settings of every method: ``auto`` picks the method per model, and each takes its own part."""
 
     mask_predict: MaskPredictSettings = setting(default_factory=lambda: PAPER_DECODING, cli=False,
@@ -127,9 +124,6 @@ class RankerSettings:
                                                  help="settings of the retrieval ranker")
     causal_likelihood: LikelihoodSettings = setting(default_factory=LikelihoodSettings, cli=False,
                                                     help="settings of the causal-likelihood ranker")
-
-    def __post_init__(self) -> None:
-        check(self)
 
     def of(self, method: str) -> MaskAverageSettings | RetrievalRankerSettings | LikelihoodSettings:
         """The settings of ``method`` (``mask-predict``, ``mask-average``, ``retrieval`` or ``causal-likelihood``)."""

@@ -48,7 +48,7 @@ from typing import Literal
 
 from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
-from medlama.core.settings import as_dict, check, setting
+from medlama.core.settings import Checked, as_dict, setting
 from medlama.core.atomic import atomic_directory, check_replaceable
 from medlama.datasets.choices import is_mc, ranking_config
 from medlama.datasets.folders import folder_configs
@@ -68,7 +68,7 @@ UTILS = Path(__file__).with_name("task_utils.py")
 
 
 @dataclass(frozen=True)
-class LmEvalExportSettings:
+class LmEvalExportSettings(Checked):
     """What is exported: the query set, its relations, the prompt, the generation budget."""
 
     config: Literal["hard", "full", "hard_mc", "full_mc"] = setting(
@@ -87,9 +87,6 @@ class LmEvalExportSettings:
     system_prompt: str | None = setting(None, metavar="TEXT", help="recorded, and put in the README's lm_eval "
                                                                    "command (--system_instruction, with "
                                                                    "--apply_chat_template): lm-eval takes it there")
-
-    def __post_init__(self) -> None:
-        check(self)
 
 
 @dataclass(frozen=True)

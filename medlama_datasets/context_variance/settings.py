@@ -29,7 +29,7 @@ from medlama.datasets.licences import PHYSIONET, UNKNOWN, SourceLicence
 from medlama.core.cache import cache_path
 from medlama.core.errors import MedlamaInputError
 from medlama.core.extras import check_available
-from medlama.core.settings import check, setting
+from medlama.core.settings import Checked, check, setting
 from medlama.loaders.corpora import FORMATS, corpus_fingerprint, load_corpus
 from medlama.loaders.mimic_notes import mimic_signature
 from medlama.datasets.prompts import DEFAULT_PROMPT_COLUMN, PROMPT_COLUMNS
@@ -186,7 +186,7 @@ def merge_specs(specs: Sequence[CorpusSpec]) -> list[CorpusSpec]:
 
 
 @dataclass(frozen=True)
-class KnowledgeSpec:
+class KnowledgeSpec(Checked):
     """Where the triples come from: a built MedLAMA or BioLAMA folder and which of its rows."""
 
     kind: Literal["medlama", "biolama"] = setting(help="the dataset the folder holds", cli=False)
@@ -198,9 +198,6 @@ class KnowledgeSpec:
     relations: tuple[str, ...] | None = setting(None, metavar="REL", help="only these relations (none: all)")
     limit: int | None = setting(None, min=1, metavar="N", help="only the first N rows of each relation (none: all)")
     prompt_column: str = setting(DEFAULT_PROMPT_COLUMN, choices=PROMPT_COLUMNS, help="MedLAMA prompt")
-
-    def __post_init__(self) -> None:
-        check(self)
 
     @property
     def chosen_config(self) -> str:
@@ -226,7 +223,7 @@ EXECUTORS = ("local", "slurm", "ray")
 
 
 @dataclass(frozen=True)
-class IndexEngine:
+class IndexEngine(Checked):
     """How a corpus index is built (not what: the index is the same whatever these are)."""
 
     executor: Literal["local", "slurm", "ray"] = setting(
@@ -241,9 +238,6 @@ class IndexEngine:
     slurm_time: str = setting("24:00:00", help="Slurm: the time limit of each job")
     slurm_cpus_per_task: int = setting(1, min=1, help="Slurm: CPUs per task", cli=False)
     slurm_mem_per_cpu_gb: int = setting(4, min=1, help="Slurm: memory per CPU (GB)", cli=False)
-
-    def __post_init__(self) -> None:
-        check(self)
 
     @property
     def task_count(self) -> int:

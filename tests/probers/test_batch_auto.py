@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from transformers import GPT2LMHeadModel
 
 from medlama.cli import main
 
 import cv_inputs  # tests/helpers (pytest pythonpath): a MedLAMA-shaped folder of 6 queries, 2 relations
 from tiny_causal import save_causal  # tests/helpers: tiny causal LMs with locally trained tokenizers
+from out_of_memory import limit_rows  # tests/helpers
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
 
@@ -30,15 +30,7 @@ def test_auto_batch_size_backs_off_on_out_of_memory(tmp_path, monkeypatch, capsy
     # batch size may change a score's last digits, as the README says)
     assert main([*flags, "--batch-size", "4", "--out", str(tmp_path / "fixed")]) == 0
 
-    forward, rows = GPT2LMHeadModel.forward, []
-
-    def limited(self, input_ids=None, **kwargs):
-        rows.append(input_ids.shape[0])
-        if input_ids.shape[0] > FITS:
-            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (simulated)")
-        return forward(self, input_ids=input_ids, **kwargs)
-
-    monkeypatch.setattr(GPT2LMHeadModel, "forward", limited)
+    rows = limit_rows(monkeypatch, GPT2LMHeadModel, FITS)
     assert main([*flags, "--batch-size", "auto", "--out", str(tmp_path / "auto")]) == 0
     (result,) = json.loads((tmp_path / "auto" / "results.json").read_text())
     # 256 (8 x the default 32), 128, ..., 8: a batch of 14 candidates, then 8 rows: out of memory; 4 fits

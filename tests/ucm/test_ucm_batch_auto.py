@@ -10,10 +10,10 @@ import subprocess
 import sys
 
 import pytest
-import torch
 from transformers import BertModel
 
 from medlama.cli import main
+from out_of_memory import limit_rows  # tests/helpers
 
 FITS = 3  # rows per forward pass that "fit in memory"
 SCORES = ("target", "negative", "accuracy", "num_records")
@@ -36,15 +36,7 @@ def test_python_dash_m_medlama_ucm_takes_batch_size_auto(sets, tiny_encoder, tmp
 def test_ucm_auto_backs_off_on_out_of_memory_to_the_ranks_of_a_fixed_size(sets, tiny_encoder, tmp_path,
                                                                            monkeypatch):
     assert main([*_flags(sets, tiny_encoder, tmp_path / "fixed"), "--batch-size", "2"]) == 0
-    forward, rows = BertModel.forward, []
-
-    def limited(self, input_ids=None, **kwargs):
-        rows.append(input_ids.shape[0])
-        if input_ids.shape[0] > FITS:
-            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (simulated)")
-        return forward(self, input_ids=input_ids, **kwargs)
-
-    monkeypatch.setattr(BertModel, "forward", limited)
+    rows = limit_rows(monkeypatch, BertModel, FITS)
     assert main([*_flags(sets, tiny_encoder, tmp_path / "auto"), "--batch-size", "auto"]) == 0
     (fixed,) = json.loads((tmp_path / "fixed" / "results.json").read_text())["models"]
     (auto,) = json.loads((tmp_path / "auto" / "results.json").read_text())["models"]

@@ -23,7 +23,7 @@ from medlama.core.errors import MedlamaInputError
 from medlama.core.models import check_device, resolve_model
 from medlama.core.provenance import model_identity, package_versions, provenance
 from medlama.core.resume import ShardStore, discard_work_folder
-from medlama.core.settings import check, setting
+from medlama.core.settings import Checked, setting
 from medlama.datasets.folders import DataFolder, folder_configs, load_config, resolve_folder
 from medlama.datasets.declared.biolama import group_of
 from medlama.runs.biolama_queries import load_biolama_queries
@@ -42,7 +42,7 @@ _COLUMNS = ("query", "template", "obj_labels", "source", "relation")
 
 
 @dataclass(frozen=True)
-class OptiPromptRun:
+class OptiPromptRun(Checked):
     """What to train and where (``medlama optiprompt``'s own flags)."""
 
     model: str = setting(help="the masked LM (a folder or Hub id) whose prompts are learned")
@@ -56,9 +56,6 @@ class OptiPromptRun:
     device: str | None = setting(None, help="cpu, cuda, cuda:N or mps; none: CUDA when there is one")
     overwrite: bool = setting(False, switch=True, help="replace the prompts of an earlier finished run in OUT "
                                                        "(and start over rather than continue an interrupted one)")
-
-    def __post_init__(self) -> None:
-        check(self)
 
 
 @dataclass

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.progress import bar
-from medlama.core.settings import check, setting
+from medlama.core.settings import Checked, setting
 from medlama.datasets.declared.biolama import BIOLAMA
 from medlama.probers.learned_prompts import INITS, LearnedPrompt, initial_template, vector_count
 from medlama.probers.mask_predict import MaskPredictProber
@@ -38,7 +38,7 @@ BETAS, EPS = (0.9, 0.999), 1e-6
 
 
 @dataclass(frozen=True)
-class OptiPromptSettings:
+class OptiPromptSettings(Checked):
     """How each relation's prompt is trained (BioLAMA's defaults)."""
 
     init: str = setting("manual", choices=INITS, help="manual: one vector per token of the manual template, "
@@ -52,9 +52,6 @@ class OptiPromptSettings:
                                                            "together)")
     seed: int = setting(0, min=0, max=2**64 - 1, help="seed of the example order, the dropout and the random init "
                                                      "(0 to 2^64-1, what torch takes)")
-
-    def __post_init__(self) -> None:
-        check(self)
 
 
 @dataclass

@@ -28,7 +28,7 @@ from medlama.commands.flags import add_settings_flags, given_settings
 from medlama.core.display import print_table
 from medlama.core.errors import MedlamaInputError
 from medlama.core.progress import enabled as progress_enabled
-from medlama.core.settings import check, setting, settings_from
+from medlama.core.settings import Checked, check, setting, settings_from
 from medlama.datasets.context_variance.settings import BuildSettings, CorpusSpec, IndexEngine, KnowledgeSpec
 from medlama.datasets.registry import Declaration, declared
 from medlama.loaders.corpus_files import FORMATS
@@ -39,7 +39,7 @@ _CORPUS_PATHS = ("mimic", "pmc")
 
 
 @dataclass(frozen=True)
-class CorpusFlags:
+class CorpusFlags(Checked):
     """The corpora as the command line names them (at least one), with the reader options that apply."""
 
     mimic: tuple[str, ...] | None = setting(
@@ -57,9 +57,6 @@ class CorpusFlags:
         "error", choices=ON_BAD_RECORD,
         help="MIMIC: a record the CSV does not hold cleanly (an unterminated quote, a wrong field count) stops the "
              "build naming its file and line (error), or is left out and counted on stderr (skip)")
-
-    def __post_init__(self) -> None:
-        check(self)
 
     def specs(self) -> list[CorpusSpec]:
         """The corpora named by ``--mimic``, ``--pmc`` and ``--corpus``, with the reader options that apply and

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from medlama.commands.flags import add_command, add_settings_flags, given_settings
 from medlama.core.errors import MedlamaInputError
-from medlama.core.settings import check, setting, settings_from
+from medlama.core.settings import Checked, setting, settings_from
 from medlama.core.display import console as make_console
 from medlama.datasets.registry import PROBED_NAMES, declarations
 from medlama.probers.registry import METHODS
@@ -20,7 +20,7 @@ from medlama.runs.queries import QuerySource, load_queries
 
 
 @dataclass(frozen=True)
-class ListSettings:
+class ListSettings(Checked):
     """Whose relations ``medlama list`` counts, in which folder and config, and how it prints."""
 
     dataset: str = setting("medlama", choices=PROBED_NAMES, help="whose relations to count")
@@ -30,9 +30,6 @@ class ListSettings:
     config: str | None = setting(None, parse=str, show_default="every config of the dataset",
                                  help="the config whose relations are counted")
     json: bool = setting(False, switch=True, show_default=False, help="print JSON instead of tables")
-
-    def __post_init__(self) -> None:
-        check(self)
 
 
 def register(subparsers) -> None:

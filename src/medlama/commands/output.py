@@ -25,7 +25,7 @@ from medlama.commands.flags import add_settings_flags
 from medlama.core.errors import MedlamaInputError
 from medlama.core.models import DEVICE_PATTERN, DEVICE_WORDS
 from medlama.core.models import check_device as check_model_device
-from medlama.core.settings import check, setting
+from medlama.core.settings import Checked, setting
 from medlama.runs.outputs import RESULTS_FILE
 from medlama.core.atomic import check_finished
 from medlama.core.atomic import claimed_output as claimed
@@ -55,7 +55,7 @@ OVERWRITE_HELP = (f"replace the results of an earlier run in OUT; without it, a 
 
 
 @dataclass(frozen=True)
-class OutputSettings:
+class OutputSettings(Checked):
     """Where a scoring command's results go, how they are shown, where the models run, how many queries."""
 
     out: Path = setting(Path("out"), help="folder for the results")
@@ -69,9 +69,6 @@ class OutputSettings:
                                  help="where the models run: cpu, cuda, cuda:N or mps")
     limit: int | None = setting(None, min=1, parse=limit_word, metavar="N", show_default="all",
                                 help="only the first N queries, for a quick check; the scores are not the benchmark's")
-
-    def __post_init__(self) -> None:
-        check(self)
 
 
 def add_output_arguments(parser: argparse.ArgumentParser, *, default_out: Path, writes: str,

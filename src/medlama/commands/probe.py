@@ -44,6 +44,14 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
                              f"ranking goes as deep as the largest k scored) (default: {KEEP_PREDICTIONS})")
 
 
+def add_retrieval_probe_arguments(parser: argparse.ArgumentParser, settings: type) -> None:
+    """A command that rewires then probes by retrieval (``recipe``, ``sweep``): its own ``settings`` (every
+    field shown with its default), where the queries come from, and the retrieval settings."""
+    add_settings_flags(parser, settings, filled=True)
+    add_data_arguments(parser)
+    add_retrieval_arguments(parser)
+
+
 def add_retrieval_arguments(parser: argparse.ArgumentParser) -> None:
     """Retrieval settings alone (``medlama recipe``, which probes by retrieval only)."""
     method = METHODS["retrieval"]

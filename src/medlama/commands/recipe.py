@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from medlama.commands.flags import add_command, add_settings_flags, given_settings
+from medlama.commands.flags import add_command, given_settings
 from medlama.commands.output import (add_output_arguments, check_device, check_folder_output, human_output,
                                      print_results)
-from medlama.commands.probe import add_data_arguments, add_retrieval_arguments, load_queries, retrieval_settings
+from medlama.commands.probe import add_retrieval_probe_arguments, load_queries, retrieval_settings
 from medlama.core.settings import settings_from
 from medlama.runs.outputs import RESULTS_FILE
 from medlama.recipe.settings import RecipeSettings
@@ -28,9 +28,7 @@ from medlama.runs import plots, tables
 def register(subparsers) -> None:
     parser = add_command(subparsers, "recipe", run, doc=__doc__,
                          help="probe, rewire with Contrastive-Probe, probe again: before/after table, JSON, plots")
-    add_settings_flags(parser, RecipeSettings, filled=True)
-    add_data_arguments(parser)
-    add_retrieval_arguments(parser)
+    add_retrieval_probe_arguments(parser, RecipeSettings)
     add_output_arguments(
         parser, default_out=Path("out/recipe"), writes="rewired models, results.json and plots",
         limit="probe only the first N queries of each relation (the rewiring is not shortened: see --steps)",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from medlama.commands.flags import add_command, add_settings_flags, given_settings
 from medlama.commands.output import OutputSettings, check_device, human_output
-from medlama.commands.probe import add_data_arguments, add_retrieval_arguments, load_queries, retrieval_settings
+from medlama.commands.probe import add_retrieval_probe_arguments, load_queries, retrieval_settings
 from medlama.core.atomic import check_replaceable
 from medlama.core.models import resolve_model
 from medlama.core.ownership import OWNER_NAME
@@ -27,9 +27,7 @@ from medlama.figures.settings import FIGURE_FILE, SWEEP_KIND, SweepSettings
 def register(subparsers) -> None:
     parser = add_command(subparsers, "sweep", run, doc=__doc__,
                          help="rewire then probe over a grid (lr, tau, mask ratio, corpus size), resumable; figure 9")
-    add_settings_flags(parser, SweepSettings, filled=True)
-    add_data_arguments(parser)
-    add_retrieval_arguments(parser)
+    add_retrieval_probe_arguments(parser, SweepSettings)
     # no --overwrite (a finished point is never rerun; the figure is redrawn from the records each time), no --json
     add_settings_flags(parser, OutputSettings, title="run and output", defaults=OutputSettings(out=Path("out/sweep")),
                        exclude=("overwrite", "json"), filled=True,
