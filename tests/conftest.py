@@ -308,16 +308,6 @@ def biolama_fx() -> SimpleNamespace:
 
 
 @pytest.fixture(scope="session")
-def biolama_built(biolama_release_dir, tmp_path_factory) -> Path:
-    """The fixture BioLAMA release built once (``medlama build biolama``'s folder), for the probers' tests."""
-    from medlama.datasets.biolama_folder import write_biolama
-
-    built = tmp_path_factory.mktemp("biolama-built") / "biolama"
-    write_biolama(built, biolama_release_dir, progress=False)
-    return built
-
-
-@pytest.fixture(scope="session")
 def biolama_release_dir(biolama_fx, tmp_path_factory) -> Path:
     """The fixture BioLAMA release, extracted: a folder holding ``data/``."""
     root = tmp_path_factory.mktemp("biolama-release")

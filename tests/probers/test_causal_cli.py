@@ -112,10 +112,10 @@ def test_wrong_model_class_and_foreign_flags_exit_2(make_tiny_bert, tiny_gpt2, m
         capsys.readouterr().err
 
 
-def test_biolama_with_causal_methods(biolama_built, tiny_gpt2, tmp_path):
+def test_biolama_with_causal_methods(biolama_dir, tiny_gpt2, tmp_path):
     from medlama.runs.biolama_queries import load_biolama_queries
 
-    built = biolama_built
+    built = biolama_dir
     queries = load_biolama_queries(built, "wikidata")
     # a prompt that does not end in "[Y] ." (BioLAMA's may not): the text after the slot is scored too
     first = queries.subset([0])

@@ -148,11 +148,11 @@ def test_system_prompt_is_the_chat_templates_system_message(tmp_path):
         refusing.split(text)
 
 
-def test_biolama_queries_draw_by_their_subject(biolama_built, tiny_gpt2, tmp_path):
+def test_biolama_queries_draw_by_their_subject(biolama_dir, tiny_gpt2, tmp_path):
     """BioLAMA's subjects are its ``sub_uri``: few-shot works there too, by the same rule."""
     from medlama.runs.biolama_queries import load_biolama_queries
 
-    built = biolama_built
+    built = biolama_dir
     queries = load_biolama_queries(built, "wikidata")
     assert queries.subjects is not None and len(set(queries.subjects)) > 1
     out = tmp_path / "out"
