@@ -130,7 +130,7 @@ class ProbeCallback(TrainerCallback):
                                                    candidates=candidates, limit=limit))
         self.queries.check_gold(scored_match)
         #: What each probe reads: the queries read once, here (their limit applied), probed as they are.
-        self.source = QuerySource.of(self.queries, dataset=dataset, candidates=self.queries.rule)
+        self.source = QuerySource.of(self.queries, dataset=dataset)  # a QuerySet carries its own pool
         self.every, self.at_start, self.prefix = every, bool(at_start), prefix
         self.out, self.write = (Path(out) if out is not None else None), bool(write)
         self.trainer, self.tokenizer = trainer, tokenizer

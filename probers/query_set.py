@@ -120,7 +120,8 @@ class QuerySet:
 
 
 def choice_queries(rows, texts: list[str], gold, candidates: str, *, name: str, info: dict,
-                   relations: list[str] | None = None, subject_names: list[str] | None = None) -> QuerySet:
+                   relations: list[str] | None = None, subject_names: list[str] | None = None,
+                   subjects: list[str] | None = None) -> QuerySet:
     """The :class:`QuerySet` of multiple-choice rows (columns ``id``, ``relation``, ``choices``): each query's
     pool is its own ``choices`` (rule ``choices``), ``candidates`` their union. A candidate rule other than the
     default is refused: the choices are the pools."""
@@ -131,7 +132,7 @@ def choice_queries(rows, texts: list[str], gold, candidates: str, *, name: str, 
     return QuerySet(ids=list(rows["id"]), relations=relations or list(rows["relation"]), texts=texts,
                     gold=[list(g) for g in gold], candidates=sorted({n for row in choices for n in row}), name=name,
                     info=info, rule=CHOICES, choices=choices, facts=fact_columns(rows),
-                    subject_names=subject_names)
+                    subject_names=subject_names, subjects=subjects)
 
 
 #: The columns naming a MedLAMA query's fact (:attr:`QuerySet.facts`).

@@ -75,7 +75,8 @@ def load_biolama_queries(data: str | Path | DataFolder, config: str = "all", *, 
             "relations": list(relations) if relations else "all", **folder.info}
     if "choices" in data.column_names:  # multiple choice: each query ranked against its own choices
         return choice_queries(data, list(data["query"]), data["answers"], rule, name=name, info=info, relations=groups,
-                              subject_names=list(data["sub_label"]))
+                              subject_names=list(data["sub_label"]),
+                              subjects=list(data["sub_uri"]) if "sub_uri" in data.column_names else None)
     evaluated = sorted(set(groups)) if rule != "config" else sorted(per_group)
     names = sorted(set().union(*(per_group[g] for g in evaluated)))
     pools = {g: sorted(per_group[g]) for g in evaluated} if rule == "relation" else None

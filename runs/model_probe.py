@@ -13,7 +13,7 @@ from medlama.probers.registry import make_prober
 from medlama.runs.result import ProbeResult, result_of
 from medlama.runs.resume import Unit, rank_units
 from medlama.runs.scores import REPORT_KS
-from medlama.runs.workflow import ModelRun, probe
+from medlama.runs.workflow import ModelRun, check_depth, probe
 
 
 def probe_model(method: str, model: str | Path, settings: Any, queries: QuerySet, *, label: str,
@@ -26,6 +26,8 @@ def probe_model(method: str, model: str | Path, settings: Any, queries: QuerySet
     if not is_auto(settings):
         return probe(make_prober(method, model, settings, device=device), queries, label=label, top_k=top_k, ks=ks,
                      match=match)
+    check_depth(top_k, ks)
     unit = Unit(label, ModelRun(label, method, model, settings), model)
     ranking, note, seconds = rank_units(queries, [unit], top_k=top_k, device=device)[label]
-    return result_of(note, queries, ranking, seconds, label=label, ks=ks, match=match)
+    return result_of(note, queries, ranking, seconds, label=label, ks=ks, match=match, top_k=top_k,
+                     ranked_top_k=top_k)

@@ -55,7 +55,8 @@ def load_medlama_queries(data: str | Path | DataFolder, config: str = "hard", *,
             **folder.info}
     if is_mc(config):
         return choice_queries(rows, list(rows[prompt_column]), rows["answer_names"], candidates, name=name, info=info,
-                              subject_names=list(rows["head_name"]))
+                              subject_names=list(rows["head_name"]),
+                              subjects=list(rows["head_cui"]) if "head_cui" in rows.column_names else None)
     names, pools = medlama_pools(folder.path, config, list(relations) if relations else known, candidates,
                                  whole=not relations)
     return QuerySet(ids=list(rows["id"]), relations=list(rows["relation"]), texts=list(rows[prompt_column]),
@@ -105,7 +106,8 @@ def queries_from_dataset(data, *, relations: Sequence[str] | None = None, prompt
         info = {"dataset": "medlama", "config": name, "relations": list(relations) if relations else "all",
                 "fingerprint": getattr(data, "_fingerprint", None)}
         return choice_queries(data, list(data[prompt_column]), data["answer_names"], candidates, name=name, info=info,
-                              subject_names=list(data["head_name"]))
+                              subject_names=list(data["head_name"]),
+                              subjects=list(data["head_cui"]) if "head_cui" in data.column_names else None)
     if source is None and not _whole(data):
         raise MedlamaInputError(
             "this Dataset is a part (a selection, shuffle or filter) of a MedLAMA split that was not loaded by "

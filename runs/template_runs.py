@@ -89,8 +89,10 @@ def checked_templates(source: QuerySource, runs: Sequence[Any], checkpoints: boo
 
 
 def template_rows(source: QuerySource, queries: QuerySet) -> dict[str, dict[str, str]]:
-    """The head names and query columns of ``queries``, from the rows they were read from: the config of
-    ``source`` (a folder, a Hub id, the cached build, or a loaded Dataset)."""
+    """The head names and query columns of ``queries`` and of the set they were cut from (``whole``), from the
+    rows they were read from: the config of ``source`` (a folder, a Hub id, the cached build, or a loaded
+    Dataset)."""
+    queries = queries.whole or queries
     if hasattr(source.loaded, "column_names"):  # a loaded Dataset or DatasetDict: its own rows
         rows = source.loaded
         if not hasattr(rows, "features"):  # a DatasetDict: the split queries_from_dataset probes

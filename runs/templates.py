@@ -207,18 +207,24 @@ def template_queries(queries: QuerySet, rows: Mapping[str, Mapping[str, str]],
                      templates: TemplateSet) -> list[tuple[str, QuerySet]]:
     """``(template name, its query set)`` of every template: ``queries`` with each text made from the
     template (``[X]`` filled with the row's head name; the release set: the row's query column), and the
-    template's record (:meth:`TemplateSet.record`) in ``info["template"]``."""
+    template's record (:meth:`TemplateSet.record`) in ``info["template"]``. The set they were cut from
+    (``whole``, where few-shot examples are drawn) is made from the same template, so a template's examples
+    read as its queries do, whatever ``--limit`` cut; ``rows`` covers it."""
     out = []
     for name in templates.names(queries.relations):
         record = templates.record(name, queries.relations)
-        if templates.is_release:
-            column = RELEASE_COLUMNS[name]
-            texts = [rows[qid][column] for qid in queries.ids]
-        else:
+
+        def texts(part: QuerySet) -> list[str]:
+            if templates.is_release:
+                return [rows[qid][RELEASE_COLUMNS[name]] for qid in part.ids]
             per = record["per_relation"]
-            texts = [fill_prompt(per[relation], rows[qid]["head_name"])
-                     for qid, relation in zip(queries.ids, queries.relations)]
-        out.append((name, replace(queries, texts=texts, info={**queries.info, "template": record})))
+            # a relation of the whole set that is not probed keeps its text (no example is drawn from it)
+            return [fill_prompt(per[relation], rows[qid]["head_name"]) if relation in per else text
+                    for qid, relation, text in zip(part.ids, part.relations, part.texts)]
+
+        whole = None if queries.whole is None else replace(queries.whole, texts=texts(queries.whole))
+        out.append((name, replace(queries, texts=texts(queries), info={**queries.info, "template": record},
+                                  whole=whole)))
     return out
 
 

@@ -284,14 +284,20 @@ def probe(prober: Prober, queries: QuerySet, *, label: str | None = None, top_k:
     if is_auto(prober.settings_):
         raise MedlamaInputError("batch size 'auto' is resolved by medlama probe and medlama.probe (the largest that "
                                 "fits); a prober used on its own needs a number")
-    if ks and top_k < max(ks):  # acc@k beyond the ranked depth would count only the top top_k: a wrong number
-        raise MedlamaInputError(f"top_k {top_k} ranks fewer predictions than the largest k scored ({max(ks)}); give "
-                                f"top_k >= {max(ks)} or ks up to {top_k}")
+    check_depth(top_k, ks)
     start = time.perf_counter()
     ranking = rank_prober(prober, queries, top_k=top_k, all_scores=all_scores)
     return result_of(ProberNote.of(prober), queries, ranking, time.perf_counter() - start,
                      label=prober.method if label is None else label, ks=ks, match=match, top_k=top_k,
                      ranked_top_k=top_k)
+
+
+def check_depth(top_k: int, ks: Sequence[int]) -> None:
+    """Refuse ranking a prober only ``top_k`` deep where a larger k is scored: its acc@k would count only the top
+    ``top_k`` (a wrong number)."""
+    if ks and top_k < max(ks):
+        raise MedlamaInputError(f"top_k {top_k} ranks fewer predictions than the largest k scored ({max(ks)}); give "
+                                f"top_k >= {max(ks)} or ks up to {top_k}")
 
 
 def model_runs(methods: Sequence[str], labels: Sequence[str], models: Sequence[Any], settings: dict[str, Any],
@@ -438,5 +444,5 @@ def describe_pool(queries: QuerySet) -> str:
             f"(pool: {queries.rule})")
 
 
-__all__ = ["ModelRun", "ProbeModels", "ProbeOutcome", "ProbeOutput", "ProbeScoring", "aggregate",
+__all__ = ["ModelRun", "ProbeModels", "ProbeOutcome", "ProbeOutput", "ProbeScoring", "aggregate", "check_depth",
            "checkpoint_folders", "describe_pool", "model_runs", "print_report", "probe", "probe_models", "run_probe", "shard_store", "units_of"]

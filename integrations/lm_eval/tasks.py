@@ -301,8 +301,9 @@ def export_lm_eval(data: str | Path | None, out: str | Path,
     _check_selection(folder.path, settings)  # from the card alone, before any data file is read
     if is_mc(settings.config):
         if settings.few_shot:
-            raise MedlamaInputError(f"--few-shot: the multiple-choice config {settings.config!r} records no "
-                                    "subjects to keep out of a query's examples; export hard or full")
+            raise MedlamaInputError(f"--few-shot: the multiple-choice export ({settings.config!r}) writes no "
+                                    "few-shot examples yet; export hard or full with --few-shot, or probe "
+                                    f"{settings.config!r} with medlama probe --few-shot")
         return _export_choices(folder, out, settings, reads)
     queries = load_medlama_queries(folder, settings.config, relations=settings.relations,
                                    prompt_column=settings.prompt_column, candidates="relation")

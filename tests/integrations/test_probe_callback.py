@@ -272,3 +272,16 @@ def test_a_training_with_no_evaluation_is_refused_without_every(make_tiny_bert, 
     with pytest.raises(MedlamaInputError, match="eval_strategy 'no'.*every=N"):
         trainer.train()
     assert trainer.state.global_step == 0
+
+
+def test_a_multiple_choice_config_is_probed_against_its_choices(medlama_dir):
+    """The callback reads a ``*_mc`` config once, and each probe reads those queries as they are (their own
+    choices as pools), as ``medlama probe --config hard_mc`` reads them."""
+    from medlama.runs.queries import load_medlama_queries, load_queries
+
+    callback = ProbeCallback(medlama_dir, config="hard_mc", relations=["associated_morphology_of"], limit=3,
+                             write=False)
+    expected = load_medlama_queries(medlama_dir, "hard_mc", relations=["associated_morphology_of"])
+    read = load_queries(callback.source)
+    assert read.rule == expected.rule == "choices" and len(read) == 3
+    assert (read.ids, read.choices) == (expected.ids[:3], expected.choices[:3])

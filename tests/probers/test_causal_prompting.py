@@ -164,3 +164,18 @@ def test_biolama_queries_draw_by_their_subject(biolama_dir, tiny_gpt2, tmp_path)
         (example,) = row["few_shot_examples"]
         j, q = queries.ids.index(example), queries.ids.index(row["id"])
         assert queries.relations[j] == queries.relations[q] and queries.subjects[j] != queries.subjects[q]
+
+
+def test_multiple_choice_queries_keep_their_subjects_for_the_draw(medlama_dir):
+    """A ``*_mc`` config names each query's subject (its head CUI) as the plain config does: few-shot draws on
+    it by the same rule."""
+    from medlama.runs.queries import load_medlama_queries
+
+    relations = ["associated_morphology_of"]
+    choices = load_medlama_queries(medlama_dir, "hard_mc", relations=relations)
+    plain = load_medlama_queries(medlama_dir, "hard", relations=relations)
+    assert dict(zip(choices.ids, choices.subjects)) == {q: s for q, s in zip(plain.ids, plain.subjects)
+                                                        if q in set(choices.ids)}
+    subject = dict(zip(choices.ids, choices.subjects))
+    for query, examples in zip(choices.ids, draw(choices, 2, 0)):
+        assert len(examples) == 2 and all(subject[e] != subject[query] and e != query for e in examples)

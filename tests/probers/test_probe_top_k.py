@@ -143,3 +143,14 @@ def test_compare_reads_runs_that_keep_fewer_than_ten(encoder, make_tiny_bert, me
     assert main(["compare", str(out), "--json", "--resamples", "200"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert len(record["leaderboard"]) == 2
+
+
+def test_the_auto_batch_probe_of_recipe_and_sweep_checks_and_records_its_depth():
+    """:func:`medlama.runs.model_probe.probe_model` with ``batch_size="auto"`` refuses a k beyond its depth
+    before any model loads, as :func:`medlama.runs.workflow.probe` does."""
+    from medlama.probers.retrieval import RetrievalSettings
+    from medlama.runs.model_probe import probe_model
+
+    with pytest.raises(MedlamaInputError, match=r"top_k 2 ranks fewer predictions than the largest k scored \(10\)"):
+        probe_model("retrieval", "no-such-model", RetrievalSettings(batch_size="auto"), _pool_queries(), label="x",
+                    top_k=2)
