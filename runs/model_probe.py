@@ -11,7 +11,7 @@ from medlama.core.batching import is_auto
 from medlama.probers.query_set import QuerySet
 from medlama.probers.registry import make_prober
 from medlama.runs.result import ProbeResult, result_of
-from medlama.runs.resume import Unit, rank_units
+from medlama.runs.resume import rank_units
 from medlama.runs.scores import REPORT_KS
 from medlama.runs.workflow import ModelRun, check_depth, probe
 
@@ -27,7 +27,7 @@ def probe_model(method: str, model: str | Path, settings: Any, queries: QuerySet
         return probe(make_prober(method, model, settings, device=device), queries, label=label, top_k=top_k, ks=ks,
                      match=match)
     check_depth(top_k, ks)
-    unit = Unit(label, ModelRun(label, method, model, settings), model)
+    unit = ModelRun(label, method, model, settings).unit()
     ranking, note, seconds = rank_units(queries, [unit], top_k=top_k, device=device)[label]
     return result_of(note, queries, ranking, seconds, label=label, ks=ks, match=match, top_k=top_k,
                      ranked_top_k=top_k)

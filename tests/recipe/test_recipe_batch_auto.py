@@ -52,8 +52,10 @@ def test_probe_model_resolves_auto_to_the_predictions_of_a_fixed_size(make_tiny_
     queries = QuerySet(ids=["q0", "q1", "q2"], relations=["r", "r", "s"], name="tiny", candidates=names,
                        texts=["pain is treated by [Y] .", "[Y] thins the blood .", "diabetes needs [Y] ."],
                        gold=[["aspirin"], ["heparin"], ["insulin"]])
-    fixed = probe_model("retrieval", encoder, RetrievalSettings(batch_size=2), queries, label="enc", top_k=5)
-    auto = probe_model("retrieval", encoder, RetrievalSettings(batch_size="auto"), queries, label="enc", top_k=5)
+    fixed = probe_model("retrieval", encoder, RetrievalSettings(batch_size=2), queries, label="enc", top_k=5,
+                        ks=(1, 5))
+    auto = probe_model("retrieval", encoder, RetrievalSettings(batch_size="auto"), queries, label="enc",
+                       top_k=5, ks=(1, 5))
     assert fixed.settings["batch_size"] == 2 and "resolved_batch_size" not in fixed.settings
     # nothing runs out of memory on the CPU: the first size tried, 8 x retrieval's default 128
     assert auto.settings["batch_size"] == "auto" and auto.settings["resolved_batch_size"] == 8 * 128

@@ -139,7 +139,9 @@ def test_ucm_help_shows_every_default(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for shown in ("--method", "(default: auto)", "--ks K [K ...]", "(default: 1 5)", "--max-tokens N",
                   "(default: none)", "--pooling {cls,mean}", "(default: cls)", "--distance {l2,cosine}",
-                  "(default: l2)", "(default: mask-predict 16 queries, mask-average 32, retrieval 64)", "--no-negative",
+                  "(default: l2)", "mask-predict: queries decoded together (x beam size rows per forward pass) (default: 16); mask-average: "
+                  "queries per forward pass (one row each, per candidate length) (default: 32); retrieval: texts per "
+                  "forward pass (default: 64)", "--no-negative",
                   "--include-first-segment", "--records"):
         assert shown in text
     assert "--ranker" not in text and "mlm" not in text.replace("--model", "")
