@@ -338,3 +338,9 @@ def sets(tmp_path_factory) -> Path:
     build_context_variance(kb, [CorpusSpec.make(notes, "mimic"), CorpusSpec.make(pmc, "pmc")], root / "sets",
                            index_root=root / "indexes", progress=False)
     return root / "sets"
+
+
+def pytest_collection_modifyitems(config, items):
+    """The slow tests first (a stable sort keeps every other order): the two workers share them from the start,
+    and the many short tests fill the end, so neither worker waits alone on a long test at the close."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

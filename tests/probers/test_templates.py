@@ -47,6 +47,15 @@ def write_jsonl(path, templates):
     return path
 
 
+@pytest.fixture(scope="module", autouse=True)
+def candidate_vectors_once():
+    """The templates' probes rank the same candidates with the same encoder: their vectors are encoded once and
+    served from the embedding cache after (the cache itself is tested in test_embedding_cache.py)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MEDLAMA_EMBEDDING_CACHE", "1")
+        yield
+
+
 @pytest.fixture(scope="module")
 def tiny_mlm(make_tiny_bert):
     return make_tiny_bert("templates-mlm", mlm=True)
