@@ -11,8 +11,8 @@ static metadata) and lm-eval (a ``TaskConfig``), a declaration is data: adding a
 without being named anywhere), plus its builder and reader code. :func:`register` adds one at run time
 (a plugin, a test).
 
-What lives above this floor (the query reader in :mod:`medlama.runs`, a hand-made command line in
-:mod:`medlama.commands`) is named by its dotted path and imported by the floor that owns it, never from here.
+What lives above this floor is never imported from here: the query reader (:mod:`medlama.runs`) is named by
+its dotted path, and a hand-made command line is found by the CLI itself (its module ``build_<name>``).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from medlama.datasets.benchmark import Benchmark
 
 @dataclass(frozen=True)
 class BuildCommand:
-    """``medlama build <name>``: its help, and either a settings class with the build it runs, or the command
-    module that adds a command line one settings class cannot make."""
+    """``medlama build <name>``: its help, and either a settings class with the build it runs, or a command
+    line one settings class cannot make (``hand_made``)."""
 
     help: str
     description: str
@@ -39,12 +39,12 @@ class BuildCommand:
     settings: type | None = None
     #: The build: ``run(settings, as_json)`` builds the folder, prints its report and returns the exit status.
     run: Callable[[Any, bool], int] | None = None
-    #: Instead of ``settings`` and ``run``: a module of :mod:`medlama.commands` whose ``register(builders)`` adds
-    #: the parser itself (repeatable flags, a choice of two paths); named, not imported (commands sit above).
-    parser: str | None = None
+    #: Instead of ``settings`` and ``run``: the CLI's own module ``build_<name>`` adds the parser (repeatable
+    #: flags, a choice of two paths); the CLI finds it, this floor (below the commands) never names it.
+    hand_made: bool = False
 
     def __post_init__(self) -> None:
-        if (self.parser is None) == (self.settings is None or self.run is None):
+        if (not self.hand_made) == (self.settings is None or self.run is None):
             raise ValueError("a build command has settings and run, or a parser module, not both")
 
 

@@ -21,4 +21,4 @@ DECLARATION = Declaration(
                     "contexts retrieved from corpora (MIMIC-III / MIMIC-IV notes CSV, PMC JATS XML / text, JSON "
                     "Lines, plain text), cut into segments around the target, in every context type with its "
                     "negative-target counterpart. Each corpus is indexed once and the index reused.",
-        parser="medlama.commands.build_context_variance"))
+        hand_made=True))

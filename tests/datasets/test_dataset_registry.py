@@ -150,7 +150,8 @@ def test_the_built_in_declarations_name_what_exists():
         if declaration.query_reader:  # a reader of the probe run's floor, where it is imported
             module, _, function = declaration.query_reader.partition(":")
             assert module.startswith("medlama.runs.") and callable(getattr(importlib.import_module(module), function))
-        if declaration.build.parser:  # a command module, above the declaration's floor
-            assert declaration.build.parser.startswith("medlama.commands.")
-            assert callable(importlib.import_module(declaration.build.parser).register)
+        if declaration.build.hand_made:  # the CLI's own module, above the declaration's floor
+            from medlama.commands.build import hand_made_module
+
+            assert callable(importlib.import_module(hand_made_module(declaration.name)).register)
     assert declared("context-variance").query_reader is None and declared("context-variance").scored_by == "medlama ucm"
