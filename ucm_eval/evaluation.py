@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -28,7 +28,7 @@ from medlama.core.defaults import default_model_path
 from medlama.core.errors import MedlamaInputError
 from medlama.core.models import check_device, resolve_model, unique_labels
 from medlama.core.provenance import folder_hash, model_identity
-from medlama.core.settings import check, setting
+from medlama.core.settings import check, did_you_mean, fields_of, setting, settings_from
 from medlama.core.resume import ShardStore, discard_work_folder
 from medlama.runs.outputs import RESULTS_FILE
 from medlama.datasets.declared.context_variance import CONTEXT_VARIANCE
@@ -177,6 +177,21 @@ class UcmModels:
              "causal-likelihood: a causal LM's log-probability of each pool name in the slot; auto: "
              "causal-likelihood for a decoder-only causal LM (GPT-2, Llama style), else mask-predict when the model "
              "has an MLM head, else retrieval. One value, or one per model (default: auto)")
+
+
+def settings_by_name(values: Mapping[str, Any]) -> tuple[UcmSettings, RankerSettings]:
+    """What to score and the rankers' settings from ``values``, named as ``medlama ucm``'s flags (the fields of
+    :class:`UcmSettings` and :data:`~medlama.ucm_eval.rankers.FLAT_NAMES`): the one reading of them, by the
+    command line and :func:`medlama.ucm` alike, with the same checks and defaults (the paper's decoding,
+    :data:`~medlama.ucm_eval.rankers.DEFAULTS`). A name of neither is an error naming the nearest."""
+    own = [field.name for field in fields_of(UcmSettings)]
+    known = [*own, *ranker_module.FLAT_NAMES]
+    unknown = [name for name in values if name not in known]
+    if unknown:
+        raise MedlamaInputError(f"unknown ucm setting(s): {', '.join(did_you_mean(name, known) for name in unknown)}"
+                                f"; known: {', '.join(known)}")
+    return (settings_from(UcmSettings, {name: value for name, value in values.items() if name in own}),
+            ranker_module.flat_ranker_settings({name: value for name, value in values.items() if name not in own}))
 
 
 @dataclass(frozen=True)

@@ -71,14 +71,14 @@ from medlama.probers.mask_average import MaskAverageProber, MaskAverageSettings
 from medlama.probers.mask_predict import MaskPredictSettings
 from medlama.probers.query_set import QuerySet
 from medlama.probers.faiss_search import DISTANCES, Distance, check_distance, score_matrix
-from medlama.core.settings import Checked, setting, settings_from
+from medlama.core.settings import Checked, did_you_mean, fields_of, setting, settings_from
 from medlama.ucm_eval.causal_ranker import CausalRanker
 from medlama.ucm_eval.context_ranker import ContextRanker, ranks_from_scores
 from medlama.ucm_eval.mask_predict_ranker import PAPER_DECODING, MaskPredictRanker
 
-__all__ = ["METHODS", "CausalRanker", "ContextRanker", "MaskAverageRanker", "MaskPredictRanker", "RankerSettings",
+__all__ = ["DEFAULTS", "METHODS", "CausalRanker", "ContextRanker", "MaskAverageRanker", "MaskPredictRanker", "RankerSettings",
            "RetrievalRanker",
-           "RetrievalRankerSettings", "make_ranker", "ranker_class", "ranker_settings", "ranks_from_scores"]
+           "RetrievalRankerSettings", "flat_ranker_settings", "make_ranker", "ranker_class", "ranker_settings", "ranks_from_scores"]
 
 #: The ranking methods: the probing methods of :data:`medlama.probers.registry.METHODS` that rank a whole
 #: pool at one slot, as ``medlama ucm --method`` and ``medlama probe --method`` spell them.
@@ -133,6 +133,46 @@ class RankerSettings(Checked):
 #: Method -> its settings class.
 SETTINGS = {"mask-predict": MaskPredictSettings, "mask-average": MaskAverageSettings,
             "retrieval": RetrievalRankerSettings, "causal-likelihood": LikelihoodSettings}
+
+#: The rankers' defaults, the one table that ``medlama ucm``, :func:`medlama.ucm`, :func:`ranker_settings` and
+#: :func:`make_ranker` read: the paper's decoding (:data:`~medlama.ucm_eval.mask_predict_ranker.PAPER_DECODING`)
+#: for mask-predict, each other method's settings class's defaults.
+DEFAULTS = RankerSettings()
+
+#: Method -> the fields of its settings that no UCM input asks, so that a UCM run takes none of them (``medlama
+#: ucm`` has no flag for them, :func:`medlama.ucm` no keyword): learned prompts and their train overlap
+#: (mask-predict), few-shot examples, a layer sweep and a top-k search (causal-likelihood: one score per name).
+#: ``batch_size`` is one value for every ranker (:func:`flat_ranker_settings`).
+NOT_FOR_UCM = {"mask-predict": ("batch_size", "prompts", "allow_train_overlap"), "mask-average": ("batch_size",),
+               "retrieval": ("batch_size",),
+               "causal-likelihood": ("batch_size", "search", "layers", "few_shot", "few_shot_seed")}
+
+
+def ucm_fields(method: str) -> tuple[str, ...]:
+    """The fields of ``method``'s settings that a UCM run takes by name (its command-line fields, less
+    :data:`NOT_FOR_UCM`), ``batch_size`` aside."""
+    return tuple(field.name for field in fields_of(SETTINGS[method])
+                 if field.metadata.get("cli", True) and field.name not in NOT_FOR_UCM[method])
+
+
+#: Every ranker setting a UCM run takes by name: ``medlama ucm``'s flags, :func:`medlama.ucm`'s keywords.
+FLAT_NAMES = ("batch_size", *(name for method in METHODS for name in ucm_fields(method)))
+
+
+def flat_ranker_settings(values: Mapping[str, Any]) -> RankerSettings:
+    """Every ranker's settings from ``values``, named as ``medlama ucm``'s flags (:data:`FLAT_NAMES`):
+    ``batch_size`` for every ranker, each other name for its method; what is not given is :data:`DEFAULTS`'s.
+    Each method's settings are checked as they are made; a name of no ranker is an error."""
+    unknown = [name for name in values if name not in FLAT_NAMES]
+    if unknown:
+        raise MedlamaInputError(f"unknown ranker setting(s): {', '.join(did_you_mean(n, FLAT_NAMES) for n in unknown)}"
+                                f"; known: {', '.join(FLAT_NAMES)}")
+    parts = {}
+    for method in METHODS:
+        own = {name: value for name, value in values.items() if name in ("batch_size", *ucm_fields(method))}
+        parts[method.replace("-", "_")] = settings_from(SETTINGS[method], own, base=DEFAULTS.of(method),
+                                                        what=f"{method} ranker")
+    return RankerSettings(**parts)
 AnySettings = (MaskPredictSettings | MaskAverageSettings | RetrievalRankerSettings | LikelihoodSettings
                | RankerSettings)
 
@@ -151,8 +191,7 @@ def ranker_settings(method: str, values: Mapping[str, Any] | None = None, **more
     name = canonical_method(method)
     if name == "auto":
         raise MedlamaInputError("'auto' has no settings of its own: give RankerSettings (one part per method)")
-    base = PAPER_DECODING if name == "mask-predict" else None  # the paper's decoding, as the ranker's default
-    return settings_from(SETTINGS[name], values, base=base, what=f"{name} ranker", **more)
+    return settings_from(SETTINGS[name], values, base=DEFAULTS.of(name), what=f"{name} ranker", **more)
 
 
 class MaskAverageRanker(ContextRanker):
@@ -298,7 +337,7 @@ def _settings_for(method: str, settings: AnySettings | None):
     """The part of ``settings`` that ``method`` takes (its defaults when none is given)."""
     expected = SETTINGS[method]
     if settings is None:
-        return RankerSettings().of(method)
+        return DEFAULTS.of(method)
     if isinstance(settings, RankerSettings):
         return settings.of(method)
     if isinstance(settings, expected):
@@ -329,7 +368,7 @@ def make_ranker(method: str, model_path: str | Path, settings: AnySettings | Non
         if settings is not None and not part:
             raise MedlamaInputError(f"ranker settings must be RankerSettings or a method's settings, "
                                     f"got {type(settings).__name__}")
-        settings = RankerSettings(**part)
+        settings = replace(DEFAULTS, **part)
     if is_causal_lm(model_path):
         return _build(ranker_class("causal-likelihood"), model_path, settings.causal_likelihood, device)
     try:

@@ -37,7 +37,8 @@ from medlama.runs.workflow import ProbeModels, ProbeScoring, run_probe
 from medlama.reports import ReportSettings, write_report
 from medlama.trainers.cloze import check_corpus_files
 from medlama.trainers.config import QUICK_PRESET, RewireConfig
-from medlama.ucm_eval.evaluation import UcmModels, UcmRun, UcmSettings, run as run_ucm
+from medlama.ucm_eval.evaluation import UcmModels, UcmRun, run as run_ucm
+from medlama.ucm_eval.evaluation import settings_by_name as ucm_settings_by_name
 
 __all__ = ["annotate_estimate", "annotate_export", "annotate_score", "compare", "consistency", "frequency",
            "load_medlama", "mteb_task", "optiprompt", "probe", "report", "rewire", "ucm"]
@@ -252,16 +253,21 @@ def ucm(sets: str | Path, model: str | Path | Sequence[str | Path] | None = None
     the UCM paper's confidence decoding, as BioLAMA decodes; else retrieval), ``mask-predict``,
     ``mask-average`` (every pool name by its mean token log-probability: not the paper's), ``retrieval`` or
     ``causal-likelihood``; the results' ``settings["method"]`` records which;
-    ``settings``: fields of UcmSettings (``ks``, ``relations``, ...);
+    ``settings``: what ``medlama ucm``'s flags set, by the same names, with the same checks and defaults: what to
+    score (UcmSettings: ``ks``, ``relations``, ...) and the rankers' settings (``max_masks``, ``beam_size``,
+    ``init``, ... of mask-predict, default the paper's decoding; ``max_tokens`` of mask-average; ``layer``,
+    ``pooling``, ``distance`` ... of retrieval; ``reduction``, ``dtype`` ... of causal-likelihood;
+    ``batch_size`` for every ranker: :data:`medlama.ucm_eval.rankers.FLAT_NAMES`);
     ``out``: also write ``results.json`` and ``ucm.png`` there, atomically, as ``medlama ucm --out`` does
     (default: nothing is kept).
     """
     several = isinstance(model, (list, tuple))
     labels = tuple(label) if isinstance(label, (list, tuple)) else () if label is None else (label,)
+    scored, rankers = ucm_settings_by_name(settings)
     request = UcmRun(sets=Path(sets), models=UcmModels(model=tuple(model) if several else (model,), label=labels,
                                                        method=(method,)),
-                     settings=settings_from(UcmSettings, settings, what="ucm"), device=device,
-                     out=None if out is None else Path(out), show=False)
+                     settings=scored, rankers=rankers, device=device, out=None if out is None else Path(out),
+                     show=False)
     results, _ = run_ucm(request)
     return results if several else results[0]
 

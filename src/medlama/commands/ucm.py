@@ -18,10 +18,10 @@ from medlama.probers.mask_average import MaskAverageSettings
 from medlama.probers.mask_predict import MaskPredictSettings
 from medlama.core.progress import enabled as progress_enabled
 from medlama.core.settings import settings_from
-from medlama.ucm_eval.evaluation import FLAGS, UcmModels, UcmRun, UcmSettings
+from medlama.ucm_eval.evaluation import FLAGS, UcmModels, UcmRun, UcmSettings, settings_by_name
 from medlama.ucm_eval.evaluation import run as run_ucm
-from medlama.ucm_eval.mask_predict_ranker import PAPER_DECODING
-from medlama.ucm_eval.rankers import RankerSettings, RetrievalRankerSettings
+from medlama.ucm_eval.rankers import DEFAULTS, NOT_FOR_UCM, RetrievalRankerSettings
+from medlama.ucm_eval.rankers import SETTINGS as RANKER_SETTINGS
 
 
 def register(subparsers) -> None:
@@ -31,24 +31,20 @@ def register(subparsers) -> None:
     parser.add_argument("--sets", required=True, type=Path, help="folder written by medlama build context-variance")
     add_settings_flags(parser, UcmModels)
     add_settings_flags(parser, UcmSettings, title="what to score")
-    # the ranker asks no learned prompts, so it has no train overlap to allow
-    add_settings_flags(parser, MaskPredictSettings, exclude=("batch_size", "prompts", "allow_train_overlap"),
-                       defaults=PAPER_DECODING,
+    # the flags a UCM run takes (medlama.ucm's keywords), with its defaults: one table, NOT_FOR_UCM and DEFAULTS
+    add_settings_flags(parser, MaskPredictSettings, exclude=NOT_FOR_UCM["mask-predict"],
+                       defaults=DEFAULTS.mask_predict,
                        title="mask-predict ranker (the paper's: BioLAMA's confidence decoding)",
                        helps={name: (lambda text: "mask-predict: " + text)
                               for name in ("max_masks", "beam_size", "init", "refine", "max_iterations", "rescore")})
-    add_settings_flags(parser, MaskAverageSettings, exclude=("batch_size",), title="mask-average ranker",
+    add_settings_flags(parser, MaskAverageSettings, exclude=NOT_FOR_UCM["mask-average"], title="mask-average ranker",
                        helps={"max_tokens": lambda _: "mask-average: most masks per name, longer names are scored "
                                                       "on their first N tokens; none: the longest name's token count"})
-    add_settings_flags(parser, RetrievalRankerSettings, exclude=("batch_size",), title="retrieval ranker")
-    # a UCM input is no relation's query: no few-shot examples to draw, and one score per name (no layer sweep)
-    add_settings_flags(parser, LikelihoodSettings,
-                       exclude=("batch_size", "search", "layers", "few_shot", "few_shot_seed"),
+    add_settings_flags(parser, RetrievalRankerSettings, exclude=NOT_FOR_UCM["retrieval"], title="retrieval ranker")
+    add_settings_flags(parser, LikelihoodSettings, exclude=NOT_FOR_UCM["causal-likelihood"],
                        title="causal-likelihood ranker")
-    rankers = {"mask-predict": MaskPredictSettings, "mask-average": MaskAverageSettings,
-               "retrieval": RetrievalRankerSettings, "causal-likelihood": LikelihoodSettings}
     add_settings_flags(parser, BatchSizeFlag, helps={
-        "batch_size": lambda lead: f"{lead}, for every ranker; " + method_defaults("batch_size", rankers)})
+        "batch_size": lambda lead: f"{lead}, for every ranker; " + method_defaults("batch_size", RANKER_SETTINGS)})
     # --limit (first N triples per relation) is a field of UcmSettings, among "what to score".
     add_output_arguments(parser, default_out=Path("out/ucm"), writes="results.json and ucm.png (and records.jsonl)")
 
@@ -61,14 +57,10 @@ def run(args: argparse.Namespace) -> int:
     the bundled all-MiniLM-L6-v2 encoder."""
 
     models = settings_from(UcmModels, given_settings(args, UcmModels))
-    settings = settings_from(UcmSettings, given_settings(args, UcmSettings))
-    batch = given_settings(args, BatchSizeFlag)  # one value for every ranker, each one's default where not given
-    ranker_settings = RankerSettings(
-        mask_predict=settings_from(MaskPredictSettings, {**given_settings(args, MaskPredictSettings), **batch},
-                                   base=PAPER_DECODING),
-        mask_average=settings_from(MaskAverageSettings, {**given_settings(args, MaskAverageSettings), **batch}),
-        retrieval=settings_from(RetrievalRankerSettings, {**given_settings(args, RetrievalRankerSettings), **batch}),
-        causal_likelihood=settings_from(LikelihoodSettings, {**given_settings(args, LikelihoodSettings), **batch}))
+    # the flags given, read as medlama.ucm reads its keywords (--batch-size: one value for every ranker)
+    given = {name: value for cls in (UcmSettings, BatchSizeFlag, *RANKER_SETTINGS.values())
+             for name, value in given_settings(args, cls).items()}
+    settings, ranker_settings = settings_by_name(given)
     request = UcmRun(sets=args.sets, models=models, settings=settings, rankers=ranker_settings, device=args.device,
                      out=args.out, overwrite=args.overwrite, refuse_finished=True, progress=progress_enabled(),
                      spelling=FLAGS)
