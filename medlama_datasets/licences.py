@@ -52,6 +52,17 @@ BASES = ("reader", "columns", "declared", "undeclared")
 RESTRICTED = frozenset({PHYSIONET.lower(), "physionet-credentialed-health-data", "physionet", UNKNOWN, "none",
                         "proprietary", "all-rights-reserved", "noassertion"})
 
+#: The terms of a dataset's rows, which a run's per-query rows quote (``push-results``), least strict first:
+#: public; gated to UMLS licensees (:data:`UMLS_TAG`); private only. A dataset declares its own
+#: (:class:`medlama.datasets.registry.Declaration`); undeclared data is private only (deny by default).
+OPEN_TERMS, PRIVATE_TERMS = "open", "restricted"
+TERMS = (OPEN_TERMS, UMLS_TAG, PRIVATE_TERMS)
+
+
+def strictest(terms: Iterable[str]) -> str:
+    """The strictest of ``terms`` (of :data:`TERMS`); none at all: :data:`OPEN_TERMS`."""
+    return max(terms, key=TERMS.index, default=OPEN_TERMS)
+
 
 @dataclass(frozen=True)
 class SourceLicence:
@@ -101,5 +112,6 @@ def licence_lines(sources: Iterable[tuple[str, SourceLicence]]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["BASES", "GATED_FIELDS", "GATED_PROMPT", "MIMIC_TAG", "PHYSIONET", "RESTRICTED", "UMLS_TAG", "UNKNOWN",
+__all__ = ["BASES", "GATED_FIELDS", "GATED_PROMPT", "MIMIC_TAG", "OPEN_TERMS", "PHYSIONET", "PRIVATE_TERMS",
+           "RESTRICTED", "TERMS", "UMLS_TAG", "UNKNOWN", "strictest",
            "SourceLicence", "allows_redistribution", "is_physionet", "licence_lines", "recorded_licence"]

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from medlama.core.errors import MedlamaInputError
 from medlama.dataset_cards import card_path
 from medlama.datasets.benchmark import Benchmark
+from medlama.datasets.licences import PRIVATE_TERMS, TERMS, strictest
 
 
 @dataclass(frozen=True)
@@ -68,14 +69,30 @@ class Declaration:
     release_relations: Callable[[], Sequence[str]] | None = None
     #: Place in listings (``medlama build --help``, ``medlama list``), lowest first.
     listed: int = 100
+    #: The terms of its rows (:data:`~medlama.datasets.licences.TERMS`), which a probe's per-query rows quote:
+    #: ``push-results`` gates or refuses a run's upload by them. Default: private only (deny by default).
+    terms: str = PRIVATE_TERMS
+    #: Parts of it with other terms: ``(prefix, terms)``, for a config or relation named ``prefix`` or
+    #: ``prefix_...`` (BioLAMA's ``umls`` source, and its ``all`` config that holds it).
+    part_terms: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("-", "").isalnum() or self.name != self.name.lower():
             raise ValueError(f"a dataset name is lower-case letters, digits and '-', not {self.name!r}")
+        if any(terms not in TERMS for terms in (self.terms, *dict(self.part_terms).values())):
+            raise ValueError(f"{self.name}: terms are one of {TERMS}")
         if self.query_reader is not None and (self.benchmark is None or ":" not in self.query_reader):
             raise ValueError(f"{self.name}: a query reader is 'module:function' and comes with a benchmark")
         if not card_path(self.card).is_file():
             raise ValueError(f"{self.name}: no card template {card_path(self.card)}")
+
+    def terms_of(self, config: str | None = None, relations: Iterable[str] = ()) -> str:
+        """The terms of the rows of ``config`` and ``relations``: the strictest of the parts they name
+        (:attr:`part_terms`), the dataset's own (:attr:`terms`) where they name none."""
+        names = [str(name).lower() for name in (config or "", *relations) if name]
+        named = [terms for prefix, terms in self.part_terms
+                 if any(name == prefix or name.startswith(prefix + "_") for name in names)]
+        return strictest(named) if named else self.terms
 
     @property
     def kind(self) -> str:

@@ -5,14 +5,15 @@ The rules are those of every push (:mod:`medlama.publishing.upload`): only a fol
 files unchanged since (:func:`medlama.core.integrity.check_vouched`); the upload tree written first and
 checked for local paths; ``dry_run=DIR`` leaves it in ``DIR/<repo name>/`` with ``DIR/manifest.json``.
 
-The per-query rows quote the data's answers and predictions, so the results carry the data's terms:
+The per-query rows quote the data's answers and predictions, so the results carry the data's terms, as each
+dataset declares them (:attr:`medlama.datasets.registry.Declaration.terms`):
 
 * MedLAMA, and BioLAMA runs holding its ``umls`` source: names from the UMLS Metathesaurus, so the card is
   gated to UMLS licensees (``gated``, the access-request form of :mod:`medlama.datasets.licences`) and the
   repository gated before anything is uploaded (manual approval by default); ungated only ``private``;
 * other BioLAMA sources (CTD, Wikidata): ungated unless asked;
-* any other data (context-variance sets, which may quote MIMIC notes or sources of unknown licence): deny by
-  default, pushed only ``private``.
+* context-variance sets (which may quote MIMIC notes or sources of unknown licence), and data of no declared
+  dataset: deny by default, pushed only ``private``.
 
 ``results.json`` goes up with every local path reduced to its last part: an absolute one anywhere in its text
 (:data:`medlama.core.public_paths.LOCAL_PATH`), a relative one (``../models/gpt2``, ``./run``) where a value
@@ -33,7 +34,8 @@ from medlama.runs.outputs import PREDICTIONS_FILE, RESULTS_FILE
 from medlama.publishing.dataset_push import gate_mode
 from medlama.publishing.upload import check_repo_id, finish
 from medlama.datasets.card import gate as gate_card
-from medlama.datasets.licences import UMLS_TAG
+from medlama.datasets.licences import PRIVATE_TERMS, UMLS_TAG, strictest
+from medlama.datasets.registry import declarations
 
 #: The command whose output folders ``push-results`` uploads, and the files it uploads besides the card.
 PROBE = "probe"
@@ -58,20 +60,16 @@ def _runs(folder: Path) -> list[dict]:
 
 def terms_of(runs: list[dict]) -> str:
     """``"umls"`` (gate to UMLS licensees), ``"open"`` or ``"restricted"`` (private only) for the data of
-    ``runs`` (module docstring)."""
-    kinds = set()
+    ``runs``: the strictest of each run's dataset's declared terms (:meth:`~medlama.datasets.registry.Declaration.
+    terms_of`, for the run's config and relations); data of no declared dataset is private only."""
+    found = {declaration.name: declaration for declaration in declarations()}
+    terms = []
     for run in runs:
         data = run.get("data") or (run.get("provenance") or {}).get("data") or {}
-        dataset = data.get("dataset")
-        relations = {str(r).lower() for r in (run.get("per_relation") or {})}
-        if dataset == "medlama":
-            kinds.add("umls")
-        elif dataset == "biolama":
-            umls = str(data.get("config", "")).startswith(("umls", "all")) or any(r.startswith("umls") for r in relations)
-            kinds.add("umls" if umls else "open")
-        else:
-            kinds.add("restricted")
-    return "restricted" if "restricted" in kinds else "umls" if "umls" in kinds else "open"
+        declaration = found.get(str(data.get("dataset")))
+        terms.append(declaration.terms_of(data.get("config"), run.get("per_relation") or {}) if declaration
+                     else PRIVATE_TERMS)
+    return strictest(terms)
 
 
 def public_results(text: str) -> str:
@@ -158,9 +156,10 @@ def push_results(path: str | Path, repo_id: str, *, private: bool = False, revis
     check_vouched(folder, RESULTS_FILES, kinds=(PROBE,), command="push-results")
     terms = terms_of(runs)
     if terms == "restricted" and not private:
-        raise MedlamaInputError("these runs probed data other than MedLAMA or BioLAMA (a context-variance set may "
-                                "quote MIMIC notes or text of undeclared licence), and the per-query rows quote it: "
-                                "push them --private (nothing was uploaded)", file=folder)
+        raise MedlamaInputError("these runs probed data whose terms allow no public copy (a context-variance set "
+                                "may quote MIMIC notes or text of undeclared licence; an undeclared dataset's are "
+                                "unknown), and the per-query rows quote it: push them --private (nothing was "
+                                "uploaded)", file=folder)
     gate = gate_mode(gated, umls=terms == "umls", private=private, folder=folder,
                      what="the per-query rows quote names")
     manifest: dict[str, Any] = {

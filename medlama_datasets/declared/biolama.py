@@ -8,6 +8,7 @@ from pathlib import Path
 
 from medlama.datasets.benchmark import Benchmark
 from medlama.datasets.build_settings import BiolamaBuildSettings
+from medlama.datasets.licences import OPEN_TERMS, UMLS_TAG
 from medlama.datasets.registry import BuildCommand, Declaration
 
 
@@ -63,6 +64,8 @@ BIOLAMA = Benchmark(
 DECLARATION = Declaration(
     name="biolama", card="biolama", benchmark=BIOLAMA,
     query_reader="medlama.runs.biolama_queries:load_biolama_source", listed=1,
+    # CTD and Wikidata are open; the umls source's names come from the UMLS Metathesaurus, and the all config holds it
+    terms=OPEN_TERMS, part_terms=(("umls", UMLS_TAG), ("all", UMLS_TAG)),
     build=BuildCommand(
         help="BioLAMA (CTD, UMLS, Wikidata): train/dev/test per source and per relation",
         description="Build BioLAMA from the authors' data.tar.gz: --source (a local archive or extracted folder) / "

@@ -5,6 +5,7 @@ each triple's own candidate entities, so no query reader is declared."""
 from __future__ import annotations
 
 from medlama.datasets.benchmark import Benchmark
+from medlama.datasets.licences import PRIVATE_TERMS
 from medlama.datasets.registry import BuildCommand, Declaration
 
 CONTEXT_VARIANCE = Benchmark(
@@ -14,7 +15,7 @@ CONTEXT_VARIANCE = Benchmark(
 
 DECLARATION = Declaration(
     name="context-variance", card="context_variance", benchmark=CONTEXT_VARIANCE, scored_by="medlama ucm",
-    listed=2,
+    listed=2, terms=PRIVATE_TERMS,  # its sets may quote MIMIC notes or corpus text of undeclared licence
     build=BuildCommand(
         help="context-variance probing sets (EHR / PMC / other corpora) for UCM",
         description="Build context-variance sets (Yao et al. 2023): triples of a built MedLAMA or BioLAMA folder, "

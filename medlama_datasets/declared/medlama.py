@@ -7,6 +7,7 @@ from pathlib import Path
 
 from medlama.datasets.benchmark import Benchmark
 from medlama.datasets.build_settings import MedlamaBuildSettings
+from medlama.datasets.licences import UMLS_TAG
 from medlama.datasets.prompts import PROMPT_COLUMNS
 from medlama.datasets.registry import BuildCommand, Declaration
 
@@ -37,7 +38,7 @@ MEDLAMA = Benchmark(
 
 DECLARATION = Declaration(
     name="medlama", card="medlama", benchmark=MEDLAMA, query_reader="medlama.runs.queries:load_medlama_source",
-    release_relations=_release_relations, listed=0,
+    release_relations=_release_relations, listed=0, terms=UMLS_TAG,  # names from the UMLS Metathesaurus
     build=BuildCommand(
         help="MedLAMA full and hard sets, per-relation configs and candidate sets",
         description="Build MedLAMA from the pinned release (downloaded and verified), or from --source / "
