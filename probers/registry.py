@@ -30,33 +30,28 @@ from medlama.core.settings import settings_from
 
 
 class Method(NamedTuple):
-    """A probing method: its prober class, its settings dataclass and its presets (the first is the default)."""
+    """A probing method: its prober class, its settings dataclass, its presets (the first is the default) and the
+    check of a model's config its prober's loader makes (``(config, path, method)``), told before any weights
+    load (``None``: any encoder, as retrieval takes)."""
 
     prober: type[Prober]
     settings: type
     presets: Mapping[str, Any]
+    check_config: Callable[[Any, str, str], None] | None = None
 
 
-#: method name -> (prober class, settings class, presets).
+#: method name -> (prober class, settings class, presets, config check).
 METHODS: dict[str, Method] = {
     "retrieval": Method(RetrievalProber, RetrievalSettings, RETRIEVAL_PRESETS),
-    "mask-average": Method(MaskAverageProber, MaskAverageSettings, {}),
-    "mask-predict": Method(MaskPredictProber, MaskPredictSettings, MASK_PREDICT_PRESETS),
+    "mask-average": Method(MaskAverageProber, MaskAverageSettings, {}, check_masked_config),
+    "mask-predict": Method(MaskPredictProber, MaskPredictSettings, MASK_PREDICT_PRESETS, check_masked_config),
     # masked LMs scored as causal-likelihood scores causal LMs: the (pseudo-)log-likelihood of the statement
-    "masked-likelihood": Method(MaskedLikelihoodProber, MaskedLikelihoodSettings, {}),
-    "generative": Method(GenerativeProber, GenerativeSettings, {}),
+    "masked-likelihood": Method(MaskedLikelihoodProber, MaskedLikelihoodSettings, {}, check_masked_config),
+    "generative": Method(GenerativeProber, GenerativeSettings, {}, check_seq2seq_config),
     # decoder-only causal LMs (GPT-2, BioGPT, Llama family): exact ranking, fast ranking, free text
-    "causal-likelihood": Method(CausalLikelihoodProber, LikelihoodSettings, {}),
-    "causal-constrained": Method(CausalConstrainedProber, ConstrainedSettings, {}),
-    "causal-generate": Method(CausalGenerateProber, GenerateSettings, {}),
-}
-
-#: method name -> the check of a model's config its prober's loader makes (``(config, path, method)``), told
-#: before any weights load; a method not here (retrieval) takes any encoder.
-CONFIG_CHECKS: dict[str, Callable[[Any, str, str], None]] = {
-    **dict.fromkeys(("mask-average", "mask-predict", "masked-likelihood"), check_masked_config),
-    "generative": check_seq2seq_config,
-    **dict.fromkeys(("causal-likelihood", "causal-constrained", "causal-generate"), check_causal_config),
+    "causal-likelihood": Method(CausalLikelihoodProber, LikelihoodSettings, {}, check_causal_config),
+    "causal-constrained": Method(CausalConstrainedProber, ConstrainedSettings, {}, check_causal_config),
+    "causal-generate": Method(CausalGenerateProber, GenerateSettings, {}, check_causal_config),
 }
 
 
@@ -100,7 +95,7 @@ def settings_for(method: str, values: Mapping[str, Any] | None = None, *, preset
 def check_model(method: str, model: str | Path) -> None:
     """Refuse a model folder or Hub id that ``method`` cannot probe, from its config alone (no weights load):
     what its prober's loader would refuse, told before any model of a probe is ranked."""
-    fits = CONFIG_CHECKS.get(method_name(method))
+    fits = METHODS[method_name(method)].check_config
     if fits is not None:
         path = resolve_model(model)
         fits(read_config(path), path, method)

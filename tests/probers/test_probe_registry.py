@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from transformers import GPT2Config
 
 from medlama.cli import main
 from medlama.core.errors import MedlamaInputError
-from medlama.probers.registry import METHODS, make_prober, settings_for
+from medlama.probers.causal.scoring import check_causal_config
+from medlama.probers.mlm import check_masked_config, check_seq2seq_config
+from medlama.probers.registry import METHODS, check_model, make_prober, settings_for
 from medlama.probers.retrieval import PRESETS, RetrievalProber, RetrievalSettings
 from probe_outputs import predictions
 
@@ -24,8 +27,8 @@ def tiny_encoder(make_tiny_bert):
 def test_methods_name_prober_settings_and_presets():
     assert list(METHODS) == ["retrieval", "mask-average", "mask-predict", "masked-likelihood", "generative",
                              "causal-likelihood", "causal-constrained", "causal-generate"]
-    prober, settings, presets = METHODS["retrieval"]
-    assert (prober, settings, presets) == (RetrievalProber, RetrievalSettings, PRESETS)
+    entry = METHODS["retrieval"]
+    assert (entry.prober, entry.settings, entry.presets) == (RetrievalProber, RetrievalSettings, PRESETS)
     assert set(METHODS["mask-predict"].presets) == {"paper", "paper-order+order", "biolama", "fill-mask"}
     assert settings_for("retrieval", {"batch_size": 4}, preset="cosine") == RetrievalSettings(distance="cosine",
                                                                                           batch_size=4)
@@ -83,3 +86,18 @@ def test_method_settings_from_flags_and_presets(capsys):
     assert capsys.readouterr().err == ""
     assert settings("--preset", "cosine")["retrieval"] == PRESETS["cosine"]
     assert settings()["mask-predict"] == METHODS["mask-predict"].presets["paper"]
+
+
+def test_each_method_carries_the_config_check_of_its_loader(tmp_path):
+    """The check of a model's config is a field of the method's entry (none for retrieval: any encoder), and
+    check_model tells it from the config alone, before any weights load."""
+    assert {name: entry.check_config for name, entry in METHODS.items()} == {
+        "retrieval": None, "mask-average": check_masked_config, "mask-predict": check_masked_config,
+        "masked-likelihood": check_masked_config, "generative": check_seq2seq_config,
+        "causal-likelihood": check_causal_config, "causal-constrained": check_causal_config,
+        "causal-generate": check_causal_config}
+    GPT2Config(n_layer=1, n_embd=8, n_head=2).save_pretrained(tmp_path / "gpt2")  # a config, no weights
+    check_model("causal-likelihood", tmp_path / "gpt2")
+    check_model("retrieval", tmp_path / "gpt2")
+    with pytest.raises(MedlamaInputError, match="'gpt2' has no masked-LM architecture"):
+        check_model("mask-predict", tmp_path / "gpt2")
