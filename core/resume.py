@@ -37,13 +37,14 @@ import json
 import shutil
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.atomic import atomic_write_text
 
-__all__ = ["WORK_MARKER", "ShardStore", "check_work_folder", "discard_work_folder", "flatten", "plain",
+__all__ = ["WORK_MARKER", "ShardStore", "WorkFolderCheck", "check_work_folder", "discard_work_folder", "flatten", "plain",
            "setting_differences", "work_folder"]
 
 #: The file that proves a work folder medlama's: ``{"medlama": "work", "kind", "target", "manifest"}``.
@@ -106,15 +107,31 @@ def _record(folder: Path) -> dict | None:
     return record if isinstance(record, dict) and record.get("medlama") == "work" else None
 
 
+@dataclass(frozen=True)
+class WorkFolderCheck:
+    """What :func:`check_work_folder` decided of a run's work folder, and why (one of the reasons below)."""
+
+    #: whether the run continues the shards there
+    keep: bool
+    reason: str
+    #: for :data:`FAILED_OTHER`: the error the earlier run stopped with
+    failed: str | None = None
+
+
+#: The reasons of a :class:`WorkFolderCheck`: no work folder; ``overwrite`` given; no shard completed; an earlier
+#: run with other settings that stopped with an error (its shards discarded, not refused); the same settings.
+NONE, OVERWRITE, NO_SHARD, FAILED_OTHER, SAME = "none", "overwrite", "no shard", "failed with other settings", "same"
+
+
 def check_work_folder(out: str | Path, *, kind: str, manifest: Mapping[str, Any], overwrite: bool,
-                      hint: str = "give --overwrite to start over") -> bool:
-    """Whether ``out``'s work folder holds shards this run continues; refuse one that is not medlama's, is
-    another command's, or holds a run with other settings (unless ``overwrite``, which discards it, or that
+                      hint: str = "give --overwrite to start over") -> WorkFolderCheck:
+    """Whether ``out``'s work folder holds shards this run continues, and why; refuse one that is not medlama's,
+    is another command's, or holds a run with other settings (unless ``overwrite``, which discards it, or that
     run stopped with an error, :meth:`ShardStore.failed`: then it is discarded too). Reads only: every process
-    of a run calls it, before any work, and each refuses alike."""
+    of a run calls it, before any work, and each refuses alike; :meth:`ShardStore.open` acts on its answer."""
     folder = work_folder(out)
     if not folder.exists() and not folder.is_symlink():
-        return False
+        return WorkFolderCheck(False, NONE)
     record = _record(folder)
     if record is None:
         raise MedlamaInputError(f"{folder.name} beside the output folder is not a medlama work folder (no "
@@ -122,17 +139,19 @@ def check_work_folder(out: str | Path, *, kind: str, manifest: Mapping[str, Any]
     if record.get("kind") != kind:
         raise MedlamaInputError(f"the work folder holds the shards of `medlama {record.get('kind')}`, not "
                                 f"`medlama {kind}`; choose another output folder (nothing was changed)", file=folder)
-    if overwrite or not any((folder / _SHARDS).glob("*.jsonl")):  # no shard done: nothing to continue
-        return False
+    if overwrite:
+        return WorkFolderCheck(False, OVERWRITE)
+    if not any((folder / _SHARDS).glob("*.jsonl")):  # no shard done: nothing to continue
+        return WorkFolderCheck(False, NO_SHARD)
     differences = setting_differences(record.get("manifest") or {}, _as_json(dict(manifest)))
     if differences and record.get("failed"):  # a run stopped by an error: a corrected rerun starts over
-        return False
+        return WorkFolderCheck(False, FAILED_OTHER, failed=str(record["failed"]))
     if differences:
         raise MedlamaInputError(
             f"the work folder holds the completed shards of a `medlama {kind}` run with other settings "
             f"({'; '.join(differences)}); rerun with that run's settings to continue it, or {hint} (its shards "
             "are then discarded)", file=folder)
-    return True
+    return WorkFolderCheck(True, SAME)
 
 
 def discard_work_folder(out: str | Path, *, kind: str) -> None:
@@ -169,14 +188,12 @@ class ShardStore:
              hint: str = "give --overwrite to start over") -> "ShardStore":
         """The store of a run into ``out`` (the main process, holding ``out``'s lock): the shards of an earlier
         run with the same manifest are kept, and discarded with ``overwrite``; another run's are refused."""
-        keep = check_work_folder(out, kind=kind, manifest=manifest, overwrite=overwrite, hint=hint)
+        checked = check_work_folder(out, kind=kind, manifest=manifest, overwrite=overwrite, hint=hint)
         folder = work_folder(out)
-        earlier = _record(folder) if folder.is_dir() else None
-        if not keep and not overwrite and earlier is not None and earlier.get("failed") and \
-                any((folder / _SHARDS).glob("*.jsonl")):
+        if checked.reason == FAILED_OTHER:
             print(f"medlama: starting over: the completed shards beside the output are of a run with other settings "
-                  f"that stopped with an error ({earlier['failed']}); they are discarded", file=sys.stderr)
-        if not keep:
+                  f"that stopped with an error ({checked.failed}); they are discarded", file=sys.stderr)
+        if not checked.keep:
             discard_work_folder(out, kind=kind)
         (folder / _SHARDS).mkdir(parents=True, exist_ok=True)
         record = {"medlama": "work", "kind": kind, "target": Path(out).name, "manifest": _as_json(dict(manifest))}
