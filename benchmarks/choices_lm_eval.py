@@ -22,7 +22,6 @@ import logging
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -31,6 +30,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # one thread each side
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_models, bench_causal beside this file
 from gpu_models import CAUSAL  # noqa: E402 - after the path it needs
+from gpu_peers import best_of  # noqa: E402 - the one best-of timer of the peer benchmarks
 
 RELATIONS = ("may_treat", "occurs_after", "has_physiologic_effect", "may_prevent")
 
@@ -84,7 +84,6 @@ def main(argv: list[str] | None = None) -> int:
         write_medlama(args.data, args.source, progress=False)
     relations = [r for r in args.relations.split(",") if r]
     queries = load_medlama_queries(args.data, "hard_mc", relations=relations).limit_per_relation(args.queries)
-    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     with tempfile.TemporaryDirectory() as tmp:
         tasks, model = Path(tmp) / "tasks", Path(tmp) / "model"
         assert medlama_main(["export", "lm-eval", "--data", str(args.data), "--out", str(tasks), "--config",
@@ -103,16 +102,8 @@ def main(argv: list[str] | None = None) -> int:
                 task_manager=TaskManager(include_path=str(tasks), include_defaults=False), samples=samples,
                 batch_size=args.batch_size, device="cpu")
 
-        best = {"medlama": float("inf"), "lm-eval": float("inf")}
-        for _ in range(args.repeats):
-            for name, work in (("medlama", ours), ("lm-eval", theirs)):
-                start = clock()
-                out = work()
-                best[name] = min(best[name], clock() - start)
-                if name == "medlama":
-                    acc = out.acc(1, "micro")
-                else:
-                    their_acc = out["results"]["medlama_hard_mc"]["acc,none"]
+        best, out = best_of(torch.device("cpu"), {"medlama": ours, "lm-eval": theirs}, args.repeats, clock=args.clock)
+        acc, their_acc = out["medlama"].acc(1, "micro"), out["lm-eval"]["results"]["medlama_hard_mc"]["acc,none"]
     print(f"hard_mc: {len(queries)} queries x {len(queries.choices[0])} choices ({', '.join(relations)}), "
           f"GPT-2 shape {args.model}, fp32, batch {args.batch_size}, {torch.get_num_threads()} torch thread(s); "
           f"torch {torch.__version__}, transformers {transformers.__version__}, lm-eval {lm_eval.__version__}")
