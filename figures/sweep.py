@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from medlama.core.atomic import lock_directory, write_owner
-from medlama.core.checkpoints import checkpoint_step, list_checkpoints
 from medlama.core.checksums import sha256_of
 from medlama.core.errors import MedlamaInputError
 from medlama.core.models import resolve_model
@@ -32,7 +31,7 @@ from medlama.figures.settings import AXES, POINT_FILE, SWEEP_FILE, SWEEP_KIND, S
 from medlama.runs.outputs import write_results
 from medlama.probers.query_set import QuerySet
 from medlama.probers.retrieval import RetrievalSettings
-from medlama.runs.model_probe import probe_model
+from medlama.runs.model_probe import probe_checkpoints, probe_model
 from medlama.trainers.config import QUICK_PRESET, RewireConfig
 
 __all__ = ["run_sweep"]
@@ -113,12 +112,9 @@ def _run_point(point: dict, config: RewireConfig, settings: SweepSettings, queri
         started = time.perf_counter()
         rewired = rewire(corpus, target, config, preset=QUICK_PRESET)
         seconds = time.perf_counter() - started
-        steps = {}
-        for checkpoint in list_checkpoints(rewired.path):
-            step = checkpoint_step(checkpoint)
-            progress(f"probing {Path(corpus).name} at step {step}")
-            steps[str(step)] = step_record(probe_model("retrieval", checkpoint, probe_settings, queries,
-                                                       label=f"{Path(corpus).name}@{step}", device=device))
+        steps = {str(step): step_record(probed) for step, probed in
+                 probe_checkpoints(rewired.path, probe_settings, queries, name=Path(corpus).name, device=device,
+                                   progress=progress).items()}
         entries.append({"corpus": Path(corpus).name, "rewire_seconds": round(seconds, 3), "steps": steps})
     record = {"point": point, "key": point_key(point), "rewire_config": config.to_dict(),
               "checkpoints": entries,

@@ -16,7 +16,7 @@ from medlama.core.checkpoints import checkpoint_step, list_checkpoints
 from medlama.runs.outputs import PREDICTIONS_FILE, RESULTS_FILE, write_predictions
 from medlama.runs.result import ProbeResult, step_record
 from medlama.runs.scores import REPORT_KS
-from medlama.runs.model_probe import probe_model
+from medlama.runs.model_probe import probe_checkpoints as probe_every_checkpoint, probe_model
 from medlama.probers.query_set import QuerySet
 from medlama.runs.tables import mean_std
 from medlama.probers.retrieval import PRESETS, RetrievalSettings
@@ -210,10 +210,8 @@ def rewire_then_probe(queries: QuerySet, corpora: Sequence[str | Path], out: str
             update_model_card_scores(rewired.path, {f"MedLAMA {queries.name}": _scores(probed)},
                                      source="medlama recipe (Contrastive-Probe retrieval, reference settings)")
         if probe_checkpoints:
-            result.checkpoints.append({
-                checkpoint_step(path): probe_model("retrieval", path, probe_settings, queries,
-                                                   label=f"{name}@{checkpoint_step(path)}", device=device)
-                for path in list_checkpoints(rewired.path)})
+            result.checkpoints.append(probe_every_checkpoint(rewired.path, probe_settings, queries, name=name,
+                                                             device=device))
     return result
 
 
