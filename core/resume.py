@@ -44,8 +44,8 @@ from typing import Any
 from medlama.core.errors import MedlamaInputError
 from medlama.core.atomic import atomic_write_text
 
-__all__ = ["WORK_MARKER", "ShardStore", "WorkFolderCheck", "check_work_folder", "discard_work_folder", "flatten", "plain",
-           "setting_differences", "work_folder"]
+__all__ = ["WORK_MARKER", "ShardStore", "WorkFolderCheck", "check_work_folder", "discard_work_folder", "flatten",
+           "plain", "setting_differences", "work_folder"]
 
 #: The file that proves a work folder medlama's: ``{"medlama": "work", "kind", "target", "manifest"}``.
 WORK_MARKER = ".medlama-work.json"

@@ -76,9 +76,9 @@ from medlama.ucm_eval.causal_ranker import CausalRanker
 from medlama.ucm_eval.context_ranker import ContextRanker, ranks_from_scores
 from medlama.ucm_eval.mask_predict_ranker import PAPER_DECODING, MaskPredictRanker
 
-__all__ = ["DEFAULTS", "METHODS", "CausalRanker", "ContextRanker", "MaskAverageRanker", "MaskPredictRanker", "RankerSettings",
-           "RetrievalRanker",
-           "RetrievalRankerSettings", "flat_ranker_settings", "make_ranker", "ranker_class", "ranker_settings", "ranks_from_scores"]
+__all__ = ["DEFAULTS", "FLAT_NAMES", "METHODS", "NOT_FOR_UCM", "CausalRanker", "ContextRanker", "MaskAverageRanker",
+           "MaskPredictRanker", "RankerSettings", "RetrievalRanker", "RetrievalRankerSettings", "flat_ranker_settings",
+           "make_ranker", "ranker_class", "ranker_settings", "ranks_from_scores"]
 
 #: The ranking methods: the probing methods of :data:`medlama.probers.registry.METHODS` that rank a whole
 #: pool at one slot, as ``medlama ucm --method`` and ``medlama probe --method`` spell them.
@@ -165,14 +165,16 @@ def flat_ranker_settings(values: Mapping[str, Any]) -> RankerSettings:
     Each method's settings are checked as they are made; a name of no ranker is an error."""
     unknown = [name for name in values if name not in FLAT_NAMES]
     if unknown:
-        raise MedlamaInputError(f"unknown ranker setting(s): {', '.join(did_you_mean(n, FLAT_NAMES) for n in unknown)}"
-                                f"; known: {', '.join(FLAT_NAMES)}")
+        notes = ", ".join(did_you_mean(name, FLAT_NAMES) for name in unknown)
+        raise MedlamaInputError(f"unknown ranker setting(s): {notes}; known: {', '.join(FLAT_NAMES)}")
     parts = {}
     for method in METHODS:
         own = {name: value for name, value in values.items() if name in ("batch_size", *ucm_fields(method))}
         parts[method.replace("-", "_")] = settings_from(SETTINGS[method], own, base=DEFAULTS.of(method),
                                                         what=f"{method} ranker")
     return RankerSettings(**parts)
+
+
 AnySettings = (MaskPredictSettings | MaskAverageSettings | RetrievalRankerSettings | LikelihoodSettings
                | RankerSettings)
 

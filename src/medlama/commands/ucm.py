@@ -43,8 +43,8 @@ def register(subparsers) -> None:
     add_settings_flags(parser, RetrievalRankerSettings, exclude=NOT_FOR_UCM["retrieval"], title="retrieval ranker")
     add_settings_flags(parser, LikelihoodSettings, exclude=NOT_FOR_UCM["causal-likelihood"],
                        title="causal-likelihood ranker")
-    add_settings_flags(parser, BatchSizeFlag, helps={
-        "batch_size": lambda lead: f"{lead}, for every ranker; " + method_defaults("batch_size", RANKER_SETTINGS)})
+    add_settings_flags(parser, BatchSizeFlag, helps={"batch_size": lambda lead: f"{lead}, for every ranker; "
+                                                     + method_defaults("batch_size", RANKER_SETTINGS)})
     # --limit (first N triples per relation) is a field of UcmSettings, among "what to score".
     add_output_arguments(parser, default_out=Path("out/ucm"), writes="results.json and ucm.png (and records.jsonl)")
 
