@@ -257,7 +257,7 @@ def ucm(sets: str | Path, model: str | Path | Sequence[str | Path] | None = None
     score (UcmSettings: ``ks``, ``relations``, ...) and the rankers' settings (``max_masks``, ``beam_size``,
     ``init``, ... of mask-predict, default the paper's decoding; ``max_tokens`` of mask-average; ``layer``,
     ``pooling``, ``distance`` ... of retrieval; ``reduction``, ``dtype`` ... of causal-likelihood;
-    ``batch_size`` for every ranker: :data:`medlama.ucm_eval.rankers.FLAT_NAMES`);
+    ``batch_size`` for every ranker: the names of ``medlama.ucm_eval.rankers.FLAT_NAMES``);
     ``out``: also write ``results.json`` and ``ucm.png`` there, atomically, as ``medlama ucm --out`` does
     (default: nothing is kept).
     """
