@@ -22,6 +22,34 @@ def _data_line(data: dict) -> str:
             f"`{data.get('release_commit')}`)")
 
 
+def _chat_flags(settings: dict) -> str:
+    """The lm_eval flags that render the prompts as the export was written for: a chat template, its system
+    message and the few-shot examples as chat turns."""
+    system = settings.get("system_prompt")
+    turns = settings.get("few_shot_as_multiturn")
+    chat = " --apply_chat_template" + " --fewshot_as_multiturn" * bool(turns) if system or turns else ""
+    return chat + (f" --system_instruction {json.dumps(system)}" if system else "")
+
+
+def _few_shot_note(settings: dict) -> str:
+    """The README's paragraph on the exported few-shot draw (none without one)."""
+    shots = settings.get("few_shot") or 0
+    if not shots:
+        return ""
+    turns = settings.get("few_shot_as_multiturn")
+    shown = ("each example as two chat turns, the user's (medlama's chat instruction around its query) and the "
+             "assistant's (its sentence, first gold name filled in), then the query as the last user turn, the "
+             "assistant's reply started with its text before `[Y]` (`gen_prefix`): what `medlama probe "
+             "--chat-template --few-shot-as-multiturn` reads, with lm_eval's `--apply_chat_template "
+             "--fewshot_as_multiturn` only" if turns else "separated by blank lines")
+    return f"""
+* Few-shot: every task reads each query after {shots} examples (`num_fewshot: {shots}`), filled prompts of other
+  queries of its relation, never the query nor one with its subject, {shown}: the examples
+  `medlama probe --few-shot {shots} --few-shot-seed {settings.get('few_shot_seed', 0)}` draws (each document's
+  `fewshot` ids, handed to lm-eval by the tasks' sampler `utils.DrawnExamples`). Another `--num_fewshot` is
+  refused: export again with that number."""
+
+
 def render_readme(record: dict, exported: Sequence) -> str:
     """The task folder's README.md."""
     settings = record["settings"]
@@ -30,15 +58,7 @@ def render_readme(record: dict, exported: Sequence) -> str:
     rows = "\n".join(f"| `{item.task}` | {item.queries:,} | {item.pool:,} | {item.queries * item.pool:,} |"
                      for item in exported)
     total_q = sum(item.queries for item in exported)
-    system = settings.get("system_prompt")
-    chat = f" --apply_chat_template --system_instruction {json.dumps(system)}" if system else ""
-    shots = settings.get("few_shot") or 0
-    few_shot = (f"""
-* Few-shot: every task reads each query after {shots} examples (`num_fewshot: {shots}`), filled prompts of other
-  queries of its relation, never the query nor one with its subject, separated by blank lines: the examples
-  `medlama probe --few-shot {shots} --few-shot-seed {settings.get('few_shot_seed', 0)}` draws (each document's
-  `fewshot` ids, handed to lm-eval by the tasks' sampler `utils.DrawnExamples`). Another `--num_fewshot` is
-  refused: export again with that number.""" if shots else "")
+    chat, few_shot = _chat_flags(settings), _few_shot_note(settings)
     return f"""# MedLAMA ({config})
 
 ### Paper
@@ -177,6 +197,7 @@ These task files were written by `medlama export lm-eval` (medlama {record['medl
   the sum of its tokens' log-probabilities. `acc` is lm-eval's own (the best-scored choice is the gold), equal
   to `medlama probe --config {config} --method causal-likelihood`'s acc@1; `acc_norm` divides each score by the
   continuation's length in characters first (lm-eval's own normalisation, which medlama does not compute).
+{_few_shot_note(settings)}
 
 | task | queries | choices per query |
 |---|---:|---:|
@@ -185,12 +206,16 @@ These task files were written by `medlama export lm-eval` (medlama {record['medl
 ### How to run
 
 ```bash
-lm_eval --model hf --model_args pretrained=gpt2 --include_path TASKS --tasks {group}
+lm_eval --model hf --model_args pretrained=gpt2 --include_path TASKS --tasks {group}{_chat_flags(settings)}
 ```
 
 ### Agreement with medlama, and where it ends
 
 As for the ranking tasks: the same token ids for tokenizers that split words at spaces (GPT-2's byte-level BPE,
 SentencePiece), so the same scores, except past the model's positions, on near-ties (lm-eval sums float32
-log-probabilities, medlama float64) and with `--apply_chat_template`.
+log-probabilities, medlama float64) and with `--apply_chat_template` on tasks exported without
+`--few-shot-as-multiturn` (medlama's `--chat-template` wraps the query in its own instruction). Tasks exported
+with it render medlama's turns; lm-eval tokenises the rendered chat and the reply's start as one string, medlama
+the template's part and the text before `[Y]` apart: the same ids where the template's generation prompt ends at
+a token boundary (a newline or a special token, as in the common templates).
 """

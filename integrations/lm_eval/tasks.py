@@ -53,7 +53,8 @@ from medlama.core.atomic import atomic_directory, check_replaceable
 from medlama.datasets.choices import is_mc, ranking_config
 from medlama.datasets.folders import folder_configs
 from medlama.integrations.lm_eval.readme import render_mc_readme, render_readme
-from medlama.probers.causal.fewshot import DELIMITER, draw
+from medlama.probers.causal.chat import user_message
+from medlama.probers.causal.fewshot import DELIMITER, draw, filled
 from medlama.runs.arguments import check_relations
 from medlama.runs.benchmarks import resolve_data
 from medlama.runs.queries import QuerySource, load_medlama_queries
@@ -84,9 +85,23 @@ class LmEvalExportSettings(Checked):
                                                         "drawn as medlama probe --few-shot draws them (written into "
                                                         "each document, read by the tasks' sampler)")
     few_shot_seed: int = setting(0, metavar="S", help="the seed of the few-shot draw (medlama's --few-shot-seed)")
+    few_shot_as_multiturn: bool = setting(
+        False, help="the multiple-choice tasks as medlama probe --chat-template --few-shot-as-multiturn reads them: "
+                    "each example a user and an assistant turn (run with lm_eval --apply_chat_template "
+                    "--fewshot_as_multiturn)")
     system_prompt: str | None = setting(None, metavar="TEXT", help="recorded, and put in the README's lm_eval "
                                                                    "command (--system_instruction, with "
                                                                    "--apply_chat_template): lm-eval takes it there")
+
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.few_shot_as_multiturn and not self.few_shot:
+            raise MedlamaInputError("few_shot_as_multiturn makes few-shot examples chat turns: give few_shot N >= 1 "
+                                    "(--few-shot N) too")
+        if self.few_shot_as_multiturn and not is_mc(self.config):
+            raise MedlamaInputError(f"few_shot_as_multiturn is exported for the multiple-choice configs (hard_mc, "
+                                    f"full_mc), not {self.config!r}")
 
 
 @dataclass(frozen=True)
@@ -135,28 +150,33 @@ def _with_examples(docs: dict[str, list[dict]], queries, settings: "LmEvalExport
             doc["fewshot"] = list(drawn[doc["id"]])
 
 
-def _few_shot_yaml(shots: int) -> str:
+def _few_shot_yaml(shots: int, turns: bool = False) -> str:
     """The few-shot block of a task: ``num_fewshot`` and its examples from the task's own documents (its test
     split), each the sampler's pick (the ids drawn at export), shown filled: context, then the slot's space,
     first gold name and text after the slot, examples and query separated by a blank line (medlama's
-    ``DELIMITER``)."""
+    ``DELIMITER``). ``turns`` (``few_shot_as_multiturn``): each example its user message and, as the
+    assistant's turn, its filled sentence (no ``gen_prefix``)."""
     if not shots:
         return "num_fewshot: 0\n"
+    text, target = ("chat_text", "chat_answer") if turns else ("doc_to_text", "fewshot_target")
     return (f"num_fewshot: {shots}\n"
             "fewshot_split: test\n"
             f"fewshot_delimiter: {_yaml(DELIMITER)}\n"
             "fewshot_config:\n"
             "  sampler: !function utils.DrawnExamples\n"
-            "  doc_to_text: !function utils.doc_to_text\n"
-            "  doc_to_target: !function utils.fewshot_target\n"
+            f"  doc_to_text: !function utils.{text}\n"
+            f"  doc_to_target: !function utils.{target}\n"
             "  doc_to_choice: null\n"
+            f"{'  gen_prefix: null' + chr(10) if turns else ''}"
             "  target_delimiter: \"\"\n"
             f"  fewshot_delimiter: {_yaml(DELIMITER)}\n")
 
 
-def _mc_docs(queries, config: str) -> dict[str, list[dict]]:
+def _mc_docs(queries, config: str, turns: bool = False) -> dict[str, list[dict]]:
     """Per relation, the lm-eval documents of a multiple-choice query set: its choices and ``label``, the index of
-    the one choice that is a gold answer (the draw leaves no other)."""
+    the one choice that is a gold answer (the draw leaves no other); with ``turns`` (``few_shot_as_multiturn``)
+    also its chat turns as medlama renders them: ``chat_query``, the user message, and ``chat_answer``, the
+    sentence with its first gold name in the slot (an example's assistant turn)."""
     out: dict[str, list[dict]] = {}
     for query_id, relation, text, gold, choices in zip(queries.ids, queries.relations, queries.texts, queries.gold,
                                                        queries.choices):
@@ -168,7 +188,8 @@ def _mc_docs(queries, config: str) -> dict[str, list[dict]]:
         out.setdefault(relation, []).append({
             "id": query_id, "config": config, "relation": relation, "query": text, "context": context,
             "delimiter": delimiter, "suffix": suffix, "answers": list(gold), "choices": list(choices),
-            "label": labels[0]})
+            "label": labels[0], **({"chat_query": user_message(text), "chat_answer": filled(text, gold[0])}
+                                   if turns else {})})
     return out
 
 
@@ -196,9 +217,11 @@ def _yaml(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _template(config: str, multiple_choice: bool = False, shots: int = 0) -> str:
+def _template(config: str, multiple_choice: bool = False, shots: int = 0, turns: bool = False) -> str:
     """The YAML every relation task of ``config`` includes: medlama's acc@k over the relation's pool, or (a
-    ``multiple_choice`` config) each query's own choices and ``label``, scored by lm-eval's ``acc``/``acc_norm``."""
+    ``multiple_choice`` config) each query's own choices and ``label``, scored by lm-eval's ``acc``/``acc_norm``.
+    ``turns`` (``few_shot_as_multiturn``): the query is its user message, and the assistant's turn starts with
+    its context (``gen_prefix``), the choices its continuation, as ``medlama probe --chat-template`` reads it."""
     names = ("acc", "acc_norm") if multiple_choice else ("acc@1", "acc@10", "acc@1_macro", "acc@10_macro")
     metrics = "".join(f"  - metric: \"{name}\"\n    aggregation: mean\n    higher_is_better: true\n" for name in names)
     choices, target, results = (("doc_to_choices", "label", "") if multiple_choice else
@@ -209,8 +232,9 @@ def _template(config: str, multiple_choice: bool = False, shots: int = 0) -> str
             "custom_dataset: !function utils.load_docs\n"
             "output_type: multiple_choice\n"
             "test_split: test\n"
-            f"{_few_shot_yaml(shots)}"
-            "doc_to_text: !function utils.doc_to_text\n"
+            f"{_few_shot_yaml(shots, turns)}"
+            f"doc_to_text: !function utils.{'chat_text' if turns else 'doc_to_text'}\n"
+            f"{'gen_prefix: context' + chr(10) if turns else ''}"
             f"doc_to_choice: !function utils.{choices}\n"
             f"doc_to_target: {target}\n"
             "# The slot's space is part of each choice (none when the slot is glued to the text before it).\n"
@@ -300,10 +324,6 @@ def export_lm_eval(data: str | Path | None, out: str | Path,
     folder = resolve_data(query_source)
     _check_selection(folder.path, settings)  # from the card alone, before any data file is read
     if is_mc(settings.config):
-        if settings.few_shot:
-            raise MedlamaInputError(f"--few-shot: the multiple-choice export ({settings.config!r}) writes no "
-                                    "few-shot examples yet; export hard or full with --few-shot, or probe "
-                                    f"{settings.config!r} with medlama probe --few-shot")
         return _export_choices(folder, out, settings, reads)
     queries = load_medlama_queries(folder, settings.config, relations=settings.relations,
                                    prompt_column=settings.prompt_column, candidates="relation")
@@ -350,7 +370,8 @@ def _export_choices(folder, out: str | Path, settings: LmEvalExportSettings, rea
     queries = load_medlama_queries(folder, settings.config, relations=settings.relations,
                                    prompt_column=settings.prompt_column)
     config = settings.config
-    docs = _mc_docs(queries, config)
+    docs = _mc_docs(queries, config, settings.few_shot_as_multiturn)
+    _with_examples(docs, queries, settings)
     exported = [RelationExport(r, f"medlama_{config}_{r}", len(rows), max(len(doc["choices"]) for doc in rows))
                 for r, rows in docs.items()]
     version_meta = f"metadata:\n  version: {TASK_VERSION}\n"
@@ -368,7 +389,8 @@ def _export_choices(folder, out: str | Path, settings: LmEvalExportSettings, rea
             (staging / f"{item.task}.yaml").write_text(
                 _relation_yaml(config, item.relation, item.task, version_meta), encoding="utf-8")
         shutil.copyfile(UTILS, staging / "utils.py")
-        (staging / f"_medlama_{config}_template_yaml").write_text(_template(config, True), encoding="utf-8")
+        (staging / f"_medlama_{config}_template_yaml").write_text(
+            _template(config, True, settings.few_shot, settings.few_shot_as_multiturn), encoding="utf-8")
         (staging / f"medlama_{config}.yaml").write_text(
             _mc_group_yaml(config, [item.task for item in exported], version_meta), encoding="utf-8")
         (staging / "README.md").write_text(render_mc_readme(record, exported), encoding="utf-8")
