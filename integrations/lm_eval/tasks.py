@@ -32,7 +32,11 @@ as above) and ``label`` as its target, lm-eval's ``acc`` and ``acc_norm`` as met
 medlama's); the group ``medlama_<config>`` reports them over all queries. Its ``acc`` is medlama's acc@1 of
 ``medlama probe --config hard_mc --method causal-likelihood`` (sum reduction): the argmax of the same sums
 (a choice is never another gold answer, so the drawn gold is the only hit), ties to the first choice as both
-break them. No generation task is written for it.
+break them. No generation task is written for it. With ``--few-shot N`` each query is read after the examples
+``medlama probe --config hard_mc --few-shot N`` draws, as for the ranking tasks; with ``--few-shot-as-multiturn``
+too, after them as chat turns (each document's ``chat_query`` and ``chat_answer``, the query's ``context`` the
+assistant's ``gen_prefix``), as ``medlama probe --chat-template --few-shot-as-multiturn`` reads it, for lm-eval's
+``--apply_chat_template --fewshot_as_multiturn``.
 """
 
 from __future__ import annotations

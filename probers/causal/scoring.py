@@ -41,7 +41,8 @@ from medlama.core.finite import require_log_probs
 from medlama.core.loaded import LoadedModel
 from medlama.core.models import (DTYPES, finish_loading, load_tokenizer, loading_weights, pick_device,
                                  pretrained_kwargs, quiet_transformers, read_config, resolve_model, torch_dtype)
-from medlama.probers.causal.chat import BLANK, CHAT_INSTRUCTION, turns, user_message  # noqa: F401 (BLANK, CHAT_INSTRUCTION: their old home)
+# BLANK and CHAT_INSTRUCTION are also read from here, where they were defined first
+from medlama.probers.causal.chat import BLANK, CHAT_INSTRUCTION, turns, user_message  # noqa: F401
 from medlama.probers.causal.passes import plain_layers, shared_first_scores, sum_dtype, target_log_probs
 from medlama.probers.mlm import logprob_elements
 from medlama.probers.prober import check_settings
@@ -222,9 +223,9 @@ class CausalLM:
         self.max_length = int(min((n for n in limits if isinstance(n, int) and 0 < n < 10 ** 8), default=10 ** 8))
         self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
         if settings.chat_template and not getattr(tok, "chat_template", None):
+            also = " and few_shot_as_multiturn" if settings.few_shot_as_multiturn else ""
             raise MedlamaInputError("chat_template is on but the tokenizer has no chat template (base models "
-                                    f"have none; leave it off{' and few_shot_as_multiturn' * settings.few_shot_as_multiturn})",
-                                    file=self.model_path)
+                                    f"have none; leave it off{also})", file=self.model_path)
         self._splits: dict[str, CausalQuery] = {}
         self._names: dict[tuple[tuple[str, ...], str], list[tuple[int, ...]]] = {}
 

@@ -43,7 +43,8 @@ def register(subparsers) -> None:
     add_settings_flags(parser, RetrievalRankerSettings, exclude=("batch_size",), title="retrieval ranker")
     # a UCM input is no relation's query: no few-shot examples to draw, and one score per name (no layer sweep)
     add_settings_flags(parser, LikelihoodSettings,
-                       exclude=("batch_size", "search", "layers", "few_shot", "few_shot_seed"),
+                       exclude=("batch_size", "search", "layers", "few_shot", "few_shot_seed",
+                                "few_shot_as_multiturn"),
                        title="causal-likelihood ranker")
     rankers = {"mask-predict": MaskPredictSettings, "mask-average": MaskAverageSettings,
                "retrieval": RetrievalRankerSettings, "causal-likelihood": LikelihoodSettings}
