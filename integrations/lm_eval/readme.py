@@ -217,5 +217,7 @@ log-probabilities, medlama float64) and with `--apply_chat_template` on tasks ex
 `--few-shot-as-multiturn` (medlama's `--chat-template` wraps the query in its own instruction). Tasks exported
 with it render medlama's turns; lm-eval tokenises the rendered chat and the reply's start as one string, medlama
 the template's part and the text before `[Y]` apart: the same ids where the template's generation prompt ends at
-a token boundary (a newline or a special token, as in the common templates).
+a token boundary (a newline or a special token, as in the common templates) and the tokenizer marks no word start
+at the beginning of a text (byte-level BPE: GPT-2, Llama 3). A SentencePiece tokenizer that does (Llama 2,
+Mistral) gives medlama's reply a word-start mark the joined string has only after a space, so other numbers.
 """
