@@ -62,6 +62,24 @@ def test_turn_scores_equal_a_plain_pass_over_the_rendered_chat(tmp_path):
     assert not np.allclose(one_turn, got)  # the example turns changed the scores
 
 
+def test_every_causal_method_reads_the_same_turns(tmp_path):
+    """The turns are part of the prompted text that every causal method cuts (``CausalLM.split``): generation
+    and constrained beams start from the very prefix the likelihood method scores after."""
+    from medlama.probers.causal.prober import (CausalConstrainedProber, CausalGenerateProber, CausalLikelihoodProber,
+                                               ConstrainedSettings, GenerateSettings, LikelihoodSettings)
+
+    model, _ = chat_gpt2(tmp_path / "gpt2")
+    queries = QuerySet(["t1", "t2"], ["treat", "treat"], ["aspirin may treat [Y] .", "insulin may treat [Y] ."],
+                       [["pain"], ["diabetes"]], NAMES[:6], "q", subjects=["aspirin", "insulin"])
+    likelihood = CausalLikelihoodProber(model, LikelihoodSettings(**TURNS))
+    expected = likelihood.inputs(likelihood.prompted(queries))
+    assert all(text.count("<|user|>") == 2 and text.count("<|assistant|>") == 2 for text in expected)
+    for prober in (CausalGenerateProber(model, GenerateSettings(num_beams=1, **TURNS)),
+                   CausalConstrainedProber(model, ConstrainedSettings(**TURNS))):
+        assert prober.inputs(prober.prompted(queries)) == expected
+        assert len(prober.rank(queries, top_k=3)) == 2
+
+
 def test_probe_records_the_turns(tmp_path, medlama_tiny):
     from medlama.runs.queries import load_medlama_queries
 
