@@ -22,7 +22,7 @@ def _data_line(data: dict) -> str:
             f"`{data.get('release_commit')}`)")
 
 
-def _chat_flags(settings: dict) -> str:
+def run_flags(settings: dict) -> str:
     """The lm_eval flags that render the prompts as the export was written for: a chat template, its system
     message and the few-shot examples as chat turns."""
     system = settings.get("system_prompt")
@@ -37,17 +37,19 @@ def _few_shot_note(settings: dict) -> str:
     if not shots:
         return ""
     turns = settings.get("few_shot_as_multiturn")
-    shown = ("each example as two chat turns, the user's (medlama's chat instruction around its query) and the "
-             "assistant's (its sentence, first gold name filled in), then the query as the last user turn, the "
-             "assistant's reply started with its text before `[Y]` (`gen_prefix`): what `medlama probe "
-             "--chat-template --few-shot-as-multiturn` reads, with lm_eval's `--apply_chat_template "
-             "--fewshot_as_multiturn` only" if turns else "separated by blank lines")
+    probe = f"--few-shot {shots} --few-shot-seed {settings.get('few_shot_seed', 0)}"
+    shown = "separated by blank lines"
+    if turns:
+        probe = f"--chat-template {probe} --few-shot-as-multiturn"
+        shown = """as chat turns (run with `--apply_chat_template --fewshot_as_multiturn`): each example a user
+  turn (medlama's chat instruction around its query) and an assistant turn (its sentence, first gold name filled
+  in), then the query as the last user turn, the assistant's reply started with its text before `[Y]`
+  (`gen_prefix`), each choice its continuation"""
     return f"""
 * Few-shot: every task reads each query after {shots} examples (`num_fewshot: {shots}`), filled prompts of other
-  queries of its relation, never the query nor one with its subject, {shown}: the examples
-  `medlama probe --few-shot {shots} --few-shot-seed {settings.get('few_shot_seed', 0)}` draws (each document's
-  `fewshot` ids, handed to lm-eval by the tasks' sampler `utils.DrawnExamples`). Another `--num_fewshot` is
-  refused: export again with that number."""
+  queries of its relation, never the query nor one with its subject, {shown}: the examples and prompts of
+  `medlama probe {probe}` (each document's `fewshot` ids, handed to lm-eval by the tasks' sampler
+  `utils.DrawnExamples`). Another `--num_fewshot` is refused: export again with that number."""
 
 
 def render_readme(record: dict, exported: Sequence) -> str:
@@ -58,7 +60,7 @@ def render_readme(record: dict, exported: Sequence) -> str:
     rows = "\n".join(f"| `{item.task}` | {item.queries:,} | {item.pool:,} | {item.queries * item.pool:,} |"
                      for item in exported)
     total_q = sum(item.queries for item in exported)
-    chat, few_shot = _chat_flags(settings), _few_shot_note(settings)
+    chat, few_shot = run_flags(settings), _few_shot_note(settings)
     return f"""# MedLAMA ({config})
 
 ### Paper
@@ -206,7 +208,7 @@ These task files were written by `medlama export lm-eval` (medlama {record['medl
 ### How to run
 
 ```bash
-lm_eval --model hf --model_args pretrained=gpt2 --include_path TASKS --tasks {group}{_chat_flags(settings)}
+lm_eval --model hf --model_args pretrained=gpt2 --include_path TASKS --tasks {group}{run_flags(settings)}
 ```
 
 ### Agreement with medlama, and where it ends

@@ -114,12 +114,15 @@ def test_few_shot_choices_equal_causal_likelihood(tmp_path, medlama_dir):
     assert "`num_fewshot: 2`" in (tasks / "README.md").read_text()
 
 
-def test_few_shot_as_chat_turns_equal_causal_likelihood(tmp_path, medlama_dir):
+def test_few_shot_as_chat_turns_equal_causal_likelihood(tmp_path, medlama_dir, capsys):
     from transformers import AutoTokenizer
 
     from medlama.probers.causal.chat import user_message
 
     tasks = export(medlama_dir, tmp_path / "tasks", "--few-shot-as-multiturn", "--system-prompt", SYSTEM)
+    assert capsys.readouterr().out.rstrip().endswith(
+        f"--tasks medlama_hard_mc --apply_chat_template --fewshot_as_multiturn --system_instruction \"{SYSTEM}\""), \
+        "the printed lm_eval command renders the chat turns the tasks were written for"
     gpt2 = save_causal(tmp_path / "gpt2", "gpt2", positions=1024)
     tokenizer = AutoTokenizer.from_pretrained(gpt2)
     tokenizer.chat_template = CHAT
