@@ -90,9 +90,8 @@ class LmEvalExportSettings(Checked):
                                                         "each document, read by the tasks' sampler)")
     few_shot_seed: int = setting(0, metavar="S", help="the seed of the few-shot draw (medlama's --few-shot-seed)")
     few_shot_as_multiturn: bool = setting(
-        False, help="the multiple-choice tasks as medlama probe --chat-template --few-shot-as-multiturn reads them: "
-                    "each example a user and an assistant turn (run with lm_eval --apply_chat_template "
-                    "--fewshot_as_multiturn)")
+        False, help="the tasks as medlama probe --chat-template --few-shot-as-multiturn reads them: each example "
+                    "a user and an assistant turn (run with lm_eval --apply_chat_template --fewshot_as_multiturn)")
     system_prompt: str | None = setting(None, metavar="TEXT", help="recorded, and put in the README's lm_eval "
                                                                    "command (--system_instruction, with "
                                                                    "--apply_chat_template): lm-eval takes it there")
@@ -103,9 +102,6 @@ class LmEvalExportSettings(Checked):
         if self.few_shot_as_multiturn and not self.few_shot:
             raise MedlamaInputError("few_shot_as_multiturn makes few-shot examples chat turns: give few_shot N >= 1 "
                                     "(--few-shot N) too")
-        if self.few_shot_as_multiturn and not is_mc(self.config):
-            raise MedlamaInputError(f"few_shot_as_multiturn is exported for the multiple-choice configs (hard_mc, "
-                                    f"full_mc), not {self.config!r}")
 
 
 @dataclass(frozen=True)
@@ -129,8 +125,14 @@ def _cut(text: str, query_id: str) -> tuple[str, str, str]:
     return left.rstrip(), delimiter, right
 
 
-def _docs(queries, config: str) -> dict[str, list[dict]]:
-    """Per relation, the lm-eval documents of its queries, in query order."""
+def _chat_fields(text: str, gold) -> dict[str, str]:
+    """A document's chat turns as medlama renders them (``few_shot_as_multiturn``): ``chat_query``, the user
+    message, and ``chat_answer``, the sentence with its first gold name in the slot (an example's assistant turn)."""
+    return {"chat_query": user_message(text), "chat_answer": filled(text, gold[0])}
+
+
+def _docs(queries, config: str, turns: bool = False) -> dict[str, list[dict]]:
+    """Per relation, the lm-eval documents of its queries, in query order (with ``turns``, their chat turns)."""
     index = {relation: {name: i for i, name in reversed(list(enumerate(names)))}
              for relation, names in queries.pools.items()}
     out: dict[str, list[dict]] = {}
@@ -139,7 +141,8 @@ def _docs(queries, config: str) -> dict[str, list[dict]]:
         target = sorted({index[relation][name] for name in gold if name in index[relation]})
         out.setdefault(relation, []).append({
             "id": query_id, "config": config, "relation": relation, "query": text, "context": context,
-            "delimiter": delimiter, "suffix": suffix, "answers": list(gold), "target": target})
+            "delimiter": delimiter, "suffix": suffix, "answers": list(gold), "target": target,
+            **(_chat_fields(text, gold) if turns else {})})
     return out
 
 
@@ -178,9 +181,7 @@ def _few_shot_yaml(shots: int, turns: bool = False) -> str:
 
 def _mc_docs(queries, config: str, turns: bool = False) -> dict[str, list[dict]]:
     """Per relation, the lm-eval documents of a multiple-choice query set: its choices and ``label``, the index of
-    the one choice that is a gold answer (the draw leaves no other); with ``turns`` (``few_shot_as_multiturn``)
-    also its chat turns as medlama renders them: ``chat_query``, the user message, and ``chat_answer``, the
-    sentence with its first gold name in the slot (an example's assistant turn)."""
+    the one choice that is a gold answer (the draw leaves no other); with ``turns``, its chat turns too."""
     out: dict[str, list[dict]] = {}
     for query_id, relation, text, gold, choices in zip(queries.ids, queries.relations, queries.texts, queries.gold,
                                                        queries.choices):
@@ -192,8 +193,7 @@ def _mc_docs(queries, config: str, turns: bool = False) -> dict[str, list[dict]]
         out.setdefault(relation, []).append({
             "id": query_id, "config": config, "relation": relation, "query": text, "context": context,
             "delimiter": delimiter, "suffix": suffix, "answers": list(gold), "choices": list(choices),
-            "label": labels[0], **({"chat_query": user_message(text), "chat_answer": filled(text, gold[0])}
-                                   if turns else {})})
+            "label": labels[0], **(_chat_fields(text, gold) if turns else {})})
     return out
 
 
@@ -271,7 +271,7 @@ def _group_yaml(config: str, tasks: Sequence[str], version_meta: str) -> str:
 
 
 def _gen_yaml(config: str, relations: Sequence[str], stops: Sequence[str], max_gen_toks: int,
-              version_meta: str, shots: int = 0) -> str:
+              version_meta: str, shots: int = 0, turns: bool = False) -> str:
     return (f"task: medlama_{config}_gen\n"
             "dataset_path: \"\"\n"
             "custom_dataset: !function utils.load_docs\n"
@@ -280,8 +280,9 @@ def _gen_yaml(config: str, relations: Sequence[str], stops: Sequence[str], max_g
             f"  relations: {_yaml(list(relations))}\n"
             "output_type: generate_until\n"
             "test_split: test\n"
-            f"{_few_shot_yaml(shots)}"
-            "doc_to_text: !function utils.doc_to_text\n"
+            f"{_few_shot_yaml(shots, turns)}"
+            f"doc_to_text: !function utils.{'chat_text' if turns else 'doc_to_text'}\n"
+            f"{'gen_prefix: context' + chr(10) if turns else ''}"
             "doc_to_target: !function utils.gen_target\n"
             "generation_kwargs:\n"
             f"  until: {_yaml(list(stops))}\n"
@@ -332,7 +333,7 @@ def export_lm_eval(data: str | Path | None, out: str | Path,
     queries = load_medlama_queries(folder, settings.config, relations=settings.relations,
                                    prompt_column=settings.prompt_column, candidates="relation")
     config = settings.config
-    docs = _docs(queries, config)
+    docs = _docs(queries, config, settings.few_shot_as_multiturn)
     _with_examples(docs, queries, settings)
     relations = list(docs)
     exported = [RelationExport(r, f"medlama_{config}_{r}", len(docs[r]), len(queries.pools[r])) for r in relations]
@@ -356,12 +357,14 @@ def export_lm_eval(data: str | Path | None, out: str | Path,
             (staging / f"{item.task}.yaml").write_text(
                 _relation_yaml(config, item.relation, item.task, version_meta), encoding="utf-8")
         shutil.copyfile(UTILS, staging / "utils.py")
-        (staging / f"_medlama_{config}_template_yaml").write_text(_template(config, shots=settings.few_shot),
+        (staging / f"_medlama_{config}_template_yaml").write_text(_template(config, shots=settings.few_shot,
+                                                                            turns=settings.few_shot_as_multiturn),
                                                                   encoding="utf-8")
         (staging / f"medlama_{config}.yaml").write_text(
             _group_yaml(config, [item.task for item in exported], version_meta), encoding="utf-8")
         (staging / f"medlama_{config}_gen.yaml").write_text(
-            _gen_yaml(config, relations, _stops(docs), settings.max_gen_toks, version_meta, settings.few_shot),
+            _gen_yaml(config, relations, _stops(docs), settings.max_gen_toks, version_meta, settings.few_shot,
+                      settings.few_shot_as_multiturn),
             encoding="utf-8")
         (staging / "README.md").write_text(render_readme(record, exported), encoding="utf-8")
         (staging / MARKER).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -6,8 +6,8 @@ written.
   needs is said.
 * ``probe --chat-template --few-shot 1 --few-shot-as-multiturn`` on a model whose tokenizer has no chat template:
   the model named.
-* ``export lm-eval --few-shot-as-multiturn`` of a ranking config (``hard``): it is exported for the
-  multiple-choice configs only; with no ``--few-shot``: the examples are asked for.
+* ``export lm-eval --few-shot-as-multiturn`` with no ``--few-shot`` (a ranking or a multiple-choice config): the
+  examples are asked for, before any data is read.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ def test_bad_turn_flags_of_probe_are_one_line(setup, tmp_path, flags, message):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--config", "hard", "--few-shot", "1", "--few-shot-as-multiturn"],
-     "few_shot_as_multiturn is exported for the multiple-choice configs (hard_mc, full_mc), not 'hard'"),
+    (["--config", "hard", "--few-shot-as-multiturn"],
+     "few_shot_as_multiturn makes few-shot examples chat turns: give few_shot N >= 1 (--few-shot N) too"),
     (["--config", "hard_mc", "--few-shot-as-multiturn"],
      "few_shot_as_multiturn makes few-shot examples chat turns: give few_shot N >= 1 (--few-shot N) too"),
 ])
