@@ -145,7 +145,8 @@ DEFAULTS = RankerSettings()
 #: ``batch_size`` is one value for every ranker (:func:`flat_ranker_settings`).
 NOT_FOR_UCM = {"mask-predict": ("batch_size", "prompts", "allow_train_overlap"), "mask-average": ("batch_size",),
                "retrieval": ("batch_size",),
-               "causal-likelihood": ("batch_size", "search", "layers", "few_shot", "few_shot_seed")}
+               "causal-likelihood": ("batch_size", "search", "layers", "few_shot", "few_shot_seed",
+                                     "few_shot_as_multiturn")}
 
 
 def ucm_fields(method: str) -> tuple[str, ...]:

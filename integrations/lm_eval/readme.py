@@ -22,6 +22,45 @@ def _data_line(data: dict) -> str:
             f"`{data.get('release_commit')}`)")
 
 
+#: Where tasks exported with ``--few-shot-as-multiturn`` agree with medlama (both READMEs).
+TURNS_AGREEMENT = """Tasks exported with `--few-shot-as-multiturn` render medlama's turns; lm-eval tokenises the rendered chat and
+the reply's start as one string, medlama the template's part and the text before `[Y]` apart: the same ids where
+the template's generation prompt ends at a token boundary (a newline or a special token, as in the common
+templates) and the tokenizer marks no word start at the beginning of a text (byte-level BPE: GPT-2, Llama 3). A
+SentencePiece tokenizer that does (Llama 2, Mistral) gives medlama's reply a word-start mark the joined string
+has only after a space, so other numbers."""
+
+
+def run_flags(settings: dict) -> str:
+    """The lm_eval flags that render the prompts as the export was written for: a chat template, its system
+    message and the few-shot examples as chat turns."""
+    system = settings.get("system_prompt")
+    turns = settings.get("few_shot_as_multiturn")
+    chat = " --apply_chat_template" + " --fewshot_as_multiturn" * bool(turns) if system or turns else ""
+    return chat + (f" --system_instruction {json.dumps(system)}" if system else "")
+
+
+def _few_shot_note(settings: dict) -> str:
+    """The README's paragraph on the exported few-shot draw (none without one)."""
+    shots = settings.get("few_shot") or 0
+    if not shots:
+        return ""
+    turns = settings.get("few_shot_as_multiturn")
+    probe = f"--few-shot {shots} --few-shot-seed {settings.get('few_shot_seed', 0)}"
+    shown = "separated by blank lines"
+    if turns:
+        probe = f"--chat-template {probe} --few-shot-as-multiturn"
+        shown = """as chat turns (run with `--apply_chat_template --fewshot_as_multiturn`): each example a user
+  turn (medlama's chat instruction around its query) and an assistant turn (its sentence, first gold name filled
+  in), then the query as the last user turn, the assistant's reply started with its text before `[Y]`
+  (`gen_prefix`), each candidate its continuation"""
+    return f"""
+* Few-shot: every task reads each query after {shots} examples (`num_fewshot: {shots}`), filled prompts of other
+  queries of its relation, never the query nor one with its subject, {shown}: the examples and prompts of
+  `medlama probe {probe}` (each document's `fewshot` ids, handed to lm-eval by the tasks' sampler
+  `utils.DrawnExamples`). Another `--num_fewshot` is refused: export again with that number."""
+
+
 def render_readme(record: dict, exported: Sequence) -> str:
     """The task folder's README.md."""
     settings = record["settings"]
@@ -30,15 +69,7 @@ def render_readme(record: dict, exported: Sequence) -> str:
     rows = "\n".join(f"| `{item.task}` | {item.queries:,} | {item.pool:,} | {item.queries * item.pool:,} |"
                      for item in exported)
     total_q = sum(item.queries for item in exported)
-    system = settings.get("system_prompt")
-    chat = f" --apply_chat_template --system_instruction {json.dumps(system)}" if system else ""
-    shots = settings.get("few_shot") or 0
-    few_shot = (f"""
-* Few-shot: every task reads each query after {shots} examples (`num_fewshot: {shots}`), filled prompts of other
-  queries of its relation, never the query nor one with its subject, separated by blank lines: the examples
-  `medlama probe --few-shot {shots} --few-shot-seed {settings.get('few_shot_seed', 0)}` draws (each document's
-  `fewshot` ids, handed to lm-eval by the tasks' sampler `utils.DrawnExamples`). Another `--num_fewshot` is
-  refused: export again with that number.""" if shots else "")
+    chat, few_shot = run_flags(settings), _few_shot_note(settings)
     return f"""# MedLAMA ({config})
 
 ### Paper
@@ -114,8 +145,9 @@ tokenises the name and the text after the slot as they read after a word. For to
 spaces (GPT-2's byte-level BPE, SentencePiece as in Llama) both give the same token ids, so the same scores.
 They can differ when a query and its longest candidate exceed the model's positions (lm-eval cuts each
 candidate's context on its own, medlama a query's once, for its longest candidate), on near-ties (lm-eval sums
-float32 log-probabilities, medlama float64), and with `--apply_chat_template` (medlama's `--chat-template`
-wraps the query in its own instruction). The generation task stops where the decoded text reaches the text
+float32 log-probabilities, medlama float64), and with `--apply_chat_template` on tasks exported without
+`--few-shot-as-multiturn` (medlama's `--chat-template` wraps the query in its own instruction). {TURNS_AGREEMENT}
+The generation task stops where the decoded text reaches the text
 after `[Y]` (` .`), medlama's `causal-generate` at that text's first token: the same answer unless the model
 glues it to another character in one token (`" .5"`).
 
@@ -177,6 +209,7 @@ These task files were written by `medlama export lm-eval` (medlama {record['medl
   the sum of its tokens' log-probabilities. `acc` is lm-eval's own (the best-scored choice is the gold), equal
   to `medlama probe --config {config} --method causal-likelihood`'s acc@1; `acc_norm` divides each score by the
   continuation's length in characters first (lm-eval's own normalisation, which medlama does not compute).
+{_few_shot_note(settings)}
 
 | task | queries | choices per query |
 |---|---:|---:|
@@ -185,12 +218,13 @@ These task files were written by `medlama export lm-eval` (medlama {record['medl
 ### How to run
 
 ```bash
-lm_eval --model hf --model_args pretrained=gpt2 --include_path TASKS --tasks {group}
+lm_eval --model hf --model_args pretrained=gpt2 --include_path TASKS --tasks {group}{run_flags(settings)}
 ```
 
 ### Agreement with medlama, and where it ends
 
 As for the ranking tasks: the same token ids for tokenizers that split words at spaces (GPT-2's byte-level BPE,
 SentencePiece), so the same scores, except past the model's positions, on near-ties (lm-eval sums float32
-log-probabilities, medlama float64) and with `--apply_chat_template`.
+log-probabilities, medlama float64) and with `--apply_chat_template` on tasks exported without
+`--few-shot-as-multiturn` (medlama's `--chat-template` wraps the query in its own instruction). {TURNS_AGREEMENT}
 """

@@ -24,6 +24,10 @@ one rule of ``medlama probe``; the export's test checks that lm-eval's numbers e
   drawn by medlama at export as ``medlama probe --few-shot`` draws them; :class:`DrawnExamples`, the tasks'
   sampler, hands lm-eval those documents, and ``fewshot_target`` shows each filled (the slot's space, its first
   gold name, the text after the slot), so both read the same prompts.
+* Few-shot as chat turns (``--few-shot-as-multiturn``, multiple choice; run with ``--apply_chat_template
+  --fewshot_as_multiturn``): each example is a user turn (``chat_text``: medlama's chat instruction around the
+  query) and an assistant turn (``chat_answer``: the sentence filled in); the query is the last user turn, and
+  the assistant's reply starts with its context (the task's ``gen_prefix``), each choice its continuation.
 * The generation task (``process_generation``) scores the greedy answer, cut at the first stop sequence,
   by normalised match against the gold names: lower case, punctuation and the articles a/an/the removed,
   whitespace collapsed (medlama's acc@k ``normalized`` matching, as ``causal-generate`` uses it).
@@ -101,6 +105,17 @@ def gen_target(doc: dict) -> str:
 def fewshot_target(doc: dict) -> str:
     """A few-shot example's answer as shown after its context: the slot's space, first gold name, text after it."""
     return doc["delimiter"] + doc["answers"][0] + doc["suffix"]
+
+
+def chat_text(doc: dict) -> str:
+    """A query's user turn with ``--few-shot-as-multiturn`` (medlama's chat instruction around it, written by the
+    export); the assistant's turn then starts with ``doc["context"]`` (the task's ``gen_prefix``)."""
+    return doc["chat_query"]
+
+
+def chat_answer(doc: dict) -> str:
+    """A few-shot example's assistant turn with ``--few-shot-as-multiturn``: its sentence, first gold name filled in."""
+    return doc["chat_answer"]
 
 
 class DrawnExamples(ContextSampler):

@@ -32,7 +32,11 @@ as above) and ``label`` as its target, lm-eval's ``acc`` and ``acc_norm`` as met
 medlama's); the group ``medlama_<config>`` reports them over all queries. Its ``acc`` is medlama's acc@1 of
 ``medlama probe --config hard_mc --method causal-likelihood`` (sum reduction): the argmax of the same sums
 (a choice is never another gold answer, so the drawn gold is the only hit), ties to the first choice as both
-break them. No generation task is written for it.
+break them. No generation task is written for it. With ``--few-shot N`` each query is read after the examples
+``medlama probe --config hard_mc --few-shot N`` draws, as for the ranking tasks; with ``--few-shot-as-multiturn``
+too, after them as chat turns (each document's ``chat_query`` and ``chat_answer``, the query's ``context`` the
+assistant's ``gen_prefix``), as ``medlama probe --chat-template --few-shot-as-multiturn`` reads it, for lm-eval's
+``--apply_chat_template --fewshot_as_multiturn``.
 """
 
 from __future__ import annotations
@@ -53,7 +57,8 @@ from medlama.core.atomic import atomic_directory, check_replaceable
 from medlama.datasets.choices import is_mc, ranking_config
 from medlama.datasets.folders import folder_configs
 from medlama.integrations.lm_eval.readme import render_mc_readme, render_readme
-from medlama.probers.causal.fewshot import DELIMITER, draw
+from medlama.probers.causal.chat import user_message
+from medlama.probers.causal.fewshot import DELIMITER, draw, filled
 from medlama.runs.arguments import check_relations
 from medlama.runs.benchmarks import resolve_data
 from medlama.runs.queries import QuerySource, load_medlama_queries
@@ -84,9 +89,19 @@ class LmEvalExportSettings(Checked):
                                                         "drawn as medlama probe --few-shot draws them (written into "
                                                         "each document, read by the tasks' sampler)")
     few_shot_seed: int = setting(0, metavar="S", help="the seed of the few-shot draw (medlama's --few-shot-seed)")
+    few_shot_as_multiturn: bool = setting(
+        False, help="the tasks as medlama probe --chat-template --few-shot-as-multiturn reads them: each example "
+                    "a user and an assistant turn (run with lm_eval --apply_chat_template --fewshot_as_multiturn)")
     system_prompt: str | None = setting(None, metavar="TEXT", help="recorded, and put in the README's lm_eval "
                                                                    "command (--system_instruction, with "
                                                                    "--apply_chat_template): lm-eval takes it there")
+
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.few_shot_as_multiturn and not self.few_shot:
+            raise MedlamaInputError("few_shot_as_multiturn makes few-shot examples chat turns: give few_shot N >= 1 "
+                                    "(--few-shot N) too")
 
 
 @dataclass(frozen=True)
@@ -110,8 +125,14 @@ def _cut(text: str, query_id: str) -> tuple[str, str, str]:
     return left.rstrip(), delimiter, right
 
 
-def _docs(queries, config: str) -> dict[str, list[dict]]:
-    """Per relation, the lm-eval documents of its queries, in query order."""
+def _chat_fields(text: str, gold) -> dict[str, str]:
+    """A document's chat turns as medlama renders them (``few_shot_as_multiturn``): ``chat_query``, the user
+    message, and ``chat_answer``, the sentence with its first gold name in the slot (an example's assistant turn)."""
+    return {"chat_query": user_message(text), "chat_answer": filled(text, gold[0])}
+
+
+def _docs(queries, config: str, turns: bool = False) -> dict[str, list[dict]]:
+    """Per relation, the lm-eval documents of its queries, in query order (with ``turns``, their chat turns)."""
     index = {relation: {name: i for i, name in reversed(list(enumerate(names)))}
              for relation, names in queries.pools.items()}
     out: dict[str, list[dict]] = {}
@@ -120,7 +141,8 @@ def _docs(queries, config: str) -> dict[str, list[dict]]:
         target = sorted({index[relation][name] for name in gold if name in index[relation]})
         out.setdefault(relation, []).append({
             "id": query_id, "config": config, "relation": relation, "query": text, "context": context,
-            "delimiter": delimiter, "suffix": suffix, "answers": list(gold), "target": target})
+            "delimiter": delimiter, "suffix": suffix, "answers": list(gold), "target": target,
+            **(_chat_fields(text, gold) if turns else {})})
     return out
 
 
@@ -135,28 +157,31 @@ def _with_examples(docs: dict[str, list[dict]], queries, settings: "LmEvalExport
             doc["fewshot"] = list(drawn[doc["id"]])
 
 
-def _few_shot_yaml(shots: int) -> str:
+def _few_shot_yaml(shots: int, turns: bool = False) -> str:
     """The few-shot block of a task: ``num_fewshot`` and its examples from the task's own documents (its test
     split), each the sampler's pick (the ids drawn at export), shown filled: context, then the slot's space,
     first gold name and text after the slot, examples and query separated by a blank line (medlama's
-    ``DELIMITER``)."""
+    ``DELIMITER``). ``turns`` (``few_shot_as_multiturn``): each example its user message and, as the
+    assistant's turn, its filled sentence (no ``gen_prefix``)."""
     if not shots:
         return "num_fewshot: 0\n"
+    text, target = ("chat_text", "chat_answer") if turns else ("doc_to_text", "fewshot_target")
     return (f"num_fewshot: {shots}\n"
             "fewshot_split: test\n"
             f"fewshot_delimiter: {_yaml(DELIMITER)}\n"
             "fewshot_config:\n"
             "  sampler: !function utils.DrawnExamples\n"
-            "  doc_to_text: !function utils.doc_to_text\n"
-            "  doc_to_target: !function utils.fewshot_target\n"
+            f"  doc_to_text: !function utils.{text}\n"
+            f"  doc_to_target: !function utils.{target}\n"
             "  doc_to_choice: null\n"
+            f"{'  gen_prefix: null' + chr(10) if turns else ''}"
             "  target_delimiter: \"\"\n"
             f"  fewshot_delimiter: {_yaml(DELIMITER)}\n")
 
 
-def _mc_docs(queries, config: str) -> dict[str, list[dict]]:
+def _mc_docs(queries, config: str, turns: bool = False) -> dict[str, list[dict]]:
     """Per relation, the lm-eval documents of a multiple-choice query set: its choices and ``label``, the index of
-    the one choice that is a gold answer (the draw leaves no other)."""
+    the one choice that is a gold answer (the draw leaves no other); with ``turns``, its chat turns too."""
     out: dict[str, list[dict]] = {}
     for query_id, relation, text, gold, choices in zip(queries.ids, queries.relations, queries.texts, queries.gold,
                                                        queries.choices):
@@ -168,7 +193,7 @@ def _mc_docs(queries, config: str) -> dict[str, list[dict]]:
         out.setdefault(relation, []).append({
             "id": query_id, "config": config, "relation": relation, "query": text, "context": context,
             "delimiter": delimiter, "suffix": suffix, "answers": list(gold), "choices": list(choices),
-            "label": labels[0]})
+            "label": labels[0], **(_chat_fields(text, gold) if turns else {})})
     return out
 
 
@@ -196,9 +221,11 @@ def _yaml(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _template(config: str, multiple_choice: bool = False, shots: int = 0) -> str:
+def _template(config: str, multiple_choice: bool = False, shots: int = 0, turns: bool = False) -> str:
     """The YAML every relation task of ``config`` includes: medlama's acc@k over the relation's pool, or (a
-    ``multiple_choice`` config) each query's own choices and ``label``, scored by lm-eval's ``acc``/``acc_norm``."""
+    ``multiple_choice`` config) each query's own choices and ``label``, scored by lm-eval's ``acc``/``acc_norm``.
+    ``turns`` (``few_shot_as_multiturn``): the query is its user message, and the assistant's turn starts with
+    its context (``gen_prefix``), the choices its continuation, as ``medlama probe --chat-template`` reads it."""
     names = ("acc", "acc_norm") if multiple_choice else ("acc@1", "acc@10", "acc@1_macro", "acc@10_macro")
     metrics = "".join(f"  - metric: \"{name}\"\n    aggregation: mean\n    higher_is_better: true\n" for name in names)
     choices, target, results = (("doc_to_choices", "label", "") if multiple_choice else
@@ -209,8 +236,9 @@ def _template(config: str, multiple_choice: bool = False, shots: int = 0) -> str
             "custom_dataset: !function utils.load_docs\n"
             "output_type: multiple_choice\n"
             "test_split: test\n"
-            f"{_few_shot_yaml(shots)}"
-            "doc_to_text: !function utils.doc_to_text\n"
+            f"{_few_shot_yaml(shots, turns)}"
+            f"doc_to_text: !function utils.{'chat_text' if turns else 'doc_to_text'}\n"
+            f"{'gen_prefix: context' + chr(10) if turns else ''}"
             f"doc_to_choice: !function utils.{choices}\n"
             f"doc_to_target: {target}\n"
             "# The slot's space is part of each choice (none when the slot is glued to the text before it).\n"
@@ -243,7 +271,7 @@ def _group_yaml(config: str, tasks: Sequence[str], version_meta: str) -> str:
 
 
 def _gen_yaml(config: str, relations: Sequence[str], stops: Sequence[str], max_gen_toks: int,
-              version_meta: str, shots: int = 0) -> str:
+              version_meta: str, shots: int = 0, turns: bool = False) -> str:
     return (f"task: medlama_{config}_gen\n"
             "dataset_path: \"\"\n"
             "custom_dataset: !function utils.load_docs\n"
@@ -252,8 +280,9 @@ def _gen_yaml(config: str, relations: Sequence[str], stops: Sequence[str], max_g
             f"  relations: {_yaml(list(relations))}\n"
             "output_type: generate_until\n"
             "test_split: test\n"
-            f"{_few_shot_yaml(shots)}"
-            "doc_to_text: !function utils.doc_to_text\n"
+            f"{_few_shot_yaml(shots, turns)}"
+            f"doc_to_text: !function utils.{'chat_text' if turns else 'doc_to_text'}\n"
+            f"{'gen_prefix: context' + chr(10) if turns else ''}"
             "doc_to_target: !function utils.gen_target\n"
             "generation_kwargs:\n"
             f"  until: {_yaml(list(stops))}\n"
@@ -300,15 +329,11 @@ def export_lm_eval(data: str | Path | None, out: str | Path,
     folder = resolve_data(query_source)
     _check_selection(folder.path, settings)  # from the card alone, before any data file is read
     if is_mc(settings.config):
-        if settings.few_shot:
-            raise MedlamaInputError(f"--few-shot: the multiple-choice export ({settings.config!r}) writes no "
-                                    "few-shot examples yet; export hard or full with --few-shot, or probe "
-                                    f"{settings.config!r} with medlama probe --few-shot")
         return _export_choices(folder, out, settings, reads)
     queries = load_medlama_queries(folder, settings.config, relations=settings.relations,
                                    prompt_column=settings.prompt_column, candidates="relation")
     config = settings.config
-    docs = _docs(queries, config)
+    docs = _docs(queries, config, settings.few_shot_as_multiturn)
     _with_examples(docs, queries, settings)
     relations = list(docs)
     exported = [RelationExport(r, f"medlama_{config}_{r}", len(docs[r]), len(queries.pools[r])) for r in relations]
@@ -332,12 +357,14 @@ def export_lm_eval(data: str | Path | None, out: str | Path,
             (staging / f"{item.task}.yaml").write_text(
                 _relation_yaml(config, item.relation, item.task, version_meta), encoding="utf-8")
         shutil.copyfile(UTILS, staging / "utils.py")
-        (staging / f"_medlama_{config}_template_yaml").write_text(_template(config, shots=settings.few_shot),
+        (staging / f"_medlama_{config}_template_yaml").write_text(_template(config, shots=settings.few_shot,
+                                                                            turns=settings.few_shot_as_multiturn),
                                                                   encoding="utf-8")
         (staging / f"medlama_{config}.yaml").write_text(
             _group_yaml(config, [item.task for item in exported], version_meta), encoding="utf-8")
         (staging / f"medlama_{config}_gen.yaml").write_text(
-            _gen_yaml(config, relations, _stops(docs), settings.max_gen_toks, version_meta, settings.few_shot),
+            _gen_yaml(config, relations, _stops(docs), settings.max_gen_toks, version_meta, settings.few_shot,
+                      settings.few_shot_as_multiturn),
             encoding="utf-8")
         (staging / "README.md").write_text(render_readme(record, exported), encoding="utf-8")
         (staging / MARKER).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -350,7 +377,8 @@ def _export_choices(folder, out: str | Path, settings: LmEvalExportSettings, rea
     queries = load_medlama_queries(folder, settings.config, relations=settings.relations,
                                    prompt_column=settings.prompt_column)
     config = settings.config
-    docs = _mc_docs(queries, config)
+    docs = _mc_docs(queries, config, settings.few_shot_as_multiturn)
+    _with_examples(docs, queries, settings)
     exported = [RelationExport(r, f"medlama_{config}_{r}", len(rows), max(len(doc["choices"]) for doc in rows))
                 for r, rows in docs.items()]
     version_meta = f"metadata:\n  version: {TASK_VERSION}\n"
@@ -368,7 +396,8 @@ def _export_choices(folder, out: str | Path, settings: LmEvalExportSettings, rea
             (staging / f"{item.task}.yaml").write_text(
                 _relation_yaml(config, item.relation, item.task, version_meta), encoding="utf-8")
         shutil.copyfile(UTILS, staging / "utils.py")
-        (staging / f"_medlama_{config}_template_yaml").write_text(_template(config, True), encoding="utf-8")
+        (staging / f"_medlama_{config}_template_yaml").write_text(
+            _template(config, True, settings.few_shot, settings.few_shot_as_multiturn), encoding="utf-8")
         (staging / f"medlama_{config}.yaml").write_text(
             _mc_group_yaml(config, [item.task for item in exported], version_meta), encoding="utf-8")
         (staging / "README.md").write_text(render_mc_readme(record, exported), encoding="utf-8")

@@ -10,7 +10,8 @@ examples, filled prompts of other facts of its relation.
 * An example is its prompt with ``[Y]`` filled by its first gold name (:func:`filled`: the text before the
   slot, trailing spaces removed, one space where the slot followed one, the name, the text after the slot:
   the sentence as the causal methods score a candidate in it); the examples and then the query are joined
-  by :data:`DELIMITER` (a blank line, lm-eval's default ``fewshot_delimiter``).
+  by :data:`DELIMITER` (a blank line, lm-eval's default ``fewshot_delimiter``); with ``few_shot_as_multiturn``
+  (and ``chat_template``) each example is two chat turns instead (:mod:`medlama.probers.causal.chat`).
 * The drawn ids are recorded per query (:func:`drawn_record`: ``few_shot_examples`` in ``predictions.jsonl``);
   ``medlama export lm-eval --few-shot N`` writes the same draw into each exported document, which its lm-eval
   sampler reads, so both harnesses read the same prompts.
@@ -24,6 +25,7 @@ from dataclasses import replace
 
 from medlama.core.defaults import MASK_PLACEHOLDER
 from medlama.core.errors import MedlamaInputError
+from medlama.probers.causal.chat import user_message, with_turns
 from medlama.probers.query_set import QuerySet
 
 __all__ = ["DELIMITER", "draw", "drawn_record", "filled", "with_examples"]
@@ -66,8 +68,11 @@ def draw(queries: QuerySet, shots: int, seed: int) -> list[tuple[str, ...]]:
     return out
 
 
-def with_examples(queries: QuerySet, shots: int, seed: int) -> QuerySet:
-    """``queries`` with each text read after its drawn examples (:func:`draw`); unchanged when ``shots`` is 0."""
+def with_examples(queries: QuerySet, shots: int, seed: int, as_turns: bool = False) -> QuerySet:
+    """``queries`` with each text read after its drawn examples (:func:`draw`); unchanged when ``shots`` is 0.
+
+    ``as_turns`` (``few_shot_as_multiturn``): each example as two chat turns, its user message and its filled
+    sentence (:func:`medlama.probers.causal.chat.with_turns`), instead of text before the query's."""
     if shots < 1:
         return queries
     facts = queries.whole or queries
@@ -77,8 +82,12 @@ def with_examples(queries: QuerySet, shots: int, seed: int) -> QuerySet:
         if not text.split(MASK_PLACEHOLDER)[0].strip():
             raise MedlamaInputError(f"query {query_id!r} opens with {MASK_PLACEHOLDER}: few-shot examples before it "
                                     "would change how its slot reads; probe it without --few-shot")
-        shown = [filled(facts.texts[at[i]], facts.gold[at[i]][0]) for i in drawn]
-        texts.append(DELIMITER.join([*shown, text]))
+        examples = [(facts.texts[at[i]], facts.gold[at[i]][0]) for i in drawn]
+        if as_turns:
+            texts.append(with_turns([(user_message(shown), filled(shown, answer)) for shown, answer in examples],
+                                    text, query_id))
+        else:
+            texts.append(DELIMITER.join([*(filled(shown, answer) for shown, answer in examples), text]))
     return replace(queries, texts=texts)
 
 

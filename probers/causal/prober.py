@@ -75,7 +75,8 @@ class _CausalProber(Prober):
         """``queries`` as the model reads them: each after its few-shot examples, when ``few_shot`` asks for
         them (:func:`medlama.probers.causal.fewshot.with_examples`), else as they are. Every public ranking or
         scoring method reads its queries through this, once."""
-        return with_examples(queries, self.settings_.few_shot, self.settings_.few_shot_seed)
+        return with_examples(queries, self.settings_.few_shot, self.settings_.few_shot_seed,
+                             as_turns=self.settings_.few_shot_as_multiturn)
 
     def inputs(self, queries: QuerySet) -> list[str]:
         """Each query of ``queries`` (as :meth:`prompted` gives them) as fed to the model: its prefix tokens

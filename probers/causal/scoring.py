@@ -41,6 +41,8 @@ from medlama.core.finite import require_log_probs
 from medlama.core.loaded import LoadedModel
 from medlama.core.models import (DTYPES, finish_loading, load_tokenizer, loading_weights, pick_device,
                                  pretrained_kwargs, quiet_transformers, read_config, resolve_model, torch_dtype)
+# BLANK and CHAT_INSTRUCTION are also read from here, where they were defined first
+from medlama.probers.causal.chat import BLANK, CHAT_INSTRUCTION, turns, user_message  # noqa: F401
 from medlama.probers.causal.passes import plain_layers, shared_first_scores, sum_dtype, target_log_probs
 from medlama.probers.mlm import logprob_elements
 from medlama.probers.prober import check_settings
@@ -48,9 +50,6 @@ from medlama.core.settings import setting
 
 #: A word every tokenizer splits off on its own: names and suffixes are tokenised after it, as in context.
 ANCHOR = "a"
-#: The user turn when ``chat_template`` is on; the assistant's reply starts with the query's prefix.
-CHAT_INSTRUCTION = "Fill in the blank: {query}\nAnswer with the completed sentence."
-BLANK = "___"
 
 SEQ2SEQ_HINT = "use --method generative for sequence-to-sequence (BART/T5) models"
 ENCODER_HINT = ("use --method mask-predict or mask-average for masked LMs (BERT/RoBERTa style), "
@@ -75,15 +74,22 @@ class CausalModelSettings:
                                                         "its relation (never its own subject's), drawn per query; "
                                                         "their ids are recorded per query")
     few_shot_seed: int = setting(0, metavar="S", help="the seed of the few-shot draw")
+    few_shot_as_multiturn: bool = setting(False, help="with --chat-template: each few-shot example a user turn (its "
+                                                      "query) and an assistant turn (its sentence filled in), as "
+                                                      "lm-eval's --fewshot_as_multiturn")
 
     def __post_init__(self) -> None:
         check_settings(self)
         if self.system_prompt is not None and not self.chat_template:
             raise MedlamaInputError("system_prompt is the system message of a chat template: give chat_template "
                                     "too (--chat-template); a base model has no system turn")
-        if self.few_shot and self.chat_template:
-            raise MedlamaInputError("few_shot with chat_template is not supported: the examples would sit inside "
-                                    "the user turn's blank-filling instruction; leave one of them off")
+        if self.few_shot_as_multiturn and not (self.chat_template and self.few_shot):
+            raise MedlamaInputError("few_shot_as_multiturn makes few-shot examples chat turns: give chat_template "
+                                    "(--chat-template) and few_shot N >= 1 (--few-shot N) too")
+        if self.few_shot and self.chat_template and not self.few_shot_as_multiturn:
+            raise MedlamaInputError("few_shot with chat_template is not supported as one user turn: the examples "
+                                    "would sit inside its blank-filling instruction; give few_shot_as_multiturn "
+                                    "(--few-shot-as-multiturn: each example its own turns) or leave one off")
 
 
 def _log_softmax(logits):
@@ -217,8 +223,9 @@ class CausalLM:
         self.max_length = int(min((n for n in limits if isinstance(n, int) and 0 < n < 10 ** 8), default=10 ** 8))
         self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
         if settings.chat_template and not getattr(tok, "chat_template", None):
+            also = " and few_shot_as_multiturn" if settings.few_shot_as_multiturn else ""
             raise MedlamaInputError("chat_template is on but the tokenizer has no chat template (base models "
-                                    "have none; leave it off)", file=self.model_path)
+                                    f"have none; leave it off{also})", file=self.model_path)
         self._splits: dict[str, CausalQuery] = {}
         self._names: dict[tuple[tuple[str, ...], str], list[tuple[int, ...]]] = {}
 
@@ -251,11 +258,11 @@ class CausalLM:
         if not isinstance(text, str) or text.count(MASK_PLACEHOLDER) != 1:
             count = text.count(MASK_PLACEHOLDER) if isinstance(text, str) else 0
             raise MedlamaInputError(f"query has {count} {MASK_PLACEHOLDER} slots, needs exactly one: {text!r}")
-        left, right = text.split(MASK_PLACEHOLDER)
+        examples, query = turns(text)  # few-shot examples as chat turns (few_shot_as_multiturn), else none
+        left, right = query.split(MASK_PLACEHOLDER)
         body = left.rstrip()
         if self.settings.chat_template:
-            message = CHAT_INSTRUCTION.format(query=" ".join(text.replace(MASK_PLACEHOLDER, BLANK).split()))
-            start = self._chat_start(message)
+            start = self._chat_start([*examples, {"role": "user", "content": user_message(query)}])
             prefix = start + self.ids(body)
         else:
             prefix = [*self.lead, *self.ids(body)]
@@ -274,13 +281,12 @@ class CausalLM:
         self._splits[text] = found
         return found
 
-    def _chat_start(self, message: str) -> list[int]:
-        """The chat template's ids up to the assistant's reply to ``message`` (after the system message)."""
-        turns = [{"role": "user", "content": message}]
+    def _chat_start(self, messages: list[dict[str, str]]) -> list[int]:
+        """The chat template's ids up to the assistant's reply to ``messages`` (after the system message)."""
         if self.settings.system_prompt is not None:
-            turns.insert(0, {"role": "system", "content": self.settings.system_prompt})
+            messages.insert(0, {"role": "system", "content": self.settings.system_prompt})
         try:
-            return list(self.tokenizer.apply_chat_template(turns, tokenize=True, add_generation_prompt=True,
+            return list(self.tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True,
                                                            return_dict=False))
         except Exception as error:  # jinja2's TemplateError: a template that raises on a system turn
             if self.settings.system_prompt is None:

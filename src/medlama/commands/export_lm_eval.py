@@ -9,6 +9,7 @@ from pathlib import Path
 
 from medlama.commands.flags import add_command, add_settings_flags, given_settings
 from medlama.core.settings import settings_from
+from medlama.integrations.lm_eval.readme import run_flags
 from medlama.integrations.lm_eval.tasks import LmEvalExportSettings, export_lm_eval
 
 
@@ -46,5 +47,6 @@ def run(args: argparse.Namespace) -> int:
             f"{100 * record['candidates']['chance_level']:.2f}%)")
     print(f"wrote {len(tasks)} ranking task(s), {what} to {args.out} ({sum(t['queries'] for t in tasks):,} queries, "
           f"{record['loglikelihood_requests']:,} log-likelihood requests for the whole group)")
-    print(f"run: lm_eval --model hf --model_args pretrained=MODEL --include_path {args.out} --tasks {record['group']}")
+    print(f"run: lm_eval --model hf --model_args pretrained=MODEL --include_path {args.out} --tasks {record['group']}"
+          f"{run_flags(record['settings'])}")
     return 0
