@@ -36,8 +36,12 @@ def run_flags(settings: dict) -> str:
     message and the few-shot examples as chat turns."""
     system = settings.get("system_prompt")
     turns = settings.get("few_shot_as_multiturn")
-    chat = " --apply_chat_template" + " --fewshot_as_multiturn" * bool(turns) if system or turns else ""
-    return chat + (f" --system_instruction {json.dumps(system)}" if system else "")
+    if not (system or turns):
+        return ""
+    # lm-eval turns --fewshot_as_multiturn on by itself with --apply_chat_template: examples written as one text
+    # (a system message without chat turns) must say false, or lm-eval would read them as turns, other numbers
+    multiturn = " --fewshot_as_multiturn" if turns else " --fewshot_as_multiturn false" * bool(settings.get("few_shot"))
+    return " --apply_chat_template" + multiturn + (f" --system_instruction {json.dumps(system)}" if system else "")
 
 
 def _few_shot_note(settings: dict) -> str:
