@@ -203,6 +203,11 @@ def optiprompt_line(record: dict) -> str:
             f"masks): dev decoding {100 * record['dev_decoding_share']:.1f}% of the relation")
 
 
+def write(out: Path, record: dict, tables: list[str]) -> None:
+    (out / "gpu.json").write_text(json.dumps(record, indent=2) + "\n")
+    (out / "table.txt").write_text("\n\n".join(tables) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     start = time.perf_counter()
@@ -247,18 +252,22 @@ def main(argv: list[str] | None = None) -> int:
             code, output, seconds = run(command, env, log, cap)
             entry.update(exit=code, seconds=round(seconds, 2))
             figures = work / f"{name}.json"
-            if name == "optiprompt" and code == 0:
-                entry["record"] = optiprompt_record(output)
-            elif figures.is_file():
-                entry.update(json.loads(figures.read_text()))
+            try:
+                if name == "optiprompt" and code == 0:
+                    entry["record"] = optiprompt_record(output)
+                elif figures.is_file():
+                    entry.update(json.loads(figures.read_text()))
+            except (ValueError, KeyError, ZeroDivisionError) as error:
+                record["problems"].append(f"step {name}: its figures could not be read ({error!r})")
             if code:
                 record["problems"].append(f"step {name} exited {code}: see log.txt")
             shown = optiprompt_line(entry["record"]) if "record" in entry else last_table(output)
             tables.append(f"## {name}: {entry['command']}\n{shown}")
         record["steps"].append(entry)
+        record["seconds"] = round(time.perf_counter() - start, 2)
+        write(args.out, record, tables)  # after every step: a call stopped at its limit still returns the rest
     record["seconds"] = round(time.perf_counter() - start, 2)
-    (args.out / "gpu.json").write_text(json.dumps(record, indent=2) + "\n")
-    (args.out / "table.txt").write_text("\n\n".join(tables) + "\n")
+    write(args.out, record, tables)
     log("\n".join(["problems:", *record["problems"]]) if record["problems"] else "no problems")
     log(f"done in {record['seconds']:.0f} s: {args.out}/gpu.json, table.txt, log.txt")
     shutil.rmtree(work, ignore_errors=True)
