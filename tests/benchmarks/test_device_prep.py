@@ -217,3 +217,24 @@ def test_optiprompt_record_and_its_dev_share():
     parsed = module.optiprompt_record(output)
     assert parsed["dev_decoding_share"] == 0.75 and parsed["note"] == {"a": 1}
     assert module.optiprompt_line(parsed).endswith("dev decoding 75.0% of the relation")
+
+
+def test_the_dry_runs_site_holds_the_image_and_nothing_the_wheels_bring(tmp_path):
+    """The dry run proves the wheel set only if its site lacks what the wheels bring: torch imports there,
+    lm-eval, lm-pub-quiz and datasets (carried as wheels) do not."""
+    sys.path.insert(0, str(DEVICE))
+    try:
+        import dry_run
+        import prepare
+    finally:
+        sys.path.remove(str(DEVICE))
+    image = set(prepare.read_image(DEVICE / "image.txt"))
+    names = dry_run.image_closure(image)
+    assert {"torch", "transformers", "sentence-transformers"} <= names
+    assert not names & {"lm-eval", "lm-pub-quiz", "datasets", "dill", "multiprocess", "faiss-cpu", "medlama"}
+    python = dry_run.shaped_site(tmp_path / "env", names)
+    probe = "import importlib.util as u; print([u.find_spec(m) is not None for m in " \
+            "('torch', 'lm_eval', 'lm_pub_quiz', 'datasets', 'medlama')])"
+    done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert done.stdout.strip() == "[True, False, False, False, False]", done.stderr
