@@ -238,3 +238,29 @@ def test_the_dry_runs_site_holds_the_image_and_nothing_the_wheels_bring(tmp_path
     done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True,
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert done.stdout.strip() == "[True, False, False, False, False]", done.stderr
+
+
+def test_gpu_rewire_part_trains_the_encoder_given(tmp_path, monkeypatch):
+    """On a machine without the bundled encoder's package, ``gpu.py --encoder`` serves the rewire part too: its
+    training (and the peer's, from the same config) gets that folder."""
+    import torch
+
+    monkeypatch.syspath_prepend(str(DEVICE.parent))
+    import gpu
+    import gpu_rewire
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def rewire(corpus, out, config, **kwargs):
+        seen["model"] = config.model
+        raise Stop
+
+    monkeypatch.setattr(gpu_rewire, "rewire", rewire)
+    args = gpu.parse(["--parts", "rewire", "--encoder", str(tmp_path / "encoder"), "--device", "cpu"])
+    args.small = True
+    with pytest.raises(Stop):
+        gpu_rewire.rewire_part(args, torch.device("cpu"), "fp32")
+    assert seen["model"] == str(tmp_path / "encoder")
