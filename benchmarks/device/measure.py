@@ -144,14 +144,14 @@ class Log:
         self.file.flush()
 
 
-def run(command: list[str], env: dict, log: Log, timeout: float, shown: str = "") -> tuple[int, str, float]:
-    """(exit status, output, seconds); 124 when killed at ``timeout``. ``shown``: what the log says for a
-    ``python -c`` script."""
+def run(command: list[str], env: dict, log: Log, timeout: float | None, shown: str = "") -> tuple[int, str, float]:
+    """(exit status, output, seconds); 124 when killed at ``timeout`` (``None``: no limit). ``shown``: what the log
+    says for a ``python -c`` script."""
     log("$ " + (shown or " ".join(command)))
     start = time.perf_counter()
     try:
         done = subprocess.run(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=max(1.0, timeout))
+                              text=True, timeout=None if timeout is None else max(1.0, timeout))
         code, output = done.returncode, done.stdout
     except subprocess.TimeoutExpired as stopped:
         code, output = 124, (stopped.output or b"").decode() if isinstance(stopped.output, bytes) else \
@@ -233,14 +233,16 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
            "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     left = lambda: args.budget_s - (time.perf_counter() - start)  # noqa: E731 - the budget's seconds left
+    # the budget is the device's: a dry run here (a loaded CPU, no device time) runs every step to its end
+    limit = lambda cap: None if args.cpu_dry_run else cap  # noqa: E731
     code, _, seconds = run([args.python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
                             "--no-cache-dir", "--no-build-isolation", "--upgrade", "--target", str(site),
-                            *map(str, sorted(args.wheels.glob("*.whl"))), str(ROOT)], env, log, left())
+                            *map(str, sorted(args.wheels.glob("*.whl"))), str(ROOT)], env, log, limit(left()))
     record["install_s"] = seconds
     if code:
         record["problems"].append(f"the install failed (exit {code}): see log.txt")
     code, output, _ = run([args.python, "-c", PROBE, ",".join(VERSIONS), json.dumps(PEERS), str(site)], env, log,
-                          left(), "python -c PROBE (versions, the GPU, whether each peer imports)")
+                          limit(left()), "python -c PROBE (versions, the GPU, whether each peer imports)")
     try:
         record["environment"] = json.loads(output.strip().splitlines()[-1])
         record["problems"] += [f"{name} does not import: {why}" for name, why in
@@ -248,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, IndexError):
         record["problems"].append(f"the environment probe failed (exit {code}): see log.txt")
     encoder = work / "minilm-random"
-    code, _, _ = run([args.python, "-c", RANDOM_ENCODER, str(args.data / "minilm"), str(encoder)], env, log, left(),
+    code, _, _ = run([args.python, "-c", RANDOM_ENCODER, str(args.data / "minilm"), str(encoder)], env, log,
+                     limit(left()),
                      f"python -c RANDOM_ENCODER {args.data / 'minilm'} {encoder}")
     if code:
         record["problems"].append(f"the random-weights encoder was not built (exit {code}): see log.txt")
@@ -261,8 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             entry.update(skipped=f"estimated {estimate} s, {left():.0f} s of the budget left")
             log(f"skip {name}: {entry['skipped']}")
         else:
-            cap = left() if args.cpu_dry_run else min(left(), CAP * estimate)
-            code, output, seconds = run(command, env, log, cap)
+            code, output, seconds = run(command, env, log, limit(min(left(), CAP * estimate)))
             entry.update(exit=code, seconds=round(seconds, 2))
             figures = work / f"{name}.json"
             try:
@@ -281,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
         write(args.out, record, tables)  # after every step: a call stopped at its limit still returns the rest
     record["seconds"] = round(time.perf_counter() - start, 2)
     write(args.out, record, tables)
+    unmet = record.get("environment", {}).get("unmet_requirements", [])
+    log("\n".join(["requirements the image's versions miss (pip's ranges):", *unmet]) if unmet else
+        "every requirement of the carried wheels is met")
     log("\n".join(["problems:", *record["problems"]]) if record["problems"] else "no problems")
     log(f"done in {record['seconds']:.0f} s: {args.out}/gpu.json, table.txt, log.txt")
     shutil.rmtree(work, ignore_errors=True)
