@@ -107,7 +107,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=None,
                         help="rows per forward pass of the model parts, at most (default 2048; small 64; "
                              "the probers cap it so a pass's log-probabilities stay within 256 MB)")
-    parser.add_argument("--encoder", type=Path, help="the retrieval part's encoder folder (default: the bundled "
+    parser.add_argument("--encoder", type=Path, help="the retrieval and rewire parts' encoder folder (default: the bundled "
                         "all-MiniLM-L6-v2; on a machine without its package, the same architecture with random "
                         "weights times the same: speed does not depend on the weights)")
     parser.add_argument("--per-relation", type=int, default=None,

@@ -94,8 +94,10 @@ def peer_steps(build, config, precision: str, out: Path) -> list[float]:
 def rewire_part(args, device, dtype: str) -> list[Row]:
     batch, length, steps = (16, 32, 4) if args.small else (192, 48, 20)
     precision = resolve_precision("auto" if device.type == "cuda" else "fp32")
+    encoder = getattr(args, "encoder", None)  # --encoder: the same architecture elsewhere (random weights time alike)
     config = RewireConfig.preset("paper", steps=steps, batch_size=batch, max_length=length, save_steps=steps,
-                                 logging_steps=steps, precision=precision, max_sentences=None)
+                                 logging_steps=steps, precision=precision, max_sentences=None,
+                                 model=str(encoder) if encoder else None)
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "sentences.txt"
         corpus.write_text("\n".join(sentences(batch * steps * 2)) + "\n")
@@ -133,7 +135,8 @@ def rewire_part(args, device, dtype: str) -> list[Row]:
         timed_steps, share = steps_seen - 1, (steps_seen - 1) / max(1, steps_seen)
         # the median step (the best round's), times the steps: a step slowed by other work does not count
         seconds, peer = timed_steps * min(ours), timed_steps * min(theirs)
-        return [Row("rewire", "all-MiniLM-L6-v2 (bundled)", f"rewire {batch} pairs x {length} tokens",
+        label = "all-MiniLM-L6-v2 (bundled)" if not encoder else f"{Path(encoder).name} (--encoder)"
+        return [Row("rewire", label, f"rewire {batch} pairs x {length} tokens",
                     parameters(counted_model[0]), precision, str(device), timed_steps * batch, 0, seconds,
                     int(counted[0].tokens * share), 3 * counted[0].flops * share,
                     peak_for(device, precision, args.peak_tflops),

@@ -112,7 +112,7 @@ def measure(args: argparse.Namespace) -> dict:
 
     use_this_checkout()
     from medlama.probers.mask_predict import PRESETS, MaskPredictProber
-    from medlama.trainers import optiprompt
+    from medlama.trainers.optiprompt import trainer as optiprompt  # dev_accuracy is looked up there
     from medlama.trainers.optiprompt.trainer import OptiPromptSettings, train_relation
 
     with tempfile.TemporaryDirectory() as tmp:
