@@ -67,8 +67,8 @@ def test_learned_prompts_load_each_model_once(prompted, tmp_path, monkeypatch, b
 def test_learned_prompts_without_out_load_the_model_once(prompted, monkeypatch):
     data, prompts, base, _ = prompted
     loads = ModelLoads(monkeypatch)
-    result = medlama.probe(base, data, dataset="biolama", method="mask-predict",
-                             settings={"max_masks": 1, "prompts": str(prompts)})
+    result = medlama.probe(base, data, dataset="biolama", method="mask-predict", settings={"max_masks": 1},
+                           prompts=prompts)
     assert loads.of(base) == 1 and result.settings["learned_prompts"]["identity"]
 
 
