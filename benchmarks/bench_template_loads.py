@@ -41,7 +41,8 @@ def main() -> None:
     parser.add_argument("--method", default="retrieval", choices=["retrieval", "mask-average"])
     parser.add_argument("--layers", type=int, default=2, help="layers of the random BERT")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads (default: torch's; an encoder loaded on the CPU sets all the CPUs)")
     args = parser.parse_args()
 
     import torch
@@ -54,9 +55,13 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    loads = []
-    load = PreTrainedModel.from_pretrained.__func__
-    PreTrainedModel.from_pretrained = classmethod(lambda cls, name, *a, **k: loads.append(name) or load(cls, name, *a, **k))
+    loads, load = [], PreTrainedModel.from_pretrained.__func__
+
+    def counted(cls, name, *args, **kwargs):  # every model load ends here (the Auto classes too)
+        loads.append(name)
+        return load(cls, name, *args, **kwargs)
+
+    PreTrainedModel.from_pretrained = classmethod(counted)
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -227,10 +227,12 @@ class _UnitRanker:
         self.auto = is_auto(unit.settings)
         self.size = starting_size(unit.settings) if self.auto else None
         self.prober, self.built = prober, None
-        if prober is not None and self.auto:  # made before at a batch size (preflight's, an earlier template's)
-            made = getattr(prober.settings_, "batch_size", None)  # starts there, as a later shard starts
-            self.size, self.built = (made, made) if isinstance(made, int) else (self.size, None)
-            self.prober = prober if isinstance(made, int) else None
+        if prober is not None and self.auto:  # made before (preflight's, an earlier template's): start at its size,
+            made = getattr(prober.settings_, "batch_size", None)  # as a later shard starts at the last one's
+            if isinstance(made, int):
+                self.size = self.built = made
+            else:
+                self.prober = None
 
     def _at(self, size: int | None) -> Prober:
         if self.prober is None or self.built != size:

@@ -9,9 +9,10 @@
   each model loaded once for all its templates (its prober handed from template to template:
   :class:`~medlama.runs.resume.Held`); into ``--out``, every template's shards are kept in the one store of
   the run (:func:`template_shards`: its units, and the templates a resumed run must repeat), so a killed run
-  continues with the templates left; then per model run: the ensemble (when every candidate's score was kept: per query, each candidate's scores summed over the
-  templates, ranked, ties by pool order, and scored as any run: label ``<run> ensemble``) and the summary
-  over templates (:func:`template_summary`) in each of the model's results' ``extra["templates"]``.
+  continues with the templates left; then per model run: the ensemble (when every candidate's score was
+  kept: per query, each candidate's scores summed over the templates, ranked, ties by pool order, and scored
+  as any run: label ``<run> ensemble``) and the summary over templates (:func:`template_summary`) in each of
+  the model's results' ``extra["templates"]``.
 
 The summary, per cut-off k (acc in [0, 1]; micro: over queries, macro: mean over relations):
 ``per_template`` (each template's acc@k), ``best_of`` (per relation the best template's acc@k, the template
@@ -141,7 +142,7 @@ def probe_templates(parts: Sequence[tuple[str, QuerySet]], runs: Sequence[Any], 
     by_run: dict[str, list[ProbeResult]] = {run.label: [] for run in runs}
     for run in runs:
         held = Held(probers.pop(run.label, None) if probers else None)
-        for (name, part), named in zip(parts, template_labelled([run], parts)):
+        for (_, part), named in zip(parts, template_labelled([run], parts)):
             by_run[run.label].extend(probe(part, [named], probers={named.label: held}).results)
         held.prober = None  # let go of before the next model loads
     results = []

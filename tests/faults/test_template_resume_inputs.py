@@ -26,7 +26,8 @@ from shard_calls import RankCalls, shard_files  # tests/helpers
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 FINDING, TREAT = cv_inputs.FINDING, cv_inputs.TREAT
-TEMPLATES = {FINDING: ["[X] may have finding [Y] .", "[X] shows [Y] ."], TREAT: ["[X] may treat [Y] .", "[X] treats [Y] ."]}
+TEMPLATES = {FINDING: ["[X] may have finding [Y] .", "[X] shows [Y] ."],
+             TREAT: ["[X] may treat [Y] .", "[X] treats [Y] ."]}
 
 
 def write(path, templates):
@@ -43,8 +44,9 @@ def medlama_cli(*args) -> subprocess.CompletedProcess:
 
 
 def reworded(tmp_path, file):
-    return write(tmp_path / "reworded.csv", {FINDING: TEMPLATES[FINDING], TREAT: [TEMPLATES[TREAT][0], "[X] cures [Y] ."]}), \
-        ["data.templates.T2.per_relation.may_treat: '[X] treats [Y] .' then, '[X] cures [Y] .' now"]
+    templates = {FINDING: TEMPLATES[FINDING], TREAT: [TEMPLATES[TREAT][0], "[X] cures [Y] ."]}
+    return write(tmp_path / "reworded.csv", templates), [
+        "data.templates.T2.per_relation.may_treat: '[X] treats [Y] .' then, '[X] cures [Y] .' now"]
 
 
 def edited(tmp_path, file):
