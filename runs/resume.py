@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -50,7 +50,7 @@ from medlama.probers.registry import METHODS
 #: Queries per shard of a method that ranks each query on its own (a few minutes of a causal LM's work).
 SHARD_QUERIES = 64
 
-__all__ = ["SHARD_QUERIES", "ProberFactory", "Shard", "Unit", "manifest", "plan", "rank_prober", "rank_rows",
+__all__ = ["SHARD_QUERIES", "Held", "ProberFactory", "Shard", "Unit", "manifest", "plan", "rank_prober", "rank_rows",
            "rank_units"]
 
 
@@ -81,6 +81,15 @@ class Unit:
         """The prober of this unit (with ``batch_size`` in place of its settings' ``auto``)."""
         settings = self.settings if batch_size is None else replace(self.settings, batch_size=batch_size)
         return self.make(device, self.model, settings)
+
+
+@dataclass
+class Held:
+    """A model's prober kept from one :func:`rank_units` call to the next (the templates of one model run:
+    :mod:`medlama.runs.template_runs`), so the model is loaded once: a unit handed a ``Held`` ranks with its
+    ``prober`` (made when ``None``) and leaves in it the prober it ended with."""
+
+    prober: Prober | None = None
 
 
 @dataclass(frozen=True)
@@ -217,8 +226,13 @@ class _UnitRanker:
         self.unit, self.device = unit, device
         self.auto = is_auto(unit.settings)
         self.size = starting_size(unit.settings) if self.auto else None
-        self.prober = None if self.auto else prober  # a prober made before knew no batch size
-        self.built: int | None = None
+        self.prober, self.built = prober, None
+        if prober is not None and self.auto:  # made before (preflight's, an earlier template's): start at its size,
+            made = getattr(prober.settings_, "batch_size", None)  # as a later shard starts at the last one's
+            if isinstance(made, int):
+                self.size = self.built = made
+            else:
+                self.prober = None
 
     def _at(self, size: int | None) -> Prober:
         if self.prober is None or self.built != size:
@@ -247,19 +261,23 @@ def _count(rows: Any, layers: bool) -> int:
 
 
 def rank_units(queries: QuerySet, units: Sequence[Unit], store: Any = None, *, top_k: int,
-               device: str | None = None, probers: Mapping[str, Prober] | None = None, block: int | None = None,
-               all_scores: bool = False) -> dict[str, tuple[Any, ProberNote, float]] | None:
+               device: str | None = None, probers: MutableMapping[str, Prober | Held] | None = None,
+               block: int | None = None, all_scores: bool = False) -> dict[str, tuple[Any, ProberNote, float]] | None:
     """Rank what this process owns and ``store`` (a :class:`~medlama.core.resume.ShardStore`; ``None``: no
     output folder, nothing kept) lacks; then (main process) ``{unit label: (its Ranking in query order, or
     {layer: Ranking}; what it records of the prober that ranked; seconds of ranking, over every shard)}``.
     Without a store the rankings stay in memory; with one, the results are made from the shards as read
-    back, in a first run as in a resumed one. Other processes return ``None`` once every process is done."""
+    back, in a first run as in a resumed one. Other processes return ``None`` once every process is done.
+    ``probers``: made already (a loaded model's, the preflight's), by unit label; each is taken out of it, so
+    its model is let go of once its unit is ranked, unless handed as a :class:`Held` (kept for the caller)."""
     me, world = distributed.rank(), distributed.world_size()
     planned = [(unit, plan(queries, blocks=independent(unit.method), size=block)) for unit in units]
     kept: dict[str, tuple[dict, ProberNote | None]] = {}  # without a store: {unit: ({shard start: rows, seconds}, note)}
     position = 0
     for unit, shards in planned:
-        ranker = _UnitRanker(unit, device, (probers or {}).get(unit.label))
+        given = probers.pop(unit.label, None) if probers else None
+        held = given if isinstance(given, Held) else Held(given)
+        ranker, held.prober, given = _UnitRanker(unit, device, held.prober), None, None  # the ranker's alone now
         ranked: dict = {}
         note: ProberNote | None = None
         for shard in shards:
@@ -282,7 +300,8 @@ def rank_units(queries: QuerySet, units: Sequence[Unit], store: Any = None, *, t
             store.write(identity, _items(rows, unit.layers, own=shard.part.choices is not None), seconds=seconds,
                         candidates=_candidates(rows, shard.part, unit.layers))
         kept[unit.label] = (ranked, note)
-        del ranker
+        held.prober = ranker.prober  # the caller's, where it handed a Held; else let go of with it
+        del ranker, held
     distributed.barrier()
     if not distributed.is_main_process():
         return None

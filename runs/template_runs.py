@@ -2,12 +2,17 @@
 
 * :func:`check_template_probe`: what a template probe cannot be combined with, refused before anything loads
   (BioLAMA, a layer or checkpoint sweep, a hand-made ``QuerySet``).
-* :func:`template_rows`: the rows the probed queries come from (their head names and query columns).
+* :func:`template_rows`: the rows the probed queries come from (their head names and query columns);
+  :func:`template_parts`: each template's query set made from them.
 * :func:`probe_templates`: each template's query set probed as its own run (label ``<run> <template>``: the
-  same call a probe of that template alone makes, so its numbers are that probe's), then per model run:
-  the ensemble (when every candidate's score was kept: per query, each candidate's scores summed over the
-  templates, ranked, ties by pool order, and scored as any run: label ``<run> ensemble``) and the summary
-  over templates (:func:`template_summary`) in each of the model's results' ``extra["templates"]``.
+  same call a probe of that template alone makes, so its numbers are that probe's), model run by model run,
+  each model loaded once for all its templates (its prober handed from template to template:
+  :class:`~medlama.runs.resume.Held`); into ``--out``, every template's shards are kept in the one store of
+  the run (:func:`template_shards`: its units, and the templates a resumed run must repeat), so a killed run
+  continues with the templates left; then per model run: the ensemble (when every candidate's score was
+  kept: per query, each candidate's scores summed over the templates, ranked, ties by pool order, and scored
+  as any run: label ``<run> ensemble``) and the summary over templates (:func:`template_summary`) in each of
+  the model's results' ``extra["templates"]``.
 
 The summary, per cut-off k (acc in [0, 1]; micro: over queries, macro: mean over relations):
 ``per_template`` (each template's acc@k), ``best_of`` (per relation the best template's acc@k, the template
@@ -35,6 +40,7 @@ from medlama.probers.ranking import Ranking
 from medlama.runs.benchmarks import resolve_data
 from medlama.runs.queries import QuerySource, medlama_config
 from medlama.runs.result import ProbeResult
+from medlama.runs.resume import Held
 from medlama.runs.scores import score
 from medlama.runs.tables import percent, sample_mean_std
 from medlama.loaders.medlama_release import RELATIONS
@@ -104,21 +110,41 @@ def template_rows(source: QuerySource, queries: QuerySet) -> dict[str, dict[str,
     return query_rows(load_config(folder.path, mc_config(set_name) if is_mc(config) else set_name, "test"), queries)
 
 
-def probe_templates(templates: TemplateSet, source: QuerySource, queries: QuerySet, runs: Sequence[Any],
-                    probers: Mapping[str, Any] | None, probe: Callable[..., Any]) -> list[ProbeResult]:
-    """Every template's run of every model run (``templates`` a checked :class:`TemplateSet`, ``queries`` read
-    from ``source``; module docstring), in table order: per model run, its
-    templates, then its ensemble. ``probe(queries, runs, probers=...)`` probes one template's queries (the
-    workflow's :func:`~medlama.runs.workflow.probe_models`, returning its outcome); ``probers``: probers made
-    already (a loaded model's), by run label."""
-    rows = template_rows(source, queries)
+def template_parts(templates: TemplateSet, source: QuerySource, queries: QuerySet) -> list[tuple[str, QuerySet]]:
+    """``(template name, its query set)`` of every template of ``templates`` (checked), made from the rows
+    ``queries`` were read from (``source``): :func:`~medlama.runs.templates.template_queries`."""
+    return template_queries(queries, template_rows(source, queries), templates)
+
+
+def template_labelled(runs: Sequence[Any], parts: Sequence[tuple[str, QuerySet]]) -> list[Any]:
+    """Every model run of every template (``parts``: :func:`template_parts`), labelled ``<run> <template>``, in
+    the order :func:`probe_templates` ranks them: the units of the run's shard store."""
+    return [replace(run, label=f"{run.label} {name}") for run in runs for name, _ in parts]
+
+
+def template_shards(runs: Sequence[Any], parts: Sequence[tuple[str, QuerySet]],
+                    queries: QuerySet) -> tuple[list[Any], QuerySet]:
+    """What the one shard store of a templates run into ``--out`` is made of: every model run of every template
+    (:func:`template_labelled`), and ``queries`` with every template's record (set, SHA-256, texts) in its
+    ``info["templates"]``, so the manifest a resumed run must repeat holds them (another template file, or
+    the same file edited, is refused, naming the template)."""
+    info = {**queries.info, "templates": {name: part.info["template"] for name, part in parts}}
+    return template_labelled(runs, parts), replace(queries, info=info)
+
+
+def probe_templates(parts: Sequence[tuple[str, QuerySet]], runs: Sequence[Any], probers: dict[str, Any] | None,
+                    probe: Callable[..., Any]) -> list[ProbeResult]:
+    """Every template's run of every model run (``parts``: :func:`template_parts`; module docstring), in table
+    order: per model run, its templates, then its ensemble. ``probe(queries, runs, probers=...)`` probes one
+    template's queries (the workflow's :func:`~medlama.runs.workflow.probe_models`, returning its outcome);
+    ``probers``: probers made already (a loaded model's, the preflight's), by run label, taken from it. A model
+    run's prober goes from template to template (:class:`~medlama.runs.resume.Held`): its model loads once."""
     by_run: dict[str, list[ProbeResult]] = {run.label: [] for run in runs}
-    for name, part in template_queries(queries, rows, templates):
-        named = [replace(run, label=f"{run.label} {name}") for run in runs]
-        made = {f"{label} {name}": prober for label, prober in (probers or {}).items()}
-        outcome = probe(part, named, probers=made)
-        for run, result in zip(runs, outcome.results):
-            by_run[run.label].append(result)
+    for run in runs:
+        held = Held(probers.pop(run.label, None) if probers else None)
+        for (_, part), named in zip(parts, template_labelled([run], parts)):
+            by_run[run.label].extend(probe(part, [named], probers={named.label: held}).results)
+        held.prober = None  # let go of before the next model loads
     results = []
     for label, template_results in by_run.items():
         ensemble = ensemble_result(template_results, label) if all(
@@ -237,4 +263,5 @@ def print_template_tables(results: Sequence[ProbeResult], ks: Sequence[int]) -> 
 
 
 __all__ = ["BEST_OF_CAVEAT", "ENSEMBLE", "check_template_probe", "checked_templates", "ensemble_result",
-           "print_template_tables", "probe_templates", "template_rows", "template_summary"]
+           "print_template_tables", "probe_templates", "template_labelled", "template_parts", "template_shards",
+           "template_rows", "template_summary"]

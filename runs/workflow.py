@@ -60,8 +60,8 @@ from medlama.runs.request import ProbeModels, ProbeOutput, ProbeScoring
 from medlama.runs.resume import manifest, rank_prober, rank_units, resumed, Unit
 from medlama.probers.retrieval import RetrievalProber
 from medlama.runs.scores import REPORT_KS
-from medlama.runs.template_runs import checked_templates, print_template_tables, probe_templates
-
+from medlama.runs.template_runs import (checked_templates, print_template_tables, probe_templates, template_parts,
+                                        template_shards)
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ def run_probe(source: QuerySource, probed: ProbeModels, scoring: ProbeScoring = 
     if source.templates is not None:  # a bad template file is refused before anything loads
         plan = replace(plan, templates=checked_templates(source, runs, probed.checkpoints, bench.name))
     checkpoints = checkpoint_folders(runs) if probed.checkpoints else None  # before any probing
-    check_units(units_of(runs, checkpoints), distributed.device_for(probed.device))  # before any ranking
+    probers.update(check_units(units_of(runs, checkpoints), distributed.device_for(probed.device)))  # before ranking
     if output.out is None:
         return _probe(plan, runs, checkpoints, probers)
     out = Path(output.out)
@@ -185,7 +185,7 @@ def _probe(plan: _Plan, runs: list[ModelRun], checkpoints: dict | None,
     """Read the queries, rank (shard by shard, kept beside ``plan.output.out`` so a rerun of a killed probe
     continues it; under torchrun / accelerate launch, every process ranks its share), score, aggregate, and
     (main process) print the tables and write the output folder."""
-    output, scoring = plan.output, plan.scoring
+    output = plan.output
     queries = sources.load_queries(plan.source)
     queries.check_gold(plan.match)  # a query acc@k cannot score, refused before anything is ranked
     probed = _check_prompts(runs, queries)  # before any model loads
@@ -193,16 +193,9 @@ def _probe(plan: _Plan, runs: list[ModelRun], checkpoints: dict | None,
         drawn_record(queries, as_dict(run.settings))
     if output.report:
         print(describe_pool(queries))
-    if plan.templates is not None:  # each template its own run (medlama.runs.template_runs)
-        outcome = ProbeOutcome(probe_templates(plan.templates, plan.source, queries, runs, probers, partial(
-            probe_models, scored=plan.scored, match=plan.match, top_k=scoring.top_k, device=plan.device,
-            all_scores=scoring.all_scores)))
-    elif output.out is None:
-        outcome = probe_models(queries, runs, scored=plan.scored, match=plan.match, top_k=scoring.top_k,
-                               device=plan.device, checkpoints=checkpoints, probers=probers,
-                               all_scores=scoring.all_scores)
-    else:
-        outcome = _probe_sharded(plan, queries, runs, checkpoints)
+    parts = template_parts(plan.templates, plan.source, queries) if plan.templates is not None else None
+    outcome = (_rank(plan, queries, runs, checkpoints, probers, parts, device=plan.device) if output.out is None
+               else _probe_sharded(plan, queries, runs, checkpoints, probers, parts))
     if outcome is None:  # another process's share: the main process writes OUT
         return None
     _record_probed(outcome, probed)
@@ -244,19 +237,27 @@ def _record_probed(outcome: ProbeOutcome, probed: Mapping[str, dict]) -> None:
             result.settings["learned_prompts"] = {**note, "probed": probed[note["identity"]]}
 
 
-def _probe_sharded(plan: _Plan, queries: QuerySet, runs: list[ModelRun],
-                   checkpoints: dict | None) -> ProbeOutcome | None:
-    """:func:`probe_models` with its completed shards kept beside ``plan.output.out`` (:func:`shard_store`)."""
+def _rank(plan: _Plan, queries: QuerySet, runs: list[ModelRun], checkpoints: dict | None, probers: dict,
+          parts: list | None, *, device: str | None, store: Any = None) -> ProbeOutcome | None:
+    """:func:`probe_models` of ``runs``, or with ``parts`` (templates) :func:`.template_runs.probe_templates`."""
+    rank = partial(probe_models, scored=plan.scored, match=plan.match, top_k=plan.scoring.top_k, device=device,
+                   store=store, all_scores=plan.scoring.all_scores)
+    return (ProbeOutcome(probe_templates(parts, runs, probers, rank)) if parts is not None
+            else rank(queries, runs, checkpoints=checkpoints, probers=probers))
+
+
+def _probe_sharded(plan: _Plan, queries: QuerySet, runs: list[ModelRun], checkpoints: dict | None, probers: dict,
+                   parts: list | None) -> ProbeOutcome | None:
+    """:func:`_rank` with its completed shards kept beside ``plan.output.out`` (:func:`shard_store`)."""
     output, scoring = plan.output, plan.scoring
     device = distributed.device_for(plan.device)
     joined = distributed.start(device)  # False when alone, or inside a group already joined (a trainer's)
     store = None
     try:
-        store = shard_store(output.out, queries, runs, top_k=scoring.ranked(plan.scored), checkpoints=checkpoints,
-                            overwrite=output.overwrite, hint=_start_over(output.hint),
-                            all_scores=scoring.all_scores)
-        return probe_models(queries, runs, scored=plan.scored, match=plan.match, top_k=scoring.top_k,
-                            device=device, checkpoints=checkpoints, store=store, all_scores=scoring.all_scores)
+        units, stored = (runs, queries) if parts is None else template_shards(runs, parts, queries)
+        store = shard_store(output.out, stored, units, top_k=scoring.ranked(plan.scored), checkpoints=checkpoints,
+                            overwrite=output.overwrite, hint=_start_over(output.hint), all_scores=scoring.all_scores)
+        return _rank(plan, queries, runs, checkpoints, probers, parts, device=device, store=store)
     except BaseException as error:
         if store is not None and distributed.is_main_process():
             store.stopped(error, output.out, kind=OUTPUT_KIND)
