@@ -15,6 +15,8 @@ the same path on every machine with as much memory.
   limit the ``n``-th best name (or the gold) so predicted. A flat model (high entropy, little spread between first
   tokens) predicts a search that prunes little: the search then scores every name at once, as the exhaustive
   method does, and costs what it costs.
+* :func:`exhaustive_token_forwards` / :func:`exhaustive_work`: the positions the exhaustive method feeds for a
+  query (the prefix's included), the work of its passes after the prefix's.
 * :func:`keep_searching`: the rule, before the search starts (predicted work, times ``PREDICTED_COST``) and
   before each pass (work done, the pass's, and the exhaustive work of every name not yet completed or ruled
   out, within ``1 + SLACK`` of the exhaustive work).

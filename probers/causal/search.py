@@ -24,7 +24,8 @@ float32 rounding only (other batches, other pass widths), as the exhaustive scor
 one batch size to another; two candidates closer than that rounding may swap places either way.
 
 Never (much) more work than scoring every name (the work counted as :mod:`medlama.probers.causal.budget`
-counts it: tokens run, a pass's fixed cost included). First, from the prefix pass alone
+counts it: the token positions the passes feed, padding included, a pass's fixed cost added; the exhaustive
+method's as its shared passes feed them). First, from the prefix pass alone
 (:func:`~medlama.probers.causal.budget.prefix_predicted_work`: a later token scored at the prefix's expected
 log-probability, minus its next-token entropy), a flat model is told apart: when that prediction, times
 ``PREFIX_COST``, exceeds the exhaustive work, every name is scored at once as the exhaustive method scores them
@@ -42,9 +43,9 @@ within ``1 + SLACK`` of the exhaustive work, else it switches the same way. Eith
 name whose bound can reach the limit is scored. A pass's nodes are fed sorted by length, cut into forward passes
 of similar widths (the cut with the least :func:`~medlama.probers.causal.budget.pass_cost`).
 
-:func:`best_first` ranks one query (names, scores, the gold's exact rank (or up to a cut-off) and its score, the tokens
-fed through the model, whether it switched); :func:`exhaustive_token_forwards` counts the exhaustive method's tokens
-alike.
+:func:`best_first` ranks one query (names, scores, the gold's exact rank (or up to a cut-off) and its score, the
+positions fed through the model and the work, whether it switched); :func:`exhaustive_token_forwards` and
+:func:`exhaustive_work` count the exhaustive method's alike.
 """
 
 from __future__ import annotations
