@@ -250,10 +250,15 @@ class _Search:
             for part in passes:
                 self._expand(self.cache, part)
 
+    def _passes_of(self, lengths: dict[int, int], heads: int) -> list[tuple[int, int]]:
+        """The passes ``continuation_log_probs`` runs (its model's batch size) for rows of these ``lengths`` with
+        ``heads`` distinct first tokens."""
+        return scoring_passes(lengths, heads, shared=self.shared, batch_size=self.lm.settings.batch_size,
+                              budget=self.budget, vocab=self.lm.vocab_size)
+
     def _work(self, lengths: dict[int, int], heads: int) -> int:
         """The work of scoring rows of these ``lengths`` with ``heads`` distinct first tokens exhaustively."""
-        return passes_work(scoring_passes(lengths, heads, shared=self.shared, batch_size=self.batch_size,
-                                          budget=self.budget, vocab=self.lm.vocab_size), self.batch_size)
+        return passes_work(self._passes_of(lengths, heads), self.batch_size)
 
     def _remaining(self, batch, bound: float) -> int:
         """The exhaustive work of the names not completed nor ruled out: those below the popped nodes and below
@@ -272,8 +277,7 @@ class _Search:
     def charge(self, rows: Sequence[Sequence[int]]) -> None:
         """Count a ``continuation_log_probs`` call on the prefix's cache for ``rows``: the positions its passes
         feed and their work."""
-        passes = scoring_passes(*row_lengths(rows), shared=self.shared, batch_size=self.batch_size,
-                                budget=self.budget, vocab=self.lm.vocab_size)
+        passes = self._passes_of(*row_lengths(rows))
         self.token_forwards += sum(count * width for count, width in passes)
         self.spent += passes_work(passes, self.batch_size)
 

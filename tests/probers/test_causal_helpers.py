@@ -133,6 +133,12 @@ def test_the_search_counts_the_positions_its_passes_feed(tmp_path, monkeypatch, 
             assert result.names == exhaustive[q] and result.switched == switched
             assert result.token_forwards == sum(rows * width for rows, width in calls)
             assert result.work == sum(pass_cost(rows, width, 4) for rows, width in calls[1:])
+            if q == 0:  # its own passes of 3 rows, the exhaustive scoring's of the model's 4: both counted as run
+                calls.clear()
+                other = causal_search.best_first(prober.lm, text, POOL, 5, gold=queries.gold[q], batch_size=3)
+                assert other.names == exhaustive[q]
+                assert other.token_forwards == sum(rows * width for rows, width in calls)
+                assert other.work == sum(pass_cost(rows, width, 3) for rows, width in calls[1:])
             if prefix_cost and kind != "mistral":  # each distinct name once, in the shared passes: no more work
                 # (rows fed whole go in passes of 4 by length: a repeat left out can shift a pass's longest row)
                 assert result.work <= causal_search.exhaustive_work(prober.lm, text, POOL, batch_size=4)
