@@ -18,8 +18,9 @@ twice where names share their first token.
   search's budget).
 * The one way each of the causal scorers' small steps: :func:`padded_tensors` (token rows padded right, or left,
   on the model's device: :func:`~medlama.probers.mlm.padded`'s arrays), :func:`broadcast_cache` (a prefix's cache
-  over rows), :func:`picked_cache` (a batch's rows picked from a cache) and :func:`row_totals` (each row's sum or
-  mean over its own positions, the padding left out).
+  over rows), :func:`picked_cache` (a batch's rows picked from a cache), :func:`row_totals` (each row's sum or
+  mean over its own positions, the padding left out), :func:`rows_per_pass` (whole rows a pass) and
+  :func:`plain_cache_of` (whether a model's cache is plain, from its config).
 """
 
 from __future__ import annotations
