@@ -9,8 +9,9 @@ downloaded) is trained for ``--train-steps`` steps (or ``--train-seconds``) on t
 relation, the first ``--queries`` queries are ranked against the relation's own pool (``--candidates relation``)
 both ways, as ``medlama probe`` ranks them by default (top-10 and the gold's exact rank): exhaustive
 (``CausalLikelihoodProber.scores``, every name) and ``best_first`` with the gold (the same batch size); the tokens
-counted are the prefix and every fed continuation token (``exhaustive_token_forwards`` and the search's own
-count). Times are the process's CPU seconds (steadier than wall time on a shared machine), the least of
+counted are the positions fed through the model, padding included: the prefix and every pass's (the exhaustive
+method's shared passes, ``exhaustive_token_forwards``, and the search's own count), the unit of the search's budget.
+Times are the process's CPU seconds (steadier than wall time on a shared machine), the least of
 ``--repeats`` runs of each method (run in turn); loading and training are not timed.
 
     python benchmarks/best_first.py --data /tmp/medlama            # built there once if missing (minutes)

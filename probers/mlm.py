@@ -59,13 +59,17 @@ def logprob_elements(device) -> int:
         return max(MAX_LOGPROB_ELEMENTS, int(free * GPU_LOGPROB_SHARE) // 4)
     return MAX_LOGPROB_ELEMENTS
 
-def padded(rows: Sequence[Sequence[int]], value: int):
-    """``rows`` (lists of ints) as one (rows x longest) int64 numpy array padded with ``value``, and the boolean
-    array of the filled cells; no Python loop per row beyond reading the lists."""
+def padded(rows: Sequence[Sequence[int]], value: int, *, left: bool = False):
+    """``rows`` (lists of ints) as one (rows x longest) int64 numpy array padded with ``value`` on the right (on the
+    left with ``left``: each row ends in the last column), and the boolean array of the filled cells; no Python
+    loop per row beyond reading the lists. The one padding of token rows (the masked and causal methods)."""
     import numpy as np  # numpy only when rows are batched
 
     lengths = np.fromiter((len(row) for row in rows), dtype=np.int64, count=len(rows))
-    filled = np.arange(int(lengths.max(initial=0)))[None, :] < lengths[:, None]  # row-major, as the rows
+    width = int(lengths.max(initial=0))
+    columns = np.arange(width)[None, :]
+    # row-major, as the rows: each row's cells in order, whichever side its padding is on
+    filled = columns >= (width - lengths)[:, None] if left else columns < lengths[:, None]
     out = np.full(filled.shape, value, dtype=np.int64)
     out[filled] = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
     return out, filled

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_log_probs
-from medlama.probers.causal.passes import sum_dtype, target_log_probs
+from medlama.probers.causal.passes import (padded_tensors, picked_cache, plain_cache_of, row_totals, rows_per_pass,
+                                           sum_dtype, target_log_probs)
 from medlama.probers.causal.scoring import CausalLM, _log_softmax
 from medlama.probers.mlm import logprob_elements
 
@@ -30,17 +31,9 @@ __all__ = ["batched_log_probs"]
 def _plain_cache(lm: CausalLM) -> bool:
     """Whether ``lm``'s KV cache is a plain ``DynamicCache`` of ``DynamicLayer`` s (rows can be picked from it) and
     its forward takes ``position_ids`` (ALiBi models such as BLOOM and MPT take none: one query at a time)."""
-    from transformers import DynamicCache  # transformers only when a model loads or runs
-
     if not {"position_ids", "attention_mask"} <= set(inspect.signature(lm.model.forward).parameters):
         return False
-
-    try:
-        from transformers.cache_utils import DynamicLayer  # absent before transformers 4.56
-    except ImportError:
-        return False
-    cache = DynamicCache(config=lm.model.config)
-    return type(cache) is DynamicCache and all(type(layer) is DynamicLayer for layer in getattr(cache, "layers", []))
+    return plain_cache_of(lm.model)
 
 
 def batched_log_probs(lm: CausalLM, requests: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]], *,
@@ -58,7 +51,7 @@ def batched_log_probs(lm: CausalLM, requests: Sequence[tuple[Sequence[int], Sequ
     live = sorted((q for q, (_, rows) in enumerate(requests) if any(rows)), key=lambda q: len(prefixes[q]))
     # queries per prefix pass: the rows' bound, and the first tokens' log-probabilities (queries x vocabulary)
     budget = logprob_elements(lm.device)  # once per call: on a GPU it asks the driver for free memory
-    step = max(1, min(lm.settings.batch_size, budget // max(1, lm.vocab_size)))
+    step = rows_per_pass(1, batch_size=lm.settings.batch_size, budget=budget, vocab=lm.vocab_size)
     with torch.inference_mode():
         for start in range(0, len(live), step):
             chunk = live[start:start + step]
@@ -75,9 +68,8 @@ def _score_chunk(lm: CausalLM, queries: list[int], prefixes: list[list[int]], ro
     from transformers import DynamicCache  # transformers only when a model loads or runs
 
     device, pad = lm.device, lm.pad_id
-    width = max(map(len, prefixes))
-    ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prefixes], dtype=torch.long, device=device)
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prefixes], dtype=torch.long, device=device)
+    ids, filled = padded_tensors(prefixes, pad, device, left=True)
+    mask = filled.long()
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     result = lm.model(input_ids=ids, attention_mask=mask, position_ids=positions,
                       past_key_values=DynamicCache(config=lm.model.config), use_cache=True, logits_to_keep=1)
@@ -86,27 +78,24 @@ def _score_chunk(lm: CausalLM, queries: list[int], prefixes: list[list[int]], ro
     # every row of every query, sorted by length (little padding), as many per pass as the budget allows
     order = sorted(((len(row), q, r) for q, query_rows in enumerate(rows) for r, row in enumerate(query_rows) if row))
     longest = order[-1][0] if order else 0
-    per_batch = max(1, min(lm.settings.batch_size, budget // max(1, longest * lm.vocab_size)))
+    per_batch = rows_per_pass(longest, batch_size=lm.settings.batch_size, budget=budget, vocab=lm.vocab_size)
     wide = sum_dtype(device)
     sums = []
     for begin in range(0, len(order), per_batch):
         part = order[begin:begin + per_batch]
         span = part[-1][0]
         picked = torch.tensor([q for _, q, _ in part], device=device)
-        fed = torch.tensor([[*rows[q][r], *[pad] * (span - n)] for n, q, r in part], dtype=torch.long, device=device)
+        fed, scored = padded_tensors([rows[q][r] for _, q, r in part], pad, device)
         lp = first[picked, fed[:, 0]][:, None]
         if span > 1:
-            batch = DynamicCache([(layer.keys[picked], layer.values[picked]) for layer in cache.layers])
+            batch = picked_cache(cache.layers, picked)
             attention = torch.cat([mask[picked], torch.ones((len(part), span - 1), dtype=torch.long, device=device)],
                                   dim=1)
             at = lengths[picked, None] + torch.arange(span - 1, device=device)[None, :]
             logits = lm.model(input_ids=fed[:, :-1], attention_mask=attention, position_ids=at, past_key_values=batch,
                               use_cache=True).logits
             lp = torch.cat([lp, target_log_probs(logits, fed[:, 1:]).to(lp.device, lp.dtype)], dim=1)
-        counts = torch.tensor([n for n, _, _ in part], device=lp.device)
-        kept = torch.where(torch.arange(span, device=lp.device)[None, :] < counts[:, None], lp.to(wide), 0)
-        total = kept.sum(1)
-        sums.append(total / counts.to(total.device) if reduction == "mean" else total)
+        sums.append(row_totals(lp, scored, wide, reduction=reduction))
     scores = torch.cat(sums).to("cpu", torch.float64) if sums else torch.zeros(0, dtype=torch.float64)
     require_log_probs(scores, model=lm.model_path)
     for (_, q, r), score in zip(order, scores.tolist()):

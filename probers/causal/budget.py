@@ -1,10 +1,12 @@
 """The work of ``causal-likelihood``'s best-first search (:mod:`medlama.probers.causal.search`) against scoring
-every name, in one unit (tokens run through the model, a pass's fixed cost included), and the rule by which the
-search hands over to exhaustive scoring: counts only, never time, so the same query takes the same path on
-every machine.
+every name, in one unit (token positions fed through the model, padding included, a pass's fixed cost added), and
+the rule by which the search hands over to exhaustive scoring: counts only, never time, so the same query takes
+the same path on every machine with as much memory.
 
-* :func:`pass_cost` / :func:`scoring_cost`: the work of one forward pass; of scoring rows as the exhaustive
-  method does (sorted by length, ``batch_size`` per pass).
+* :func:`pass_cost` / :func:`scoring_passes` / :func:`passes_work`: the work of one forward pass; the passes the
+  exhaustive method runs to score rows (with a plain cache, the shared positions: each distinct first token once
+  after the prefix, each row's later tokens after its first token's cache, :func:`~medlama.probers.causal.passes.
+  shared_passes`; else every row whole), from the rows' lengths alone; their work.
 * :func:`predicted_work`: the work a search would do were every token after a name's first to score the same
   (the mean the search measured on names it scored whole), from each first token's log-probability and the
   trie's shape (:class:`Pool`, built once per pool, slot and suffix: :func:`pool_of`).
@@ -13,6 +15,8 @@ every machine.
   limit the ``n``-th best name (or the gold) so predicted. A flat model (high entropy, little spread between first
   tokens) predicts a search that prunes little: the search then scores every name at once, as the exhaustive
   method does, and costs what it costs.
+* :func:`exhaustive_token_forwards` / :func:`exhaustive_work`: the positions the exhaustive method feeds for a
+  query (the prefix's included), the work of its passes after the prefix's.
 * :func:`keep_searching`: the rule, before the search starts (predicted work, times ``PREDICTED_COST``) and
   before each pass (work done, the pass's, and the exhaustive work of every name not yet completed or ruled
   out, within ``1 + SLACK`` of the exhaustive work).
@@ -26,12 +30,14 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from medlama.probers.causal.passes import pass_cost
+from medlama.probers.causal.passes import pass_cost, plain_cache_of, rows_per_pass, shared_passes
 from medlama.probers.causal.scoring import CausalLM, CausalQuery
 from medlama.probers.causal.trie import END, candidate_trie
+from medlama.probers.mlm import logprob_elements
 
-__all__ = ["PREDICTED_COST", "PREFIX_COST", "Pool", "SLACK", "keep_searching", "pass_cost", "pool_of", "predicted_work",
-           "prefix_predicted_work", "scoring_cost"]
+__all__ = ["PREDICTED_COST", "PREFIX_COST", "Pool", "SLACK", "exhaustive_token_forwards", "exhaustive_work",
+           "keep_searching", "pass_cost", "passes_work", "pool_of", "predicted_work", "prefix_predicted_work",
+           "row_lengths", "scoring_passes"]
 
 #: How much more work than the exhaustive method's the search may risk to find out whether its bound prunes.
 SLACK = 0.25
@@ -47,10 +53,36 @@ PREDICTED_COST = 1.5
 PREFIX_COST = 1.9
 
 
-def scoring_cost(rows: int, tokens: int, batch_size: int) -> int:
-    """The work of scoring ``rows`` continuations of more than one token (``tokens`` fed in all) as the exhaustive
-    method does: sorted by length (little padding), ``batch_size`` per pass. (A one-token row needs no pass.)"""
-    return tokens + -(-rows // batch_size) * 2 * batch_size
+def row_lengths(rows: Sequence[Sequence[int]]) -> tuple[dict[int, int], int]:
+    """What :func:`scoring_passes` needs of ``rows``: how many have each length (empty rows left out), and how
+    many distinct first tokens the rows of two tokens or more have."""
+    lengths: dict[int, int] = {}
+    for row in rows:
+        if row:
+            lengths[len(row)] = lengths.get(len(row), 0) + 1
+    return lengths, len({row[0] for row in rows if len(row) >= 2})
+
+
+def scoring_passes(lengths: dict[int, int], heads: int, *, shared: bool, batch_size: int, budget: int,
+                   vocab: int) -> list[tuple[int, int]]:
+    """``(rows, width)`` of each forward pass ``CausalLM.continuation_log_probs`` runs after the prefix's to score
+    rows of these ``lengths`` (tokens -> rows) whose rows of two tokens or more have ``heads`` distinct first
+    tokens. ``shared`` (a plain cache): :func:`~medlama.probers.causal.passes.shared_passes` (a one- or two-token
+    row feeds no later-token pass); else every row whole, sorted by length, ``rows_per_pass`` a pass, each pass
+    fed its rows but their last token (a pass of one-token rows runs nothing). ``budget``: the device's
+    log-probability budget (:func:`~medlama.probers.mlm.logprob_elements`), as the scoring reads it."""
+    if shared:
+        return shared_passes(heads, {n - 2: count for n, count in lengths.items() if n >= 3}, batch_size=batch_size,
+                             budget=budget, vocab=vocab)
+    order = [n for n in sorted(lengths) for _ in range(lengths[n])]
+    step = rows_per_pass(order[-1] if order else 1, batch_size=batch_size, budget=budget, vocab=vocab)
+    chunks = [order[at:at + step] for at in range(0, len(order), step)]
+    return [(len(chunk), chunk[-1] - 1) for chunk in chunks if chunk[-1] > 1]
+
+
+def passes_work(passes: Sequence[tuple[int, int]], batch_size: int) -> int:
+    """The work of ``(rows, width)`` forward passes: :func:`pass_cost` summed."""
+    return sum(pass_cost(rows, width, batch_size) for rows, width in passes)
 
 
 def keep_searching(spent: int, step: int, remaining: int, exhaustive: int, slack: float = SLACK) -> bool:
@@ -64,18 +96,18 @@ def keep_searching(spent: int, step: int, remaining: int, exhaustive: int, slack
 class Pool:
     """What a search needs of a pool in one slot and before one suffix (the same for every query of a relation,
     so built once): the trie, each token sequence's distinct names, each distinct name's first place, the
-    exhaustive method's rows (count and tokens of those it feeds) and, per trie node, the same for the distinct
-    token sequences strictly below it; per first token, the work of the expansions below it by depth and the names
-    below it."""
+    exhaustive method's rows (:func:`row_lengths`: their lengths and distinct first tokens) and, per trie node, the
+    lengths of the distinct token sequences' rows strictly below it; per first token, the work of the expansions
+    below it by depth and the names below it."""
 
     trie: dict
     ids: list[tuple[int, ...]]
     where: dict[tuple[int, ...], list[int]]
     first: dict[str, int]
     longest: int
-    fed_rows: int
-    fed_tokens: int
-    below: dict[int, tuple[int, int]]  # id(node) -> (rows fed, tokens fed) below it
+    lengths: dict[int, int]  # the exhaustive method's rows: tokens -> rows
+    heads: int  # their distinct first tokens (of the rows of two tokens or more)
+    below: dict[int, dict[int, int]]  # id(node) -> the lengths of the rows below it (tokens -> rows)
     expansions: dict[int, list[tuple[int, int]]]  # first token -> (depth, work) of the nodes queued below it
     under: dict[int, list[tuple[int, ...]]]  # id(a first token's node) -> the token ids of the names below it
 
@@ -95,9 +127,9 @@ def pool_of(lm: CausalLM, split: CausalQuery, names: Sequence[str]) -> Pool:
         if name and name not in first:  # rank_unique: empty names never rank, a repeat counts once
             first[name] = index
             where.setdefault(sequence, []).append(index)
-    rows = [len(sequence) + len(split.suffix) for sequence in ids if sequence]
+    lengths, heads = row_lengths([sequence + split.suffix if sequence else () for sequence in ids])
     trie = candidate_trie(ids, split.suffix)
-    below: dict[int, tuple[int, int]] = {}
+    below: dict[int, dict[int, int]] = {}
     _count_below(trie, len(split.suffix), below)
     expansions: dict[int, list[tuple[int, int]]] = {}
     for token, child in trie.items():
@@ -108,8 +140,7 @@ def pool_of(lm: CausalLM, split: CausalQuery, names: Sequence[str]) -> Pool:
             by_depth[depth] = by_depth.get(depth, 0) + fed + 2
         expansions[token] = sorted(by_depth.items())
     under = {id(child): _ends_below(child) for child in trie.values()}
-    found = Pool(trie, ids, where, first, max(rows, default=0), sum(n > 1 for n in rows),
-                      sum(n - 1 for n in rows), below, expansions, under)
+    found = Pool(trie, ids, where, first, max(lengths, default=0), lengths, heads, below, expansions, under)
     kept = _POOLS.setdefault(lm, {})
     if len(kept) >= 8:  # the last few (a relation's queries may read the slot or the suffix in a few ways)
         kept.pop(next(iter(kept)))
@@ -176,15 +207,48 @@ def prefix_predicted_work(first: dict[int, float], keys, expansions: dict[int, l
     return predicted_work(first, expansions, per_token, limit)
 
 
-def _count_below(node: dict, suffix: int, below: dict[int, tuple[int, int]]) -> tuple[int, int]:
-    """Fill ``below`` for ``node``'s subtree; ``node``'s own (rows fed, tokens fed), its end included."""
-    rows = tokens = 0
+def _count_below(node: dict, suffix: int, below: dict[int, dict[int, int]]) -> dict[int, int]:
+    """Fill ``below`` for ``node``'s subtree; the lengths of ``node``'s own rows (tokens -> rows), its end
+    included."""
+    lengths: dict[int, int] = {}
     for token, child in node.items():
         if token != END:
-            more = _count_below(child, suffix, below)
-            rows, tokens = rows + more[0], tokens + more[1]
-    below[id(node)] = (rows, tokens)
+            for length, count in _count_below(child, suffix, below).items():
+                lengths[length] = lengths.get(length, 0) + count
+    below[id(node)] = dict(lengths)
     if END in node:
         length = len(node[END]) + suffix
-        rows, tokens = rows + (length > 1), tokens + length - 1
-    return rows, tokens
+        lengths[length] = lengths.get(length, 0) + 1
+    return lengths
+
+
+def _rows(lm: CausalLM, split: CausalQuery, names: Sequence[str]) -> list[tuple[int, ...]]:
+    """Each name's scored tokens, as the exhaustive method builds them: name + suffix (empty name: none)."""
+    return [ids + split.suffix if ids else () for ids in lm.candidate_ids(names, split.slot)]
+
+
+def _exhaustive_passes(lm: CausalLM, text: str, names: Sequence[str], batch_size: int | None):
+    """The prefix the exhaustive method (KV cache on) feeds for ``text`` and its ``(rows, width)`` passes after it."""
+    split = lm.split(text)
+    rows = _rows(lm, split, names)
+    if not any(rows):
+        return [], []
+    lengths, heads = row_lengths(rows)
+    passes = scoring_passes(lengths, heads, shared=plain_cache_of(lm.model),
+                            batch_size=batch_size or lm.settings.batch_size, budget=logprob_elements(lm.device),
+                            vocab=lm.vocab_size)
+    return lm.fit_prefix(split.prefix, max(lengths)), passes
+
+
+def exhaustive_token_forwards(lm: CausalLM, text: str, names: Sequence[str], *, batch_size: int | None = None) -> int:
+    """Token positions the exhaustive method (KV cache on, ``batch_size`` rows a pass: ``lm``'s by default) feeds
+    for ``text``, padding included: the prefix, then its passes' (with a plain cache, each distinct first token
+    once and each row's later tokens after its first token's cache)."""
+    prefix, passes = _exhaustive_passes(lm, text, names, batch_size)
+    return len(prefix) + sum(rows * width for rows, width in passes)
+
+
+def exhaustive_work(lm: CausalLM, text: str, names: Sequence[str], *, batch_size: int | None = None) -> int:
+    """The work of the exhaustive method's passes after the prefix's, in the budget's unit (what the search's
+    ``work`` is weighed against)."""
+    return passes_work(_exhaustive_passes(lm, text, names, batch_size)[1], batch_size or lm.settings.batch_size)

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_log_probs
-from medlama.probers.causal.passes import sum_dtype, target_log_probs
+from medlama.probers.causal.passes import (broadcast_cache, padded_tensors, row_totals, rows_per_pass, sum_dtype,
+                                           target_log_probs)
 from medlama.probers.causal.scoring import CausalLM, _log_softmax
 from medlama.probers.mlm import logprob_elements, rank_unique
 from medlama.probers.query_set import QuerySet
@@ -99,7 +100,8 @@ class LayerLens:
         prefix = lm.fit_prefix(prefix, longest)
         budget = logprob_elements(lm.device)  # once per call: on a GPU it asks the driver for free memory
         # every layer's logits of a pass are held at once: rows x positions x vocabulary x layers
-        per_batch = max(1, min(lm.settings.batch_size, budget // max(1, longest * lm.vocab_size * len(self.layers))))
+        per_batch = rows_per_pass(longest * len(self.layers), batch_size=lm.settings.batch_size, budget=budget,
+                                  vocab=lm.vocab_size)
         wide = sum_dtype(lm.device)
         with torch.inference_mode():
             head = lm.model(input_ids=torch.tensor([list(prefix)], dtype=torch.long, device=lm.device),
@@ -112,24 +114,17 @@ class LayerLens:
             sums: dict[int, list] = {layer: [] for layer in self.layers}
             for start in range(0, len(real), per_batch):
                 chunk = real[start:start + per_batch]
-                width = len(rows[chunk[-1]])
-                ids = torch.tensor([[*rows[i], *[lm.pad_id] * (width - len(rows[i]))] for i in chunk],
-                                   dtype=torch.long, device=lm.device)
-                lengths = torch.tensor([len(rows[i]) for i in chunk], device=lm.device)
+                ids, filled = padded_tensors([rows[i] for i in chunk], lm.pad_id, lm.device)
                 passed = None
-                if width > 1:
-                    passed = lm.model(input_ids=ids[:, :-1], past_key_values=lm.expanded_cache(cache, len(chunk)),
+                if ids.shape[1] > 1:
+                    passed = lm.model(input_ids=ids[:, :-1], past_key_values=broadcast_cache(cache, len(chunk)),
                                       use_cache=True, output_hidden_states=True).hidden_states
                 for layer in self.layers:
                     lp = first[layer].to(ids.device)[ids[:, :1]]
                     if passed is not None:
                         rest = target_log_probs(self.logits(passed, layer), ids[:, 1:])
                         lp = torch.cat([lp, rest.to(lp.device, lp.dtype)], dim=1)
-                    # padding's log-probabilities left out (a -inf there must not turn the sum into NaN)
-                    kept = torch.where(torch.arange(width, device=lp.device)[None, :] < lengths[:, None].to(lp.device),
-                                       lp.to(wide), 0)
-                    total = kept.sum(1)
-                    sums[layer].append(total / lengths.to(total.device) if reduction == "mean" else total)
+                    sums[layer].append(row_totals(lp, filled, wide, reduction=reduction))
         order = torch.tensor(real)
         for layer in self.layers:
             scores = torch.cat(sums[layer]).to("cpu", torch.float64)

@@ -45,6 +45,7 @@ from medlama.probers.ranking import Ranking
 from medlama.probers.causal.batch import batched_log_probs
 from medlama.probers.causal.fewshot import with_examples
 from medlama.probers.causal.lens import LayerLens
+from medlama.probers.causal.passes import padded_tensors
 from medlama.probers.causal.scoring import CausalLM, CausalModelSettings, CausalQuery
 from medlama.probers.causal.settings import ConstrainedSettings, GenerateSettings, LikelihoodSettings
 from medlama.probers.causal.search import best_first
@@ -106,15 +107,9 @@ class _CausalProber(Prober):
             yield chunk
 
     def _left_padded(self, prefixes: list[list[int]]):
-        import torch  # torch only when a model runs
-
-        width = max(len(p) for p in prefixes)
-        ids = torch.full((len(prefixes), width), self.lm.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(prefixes), width), dtype=torch.long)
-        for r, prefix in enumerate(prefixes):
-            ids[r, width - len(prefix):] = torch.tensor(prefix, dtype=torch.long)
-            mask[r, width - len(prefix):] = 1
-        return ids.to(self.lm.device), mask.to(self.lm.device), width
+        """The prefixes left-padded for ``generate`` (each ends in the last column), their attention mask, width."""
+        ids, filled = padded_tensors(prefixes, self.lm.pad_id, self.lm.device, left=True)
+        return ids, filled.long(), ids.shape[1]
 
 
 class CausalLikelihoodProber(_CausalProber):

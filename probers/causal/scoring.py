@@ -17,9 +17,9 @@ the tokenisation of the whole sentence for whitespace-splitting tokenizers (test
 
 ``continuation_log_probs`` scores continuations (name + suffix) of one prefix. With ``kv_cache`` the
 prefix runs once, and its KV cache (a ``DynamicCache``) is broadcast over each batch of continuations
-(``expanded_cache``: no copy of the prefix's own), so a prefix of ``p`` tokens costs one pass instead of one
-per candidate; without it every full sequence runs from scratch (the reference the cache is tested
-against). Continuations are right-padded with no attention mask: a causal model never looks ahead, so
+(:func:`~medlama.probers.causal.passes.broadcast_cache`: no copy of the prefix's own), so a prefix of ``p`` tokens
+costs one pass instead of one per candidate; without it every full sequence runs from scratch (the reference the
+cache is tested against). Continuations are right-padded with no attention mask: a causal model never looks ahead, so
 padding changes no real token's score. A token's log-probability is its logit minus the logsumexp over the
 vocabulary, in float32 (``target_log_probs``): no log-softmax is written out for the whole vocabulary. With a plain
 cache the names' distinct first tokens run once (one pass), and each name's later tokens after its first token's
@@ -43,7 +43,8 @@ from medlama.core.models import (DTYPES, finish_loading, load_tokenizer, loading
                                  pretrained_kwargs, quiet_transformers, read_config, resolve_model, torch_dtype)
 # BLANK and CHAT_INSTRUCTION are also read from here, where they were defined first
 from medlama.probers.causal.chat import BLANK, CHAT_INSTRUCTION, turns, user_message  # noqa: F401
-from medlama.probers.causal.passes import plain_layers, shared_first_scores, sum_dtype, target_log_probs
+from medlama.probers.causal.passes import (broadcast_cache, padded_tensors, plain_layers, row_totals, rows_per_pass,
+                                           shared_first_scores, sum_dtype, target_log_probs)
 from medlama.probers.mlm import logprob_elements
 from medlama.probers.prober import check_settings
 from medlama.core.settings import setting
@@ -351,8 +352,8 @@ class CausalLM:
         longest = max(len(rows[i]) for i in real)
         prefix = self.fit_prefix(prefix, longest)
         budget = logprob_elements(self.device)  # once per call: on a GPU it asks the driver for free memory
-        per_batch = max(1, min(self.settings.batch_size,
-                               budget // max(1, (longest + (0 if kv_cache else len(prefix))) * self.vocab_size)))
+        per_batch = rows_per_pass(longest + (0 if kv_cache else len(prefix)), batch_size=self.settings.batch_size,
+                                  budget=budget, vocab=self.vocab_size)
         order = sorted(real, key=lambda i: len(rows[i]))
         wide = sum_dtype(self.device)
         sums = []
@@ -360,23 +361,16 @@ class CausalLM:
             head = (head or self._prefix_pass(prefix)) if kv_cache else None
             layers = plain_layers(head[0]) if kv_cache else None
             if layers is not None:  # names sharing a first token share its position (causal_passes)
-                sums = [shared_first_scores(self.model, layers, head[1], [rows[i] for i in order],
+                sums = [shared_first_scores(self.model, head[0], head[1], [rows[i] for i in order],
                                             batch_size=self.settings.batch_size, budget=budget,
                                             vocab=self.vocab_size, pad_id=self.pad_id)]
                 if reduction == "mean":
                     sums[0] = sums[0] / torch.tensor([len(rows[i]) for i in order], device=sums[0].device)
             for start in range(0, len(order), per_batch) if layers is None else ():
                 chunk = order[start:start + per_batch]
-                width = len(rows[chunk[-1]])  # sorted by length: the last row is the longest
-                ids = torch.tensor([[*rows[i], *[self.pad_id] * (width - len(rows[i]))] for i in chunk],
-                                   dtype=torch.long, device=self.device)
-                lengths = torch.tensor([len(rows[i]) for i in chunk], device=self.device)
+                ids, filled = padded_tensors([rows[i] for i in chunk], self.pad_id, self.device)
                 lp = self._cached(head, ids) if kv_cache else self._uncached(prefix, ids)
-                # padding's log-probabilities are left out (a -inf there must not turn the row's sum into NaN)
-                kept = torch.where(torch.arange(width, device=lp.device)[None, :] < lengths[:, None].to(lp.device),
-                                   lp.to(wide), 0)
-                total = kept.sum(1)
-                sums.append(total / lengths.to(total.device) if reduction == "mean" else total)
+                sums.append(row_totals(lp, filled, wide, reduction=reduction))
             scores = torch.cat(sums).to("cpu", torch.float64)
         # NaN or +inf anywhere in a row's log-probabilities reaches its sum (a NaN logit spoils its whole position)
         require_log_probs(scores, model=self.model_path)
@@ -393,22 +387,6 @@ class CausalLM:
         result = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
         return result.past_key_values, _log_softmax(result.logits[0, -1])
 
-    def expanded_cache(self, cache, rows: int):
-        """A cache for ``rows`` continuations of the prefix's ``cache``, which stays as it was.
-
-        Plain layers (keys and values concatenated as tokens come) get the prefix's tensors broadcast over the
-        rows (``expand``: no copy until the pass appends to them); any other cache (sliding windows, shared or
-        hybrid layers) is deep-copied and repeated, which every cache supports."""
-        from transformers import DynamicCache  # transformers only when a model loads or runs
-
-        layers = plain_layers(cache)
-        if layers is None:
-            batch = copy.deepcopy(cache)
-            batch.batch_repeat_interleave(rows)
-            return batch
-        return DynamicCache([(layer.keys.expand(rows, *layer.keys.shape[1:]),
-                              layer.values.expand(rows, *layer.values.shape[1:])) for layer in layers])
-
     def _cached(self, head, ids):
         """Per-token log-probabilities (batch x width) of ``ids`` after the cached prefix."""
         import torch  # torch only when a model runs
@@ -417,7 +395,7 @@ class CausalLM:
         lp = first.to(ids.device)[ids[:, :1]]
         if ids.shape[1] == 1:
             return lp
-        logits = self.model(input_ids=ids[:, :-1], past_key_values=self.expanded_cache(cache, ids.shape[0]),
+        logits = self.model(input_ids=ids[:, :-1], past_key_values=broadcast_cache(cache, ids.shape[0]),
                             use_cache=True).logits
         return torch.cat([lp, target_log_probs(logits, ids[:, 1:]).to(lp.device, lp.dtype)], dim=1)
 

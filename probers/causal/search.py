@@ -24,7 +24,8 @@ float32 rounding only (other batches, other pass widths), as the exhaustive scor
 one batch size to another; two candidates closer than that rounding may swap places either way.
 
 Never (much) more work than scoring every name (the work counted as :mod:`medlama.probers.causal.budget`
-counts it: tokens run, a pass's fixed cost included). First, from the prefix pass alone
+counts it: the token positions the passes feed, padding included, a pass's fixed cost added; the exhaustive
+method's as its shared passes feed them). First, from the prefix pass alone
 (:func:`~medlama.probers.causal.budget.prefix_predicted_work`: a later token scored at the prefix's expected
 log-probability, minus its next-token entropy), a flat model is told apart: when that prediction, times
 ``PREFIX_COST``, exceeds the exhaustive work, every name is scored at once as the exhaustive method scores them
@@ -42,9 +43,9 @@ within ``1 + SLACK`` of the exhaustive work, else it switches the same way. Eith
 name whose bound can reach the limit is scored. A pass's nodes are fed sorted by length, cut into forward passes
 of similar widths (the cut with the least :func:`~medlama.probers.causal.budget.pass_cost`).
 
-:func:`best_first` ranks one query (names, scores, the gold's exact rank (or up to a cut-off) and its score, the tokens
-fed through the model, whether it switched); :func:`exhaustive_token_forwards` counts the exhaustive method's tokens
-alike.
+:func:`best_first` ranks one query (names, scores, the gold's exact rank (or up to a cut-off) and its score, the
+positions fed through the model and the work, whether it switched); :func:`exhaustive_token_forwards` and
+:func:`exhaustive_work` count the exhaustive method's alike.
 """
 
 from __future__ import annotations
@@ -57,13 +58,15 @@ from dataclasses import dataclass
 
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_log_probs
-from medlama.probers.causal.budget import PREDICTED_COST, PREFIX_COST, SLACK, keep_searching, pass_cost, pool_of, \
-    predicted_work, prefix_predicted_work, scoring_cost
+from medlama.probers.causal.budget import PREDICTED_COST, PREFIX_COST, SLACK, exhaustive_token_forwards, \
+    exhaustive_work, keep_searching, pass_cost, passes_work, pool_of, predicted_work, prefix_predicted_work, \
+    row_lengths, scoring_passes
+from medlama.probers.causal.passes import broadcast_cache, padded_tensors, plain_cache_of, plain_layers
 from medlama.probers.causal.trie import END
 from medlama.probers.causal.scoring import CausalLM, CausalQuery
 from medlama.probers.mlm import logprob_elements
 
-__all__ = ["SearchResult", "best_first", "exhaustive_token_forwards"]
+__all__ = ["SearchResult", "best_first", "exhaustive_token_forwards", "exhaustive_work"]
 
 
 @dataclass(frozen=True)
@@ -75,8 +78,11 @@ class SearchResult:
     within ``cutoff`` (every distinct name, by default: the exact rank; ``None``: beyond a cut-off asked for,
     not a candidate, or scoring ``-inf``); ``gold_score``:
     its score (the best gold candidate's, computed also beyond the cut-off; ``None`` when no gold name is a
-    candidate). ``token_forwards``: tokens fed through the model (the prefix once, then every fed path).
-    ``switched``: the search handed the names it had not ruled out to exhaustive scoring (:func:`keep_searching`).
+    candidate). ``token_forwards``: token positions fed through the model, padding included (the prefix once, then
+    every pass's). ``switched``: the search handed the names it had not ruled out to exhaustive scoring
+    (:func:`keep_searching`). ``work``: the work of its passes after the prefix's, in the budget's unit
+    (:func:`~medlama.probers.causal.budget.pass_cost` summed), as :func:`exhaustive_work` counts the exhaustive
+    method's.
     """
 
     names: list[str]
@@ -86,26 +92,7 @@ class SearchResult:
     cutoff: int
     token_forwards: int
     switched: bool = False
-
-
-def _rows(lm: CausalLM, split: CausalQuery, names: Sequence[str]) -> list[tuple[int, ...]]:
-    """Each name's scored tokens, as the exhaustive method builds them: name + suffix (empty name: none)."""
-    return [ids + split.suffix if ids else () for ids in lm.candidate_ids(names, split.slot)]
-
-
-def exhaustive_token_forwards(lm: CausalLM, text: str, names: Sequence[str]) -> int:
-    """Tokens the exhaustive method (KV cache on) feeds for ``text``: the prefix, then each row but its last."""
-    split = lm.split(text)
-    rows = _rows(lm, split, names)
-    return _fed(lm.fit_prefix(split.prefix, max(map(len, rows))), rows) if any(rows) else 0
-
-
-def _fed(prefix: Sequence[int], rows: Sequence[Sequence[int]]) -> int:
-    """Tokens ``continuation_log_probs`` feeds for ``rows`` after ``prefix``: the prefix, each row but its last."""
-    real = [row for row in rows if row]
-    return len(prefix) + sum(len(row) - 1 for row in real) if real else 0
-
-
+    work: int = 0
 
 
 class _Search:
@@ -120,7 +107,9 @@ class _Search:
         self.gold_keys = [key for key in dict.fromkeys(pool.ids[pool.first[name]] for name in gold
                                                        if name in pool.first) if key]
         self.prefix = lm.fit_prefix(split.prefix, pool.longest) if pool.longest else list(split.prefix)
-        self.exhaustive = scoring_cost(pool.fed_rows, pool.fed_tokens, batch_size)
+        self.budget = logprob_elements(lm.device)  # once per search: on a GPU it asks the driver for free memory
+        self.shared = plain_cache_of(lm.model)  # the exhaustive passes share first tokens (set again from the cache)
+        self.exhaustive = self._work(pool.lengths, pool.heads)
         self.spent = 0  # work done, in pass_cost's unit (the prefix pass, which both methods run, left out)
         self.switched = False
         self.whole = False  # every name scored (the switch taken from the prefix pass alone)
@@ -161,6 +150,9 @@ class _Search:
         with torch.inference_mode():
             self.cache, first = self.lm._prefix_pass(self.prefix)
             self.token_forwards += len(self.prefix)
+            if (plain_layers(self.cache) is not None) != self.shared:  # as continuation_log_probs will score
+                self.shared = not self.shared
+                self.exhaustive = self._work(self.pool.lengths, self.pool.heads)
             require_log_probs(first, model=self.lm.model_path)
             self.head = (self.cache, first)
             first = first.cpu()
@@ -258,15 +250,36 @@ class _Search:
             for part in passes:
                 self._expand(self.cache, part)
 
+    def _passes_of(self, lengths: dict[int, int], heads: int) -> list[tuple[int, int]]:
+        """The passes ``continuation_log_probs`` runs (its model's batch size) for rows of these ``lengths`` with
+        ``heads`` distinct first tokens."""
+        return scoring_passes(lengths, heads, shared=self.shared, batch_size=self.lm.settings.batch_size,
+                              budget=self.budget, vocab=self.lm.vocab_size)
+
+    def _work(self, lengths: dict[int, int], heads: int) -> int:
+        """The work of scoring rows of these ``lengths`` with ``heads`` distinct first tokens exhaustively."""
+        return passes_work(self._passes_of(lengths, heads), self.batch_size)
+
     def _remaining(self, batch, bound: float) -> int:
         """The exhaustive work of the names not completed nor ruled out: those below the popped nodes and below
-        the queued ones that can still reach ``bound``."""
-        rows = tokens = 0
+        the queued ones that can still reach ``bound`` (the rows below a node share its path's first token)."""
+        lengths: dict[int, int] = {}
+        heads = set()
         for entry in (*batch, *self.queue):
             if -entry[0] >= bound:
-                more = self.below[id(entry[3])]
-                rows, tokens = rows + more[0], tokens + more[1]
-        return scoring_cost(rows, tokens, self.batch_size)
+                below = self.below[id(entry[3])]
+                if below:
+                    heads.add(entry[2][0])
+                for length, count in below.items():
+                    lengths[length] = lengths.get(length, 0) + count
+        return self._work(lengths, len(heads))
+
+    def charge(self, rows: Sequence[Sequence[int]]) -> None:
+        """Count a ``continuation_log_probs`` call on the prefix's cache for ``rows``: the positions its passes
+        feed and their work."""
+        passes = self._passes_of(*row_lengths(rows))
+        self.token_forwards += sum(count * width for count, width in passes)
+        self.spent += passes_work(passes, self.batch_size)
 
     def _switch(self, batch, bound: float) -> None:
         """Score every name below the popped nodes and the queued ones that can reach ``bound`` as the exhaustive
@@ -297,9 +310,7 @@ class _Search:
         scores = []
         if rows:
             scores = self.lm.continuation_log_probs(self.prefix, rows, head=self.head).tolist()
-            self.token_forwards += _fed(self.prefix, rows) - len(self.prefix)
-            self.spent += scoring_cost(sum(len(row) > 1 for row in rows), sum(len(row) - 1 for row in rows),
-                                       self.batch_size)
+            self.charge(rows)
             for key, score in zip(keys, scores):
                 self._complete_names(self.where.get(key, []), score)
         return list(zip(keys, scores))
@@ -323,7 +334,7 @@ class _Search:
         widths = [len(path) + len(chain) for _, path, chain, _ in jobs]
         best = [0] + [math.inf] * len(jobs)  # best[i]: the least cost of the first i jobs; cut[i]: its last pass
         cut = [0] * (len(jobs) + 1)
-        budget = logprob_elements(self.lm.device)
+        budget = self.budget
         for end in range(1, len(jobs) + 1):
             for start in range(end - 1, -1, -1):
                 rows = end - start
@@ -343,13 +354,10 @@ class _Search:
         import torch  # torch only when a model runs
 
         fed = [path + chain for _, path, chain, _ in part]
-        wide = max(map(len, fed))
         # Right padding with no attention mask, as the exhaustive method feeds rows: a causal model never
         # looks ahead, so the padding changes no real position.
-        ids = torch.full((len(part), wide), self.lm.pad_id, dtype=torch.long)
-        for r, row in enumerate(fed):
-            ids[r, :len(row)] = torch.tensor(row, dtype=torch.long)
-        repeated = self.lm.expanded_cache(cache, len(part))  # the prefix's cache stays as it was for the next pass
+        ids, _ = padded_tensors(fed, self.lm.pad_id, self.lm.device)
+        repeated = broadcast_cache(cache, len(part))  # the prefix's cache stays as it was for the next pass
         # Only the positions that score something new: the chain's tokens and the last node's children.
         # The LM head runs at those positions alone (the union over the rows: one index list for all);
         # the log-probabilities at each are float32, as the exhaustive method computes them.
@@ -360,9 +368,9 @@ class _Search:
             positions += range(len(path) - 1, len(path) + len(chain))
         keep = sorted(set(positions))
         column = {position: c for c, position in enumerate(keep)}
-        logits = self.lm.model(input_ids=ids.to(self.lm.device), past_key_values=repeated, use_cache=True,
+        logits = self.lm.model(input_ids=ids, past_key_values=repeated, use_cache=True,
                                logits_to_keep=torch.tensor(keep, device=self.lm.device)).logits
-        self.token_forwards += sum(map(len, fed))
+        self.token_forwards += ids.numel()  # the padding runs too
         at = logits[rows, [column[position] for position in positions]]
         at = at.to(torch.promote_types(at.dtype, torch.float32))
         picks, tokens = [], []
@@ -422,9 +430,7 @@ def best_first(lm: CausalLM, text: str, names: Sequence[str], top_k: int, *, gol
         # for the whole pool) for their best score.
         rows = [search.pool.ids[search.first[name]] + split.suffix for name in in_pool]
         gold_score = float(lm.continuation_log_probs(search.prefix, rows, head=search.head).max())
-        search.token_forwards += _fed(search.prefix, rows) - len(search.prefix)
-        search.spent += scoring_cost(sum(len(row) > 1 for row in rows), sum(max(0, len(row) - 1) for row in rows),
-                                     batch_size)
+        search.charge(rows)
         if cutoff is None and math.isfinite(gold_score):
             # Every name that can score as much as the gold, completed: the gold's place among them is its rank.
             # The slack covers the float32 rounding between that pass and the search's own running sums.
@@ -438,4 +444,5 @@ def best_first(lm: CausalLM, text: str, names: Sequence[str], top_k: int, *, gol
         gold_score = ranked[place][1]
         gold_rank = place + 1 if math.isfinite(gold_score) else None
     return SearchResult([name for name, _ in top], [score for _, score in top], gold_rank, gold_score,
-                        len(search.first) if cutoff is None else enumerate_to, search.token_forwards, search.switched)
+                        len(search.first) if cutoff is None else enumerate_to, search.token_forwards, search.switched,
+                        search.spent)

@@ -163,7 +163,13 @@ def test_peaked_model_scores_fewer_tokens(tmp_path):
     queries = QuerySet(list("abcd"), ["r"] * 4, texts, [["pain"], ["cough"], ["diabetes"], ["asthma"]], pool)
     check_equal(prober, queries, ks=(1, 10), cutoff=10)
     check_equal(prober, queries, ks=(1, 10), cutoff=None)  # the gold's exact rank (the default), however deep
+    # Fewer tokens fed where the search pays: on these 111 names the exhaustive method's few shared passes cost
+    # less than the search's seeds and expansions, and it switches; on 831 names (three words too), it searches.
+    pool = [*pool, *(f"{a} {b} {c}" for a in NAMES for b in NAMES for c in NAMES if len({a, b, c}) == 3)]
+    queries = QuerySet(list("abcd"), ["r"] * 4, texts, [["pain"], ["cough"], ["diabetes"], ["asthma"]], pool)
     results = prober.best_first(queries, 10)
+    assert [result.names for result in results] == [rank_unique(list(zip(pool, row)), 10)
+                                                    for row in prober.scores(queries)]
     searched = sum(result.token_forwards for result in results)
     exhaustive = sum(exhaustive_token_forwards(prober.lm, text, pool) for text in texts)
     assert searched * 2 < exhaustive, (searched, exhaustive)
@@ -242,11 +248,17 @@ def test_prefix_switch_rule_counts():
 def test_switch_rule_counts():
     """The rule by counts: a pass's work (padded tokens + twice the batch size), the exhaustive work, the
     predicted work of a search (expansions whose predicted bound reaches the limit) and the decision."""
-    from medlama.probers.causal.budget import keep_searching, pass_cost, predicted_work, scoring_cost
+    from medlama.probers.causal.budget import keep_searching, pass_cost, passes_work, predicted_work, scoring_passes
 
     assert pass_cost(3, 5, 4) == 3 * 5 + 8
-    assert scoring_cost(9, 40, 4) == 40 + 3 * 8  # 9 rows in passes of 4: three passes
-    assert scoring_cost(0, 0, 4) == 0
+    # 9 rows fed whole (no shared cache), by length, in passes of 4: each pass as wide as its longest row but one
+    whole = scoring_passes({1: 2, 3: 3, 5: 4}, 2, shared=False, batch_size=4, budget=10 ** 9, vocab=10)
+    assert whole == [(4, 2), (4, 4), (1, 4)] and passes_work(whole, 4) == 8 + 16 + 4 + 3 * 8
+    # shared: the 2 distinct first tokens in one pass, then the later tokens of the 3- and 5-token rows
+    shared = scoring_passes({1: 2, 2: 1, 3: 3, 5: 4}, 2, shared=True, batch_size=4, budget=10 ** 9, vocab=10)
+    assert shared == [(2, 1), (3, 1), (4, 3)]  # apart: 3 + 8 + 12 + 8 < 7 x 3 + 2 x 8 together
+    assert scoring_passes({}, 0, shared=True, batch_size=4, budget=10, vocab=10) == []
+    assert scoring_passes({1: 5}, 0, shared=False, batch_size=4, budget=10, vocab=10) == []
     assert keep_searching(10, 5, 85, 100) and keep_searching(10, 5, 110, 100, slack=0.25)
     assert not keep_searching(10, 5, 111, 100, slack=0.25) and not keep_searching(10, 5, 86, 100, slack=0.0)
     # first tokens 1 (log-prob -1) and 2 (-4); below 1: work 10 at depth 1, 20 at depth 2, 30 at depth 3
