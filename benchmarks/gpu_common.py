@@ -81,7 +81,7 @@ class FlopCounter:
         def hook(_, args, kwargs):
             ids = kwargs.get("input_ids", args[0] if args else None)
             rows, width = ids.shape
-            cache = kwargs.get("past_key_values")
+            cache = kwargs.get("cache", kwargs.get("past_key_values"))  # by its name in either transformers
             past = cache.get_seq_length() if cache is not None else 0
             attended = past + (width + 1) / 2 if causal else width
             self.tokens += rows * width

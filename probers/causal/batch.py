@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_log_probs
 from medlama.probers.causal.passes import (padded_tensors, picked_cache, plain_cache_of, row_totals, rows_per_pass,
-                                           sum_dtype, target_log_probs)
+                                           returned_cache, sum_dtype, target_log_probs, with_cache)
 from medlama.probers.causal.scoring import CausalLM, _log_softmax
 from medlama.probers.mlm import logprob_elements
 
@@ -72,8 +72,8 @@ def _score_chunk(lm: CausalLM, queries: list[int], prefixes: list[list[int]], ro
     mask = filled.long()
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     result = lm.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                      past_key_values=DynamicCache(config=lm.model.config), use_cache=True, logits_to_keep=1)
-    cache, first = result.past_key_values, _log_softmax(result.logits[:, -1])
+                      **with_cache(lm.model, DynamicCache(config=lm.model.config)), use_cache=True, logits_to_keep=1)
+    cache, first = returned_cache(result), _log_softmax(result.logits[:, -1])
     lengths = torch.tensor([len(p) for p in prefixes], device=device)
     # every row of every query, sorted by length (little padding), as many per pass as the budget allows
     order = sorted(((len(row), q, r) for q, query_rows in enumerate(rows) for r, row in enumerate(query_rows) if row))
@@ -92,7 +92,7 @@ def _score_chunk(lm: CausalLM, queries: list[int], prefixes: list[list[int]], ro
             attention = torch.cat([mask[picked], torch.ones((len(part), span - 1), dtype=torch.long, device=device)],
                                   dim=1)
             at = lengths[picked, None] + torch.arange(span - 1, device=device)[None, :]
-            logits = lm.model(input_ids=fed[:, :-1], attention_mask=attention, position_ids=at, past_key_values=batch,
+            logits = lm.model(input_ids=fed[:, :-1], attention_mask=attention, position_ids=at, **with_cache(lm.model, batch),
                               use_cache=True).logits
             lp = torch.cat([lp, target_log_probs(logits, fed[:, 1:]).to(lp.device, lp.dtype)], dim=1)
         sums.append(row_totals(lp, scored, wide, reduction=reduction))

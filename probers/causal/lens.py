@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from medlama.core.errors import MedlamaInputError
 from medlama.core.finite import require_log_probs
 from medlama.probers.causal.passes import (broadcast_cache, padded_tensors, row_totals, rows_per_pass, sum_dtype,
-                                           target_log_probs)
+                                           returned_cache, target_log_probs, with_cache)
 from medlama.probers.causal.scoring import CausalLM, _log_softmax
 from medlama.probers.mlm import logprob_elements, rank_unique
 from medlama.probers.query_set import QuerySet
@@ -105,9 +105,9 @@ class LayerLens:
         wide = sum_dtype(lm.device)
         with torch.inference_mode():
             head = lm.model(input_ids=torch.tensor([list(prefix)], dtype=torch.long, device=lm.device),
-                            past_key_values=DynamicCache(config=lm.model.config), use_cache=True,
+                            **with_cache(lm.model, DynamicCache(config=lm.model.config)), use_cache=True,
                             output_hidden_states=True, logits_to_keep=1)
-            cache = head.past_key_values
+            cache = returned_cache(head)
             last = [h[0, -1] for h in head.hidden_states]  # each layer's state at the prefix's last position
             self._check_last(last, head.logits[0, -1])
             first = {layer: _log_softmax(self.logits(last, layer)) for layer in self.layers}
@@ -117,7 +117,7 @@ class LayerLens:
                 ids, filled = padded_tensors([rows[i] for i in chunk], lm.pad_id, lm.device)
                 passed = None
                 if ids.shape[1] > 1:
-                    passed = lm.model(input_ids=ids[:, :-1], past_key_values=broadcast_cache(cache, len(chunk)),
+                    passed = lm.model(input_ids=ids[:, :-1], **with_cache(lm.model, broadcast_cache(cache, len(chunk))),
                                       use_cache=True, output_hidden_states=True).hidden_states
                 for layer in self.layers:
                     lp = first[layer].to(ids.device)[ids[:, :1]]

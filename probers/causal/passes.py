@@ -21,18 +21,40 @@ twice where names share their first token.
   over rows), :func:`picked_cache` (a batch's rows picked from a cache), :func:`row_totals` (each row's sum or
   mean over its own positions, the padding left out), :func:`rows_per_pass` (whole rows a pass) and
   :func:`plain_cache_of` (whether a model's cache is plain, from its config).
+* :func:`with_cache` and :func:`returned_cache`: a forward's KV cache by the name the installed transformers gives
+  it (``cache``; ``past_key_values`` before, deprecated since and to be removed), given and read back.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 from collections.abc import Sequence
 
 from medlama.probers.mlm import padded
 
 __all__ = ["broadcast_cache", "padded_tensors", "pass_cost", "picked_cache", "plain_cache_of", "plain_layers",
-           "row_totals", "rows_per_pass", "shared_first_scores", "shared_passes", "shared_plan", "sum_dtype",
-           "target_log_probs"]
+           "returned_cache", "row_totals", "rows_per_pass", "shared_first_scores", "shared_passes", "shared_plan",
+           "sum_dtype", "target_log_probs", "with_cache"]
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_keyword(model_class: type) -> str:
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+
+
+def with_cache(model, cache) -> dict:
+    """``{keyword: cache}`` for ``model``'s forward: ``cache`` where its forward names it (transformers warns on
+    ``past_key_values`` there, and will drop it), else ``past_key_values`` (earlier transformers). A PEFT wrapper
+    is asked through the model it wraps (its own forward takes the keyword on as ``**kwargs``)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return {_cache_keyword(type(base)): cache}
+
+
+def returned_cache(output):
+    """The KV cache a forward returned, by either name (an output keeps the fields that are set)."""
+    return output["cache"] if "cache" in output else output["past_key_values"]
 
 
 def pass_cost(rows: int, width: int, batch_size: int) -> int:
@@ -226,8 +248,8 @@ def shared_first_scores(model, cache, first, rows: Sequence[Sequence[int]], *, b
     start = 0
     for part in parts:
         out = model(input_ids=torch.tensor(part, dtype=torch.long, device=device)[:, None],
-                    past_key_values=broadcast_cache(cache, len(part)), use_cache=True)
-        grown.append([(layer.keys, layer.values) for layer in out.past_key_values.layers])
+                    **with_cache(model, broadcast_cache(cache, len(part))), use_cache=True)
+        grown.append([(layer.keys, layer.values) for layer in returned_cache(out).layers])
         here = [i for i in later if start <= slot[rows[i][0]] < start + len(part)]
         at = torch.tensor([slot[rows[i][0]] - start for i in here], device=device)
         scored = target_log_probs(out.logits[at, -1], torch.tensor([rows[i][1] for i in here], device=device))
@@ -240,6 +262,6 @@ def shared_first_scores(model, cache, first, rows: Sequence[Sequence[int]], *, b
         pick = torch.tensor([slot[rows[i][0]] for i in chunk], device=device)
         fed, filled = padded_tensors([rows[i][1:-1] for i in chunk], pad_id, device)
         targets, _ = padded_tensors([rows[i][2:] for i in chunk], pad_id, device)
-        logits = model(input_ids=fed, past_key_values=picked_cache(kept, pick), use_cache=True).logits
+        logits = model(input_ids=fed, **with_cache(model, picked_cache(kept, pick)), use_cache=True).logits
         total[torch.tensor(chunk, device=device)] += row_totals(target_log_probs(logits, targets), filled, wide)
     return total

@@ -44,7 +44,8 @@ from medlama.core.models import (DTYPES, finish_loading, load_tokenizer, loading
 # BLANK and CHAT_INSTRUCTION are also read from here, where they were defined first
 from medlama.probers.causal.chat import BLANK, CHAT_INSTRUCTION, turns, user_message  # noqa: F401
 from medlama.probers.causal.passes import (broadcast_cache, padded_tensors, plain_layers, row_totals, rows_per_pass,
-                                           shared_first_scores, sum_dtype, target_log_probs)
+                                           returned_cache, shared_first_scores, sum_dtype, target_log_probs,
+                                           with_cache)
 from medlama.probers.mlm import logprob_elements
 from medlama.probers.prober import check_settings
 from medlama.core.settings import setting
@@ -384,8 +385,8 @@ class CausalLM:
 
         ids = torch.tensor([list(prefix)], dtype=torch.long, device=self.device)
         cache = DynamicCache(config=self.model.config)
-        result = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        return result.past_key_values, _log_softmax(result.logits[0, -1])
+        result = self.model(input_ids=ids, **with_cache(self.model, cache), use_cache=True, logits_to_keep=1)
+        return returned_cache(result), _log_softmax(result.logits[0, -1])
 
     def _cached(self, head, ids):
         """Per-token log-probabilities (batch x width) of ``ids`` after the cached prefix."""
@@ -395,7 +396,7 @@ class CausalLM:
         lp = first.to(ids.device)[ids[:, :1]]
         if ids.shape[1] == 1:
             return lp
-        logits = self.model(input_ids=ids[:, :-1], past_key_values=broadcast_cache(cache, ids.shape[0]),
+        logits = self.model(input_ids=ids[:, :-1], **with_cache(self.model, broadcast_cache(cache, ids.shape[0])),
                             use_cache=True).logits
         return torch.cat([lp, target_log_probs(logits, ids[:, 1:]).to(lp.device, lp.dtype)], dim=1)
 

@@ -61,7 +61,7 @@ from medlama.core.finite import require_log_probs
 from medlama.probers.causal.budget import PREDICTED_COST, PREFIX_COST, SLACK, exhaustive_token_forwards, \
     exhaustive_work, keep_searching, pass_cost, passes_work, pool_of, predicted_work, prefix_predicted_work, \
     row_lengths, scoring_passes
-from medlama.probers.causal.passes import broadcast_cache, padded_tensors, plain_cache_of, plain_layers
+from medlama.probers.causal.passes import broadcast_cache, padded_tensors, plain_cache_of, plain_layers, with_cache
 from medlama.probers.causal.trie import END
 from medlama.probers.causal.scoring import CausalLM, CausalQuery
 from medlama.probers.mlm import logprob_elements
@@ -368,7 +368,7 @@ class _Search:
             positions += range(len(path) - 1, len(path) + len(chain))
         keep = sorted(set(positions))
         column = {position: c for c, position in enumerate(keep)}
-        logits = self.lm.model(input_ids=ids, past_key_values=repeated, use_cache=True,
+        logits = self.lm.model(input_ids=ids, **with_cache(self.lm.model, repeated), use_cache=True,
                                logits_to_keep=torch.tensor(keep, device=self.lm.device)).logits
         self.token_forwards += ids.numel()  # the padding runs too
         at = logits[rows, [column[position] for position in positions]]

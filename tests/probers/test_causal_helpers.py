@@ -142,3 +142,39 @@ def test_the_search_counts_the_positions_its_passes_feed(tmp_path, monkeypatch, 
             if prefix_cost and kind != "mistral":  # each distinct name once, in the shared passes: no more work
                 # (rows fed whole go in passes of 4 by length: a repeat left out can shift a pass's longest row)
                 assert result.work <= causal_search.exhaustive_work(prober.lm, text, POOL, batch_size=4)
+
+
+def test_the_cache_goes_by_the_name_the_installed_transformers_gives_it(tmp_path, caplog):
+    """Every causal scorer (exhaustive, best-first, multiple choice, the logit lens) hands the model its KV cache
+    by the keyword its forward names (``cache`` in a transformers that deprecates ``past_key_values`` and will
+    drop it): no deprecation is warned of, and the scores are those of the other keyword; a model class whose
+    forward names ``past_key_values`` (an earlier transformers, remote code) is given that one."""
+    import logging
+    import warnings
+
+    from medlama.probers.causal.passes import returned_cache, with_cache
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
+    from medlama.probers.pools import rank_choices
+
+    class Earlier:
+        def forward(self, input_ids=None, past_key_values=None, use_cache=None):
+            return {"past_key_values": past_key_values}
+
+    assert with_cache(Earlier(), "kv") == {"past_key_values": "kv"}
+    assert returned_cache(Earlier().forward(**with_cache(Earlier(), "kv"))) == "kv"
+
+    path = str(save_causal(tmp_path / "gpt2", "gpt2"))
+    gold = [["pain"], ["asthma attack cough"], ["kidney"], ["fever"]]
+    queries = QuerySet([f"q{i}" for i in range(len(TEXTS))], ["r"] * len(TEXTS), TEXTS, gold, POOL)
+    offered = [[g[0], *[name for name in POOL if name != g[0]][:2]] for g in gold]
+    choices = QuerySet(queries.ids, queries.relations, TEXTS, gold, sorted({n for row in offered for n in row}),
+                       choices=offered)
+    caplog.set_level(logging.WARNING)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for search in ("exhaustive", "best-first"):
+            CausalLikelihoodProber(path, LikelihoodSettings(search=search, batch_size=4)).rank(queries, 5)
+        rank_choices(CausalLikelihoodProber(path, LikelihoodSettings(batch_size=4)), choices, 1)
+        CausalLikelihoodProber(path, LikelihoodSettings(layers=(1,), batch_size=4)).rank_layers_scored(queries, 5)
+    said = [str(w.message) for w in caught] + [record.getMessage() for record in caplog.records]
+    assert not [text for text in said if "past_key_values" in text or "cache_params" in text], said
