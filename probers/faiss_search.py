@@ -122,7 +122,7 @@ def rank_pool(name_vectors: np.ndarray, query_vectors: np.ndarray, top_k: int, d
         names32 = names32.mul_(2)
     # float32 rounding of a product over ``dim`` terms, its operands' rounding, the offset and the subtraction
     slack = 2 * (dim + 8) * 2.0 ** -24
-    largest = float(names64.norm(dim=1).max()) if count else 0.0
+    largest = float(exact.names_sq.max()) ** 0.5 if count and distance == "l2" else 0.0  # cosine: unit vectors
     block = max(1, BLOCK_ELEMENTS.get(device.type, GPU_BLOCK_ELEMENTS) // max(count, 1))
     ranks: PoolRanks = PoolRanks([], [], [], [])
     precision = torch.get_float32_matmul_precision()
@@ -158,8 +158,9 @@ class _ExactScores:
 
     def __init__(self, names: Any, queries: Any, distance: Distance) -> None:
         self.names, self.queries, self.distance = names, queries, distance
-        # squared norms once per vector (every pair reads the same one): a plain sum serves
-        self.names_sq, self.queries_sq = (names * names).sum(-1), (queries * queries).sum(-1)
+        # squared norms once per vector (every pair reads the same one): a plain sum serves; l2's only
+        self.names_sq, self.queries_sq = ((names * names).sum(-1), (queries * queries).sum(-1)) \
+            if distance == "l2" else (None, None)
         # on a CPU numpy sums the pairs (:func:`_dot_pairs`, _dot's order and bits): torch's gathers of every
         # pair's vectors and its whole-size temporaries took most of rank_pool's time there
         self.arrays = (queries.numpy(), names.numpy()) if names.device.type == "cpu" else None
@@ -290,9 +291,8 @@ def _rank_block(ranks: PoolRanks, exact: _ExactScores, outside: Any, rows: Any, 
         gold_index = torch.tensor([best[c][1] for c in counted], device=device)
         # the gold's float32 key, and how far any float32 key may be from its float64 score
         centre = gold + exact.queries_sq[query] if exact.distance == "l2" else gold
-        norm = exact.queries[query].norm(dim=1)
-        bound = slack * (2 * norm * largest + largest ** 2) if exact.distance == "l2" else \
-            torch.full_like(gold, 2 * slack)
+        bound = slack * (2 * exact.queries_sq[query].sqrt() * largest + largest ** 2) \
+            if exact.distance == "l2" else torch.full_like(gold, 2 * slack)
         bound = bound + centre.abs() * 2.0 ** -22  # the float32 rounding of the limits themselves
         # the limits of every row of the block (+inf: a row not counted, nothing above or within), so that the
         # comparisons read the block itself rather than a copy of its counted rows
