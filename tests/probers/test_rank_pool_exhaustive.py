@@ -129,3 +129,25 @@ def test_the_normaliser_is_torch_logsumexp_bit_for_bit():
     ours = faiss_search._log_sum_exp_(keys.clone())
     assert torch.equal(ours, expected)
     assert ours[7] == float("-inf")
+
+
+@pytest.mark.usefixtures("one_thread")  # the benchmark's --threads 1 then changes nothing
+def test_the_search_benchmark_checks_its_rankings(capsys):
+    """``benchmarks/bench_retrieval_search.py`` runs and checks every ``rank_pool`` (today's and, with ``--before``,
+    an earlier commit's) against the whole matrix; speed is measured by the benchmark only, never asserted."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    benchmarks = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(benchmarks))
+    try:
+        import bench_retrieval_search  # a script beside the other benchmarks
+    finally:
+        sys.path.remove(str(benchmarks))
+    flags = ["--queries", "40", "--names", "70", "--dim", "12", "--repeat", "1", "--threads", "1", "--clock", "cpu"]
+    in_git = subprocess.run(["git", "-C", str(benchmarks), "rev-parse", "HEAD"], capture_output=True).returncode == 0
+    assert bench_retrieval_search.main(flags + (["--before", "HEAD"] if in_git else [])) == 0
+    printed = capsys.readouterr().out
+    assert "cpu seconds, best of 1" in printed and "top lists and gold ranks identical: True" in printed
+    assert ("rank_pool HEAD" in printed) == in_git
