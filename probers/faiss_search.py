@@ -206,8 +206,9 @@ def _log_sum_exp_(keys: Any) -> Any:
     """``torch.logsumexp(keys, dim=1)`` of a float32 block, in place (``keys`` is consumed), the same operations in
     the same order, but with the exponents raised to :data:`_SUBNORMAL_EXP` at least: on a CPU, the exp() of
     the far names (subnormal results) took most of the normaliser's time. Each row's sum holds its largest term,
-    1, so a term under 1.7e-38 changes none of its bits (whether it is that or less); a row whose largest key is
-    infinite is left to ``torch.logsumexp``."""
+    1, and a term under 1.7e-38 (whether it is that or less) is far below that sum's rounding: the same bits (a
+    test compares them with ``torch.logsumexp``'s); a row whose largest key is infinite is left to
+    ``torch.logsumexp``."""
     import torch  # as rank_pool
 
     largest = keys.amax(dim=1, keepdim=True)
