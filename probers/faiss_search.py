@@ -118,9 +118,11 @@ def rank_pool(name_vectors: np.ndarray, query_vectors: np.ndarray, top_k: int, d
         if by_faiss else None
     names32 = names64.float()
     offset = exact.names_sq.float() if distance == "l2" else None
+    if offset is not None:  # the product with twice the names is twice the product, exactly: one pass fewer
+        names32 = names32.mul_(2)
     # float32 rounding of a product over ``dim`` terms, its operands' rounding, the offset and the subtraction
     slack = 2 * (dim + 8) * 2.0 ** -24
-    largest = float(names64.norm(dim=1).max()) if count else 0.0
+    largest = float(exact.names_sq.max()) ** 0.5 if count and distance == "l2" else 0.0  # cosine: unit vectors
     block = max(1, BLOCK_ELEMENTS.get(device.type, GPU_BLOCK_ELEMENTS) // max(count, 1))
     ranks: PoolRanks = PoolRanks([], [], [], [])
     precision = torch.get_float32_matmul_precision()
@@ -128,23 +130,21 @@ def rank_pool(name_vectors: np.ndarray, query_vectors: np.ndarray, top_k: int, d
     try:
         for start in range(0, len(queries64), block):
             rows = torch.arange(start, min(start + block, len(queries64)), device=device)
-
-            def keys(which: Any) -> Any:  # float32 scores plus the query's squared norm (higher is nearer)
-                product = queries64[which].float() @ names32.T
-                return product.mul_(2).sub_(offset) if offset is not None else product
-
+            # float32 scores plus the query's squared norm (higher is nearer): one product of the block serves the
+            # torch top, the gold ranks and the softmax's normaliser
+            block_keys = queries64[rows].float() @ names32.T
+            if offset is not None:
+                block_keys.sub_(offset)
             # torch: a few more than the top by float32, then the top of those by float64, ties by pool order
-            picked = top[rows] if by_faiss else keys(rows).topk(min(k + MARGIN, count), dim=1).indices
+            picked = top[rows] if by_faiss else block_keys.topk(min(k + MARGIN, count), dim=1).indices
             picked_scores = exact.scores(rows[:, None], picked)
             if not by_faiss:
                 order = torch.sort(picked, dim=1, stable=True).indices
                 order = order.gather(1, torch.sort(-picked_scores.gather(1, order), dim=1, stable=True).indices)
                 order = order[:, :k]
                 picked, picked_scores = picked.gather(1, order), picked_scores.gather(1, order)
-            # one float32 product of the block serves the gold ranks and the softmax's normaliser
-            block_keys = keys(rows)
-            _rank_block(ranks, exact, lambda which: block_keys[which - start].clone(), rows, picked, picked_scores,
-                        gold_at, slack, largest)
+            block_keys.scatter_(1, picked, float("-inf"))  # the top is ranked already, and summed in float64
+            _rank_block(ranks, exact, block_keys, rows, picked, picked_scores, gold_at, slack, largest)
             ranks.log_normalizers.extend(_log_normalizers(exact, rows, block_keys, picked, picked_scores))
     finally:
         torch.set_float32_matmul_precision(precision)
@@ -158,34 +158,68 @@ class _ExactScores:
 
     def __init__(self, names: Any, queries: Any, distance: Distance) -> None:
         self.names, self.queries, self.distance = names, queries, distance
-        # squared norms once per vector (every pair reads the same one): a plain sum serves
-        self.names_sq, self.queries_sq = (names * names).sum(-1), (queries * queries).sum(-1)
+        # squared norms once per vector (every pair reads the same one): a plain sum serves; l2's only
+        self.names_sq, self.queries_sq = ((names * names).sum(-1), (queries * queries).sum(-1)) \
+            if distance == "l2" else (None, None)
+        # on a CPU numpy sums the pairs (:func:`_dot_pairs`, _dot's order and bits): torch's gathers of every
+        # pair's vectors and its whole-size temporaries took most of rank_pool's time there
+        self.arrays = (queries.numpy(), names.numpy()) if names.device.type == "cpu" else None
 
     def scores(self, query: Any, name: Any) -> Any:
         """The scores of the pairs ``(query, name)``: index tensors of shapes that broadcast (a block's rows
         as a column against its picked names: each query's vector is read once, not once per name)."""
-        product = _dot(self.queries[query], self.names[name])
+        import torch  # as rank_pool
+
+        if self.arrays is None:
+            product = _dot(self.queries[query], self.names[name])
+        else:
+            query, name = torch.broadcast_tensors(query, name)
+            product = torch.from_numpy(_dot_pairs(*self.arrays, query.reshape(-1).numpy(),
+                                                  name.reshape(-1).numpy())).reshape(query.shape)
         if self.distance == "l2":
             product = -((self.queries_sq[query] - 2 * product) + self.names_sq[name])
         return product
 
 
-def _log_normalizers(exact: _ExactScores, rows: Any, block_keys: Any, picked: Any, picked_scores: Any) -> list[float]:
+def _log_normalizers(exact: _ExactScores, rows: Any, outside: Any, picked: Any, picked_scores: Any) -> list[float]:
     """The log-sum-exp over the whole pool of each query of ``rows``' scores (the softmax's normaliser, which the
     top alone does not give). The top's terms are their float64 scores; every other name's is its float32 key
-    (the product :func:`rank_pool` already made for the gold ranks). A float32 key is off by about 1e-7 of the
-    vectors' squared norms, and only the names outside the top carry that error, weighted by their share of the
-    softmax: the log-normaliser is off by about 3e-7 on scores of magnitude 170 (random vectors, against a float64
-    product of the whole block), a relative 3e-7 of the confidence, at no second product of the block."""
+    (``outside``: the product :func:`rank_pool` already made for the gold ranks, the top's keys ``-inf``; consumed
+    here). A float32 key is off by about 1e-7 of the vectors' squared norms, and only the names outside the top
+    carry that error, weighted by their share of the softmax: the log-normaliser is off by about 3e-7 on scores
+    of magnitude 170 (random vectors, against a float64 product of the whole block), a relative 3e-7 of the
+    confidence, at no second product of the block."""
     import torch  # as rank_pool
 
-    outside = block_keys.clone()
-    outside.scatter_(1, picked, float("-inf"))
-    far = torch.logsumexp(outside, dim=1).double()
+    far = _log_sum_exp_(outside).double()
     if exact.distance == "l2":  # a key leaves out the query's squared norm: the score is the key minus it
         far -= exact.queries_sq[rows]
     near = torch.logsumexp(picked_scores, dim=1) if picked.shape[1] else torch.full_like(far, float("-inf"))
     return torch.logaddexp(near, far).tolist()
+
+
+#: exp() of a float32 below this is subnormal (under 1.2e-38), which a CPU computes many times slower.
+_SUBNORMAL_EXP = -87.0
+
+
+def _log_sum_exp_(keys: Any) -> Any:
+    """``torch.logsumexp(keys, dim=1)`` of a float32 block, in place (``keys`` is consumed), the same operations in
+    the same order, but with the exponents raised to :data:`_SUBNORMAL_EXP` at least: on a CPU, the exp() of
+    the far names (subnormal results) took most of the normaliser's time. Each row's sum holds its largest term,
+    1, and a term under 1.7e-38 (whether it is that or less) is far below that sum's rounding: the same bits (a
+    test compares them with ``torch.logsumexp``'s); a row whose largest key is infinite is left to
+    ``torch.logsumexp``."""
+    import torch  # as rank_pool
+
+    largest = keys.amax(dim=1, keepdim=True)
+    infinite = largest.abs() == float("inf")
+    rows = infinite[:, 0].nonzero()[:, 0]
+    exact = torch.logsumexp(keys[rows], dim=1) if len(rows) else None
+    largest.masked_fill_(infinite, 0)
+    total = keys.sub_(largest).clamp_min_(_SUBNORMAL_EXP).exp_().sum(1).log_().add_(largest[:, 0])
+    if exact is not None:
+        total[rows] = exact
+    return total
 
 
 def _dot(a: Any, b: Any) -> Any:
@@ -193,6 +227,12 @@ def _dot(a: Any, b: Any) -> Any:
     halving (an odd column folded into the first; elementwise additions only: no reduction kernel whose order
     could depend on the number of rows or the device)."""
     terms = a * b
+    return _halve(terms)[..., 0].clone()
+
+
+def _halve(terms: Any) -> Any:
+    """``terms`` (a tensor or array) summed along its last dimension in place, into its first column, by
+    :func:`_dot`'s halving."""
     width = terms.shape[-1]
     while width > 1:
         if width % 2:
@@ -200,12 +240,28 @@ def _dot(a: Any, b: Any) -> Any:
             terms[..., 0] += terms[..., width]
         width //= 2
         terms[..., :width] += terms[..., width:2 * width]
-    return terms[..., 0].clone()
+    return terms
 
 
-def _rank_block(ranks: PoolRanks, exact: _ExactScores, keys: Any, rows: Any, picked: Any, picked_scores: Any,
+#: Pairs summed at once by :func:`_dot_pairs`: their terms (256 x 384 float64, 768 KiB) stay in the CPU's cache.
+PAIR_CHUNK = 256
+
+
+def _dot_pairs(left: np.ndarray, right: np.ndarray, left_at: np.ndarray, right_at: np.ndarray) -> np.ndarray:
+    """:func:`_dot` of the pairs ``(left[left_at[i]], right[right_at[i]])`` (float64 arrays), bit for bit, a
+    cache-sized chunk of pairs at a time."""
+    out = np.empty(len(left_at), dtype=np.float64)
+    for start in range(0, len(left_at), PAIR_CHUNK):
+        terms = left[left_at[start:start + PAIR_CHUNK]]
+        terms *= right[right_at[start:start + PAIR_CHUNK]]
+        out[start:start + PAIR_CHUNK] = _halve(terms)[:, 0]
+    return out
+
+
+def _rank_block(ranks: PoolRanks, exact: _ExactScores, outside: Any, rows: Any, picked: Any, picked_scores: Any,
                 gold_at: Sequence[Sequence[int]], slack: float, largest: float) -> None:
-    """Append the block ``rows``' entries to ``ranks`` (see :func:`rank_pool`)."""
+    """Append the block ``rows``' entries to ``ranks`` (see :func:`rank_pool`; ``outside``: the block's float32
+    keys, the top's ``-inf``)."""
     import torch  # as rank_pool
 
     device = rows.device
@@ -234,23 +290,28 @@ def _rank_block(ranks: PoolRanks, exact: _ExactScores, keys: Any, rows: Any, pic
         query = rows[local]
         gold = torch.tensor([best[c][0] for c in counted], dtype=torch.float64, device=device)
         gold_index = torch.tensor([best[c][1] for c in counted], device=device)
-        near = keys(query)
-        near.scatter_(1, picked[local], float("-inf"))  # the top is ranked already
         # the gold's float32 key, and how far any float32 key may be from its float64 score
         centre = gold + exact.queries_sq[query] if exact.distance == "l2" else gold
-        norm = exact.queries[query].norm(dim=1)
-        bound = slack * (2 * norm * largest + largest ** 2) if exact.distance == "l2" else \
-            torch.full_like(gold, 2 * slack)
+        bound = slack * (2 * exact.queries_sq[query].sqrt() * largest + largest ** 2) \
+            if exact.distance == "l2" else torch.full_like(gold, 2 * slack)
         bound = bound + centre.abs() * 2.0 ** -22  # the float32 rounding of the limits themselves
-        high, low = (centre + bound).float()[:, None], (centre - bound).float()[:, None]
-        ahead = (near > high).sum(1)
-        unsure = ((near >= low) & (near <= high)).nonzero()
+        # the limits of every row of the block (+inf: a row not counted, nothing above or within), so that the
+        # comparisons read the block itself rather than a copy of its counted rows
+        high = torch.full((len(rows), 1), float("inf"), device=device)
+        low = high.clone()
+        high[local, 0], low[local, 0] = (centre + bound).float(), (centre - bound).float()
+        ahead = outside > high
+        within = (outside >= low) ^ ahead  # high >= low: those above are also at or above the low limit
+        ahead = ahead.sum(1, dtype=torch.int32)  # int32: on a CPU twice as fast as the default int64
+        unsure = within.nonzero()
         if len(unsure):
             at, name = unsure[:, 0], unsure[:, 1]
-            again = exact.scores(query[at], name)
-            beats = (again > gold[at]) | ((again == gold[at]) & (name < gold_index[at]))
-            ahead = ahead.index_add(0, at, beats.long())
-        for c, rank, score in zip(counted, (ahead + picked.shape[1] + 1).tolist(), gold.tolist()):
+            place = torch.zeros(len(rows), dtype=torch.long, device=device)
+            place[local] = torch.arange(len(counted), device=device)
+            again = exact.scores(rows[at], name)
+            beats = (again > gold[place[at]]) | ((again == gold[place[at]]) & (name < gold_index[place[at]]))
+            ahead = ahead.index_add(0, at, beats.to(ahead.dtype))
+        for c, rank, score in zip(counted, (ahead[local] + picked.shape[1] + 1).tolist(), gold.tolist()):
             gold_ranks[c], gold_scores[c] = rank, score
     ranks.top.extend(tops)
     ranks.top_scores.extend(top_scores)
