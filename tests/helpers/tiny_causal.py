@@ -75,6 +75,23 @@ def save_causal(folder, kind: str, *, eos: bool = True, seed: int = 0, flat: boo
     return folder
 
 
+def save_mistral(folder):
+    """A tiny Mistral with a sliding window (4, shorter than the longest prefix) saved in ``folder``: its cache is
+    not plain keys and values, so no rows can be picked from it and every row is scored whole."""
+    import torch
+    from transformers import MistralConfig, MistralForCausalLM
+
+    tokenizer = llama_tokenizer()
+    torch.manual_seed(0)
+    model = MistralForCausalLM(MistralConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                             max_position_embeddings=64, sliding_window=4, bos_token_id=1,
+                                             eos_token_id=2))
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
 def reference_log_prob(folder, text: str, answer: str) -> float:
     """log P(answer + rest | text before [Y]) from one plain forward pass over the whole tokenised sentence."""
     from transformers import AutoModelForCausalLM, AutoTokenizer

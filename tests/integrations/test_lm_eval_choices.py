@@ -5,17 +5,14 @@ is medlama's top choice), and the group's ``acc`` is medlama's micro acc@1 on th
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 
 import numpy as np
 import pytest
 
-if importlib.util.find_spec("lm_eval") is None:  # the optional extra medlama[harness]; CI installs it
-    if os.environ.get("CI"):
-        pytest.fail("lm-evaluation-harness is not installed: install medlama[harness]", pytrace=False)
-    pytest.skip("lm-evaluation-harness (the extra medlama[harness]) is not installed", allow_module_level=True)
+from lm_eval_extra import require_lm_eval  # tests/helpers (pytest pythonpath)
+
+require_lm_eval()  # the optional extra medlama[harness]; CI installs it
 
 from fp32 import fp32_sum_atol  # tests/helpers (pytest pythonpath)
 from tiny_causal import save_causal  # tests/helpers: tiny causal LMs with locally trained tokenizers

@@ -84,22 +84,12 @@ def test_probe_of_a_choice_set_runs_shared_passes_and_records_it(tmp_path):
 def test_a_sliding_window_cache_is_scored_one_query_at_a_time_with_the_same_numbers(tmp_path):
     """A cache that is not plain keys and values (a sliding window, here shorter than the longest prefix) cannot
     have rows picked from it: the choices are scored one query at a time, its cache deep-copied per pass."""
-    import torch
-    from tiny_causal import llama_tokenizer
-    from transformers import MistralConfig, MistralForCausalLM
+    from tiny_causal import save_mistral
 
     from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
     from medlama.probers.pools import one_choice_pool, rank_choices
 
-    tokenizer = llama_tokenizer()
-    torch.manual_seed(0)
-    model = MistralForCausalLM(MistralConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
-                                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                             max_position_embeddings=64, sliding_window=4, bos_token_id=1,
-                                             eos_token_id=2))
-    model.save_pretrained(tmp_path / "mistral")
-    tokenizer.save_pretrained(tmp_path / "mistral")
-    path = str(tmp_path / "mistral")
+    path = save_mistral(tmp_path / "mistral")
     queries = _choice_set()
     prober = CausalLikelihoodProber(path, LikelihoodSettings(batch_size=4))
     calls = []

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from tiny_causal import NAMES, llama_tokenizer, save_causal  # tests/helpers
+from tiny_causal import NAMES, save_causal, save_mistral  # tests/helpers
 
 from medlama.probers.query_set import QuerySet
 
@@ -58,21 +58,6 @@ def test_row_totals_equal_a_loop_and_leave_the_padding_out(reduction):
     assert not math.isnan(totals[1]) and not math.isnan(totals[2])
 
 
-def _mistral(folder):
-    """A tiny Mistral with a sliding window: its cache is not plain, so every row is scored whole."""
-    from transformers import MistralConfig, MistralForCausalLM
-
-    tokenizer = llama_tokenizer()
-    torch.manual_seed(0)
-    model = MistralForCausalLM(MistralConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
-                                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                             max_position_embeddings=64, sliding_window=4, bos_token_id=1,
-                                             eos_token_id=2))
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
-
-
 def _fed(prober):
     """The ``(rows, width)`` of every forward pass of ``prober``'s model, as they run."""
     calls = []
@@ -90,7 +75,7 @@ def test_the_exhaustive_count_is_the_positions_its_passes_feed(tmp_path, kind):
     from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
     from medlama.probers.causal.search import exhaustive_token_forwards, exhaustive_work
 
-    path = _mistral(tmp_path / kind) if kind == "mistral" else str(save_causal(tmp_path / kind, kind))
+    path = save_mistral(tmp_path / kind) if kind == "mistral" else str(save_causal(tmp_path / kind, kind))
     for batch_size in (2, 7, 64):
         prober = CausalLikelihoodProber(path, LikelihoodSettings(search="exhaustive", batch_size=batch_size))
         calls = _fed(prober)
@@ -116,7 +101,7 @@ def test_the_search_counts_the_positions_its_passes_feed(tmp_path, monkeypatch, 
     from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
     from medlama.probers.mlm import rank_unique
 
-    path = _mistral(tmp_path / kind) if kind == "mistral" else str(save_causal(tmp_path / kind, kind, flat=flat))
+    path = save_mistral(tmp_path / kind) if kind == "mistral" else str(save_causal(tmp_path / kind, kind, flat=flat))
     prober = CausalLikelihoodProber(path, LikelihoodSettings(search="exhaustive", batch_size=4))
     queries = QuerySet([f"q{i}" for i in range(len(TEXTS))], ["r"] * len(TEXTS), TEXTS,
                        [["pain"], ["asthma attack cough"], ["kidney"], ["fever"]], POOL)
