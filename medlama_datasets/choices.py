@@ -94,10 +94,15 @@ class _Pool:
     def __init__(self, pool: Sequence[tuple[str, str]]) -> None:
         self.names: list[str] = []
         self.position: dict[str, int] = {}
+        self.key_of = dict(pool)  # a query's answers are mostly pool names: their keys are known already
         for name, key in pool:
             if key not in self.position:
                 self.position[key] = len(self.names)
                 self.names.append(name)
+
+    def key(self, name: str) -> str:
+        """The normalised key of ``name`` (looked up when the pool holds it)."""
+        return self.key_of[name] if name in self.key_of else answer_normalizer()(name)
 
     def eligible(self, excluded: set[str]) -> list[str]:
         """The names whose key is not in ``excluded``, in order (the same list as a walk of the pool gives)."""
@@ -112,9 +117,8 @@ class _Pool:
 
 def _draw(query_id: str, gold: str, answers: Iterable[str], pool: _Pool, count: int,
           seed: int) -> tuple[list[str], int]:
-    norm = answer_normalizer()
     # one name per normalised key (no two choices read as the same answer), none matching a gold answer
-    eligible = pool.eligible({norm(name) for name in (gold, *answers)})
+    eligible = pool.eligible({pool.key(name) for name in (gold, *answers)})
     rng = random.Random(SEED_FORMAT.format(seed=seed, id=query_id))
     choices = [gold, *rng.sample(eligible, min(count, len(eligible)))]
     rng.shuffle(choices)
