@@ -77,7 +77,7 @@ def draw_choices(query_id: str, gold: str, answers: Iterable[str], pool: Iterabl
                  seed: int) -> tuple[list[str], int]:
     """``(choices, label)`` of one query by :data:`DRAW_RULE`: ``gold`` and up to ``count`` names of ``pool``
     that match none of ``answers`` (after normalisation), shuffled; ``label`` is ``gold``'s index."""
-    return _draw(query_id, gold, answers, keyed(pool), count, seed)
+    return _draw(query_id, gold, answers, _Pool(keyed(pool)), count, seed)
 
 
 def keyed(pool: Iterable[str]) -> list[tuple[str, str]]:
@@ -86,15 +86,39 @@ def keyed(pool: Iterable[str]) -> list[tuple[str, str]]:
     return [(name, norm(name)) for name in sorted(set(pool))]
 
 
-def _draw(query_id: str, gold: str, answers: Iterable[str], pool: Sequence[tuple[str, str]], count: int,
+class _Pool:
+    """A keyed pool made ready for many draws: its names kept once per normalised key (the first in sorted order)
+    and each key's position among them. A query's eligible names are these less its excluded keys' few names, cut
+    out by slicing: a build draws for every query, and walking the whole pool per query was most of its time."""
+
+    def __init__(self, pool: Sequence[tuple[str, str]]) -> None:
+        self.names: list[str] = []
+        self.position: dict[str, int] = {}
+        self.key_of = dict(pool)  # a query's answers are mostly pool names: their keys are known already
+        for name, key in pool:
+            if key not in self.position:
+                self.position[key] = len(self.names)
+                self.names.append(name)
+
+    def key(self, name: str) -> str:
+        """The normalised key of ``name`` (looked up when the pool holds it)."""
+        return self.key_of[name] if name in self.key_of else answer_normalizer()(name)
+
+    def eligible(self, excluded: set[str]) -> list[str]:
+        """The names whose key is not in ``excluded``, in order (the same list as a walk of the pool gives)."""
+        cuts = sorted(self.position[key] for key in excluded if key in self.position)
+        eligible, start = [], 0
+        for cut in cuts:
+            eligible += self.names[start:cut]
+            start = cut + 1
+        eligible += self.names[start:]
+        return eligible
+
+
+def _draw(query_id: str, gold: str, answers: Iterable[str], pool: _Pool, count: int,
           seed: int) -> tuple[list[str], int]:
-    norm = answer_normalizer()
-    excluded = {norm(name) for name in (gold, *answers)}
-    eligible, seen = [], set(excluded)
-    for name, key in pool:  # one name per normalised key: no two choices read as the same answer
-        if key not in seen:
-            seen.add(key)
-            eligible.append(name)
+    # one name per normalised key (no two choices read as the same answer), none matching a gold answer
+    eligible = pool.eligible({pool.key(name) for name in (gold, *answers)})
     rng = random.Random(SEED_FORMAT.format(seed=seed, id=query_id))
     choices = [gold, *rng.sample(eligible, min(count, len(eligible)))]
     rng.shuffle(choices)
@@ -135,7 +159,7 @@ def by_pool(rows: Sequence[dict], *, group_of: Callable[[dict], str], names_of: 
     pools: dict[str, set[str]] = {}
     for row in rows:
         pools.setdefault(group_of(row), set()).update(names_of(row))
-    keyed_pools = {group: keyed(names) for group, names in pools.items()}
+    keyed_pools = {group: _Pool(keyed(names)) for group, names in pools.items()}
     out, short = [], []
     for row in rows:
         choices, label = _draw(row["id"], gold_of(row), answers_of(row), keyed_pools[group_of(row)], count, seed)

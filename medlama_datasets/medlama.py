@@ -420,7 +420,9 @@ def build_medlama(source: str | Path | None = None, *, rule: HardnessRule = Hard
                                                                  "is_hard"]).to_list(),
                            downloads=download_config(cache_dir))
     candidates: dict[str, list[str]] = {}
-    for set_name, rows in (("full", full), ("hard", hard)):
+    # Each set as plain rows once: a Dataset's own row iterator formats every row anew on every pass
+    listed = {"full": full.to_list(), "hard": hard.to_list()}
+    for set_name, rows in listed.items():
         by_relation: dict[str, list[dict]] = {}
         for row in rows:
             by_relation.setdefault(row["relation"], []).append(row)
@@ -429,12 +431,11 @@ def build_medlama(source: str | Path | None = None, *, rule: HardnessRule = Hard
                 candidates[f"{set_name}_{rel}"] = candidate_names(by_relation[rel])
             elif set_name == "hard":
                 report.empty_configs.append(f"hard_{rel}")
-    for set_name, rows in (("full", full), ("hard", hard)):
+    for set_name, rows in listed.items():
         candidates[set_name] = candidate_names(rows)
     record = ChoicesRecord(distractors=choices, seed=choices_seed)
     drawn = datasets.DatasetDict({mc_config(name): mc_dataset(with_medlama_choices(
-        rows.to_list(), choices, choices_seed, record, mc_config(name)), features())
-        for name, rows in (("full", full), ("hard", hard))})
+        rows, choices, choices_seed, record, mc_config(name)), features()) for name, rows in listed.items()})
     return MedlamaBuild(datasets=datasets.DatasetDict({"full": full, "hard": hard}), candidates=candidates,
                         report=report, choices=drawn, choices_record=record)
 

@@ -53,6 +53,29 @@ import pytest  # noqa: E402
 
 import medlama.cli  # noqa: E402
 
+
+def _card_yaml_compiled() -> None:
+    """``load_dataset(folder, config)`` reads the folder's card (its ``configs``, in YAML) anew on every call,
+    through huggingface_hub's ``repocard`` and PyYAML's pure-Python ``safe_load``: 0.2 s of the 0.34 s a call
+    takes on a MedLAMA folder (its 230 configs), and the tests make hundreds of such calls. Here ``repocard``
+    parses with PyYAML's compiled safe loader (libyaml's: the same safe schema), where PyYAML has one;
+    ``tests/datasets/test_card_yaml.py`` checks it reads every built card as the pure-Python loader does."""
+    import types
+
+    import yaml
+    from huggingface_hub import repocard
+
+    if not getattr(yaml, "__with_libyaml__", False) or getattr(repocard.yaml, "compiled_for_tests", False):
+        return
+    compiled = types.ModuleType("yaml")
+    compiled.__dict__.update(yaml.__dict__)
+    compiled.safe_load = lambda stream: yaml.load(stream, Loader=yaml.CSafeLoader)  # noqa: S506 - the safe one
+    compiled.compiled_for_tests = True
+    repocard.yaml = compiled
+
+
+_card_yaml_compiled()
+
 # Every command module imported once, before any test patches a name in one of them: a command module
 # first imported under a patch (``from medlama.commands.probe import load_queries``) would keep it.
 medlama.cli.build_parser()
@@ -341,6 +364,7 @@ def sets(tmp_path_factory) -> Path:
 
 
 def pytest_collection_modifyitems(config, items):
-    """The slow tests first (a stable sort keeps every other order): the two workers share them from the start,
-    and the many short tests fill the end, so neither worker waits alone on a long test at the close."""
+    """The slow tests first (a stable sort keeps every other order): under ``--dist worksteal`` (pyproject's
+    addopts) the worker that runs out takes the far end of the other's queue, the many short tests, so neither
+    waits alone on a long test at the close."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)

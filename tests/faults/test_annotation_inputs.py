@@ -8,7 +8,8 @@ import json
 import subprocess
 
 import pytest
-from refusals import error_line, medlama
+from refusals import error_line
+from refusals import medlama_here as medlama  # the CLI's main, in this process
 
 from annotation_runs import rated_sheet, write_run
 from medlama.annotation.label_studio import choice_value

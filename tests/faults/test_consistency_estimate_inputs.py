@@ -9,7 +9,8 @@ import subprocess
 from annotation_runs import rated_sheet, write_run
 from consistency_runs import QUERIES, R, write_fact_run
 from estimate_runs import write_scored_run
-from refusals import error_line, medlama
+from refusals import error_line
+from refusals import medlama_here as medlama  # the CLI's main, in this process
 
 
 def refused(result: subprocess.CompletedProcess) -> str:

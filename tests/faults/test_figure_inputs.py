@@ -4,16 +4,14 @@ one ``medlama: error:`` line naming the file or the setting, exit status 2, no t
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from refusals import medlama_here  # tests/helpers: the CLI's main, in this process
 
 
 def medlama(*words: str, cwd: Path) -> tuple[int, str]:
-    run = subprocess.run([sys.executable, "-P", "-m", "medlama", *words], capture_output=True, text=True, cwd=cwd,
-                         timeout=300)
+    run = medlama_here(*words, cwd=cwd)  # the CLI's main in this process (tests/helpers/refusals.py)
     return run.returncode, run.stderr
 
 

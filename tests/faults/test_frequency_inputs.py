@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from frequency_inputs import build_index, probe_folder
+from refusals import medlama_here  # tests/helpers: the command line through the CLI's main, in this process
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +26,7 @@ def good(tmp_path_factory):
 def refused(cwd: Path, *words: str) -> str:
     """The one error line of a refused ``medlama frequency`` (and that it wrote nothing into ``cwd``)."""
     before = sorted(p.name for p in cwd.iterdir())
-    done = subprocess.run([sys.executable, "-P", "-m", "medlama", "frequency", *words], capture_output=True,
-                          text=True, cwd=cwd, timeout=600)
+    done = medlama_here("frequency", *words, cwd=cwd)  # the CLI's main in this process; the bins cases run python -m
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.startswith("medlama: error:")]

@@ -6,13 +6,12 @@ wrong record."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from refusals import medlama_here  # tests/helpers: the CLI's main, in this process
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
@@ -29,9 +28,9 @@ def world(tmp_path_factory, one_thread):
 
 
 def medlama(*args) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    return subprocess.run([sys.executable, "-P", "-m", "medlama", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=600)
+    """``medlama ARGS`` through the CLI's main in this process (tests/helpers/refusals.py; offline, as
+    tests/conftest.py sets the environment)."""
+    return medlama_here(*args)
 
 
 def probe(root: Path, prompts, out, *more, data=None, model=None):

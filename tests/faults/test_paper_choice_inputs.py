@@ -5,17 +5,17 @@ nothing written, before any model loads."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from medlama.core.errors import MedlamaInputError
+from refusals import medlama_here  # tests/helpers: the CLI's main, in this process
 
 
 def medlama(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "medlama", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=300)
+    """``medlama ARGS`` in ``cwd``, through the CLI's main in this process (tests/helpers/refusals.py)."""
+    return medlama_here(*args, cwd=cwd)
 
 
 def refused(result: subprocess.CompletedProcess, message: str) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 import cv_inputs  # tests/helpers (pytest pythonpath)
+from refusals import medlama_here  # tests/helpers: the CLI's main, in this process
 from tiny_causal import save_causal
 
 pytestmark = pytest.mark.slow
@@ -32,10 +33,9 @@ HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 
 
 def medlama(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
-    return subprocess.run([sys.executable, "-P", "-m", "medlama", *map(str, args)], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=600)
+    """``medlama ARGS`` through the CLI's main in this process (tests/helpers/refusals.py; offline, as
+    tests/conftest.py sets the environment)."""
+    return medlama_here(*args, cwd=cwd)
 
 
 def one_error(run: subprocess.CompletedProcess) -> str:

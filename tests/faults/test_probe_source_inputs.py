@@ -25,15 +25,15 @@ import cv_inputs  # tests/helpers (pytest pythonpath)
 from medlama.core.errors import MedlamaInputError
 from medlama.probers.query_set import QuerySet
 from medlama.runs.queries import QuerySource
+from refusals import medlama_here  # tests/helpers: the CLI's main, in this process
 
 pytestmark = pytest.mark.slow
 
 
 def medlama(*args: str | Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
-    return subprocess.run([sys.executable, "-P", "-m", "medlama", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=600)
+    """``medlama ARGS`` through the CLI's main in this process (tests/helpers/refusals.py; offline, as
+    tests/conftest.py sets the environment)."""
+    return medlama_here(*args)
 
 
 def one_error(run: subprocess.CompletedProcess) -> str:

@@ -1,10 +1,15 @@
-"""The user's path for a refused command: ``python -m medlama ...`` in a fresh interpreter, and the one
+"""The user's path for a refused command: ``python -m medlama ...`` in a fresh interpreter (:func:`medlama`), or
+the same command line through the CLI's ``main`` in this process (:func:`medlama_here`), and the one
 ``medlama: error:`` line it must end with (exit status 2, no traceback)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
 import sys
+import traceback
+import warnings
 from pathlib import Path
 
 
@@ -12,6 +17,40 @@ def medlama(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedP
     """``python -P -m medlama ARGS`` (``-P``: a folder named ``medlama`` in ``cwd`` never shadows the package)."""
     return subprocess.run([sys.executable, "-P", "-m", "medlama", *map(str, args)], capture_output=True, text=True,
                           cwd=cwd, timeout=300)
+
+
+def medlama_here(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``medlama ARGS`` as ``python -m medlama`` runs it (``sys.exit(medlama.cli.main(ARGS))``), in this process:
+    its stdout, its stderr (Python's warnings shown there as a fresh interpreter shows them, an uncaught
+    exception as its traceback) and its exit status, as :func:`medlama` returns them. For a command whose refusal
+    is the point: a new interpreter would spend seconds importing what this one has imported already
+    (``tests/faults/test_refusals_in_process.py`` checks that both give the same lines and status). A test that
+    needs a process of its own (a kill, its environment, import order, ``-P``) uses :func:`medlama`."""
+    from medlama.cli import main  # the CLI as the test process has imported it (tests/conftest.py)
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.ExitStack() as stack:
+        if cwd is not None:
+            stack.enter_context(contextlib.chdir(cwd))
+        stack.enter_context(contextlib.redirect_stdout(out))
+        stack.enter_context(contextlib.redirect_stderr(err))
+        stack.enter_context(warnings.catch_warnings())
+        warnings.resetwarnings()  # a fresh interpreter's filters (python -W unset), not pytest's
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)
+        warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: err.write(
+            warnings.formatwarning(message, category, filename, lineno, line))
+        try:
+            status = main([str(arg) for arg in args])
+        except SystemExit as exit:  # argparse's usage errors and --help end the process
+            code = exit.code
+            status = code if isinstance(code, int) else 0 if code is None else 1
+            if not isinstance(code, int) and code is not None:
+                err.write(f"{code}\n")
+        except Exception:  # noqa: BLE001 - what the interpreter prints of an uncaught exception, and its status
+            err.write(traceback.format_exc())
+            status = 1
+    return subprocess.CompletedProcess(["medlama", *map(str, args)], status, out.getvalue(), err.getvalue())
 
 
 def error_line(result: subprocess.CompletedProcess, *, alone: bool = False) -> str:
@@ -25,8 +64,9 @@ def error_line(result: subprocess.CompletedProcess, *, alone: bool = False) -> s
 
 
 def refused_in(cwd: Path, *words: str) -> str:
-    """The error line of ``medlama WORDS`` run in ``cwd``, which it must leave as it was."""
+    """The error line of ``medlama WORDS`` run in ``cwd`` (in this process: :func:`medlama_here`), which it must
+    leave as it was."""
     before = sorted(p.name for p in cwd.iterdir())
-    line = error_line(medlama(*words, cwd=cwd))
+    line = error_line(medlama_here(*words, cwd=cwd))
     assert sorted(p.name for p in cwd.iterdir()) == before
     return line
