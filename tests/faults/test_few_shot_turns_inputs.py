@@ -12,13 +12,11 @@ written.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 
 import pytest
 
 import cv_inputs  # tests/helpers (pytest pythonpath)
+from refusals import error_line, medlama_here  # tests/helpers
 from tiny_causal import save_causal
 
 pytestmark = pytest.mark.slow
@@ -27,15 +25,9 @@ NEEDS = "few_shot_as_multiturn makes few-shot examples chat turns: give chat_tem
 
 
 def one_error(*words) -> str:
-    """The one ``medlama: error:`` line of ``python -m medlama WORDS`` (exit 2, no traceback)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    run = subprocess.run([sys.executable, "-P", "-m", "medlama", *map(str, words)], capture_output=True, text=True,
-                         env=env, timeout=600)
-    assert run.returncode == 2, run.stderr[-3000:]
-    assert "Traceback" not in run.stderr, run.stderr[-3000:]
-    lines = [line for line in run.stderr.splitlines() if line.startswith("medlama: error:")]
-    assert len(lines) == 1, run.stderr[-3000:]
-    return lines[0]
+    """The one ``medlama: error:`` line of ``medlama WORDS`` (exit 2, no traceback), run as ``python -m medlama``
+    runs it, in this process."""
+    return error_line(medlama_here(*words))
 
 
 @pytest.fixture(scope="module")
