@@ -34,6 +34,9 @@ from tqdm import std
 _TRUE = ("1", "true", "yes", "on")
 #: The choice of the innermost :func:`showing` block: True, False, or None (decide by the terminal).
 _choice: bool | None = None
+#: Whether the innermost :func:`showing` block was asked for silence (``--no-progress``, or ``TQDM_DISABLE`` set
+#: before it), not merely off a terminal; None outside any block (then ``TQDM_DISABLE`` decides).
+_silent: bool | None = None
 
 
 def env_disabled() -> bool:
@@ -84,12 +87,16 @@ _ENV = ("TQDM_DISABLE", "HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PRO
 @contextlib.contextmanager
 def showing(show: bool | None = None) -> Iterator[bool]:
     """Show progress bars in the block if ``show`` (None: as :func:`enabled` decides); yields the outcome."""
-    global _choice
-    previous_choice, previous_env = _choice, {name: os.environ.get(name) for name in _ENV}
+    global _choice, _silent
+    previous_choice, previous_silent, previous_env = _choice, _silent, {name: os.environ.get(name) for name in _ENV}
+    # silence asked for, before this block sets TQDM_DISABLE for the libraries' bars: off a terminal the bars go,
+    # but a log still gets its plain lines (:func:`bar`)
+    # (an enclosing block's own TQDM_DISABLE is no user's: its silence is inherited as it was decided)
+    silent = show is False or (show is None and (env_disabled() if _silent is None else _silent))
     on = enabled() if show is None else bool(show)
     switches = _library_switches()
     previous_states = [is_enabled() for is_enabled, _, _ in switches]
-    _choice = on
+    _choice, _silent = on, silent
     if not on:
         for name in _ENV:
             os.environ[name] = "1"
@@ -98,7 +105,7 @@ def showing(show: bool | None = None) -> Iterator[bool]:
     try:
         yield on
     finally:
-        _choice = previous_choice
+        _choice, _silent = previous_choice, previous_silent
         put_back()
         for name, value in previous_env.items():
             if value is None:
@@ -148,7 +155,7 @@ def bar(iterable=None, *, total: int | None = None, desc: str | None = None, uni
         from tqdm.auto import tqdm  # tqdm loads when a bar is drawn
 
         return tqdm(iterable, total=total, desc=desc, unit=unit, leave=leave)
-    quiet = desc is None or _choice is False or env_disabled()
+    quiet = desc is None or (env_disabled() if _silent is None else _silent)
     return _LogLines(iterable, total=total, desc=desc, unit=unit, quiet=quiet)
 
 

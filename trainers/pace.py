@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any
 
+from medlama.core.progress import bar
 from medlama.trainers.config import PRESETS, QUICK_PRESET, RewireConfig
 
 
@@ -67,3 +68,32 @@ def cpu_pace_callback(config: RewireConfig, preset: str | None, device: Any):
                   file=sys.stderr)
 
     return _CpuPace()
+
+
+def plain_progress_callback():
+    """A ``transformers.TrainerCallback`` for a run whose trainer bar is off (``disable_tqdm``: off a terminal, or
+    asked): medlama's plain progress line on stderr every few seconds (:func:`medlama.core.progress.bar`:
+    ``medlama: rewiring: 120/620 steps (2.1/s)``, nothing when silence was asked for), in the main process, where
+    transformers would print every log as a Python dict on stdout among the tables (its ``PrinterCallback``,
+    which :func:`medlama.trainers.trainer` takes out; the losses stay in the trainer state and the record)."""
+    # transformers loads when this runs, not when medlama.trainers.pace is imported
+    from transformers import TrainerCallback
+
+    class _PlainProgress(TrainerCallback):
+        def __init__(self) -> None:
+            self._bar = None
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            if state.is_world_process_zero:
+                self._bar = bar(total=state.max_steps, desc="rewiring", unit="step")
+                self._bar.update(state.global_step)  # a resumed run starts where it stopped
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self._bar is not None:
+                self._bar.update(1)
+
+        def on_train_end(self, args, state, control, **kwargs):
+            if self._bar is not None:
+                self._bar.close()
+
+    return _PlainProgress()

@@ -61,7 +61,7 @@ from medlama.trainers.loss import make_loss
 from medlama.core.checkpoints import WEIGHT_FILES
 from medlama.trainers.model import build_rewire_model
 from medlama.trainers.model_card import write_rewire_card
-from medlama.trainers.pace import cpu_pace_callback
+from medlama.trainers.pace import cpu_pace_callback, plain_progress_callback
 from medlama.core.provenance import package_versions
 from medlama.trainers.evaluator import MedLAMAEvaluator
 
@@ -415,4 +415,9 @@ def _make_trainer(model, build: ClozeBuild, out: Path, config: RewireConfig, pre
     trainer = _RewireTrainer(model=model, args=args, train_dataset=dataset, loss=loss,
                              callbacks=[*callbacks, divergence_callback(config.learning_rate), _SaveLastStep(),
                                         timer], evaluator=make_evaluator(config))
+    if args.disable_tqdm:  # no bar: no log dicts printed on stdout either, a plain progress line on stderr instead
+        from transformers import PrinterCallback  # transformers is loaded by now (the trainer above)
+
+        trainer.remove_callback(PrinterCallback)
+        trainer.add_callback(plain_progress_callback())
     return trainer, timer
