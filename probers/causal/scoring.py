@@ -260,7 +260,8 @@ class CausalLM:
         if not isinstance(text, str) or text.count(MASK_PLACEHOLDER) != 1:
             count = text.count(MASK_PLACEHOLDER) if isinstance(text, str) else 0
             raise MedlamaInputError(f"query has {count} {MASK_PLACEHOLDER} slots, needs exactly one: {text!r}")
-        examples, query = turns(text)  # few-shot examples as chat turns (few_shot_as_multiturn), else none
+        # few-shot examples as chat turns travel in the text (few_shot_as_multiturn); any other text is read whole
+        examples, query = turns(text) if self.settings.few_shot_as_multiturn else ([], text)
         left, right = query.split(MASK_PLACEHOLDER)
         body = left.rstrip()
         if self.settings.chat_template:

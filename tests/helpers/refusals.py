@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import subprocess
 import sys
 import traceback
@@ -28,10 +29,13 @@ def medlama_here(*args: str | Path, cwd: Path | None = None) -> subprocess.Compl
     needs a process of its own (a kill, its environment, import order, ``-P``) uses :func:`medlama`."""
     from medlama.cli import main  # the CLI as the test process has imported it (tests/conftest.py)
 
+    _libraries_log_to_the_real_stderr()
     out, err = io.StringIO(), io.StringIO()
     with contextlib.ExitStack() as stack:
+        stack.callback(setattr, sys, "unraisablehook", sys.unraisablehook)  # a stopped run's CLI replaces it
         if cwd is not None:
-            stack.enter_context(contextlib.chdir(cwd))
+            stack.callback(os.chdir, os.getcwd())  # contextlib.chdir is Python 3.11's
+            os.chdir(cwd)
         stack.enter_context(contextlib.redirect_stdout(out))
         stack.enter_context(contextlib.redirect_stderr(err))
         stack.enter_context(warnings.catch_warnings())
@@ -51,6 +55,16 @@ def medlama_here(*args: str | Path, cwd: Path | None = None) -> subprocess.Compl
             err.write(traceback.format_exc())
             status = 1
     return subprocess.CompletedProcess(["medlama", *map(str, args)], status, out.getvalue(), err.getvalue())
+
+
+def _libraries_log_to_the_real_stderr() -> None:
+    """transformers' and datasets' log handlers take ``sys.stderr`` as it is when they are first made: made inside
+    :func:`medlama_here`, they would write every later warning of this test process into that call's buffer."""
+    from datasets.utils import logging as datasets_logging  # both load with the command anyway
+    from transformers.utils import logging as transformers_logging  # (see the docstring)
+
+    datasets_logging.get_logger("datasets")
+    transformers_logging.get_logger("transformers")
 
 
 def error_line(result: subprocess.CompletedProcess, *, alone: bool = False) -> str:

@@ -101,3 +101,16 @@ def test_probe_records_the_turns(tmp_path, medlama_tiny):
                                 f"<|assistant|>\n{filled(queries.texts[j], queries.gold[j][0])}<|end|>\n"
                                 f"<|user|>\n{user_message(queries.texts[q])}<|end|>\n"
                                 f"<|assistant|>\n{left.rstrip()}[Y]{right}")
+
+
+def test_a_text_holding_the_turn_separator_is_read_whole_without_chat_turns(tmp_path):
+    """Only a run with few_shot_as_multiturn carries turns in its texts: any other text holding the separator (a
+    user's data) is read whole, never cut at it into made-up turns."""
+    from medlama.probers.causal.chat import TURN
+    from medlama.probers.causal.prober import CausalLikelihoodProber, LikelihoodSettings
+
+    model, _ = chat_gpt2(tmp_path / "gpt2")
+    for settings in (LikelihoodSettings(), LikelihoodSettings(chat_template=True)):
+        lm = CausalLikelihoodProber(model, settings).lm
+        whole, tail = lm.split(f"the patient had asthma and{TURN} fever [Y] ."), lm.split(" fever [Y] .")
+        assert whole.prefix != tail.prefix and len(whole.prefix) > len(tail.prefix)
