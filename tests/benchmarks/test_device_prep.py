@@ -13,19 +13,14 @@ from pathlib import Path
 
 import pytest
 
-DEVICE = Path(__file__).resolve().parents[2] / "benchmarks" / "device"
+from scripts import DEVICE, script  # tests/helpers
+
 MEASURE = DEVICE / "measure.py"
 
 
 @pytest.fixture(scope="module")
 def prepare():
-    sys.path.insert(0, str(DEVICE))
-    try:
-        import prepare as module  # benchmarks/device/prepare.py, a script
-
-        yield module
-    finally:
-        sys.path.remove(str(DEVICE))
+    return script("prepare", DEVICE)  # benchmarks/device/prepare.py
 
 
 def make_wheel(folder: Path, name: str, version: str, requires: list[str] = (), pad: int = 0) -> Path:
@@ -167,11 +162,7 @@ def test_measure_names_what_was_not_carried(carried, tmp_path):
 
 
 def test_measure_commands_are_the_issue_sizes_on_the_gpu_and_tiny_on_the_cpu(carried, tmp_path):
-    sys.path.insert(0, str(DEVICE))
-    try:
-        import measure as module
-    finally:
-        sys.path.remove(str(DEVICE))
+    module = script("measure", DEVICE)
     gpu = module.parse([*carried, "--out", str(tmp_path)])
     dry = module.parse([*carried, "--out", str(tmp_path), "--cpu-dry-run"])
     enc = tmp_path / "enc"
@@ -206,11 +197,7 @@ def test_measure_skips_what_the_budget_cannot_hold_and_records_it(carried, tmp_p
 
 
 def test_optiprompt_record_and_its_dev_share():
-    sys.path.insert(0, str(DEVICE))
-    try:
-        import measure as module
-    finally:
-        sys.path.remove(str(DEVICE))
+    module = script("measure", DEVICE)
     record = {"whole_seconds": 40.0, "training_seconds": 10.0, "dev_decoding_seconds": 30.0, "steps": 320,
               "dev_decodings": 11, "dev_queries": 130, "max_masks": 10, "note": {"a": 1}}
     output = "a warning {not json}\n" + json.dumps(record, indent=2) + "\n"
@@ -222,12 +209,7 @@ def test_optiprompt_record_and_its_dev_share():
 def test_the_dry_runs_site_holds_the_image_and_nothing_the_wheels_bring(tmp_path):
     """The dry run proves the wheel set only if its site lacks what the wheels bring: torch imports there,
     lm-eval, lm-pub-quiz and datasets (carried as wheels) do not."""
-    sys.path.insert(0, str(DEVICE))
-    try:
-        import dry_run
-        import prepare
-    finally:
-        sys.path.remove(str(DEVICE))
+    dry_run, prepare = script("dry_run", DEVICE), script("prepare", DEVICE)
     image = set(prepare.read_image(DEVICE / "image.txt"))
     names = dry_run.image_closure(image)
     assert {"torch", "transformers", "sentence-transformers"} <= names

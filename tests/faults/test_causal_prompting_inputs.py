@@ -15,16 +15,10 @@ from __future__ import annotations
 import pytest
 
 import cv_inputs  # tests/helpers (pytest pythonpath)
-from refusals import error_line, medlama_here  # tests/helpers
+from refusals import error_here  # tests/helpers: the refusal, run in this process
 from tiny_causal import save_causal
 
 pytestmark = pytest.mark.slow
-
-
-def one_error(*words) -> str:
-    """The one ``medlama: error:`` line of ``medlama WORDS`` (exit 2, no traceback), run as ``python -m medlama``
-    runs it, in this process."""
-    return error_line(medlama_here(*words))
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +43,6 @@ def probe_flags(setup, out):
 ])
 def test_bad_prompting_flags_are_one_line(setup, tmp_path, flags, message):
     out = tmp_path / "out"
-    line = one_error(*probe_flags(setup, out), *flags)
+    line = error_here(*probe_flags(setup, out), *flags)
     assert message in line, line
     assert not out.exists() and not (tmp_path / ".out.work").exists()

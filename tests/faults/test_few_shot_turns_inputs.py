@@ -16,18 +16,12 @@ from __future__ import annotations
 import pytest
 
 import cv_inputs  # tests/helpers (pytest pythonpath)
-from refusals import error_line, medlama_here  # tests/helpers
+from refusals import error_here  # tests/helpers: the refusal, run in this process
 from tiny_causal import save_causal
 
 pytestmark = pytest.mark.slow
 
 NEEDS = "few_shot_as_multiturn makes few-shot examples chat turns: give chat_template (--chat-template) and few_shot"
-
-
-def one_error(*words) -> str:
-    """The one ``medlama: error:`` line of ``medlama WORDS`` (exit 2, no traceback), run as ``python -m medlama``
-    runs it, in this process."""
-    return error_line(medlama_here(*words))
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +40,7 @@ def setup(tmp_path_factory):
 def test_bad_turn_flags_of_probe_are_one_line(setup, tmp_path, flags, message):
     data, model = setup
     out = tmp_path / "out"
-    line = one_error("probe", "--data", data, "--config", "full", "--model", model, "--method", "causal-likelihood",
+    line = error_here("probe", "--data", data, "--config", "full", "--model", model, "--method", "causal-likelihood",
                      "--out", out, *flags)
     assert message in line, line
     if "tokenizer" in message:
@@ -63,6 +57,6 @@ def test_bad_turn_flags_of_probe_are_one_line(setup, tmp_path, flags, message):
 def test_bad_turn_flags_of_the_lm_eval_export_are_one_line(setup, tmp_path, flags, message):
     data, _ = setup
     out = tmp_path / "tasks"
-    line = one_error("export", "lm-eval", "--data", data, "--out", out, *flags)
+    line = error_here("export", "lm-eval", "--data", data, "--out", out, *flags)
     assert message in line, line
     assert not out.exists()

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from refusals import medlama_here  # tests/helpers: the CLI's main, in this process
+from refusals import error_line, medlama_here  # tests/helpers: the CLI's main, in this process
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
@@ -40,9 +40,8 @@ def probe(root: Path, prompts, out, *more, data=None, model=None):
 
 
 def one_error(run: subprocess.CompletedProcess) -> str:
-    lines = run.stderr.strip().splitlines()
-    assert run.returncode == 2 and len(lines) == 1 and lines[0].startswith("medlama: error: "), run.stderr[-2000:]
-    return lines[0]
+    """The refusal's one line, alone on stderr."""
+    return error_line(run, alone=True)
 
 
 def edited_record(root: Path, tmp: Path) -> tuple[Path, str]:

@@ -77,10 +77,15 @@ def error_line(result: subprocess.CompletedProcess, *, alone: bool = False) -> s
     return lines[0]
 
 
+def error_here(*args: str | Path, cwd: Path | None = None) -> str:
+    """The one ``medlama: error:`` line of ``medlama ARGS`` run in this process (:func:`medlama_here`)."""
+    return error_line(medlama_here(*args, cwd=cwd))
+
+
 def refused_in(cwd: Path, *words: str) -> str:
     """The error line of ``medlama WORDS`` run in ``cwd`` (in this process: :func:`medlama_here`), which it must
     leave as it was."""
     before = sorted(p.name for p in cwd.iterdir())
-    line = error_line(medlama_here(*words, cwd=cwd))
+    line = error_here(*words, cwd=cwd)
     assert sorted(p.name for p in cwd.iterdir()) == before
     return line

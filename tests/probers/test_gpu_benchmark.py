@@ -5,26 +5,19 @@ LM's scoring pass and on a causal LM's cached step. Speed is never asserted (mea
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from scripts import script  # tests/helpers
+
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
 def gpu():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import gpu as module  # benchmarks/gpu.py, a script
-
-        yield module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    return script("gpu")  # benchmarks/gpu.py
 
 
 def test_every_part_runs_small_on_the_cpu(gpu, medlama_source, tmp_path, capsys):

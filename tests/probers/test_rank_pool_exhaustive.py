@@ -136,15 +136,10 @@ def test_the_search_benchmark_checks_its_rankings(capsys):
     """``benchmarks/bench_retrieval_search.py`` runs and checks every ``rank_pool`` (today's and, with ``--before``,
     an earlier commit's) against the whole matrix; speed is measured by the benchmark only, never asserted."""
     import subprocess
-    import sys
-    from pathlib import Path
 
-    benchmarks = Path(__file__).resolve().parents[2] / "benchmarks"
-    sys.path.insert(0, str(benchmarks))
-    try:
-        import bench_retrieval_search  # a script beside the other benchmarks
-    finally:
-        sys.path.remove(str(benchmarks))
+    from scripts import BENCHMARKS as benchmarks, script  # tests/helpers
+
+    bench_retrieval_search = script("bench_retrieval_search")
     flags = ["--queries", "40", "--names", "70", "--dim", "12", "--repeat", "1", "--threads", "1", "--clock", "cpu"]
     in_git = subprocess.run(["git", "-C", str(benchmarks), "rev-parse", "HEAD"], capture_output=True).returncode == 0
     assert bench_retrieval_search.main(flags + (["--before", "HEAD"] if in_git else [])) == 0
